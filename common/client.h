@@ -1,0 +1,59 @@
+/* Client of the ixia Thrift API (framed binary), used by the CLI, the tests,
+ * the benchmarks and the recovery tools.
+ *
+ * Every call converts Thrift exceptions and transport errors into
+ * ixia_error_t: a server-side IxiaError keeps its code and message; a broken
+ * connection becomes IXIA_EUNAVAILABLE. Strings returned through out
+ * parameters are g_malloc'd and owned by the caller.
+ *
+ * Thread safety: one client per thread; a client is one connection. */
+#ifndef IXIA_CLIENT_H
+#define IXIA_CLIENT_H
+
+#include <glib.h>
+
+#include "config.h"
+#include "error.h"
+#include "ixia_ixia.h"
+
+typedef struct ixia_client ixia_client_t;
+
+/* The API address to use: `explicit_addr` if given, else $IXIA_API, else
+ * api.host:api.port from cfg (cfg may be NULL: then 127.0.0.1:9090).
+ * Caller frees. */
+char *ixia_client_address(const char *explicit_addr, const ixia_config_t *cfg);
+
+/* Connects to "host:port". */
+ixia_client_t *ixia_client_new(const char *hostport, ixia_error_t **err);
+void ixia_client_destroy(ixia_client_t *c);
+
+/* The generated interface, for calls without a wrapper (multiGet, batch). */
+IxiaIxiaIf *ixia_client_iface(ixia_client_t *c);
+/* Converts the outcome of a raw generated call (ok, its exception, its
+ * GError) into ixia_error_t; frees xe and gerr. */
+gboolean ixia_client_check(ixia_client_t *c, gboolean ok, IxiaIxiaError *xe, GError *gerr,
+                           ixia_error_t **err);
+
+/* expected_version: -1 none, 0 key must be absent, N > 0 current version. */
+gboolean ixia_client_put(ixia_client_t *c, const char *ns, const char *table, const char *key,
+                         const char *json, gint64 expected_version, gint64 *version,
+                         ixia_error_t **err);
+gboolean ixia_client_upsert(ixia_client_t *c, const char *ns, const char *table, const char *key,
+                            const char *json, gint64 expected_version, gint64 *version,
+                            ixia_error_t **err);
+gboolean ixia_client_delete(ixia_client_t *c, const char *ns, const char *table, const char *key,
+                            gint64 expected_version, gint64 *version, ixia_error_t **err);
+/* fields: NULL-terminated list of dotted paths, or NULL for the whole doc.
+ * A missing key returns TRUE with *found = FALSE. */
+gboolean ixia_client_get(ixia_client_t *c, const char *ns, const char *table, const char *key,
+                         const char *const *fields, gboolean *found, gint64 *version, char **json,
+                         ixia_error_t **err);
+gboolean ixia_client_apply_schema(ixia_client_t *c, const char *schema_json, gint64 *version,
+                                  ixia_error_t **err);
+gboolean ixia_client_get_schema(ixia_client_t *c, const char *ns, const char *table, char **json,
+                                ixia_error_t **err);
+gboolean ixia_client_stats(ixia_client_t *c, char **json, ixia_error_t **err);
+gboolean ixia_client_query(ixia_client_t *c, const char *request_json, char **response_json,
+                           ixia_error_t **err);
+
+#endif

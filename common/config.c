@@ -1,0 +1,300 @@
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define MIB (1024 * 1024)
+
+static const ixia_option_t options[] = {
+    /* log */
+    {"log.level", IXIA_OPT_STRING, "info", 0, 0, "Log level: error, warn, info or debug."},
+
+    /* api */
+    {"api.host", IXIA_OPT_STRING, "127.0.0.1", 0, 0,
+     "Address ixia-query-api listens on, and the address clients use when no --api is given."},
+    {"api.port", IXIA_OPT_INT, "9090", 0, 65535,
+     "TCP port of ixia-query-api. 0 picks a free port (see api.port_file)."},
+    {"api.port_file", IXIA_OPT_STRING, "", 0, 0,
+     "If set, ixia-query-api writes the port it listens on to this file once it serves."},
+
+    /* server: the Thrift server shared by every daemon */
+    {"server.workers", IXIA_OPT_INT, "128", 1, 4096,
+     "Maximum connections served at once; each has a worker thread. Further connections wait."},
+    {"server.max_frame_bytes", IXIA_OPT_INT, "67108864", 1024, 1024LL * MIB,
+     "Largest Thrift frame accepted. A larger frame header closes the connection."},
+    {"server.max_string_bytes", IXIA_OPT_INT, "16777216", 1024, 1024LL * MIB,
+     "Largest string inside a Thrift message."},
+    {"server.max_container_items", IXIA_OPT_INT, "100000", 16, 100000000,
+     "Largest list inside a Thrift message."},
+    {"server.recv_timeout_ms", IXIA_OPT_INT, "300000", 100, 86400000,
+     "An idle or stalled connection (for example a truncated frame) is closed after this long."},
+
+    /* limits on input */
+    {"limits.max_doc_bytes", IXIA_OPT_INT, "1048576", 2, 256LL * MIB,
+     "Largest document, in bytes of JSON."},
+    {"limits.max_json_depth", IXIA_OPT_INT, "32", 1, 1000,
+     "Deepest nesting of objects and arrays accepted in a document."},
+    {"limits.max_key_bytes", IXIA_OPT_INT, "512", 1, 4096, "Longest document key, in bytes."},
+    {"limits.max_batch_ops", IXIA_OPT_INT, "1000", 1, 1000000,
+     "Most operations in one batch call."},
+    {"limits.max_get_keys", IXIA_OPT_INT, "1000", 1, 1000000, "Most keys in one multiGet call."},
+
+    /* store */
+    {"store.path", IXIA_OPT_STRING, "data/store", 0, 0, "Directory of the RocksDB truth store."},
+    {"store.sync", IXIA_OPT_BOOL, "true", 0, 0,
+     "Sync the WAL before acknowledging a write. Turning it off loses acknowledged writes on a crash."},
+    {"store.max_group_ops", IXIA_OPT_INT, "2048", 1, 1000000,
+     "Most operations the writer commits in one synced group (group commit)."},
+    {"store.wal_ttl_seconds", IXIA_OPT_INT, "86400", 0, 31536000,
+     "Keep WAL files at least this long, so replication can catch up after an outage."},
+    {"store.wal_size_limit_mb", IXIA_OPT_INT, "4096", 0, 1048576,
+     "Keep at most this much archived WAL. 0 = no size limit (the TTL alone applies)."},
+    {"store.block_cache_mb", IXIA_OPT_INT, "256", 8, 1048576, "RocksDB block cache size."},
+    {"store.write_buffer_mb", IXIA_OPT_INT, "64", 1, 65536, "RocksDB memtable size."},
+
+    /* cache */
+    {"cache.servers", IXIA_OPT_STRING, "127.0.0.1:11211", 0, 0,
+     "Comma-separated memcached servers (host:port), consistently hashed. Empty disables the cache."},
+    {"cache.timeout_ms", IXIA_OPT_INT, "50", 1, 60000,
+     "Connect, send and receive timeout for memcached. Keep it short: a hung memcached only slows gets."},
+    {"cache.retry_timeout_s", IXIA_OPT_INT, "2", 1, 3600,
+     "After a memcached server fails, skip it for this many seconds."},
+    {"cache.default_ttl_seconds", IXIA_OPT_INT, "300", 1, 2592000,
+     "Cache TTL for tables whose schema sets no cache_ttl_seconds."},
+    {"cache.lease_ttl_seconds", IXIA_OPT_INT, "5", 1, 3600,
+     "Lifetime of the placeholder a cache miss takes before its backfill."},
+    {"cache.pool_size", IXIA_OPT_INT, "64", 1, 4096, "memcached connections kept per server set."},
+    {"cache.backfill_threads", IXIA_OPT_INT, "2", 1, 256, "Threads that backfill the cache after misses."},
+    {"cache.backfill_queue_max", IXIA_OPT_INT, "10000", 1, 10000000,
+     "Pending backfills beyond this are dropped (the next get misses again)."},
+    {"cache.test_backfill_pause_ms", IXIA_OPT_INT, "0", 0, 600000,
+     "Test hook: each backfill sleeps this long before storing. Never set it in production."},
+
+    {NULL, 0, NULL, 0, 0, NULL},
+};
+
+typedef union {
+  gint64 i;
+  gboolean b;
+  double d;
+  char *s;
+} value_t;
+
+struct ixia_config {
+  GHashTable *index; /* name -> index+1 */
+  value_t *values;
+  guint n;
+};
+
+const ixia_option_t *ixia_config_options(void) { return options; }
+
+static int find_option(const ixia_config_t *cfg, const char *name) {
+  gpointer v = g_hash_table_lookup(cfg->index, name);
+  return v ? GPOINTER_TO_INT(v) - 1 : -1;
+}
+
+static gboolean parse_value(const ixia_option_t *o, const char *text, value_t *out,
+                            ixia_error_t **err) {
+  char *end = NULL;
+  switch (o->type) {
+    case IXIA_OPT_INT: {
+      errno = 0;
+      gint64 v = g_ascii_strtoll(text, &end, 10);
+      if (errno || end == text || *end)
+        return ixia_error_set(err, IXIA_EINVAL, "config %s: '%s' is not an integer", o->name, text);
+      if (v < o->min || v > o->max)
+        return ixia_error_set(err, IXIA_EINVAL,
+                              "config %s: %" G_GINT64_FORMAT " is outside [%" G_GINT64_FORMAT
+                              ", %" G_GINT64_FORMAT "]",
+                              o->name, v, o->min, o->max);
+      out->i = v;
+      return TRUE;
+    }
+    case IXIA_OPT_BOOL:
+      if (!g_ascii_strcasecmp(text, "true") || !strcmp(text, "1") || !g_ascii_strcasecmp(text, "yes"))
+        out->b = TRUE;
+      else if (!g_ascii_strcasecmp(text, "false") || !strcmp(text, "0") ||
+               !g_ascii_strcasecmp(text, "no"))
+        out->b = FALSE;
+      else
+        return ixia_error_set(err, IXIA_EINVAL, "config %s: '%s' is not a boolean (true/false)",
+                              o->name, text);
+      return TRUE;
+    case IXIA_OPT_DOUBLE:
+      errno = 0;
+      out->d = g_ascii_strtod(text, &end);
+      if (errno || end == text || *end)
+        return ixia_error_set(err, IXIA_EINVAL, "config %s: '%s' is not a number", o->name, text);
+      return TRUE;
+    case IXIA_OPT_STRING:
+      out->s = g_strdup(text);
+      return TRUE;
+  }
+  return FALSE;
+}
+
+ixia_config_t *ixia_config_new(void) {
+  ixia_config_t *cfg = g_new0(ixia_config_t, 1);
+  cfg->index = g_hash_table_new(g_str_hash, g_str_equal);
+  for (cfg->n = 0; options[cfg->n].name; cfg->n++)
+    g_hash_table_insert(cfg->index, (gpointer)options[cfg->n].name, GINT_TO_POINTER(cfg->n + 1));
+  cfg->values = g_new0(value_t, cfg->n);
+  for (guint i = 0; i < cfg->n; i++) {
+    ixia_error_t *e = NULL;
+    if (!parse_value(&options[i], options[i].def, &cfg->values[i], &e))
+      g_error("bad built-in default: %s", e->message);
+  }
+  return cfg;
+}
+
+void ixia_config_destroy(ixia_config_t *cfg) {
+  if (!cfg) return;
+  for (guint i = 0; i < cfg->n; i++)
+    if (options[i].type == IXIA_OPT_STRING) g_free(cfg->values[i].s);
+  g_free(cfg->values);
+  g_hash_table_destroy(cfg->index);
+  g_free(cfg);
+}
+
+gboolean ixia_config_set(ixia_config_t *cfg, const char *name, const char *value,
+                         ixia_error_t **err) {
+  int i = find_option(cfg, name);
+  if (i < 0) return ixia_error_set(err, IXIA_EINVAL, "unknown config option '%s'", name);
+  value_t v;
+  if (!parse_value(&options[i], value, &v, err)) return FALSE;
+  if (options[i].type == IXIA_OPT_STRING) g_free(cfg->values[i].s);
+  cfg->values[i] = v;
+  return TRUE;
+}
+
+gboolean ixia_config_set_assignment(ixia_config_t *cfg, const char *assignment,
+                                    ixia_error_t **err) {
+  const char *eq = strchr(assignment, '=');
+  if (!eq || eq == assignment)
+    return ixia_error_set(err, IXIA_EINVAL, "--set expects section.key=value, got '%s'", assignment);
+  char *name = g_strndup(assignment, (gsize)(eq - assignment));
+  gboolean ok = ixia_config_set(cfg, name, eq + 1, err);
+  g_free(name);
+  return ok;
+}
+
+gboolean ixia_config_load_file(ixia_config_t *cfg, const char *path, ixia_error_t **err) {
+  GKeyFile *kf = g_key_file_new();
+  GError *gerr = NULL;
+  gboolean ok = TRUE;
+  if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &gerr)) {
+    ok = ixia_error_from_gerror(err, gerr, IXIA_EINVAL, path);
+    goto out;
+  }
+  gchar **groups = g_key_file_get_groups(kf, NULL);
+  for (gchar **g = groups; ok && *g; g++) {
+    gchar **keys = g_key_file_get_keys(kf, *g, NULL, NULL);
+    for (gchar **k = keys; ok && k && *k; k++) {
+      char *name = g_strdup_printf("%s.%s", *g, *k);
+      char *value = g_key_file_get_string(kf, *g, *k, NULL);
+      ok = ixia_config_set(cfg, name, value ? value : "", err);
+      if (!ok && err && *err) ixia_error_prefix(*err, "%s", path);
+      g_free(name);
+      g_free(value);
+    }
+    g_strfreev(keys);
+  }
+  g_strfreev(groups);
+out:
+  g_key_file_free(kf);
+  return ok;
+}
+
+static const value_t *get(const ixia_config_t *cfg, const char *name, ixia_opt_type_t type) {
+  int i = find_option(cfg, name);
+  if (i < 0 || options[i].type != type) g_error("config: no option %s of that type", name);
+  return &cfg->values[i];
+}
+
+gint64 ixia_config_int(const ixia_config_t *cfg, const char *name) {
+  return get(cfg, name, IXIA_OPT_INT)->i;
+}
+gboolean ixia_config_bool(const ixia_config_t *cfg, const char *name) {
+  return get(cfg, name, IXIA_OPT_BOOL)->b;
+}
+double ixia_config_double(const ixia_config_t *cfg, const char *name) {
+  return get(cfg, name, IXIA_OPT_DOUBLE)->d;
+}
+const char *ixia_config_str(const ixia_config_t *cfg, const char *name) {
+  return get(cfg, name, IXIA_OPT_STRING)->s;
+}
+
+char *ixia_config_doc_markdown(void) {
+  static const char *const type_names[] = {"integer", "boolean", "string", "number"};
+  GString *s = g_string_new(
+      "# Configuration reference\n\n"
+      "<!-- Generated by `ixia config-doc` from common/config.c; a test keeps it equal. -->\n\n"
+      "Every ixia daemon and tool reads the same options. They come from the built-in defaults,\n"
+      "then a config file (`--config FILE` or the `IXIA_CONFIG` environment variable, GKeyFile\n"
+      "syntax: `[section]` then `key = value`), then `--set section.key=value` on the command\n"
+      "line, later ones winning. Unknown options and out-of-range values are errors.\n");
+  const char *section = NULL;
+  size_t section_len = 0;
+  for (const ixia_option_t *o = options; o->name; o++) {
+    const char *dot = strchr(o->name, '.');
+    size_t len = (size_t)(dot - o->name);
+    if (!section || len != section_len || strncmp(section, o->name, len) != 0) {
+      section = o->name;
+      section_len = len;
+      g_string_append_printf(s, "\n## [%.*s]\n\n| option | type | default | range | meaning |\n"
+                                "|---|---|---|---|---|\n",
+                             (int)len, o->name);
+    }
+    char *range = o->type == IXIA_OPT_INT
+                      ? g_strdup_printf("%" G_GINT64_FORMAT " – %" G_GINT64_FORMAT, o->min, o->max)
+                      : g_strdup("");
+    g_string_append_printf(s, "| `%s` | %s | `%s` | %s | %s |\n", o->name, type_names[o->type],
+                           o->def, range, o->doc);
+    g_free(range);
+  }
+  return g_string_free(s, FALSE);
+}
+
+ixia_config_t *ixia_config_from_args(int *argc, char ***argv, const char *parameter_string,
+                                     const char *summary, const GOptionEntry *extra,
+                                     ixia_error_t **err) {
+  char *config_file = NULL;
+  char **sets = NULL;
+  GOptionEntry common[] = {
+      {"config", 0, 0, G_OPTION_ARG_FILENAME, &config_file,
+       "Config file (GKeyFile); default $IXIA_CONFIG", "FILE"},
+      {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &sets,
+       "Override one option (repeatable); see docs/CONFIG.md", "SECTION.KEY=VALUE"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL},
+  };
+  GOptionContext *ctx = g_option_context_new(parameter_string);
+  if (summary) g_option_context_set_summary(ctx, summary);
+  g_option_context_add_main_entries(ctx, common, NULL);
+  if (extra) g_option_context_add_main_entries(ctx, extra, NULL);
+  GError *gerr = NULL;
+  ixia_config_t *cfg = NULL;
+  if (!g_option_context_parse(ctx, argc, argv, &gerr)) {
+    ixia_error_from_gerror(err, gerr, IXIA_EINVAL, "command line");
+    goto out;
+  }
+  cfg = ixia_config_new();
+  const char *file = config_file ? config_file : g_getenv("IXIA_CONFIG");
+  gboolean ok = TRUE;
+  if (file && *file) ok = ixia_config_load_file(cfg, file, err);
+  for (char **s = sets; ok && s && *s; s++) ok = ixia_config_set_assignment(cfg, *s, err);
+  if (ok && !ixia_log_set_level_name(ixia_config_str(cfg, "log.level")))
+    ok = ixia_error_set(err, IXIA_EINVAL, "config log.level: unknown level '%s'",
+                        ixia_config_str(cfg, "log.level"));
+  if (!ok) {
+    ixia_config_destroy(cfg);
+    cfg = NULL;
+  }
+out:
+  g_option_context_free(ctx);
+  g_free(config_file);
+  g_strfreev(sets);
+  return cfg;
+}

@@ -1,0 +1,59 @@
+/* One error type for the whole code base: a code and a message.
+ *
+ * Each dependency's convention (RocksDB char **errptr, GError,
+ * memcached_return_t, Thrift exceptions) is converted into this type exactly
+ * once, at the module that talks to that dependency.
+ *
+ * Ownership: an ixia_error_t is owned by whoever holds the pointer; free it
+ * with ixia_error_destroy(). Functions that fail take an `ixia_error_t **err`
+ * which may be NULL (the caller does not want details) and is only set when
+ * *err is NULL, so the first error wins. Thread-safe: no shared state. */
+#ifndef IXIA_ERROR_H
+#define IXIA_ERROR_H
+
+#include <glib.h>
+
+/* Values match the ErrorCode enum of schemas/ixia.thrift. */
+typedef enum {
+  IXIA_OK = 0,
+  IXIA_EINVAL = 1,
+  IXIA_ENOTFOUND = 2,
+  IXIA_ECONFLICT = 3,
+  IXIA_ETOOLARGE = 4,
+  IXIA_ETYPE = 5,
+  IXIA_EUNAVAILABLE = 6,
+  IXIA_EINTERNAL = 7,
+  IXIA_EUNSUPPORTED = 8,
+} ixia_code_t;
+
+typedef struct ixia_error {
+  ixia_code_t code;
+  char *message;
+} ixia_error_t;
+
+ixia_error_t *ixia_error_new(ixia_code_t code, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+void ixia_error_destroy(ixia_error_t *err);
+
+/* Sets *err when err != NULL and *err == NULL. Always returns FALSE so that
+ * `return ixia_error_set(err, ...)` reads naturally in gboolean functions. */
+gboolean ixia_error_set(ixia_error_t **err, ixia_code_t code, const char *fmt, ...)
+    G_GNUC_PRINTF(3, 4);
+
+/* Moves src into *dst (first error wins, src is freed otherwise). */
+gboolean ixia_error_propagate(ixia_error_t **dst, ixia_error_t *src);
+
+/* Prepends "prefix: " to an existing error's message. */
+void ixia_error_prefix(ixia_error_t *err, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+
+/* Converts and frees a RocksDB error string (char *errptr). Returns FALSE
+ * when errptr was set (an error happened), TRUE otherwise. */
+gboolean ixia_error_from_rocksdb(ixia_error_t **err, char *errptr, const char *what);
+
+/* Converts and frees a GError. Returns FALSE when gerr was set. */
+gboolean ixia_error_from_gerror(ixia_error_t **err, GError *gerr, ixia_code_t code,
+                                const char *what);
+
+/* Short stable name of a code, e.g. "INVALID_ARGUMENT". */
+const char *ixia_code_name(ixia_code_t code);
+
+#endif

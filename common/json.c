@@ -1,0 +1,122 @@
+#include "json.h"
+
+#include <string.h>
+
+gboolean ixia_json_check_depth(const char *text, size_t len, int max_depth, ixia_error_t **err) {
+  int depth = 0;
+  gboolean in_string = FALSE;
+  for (size_t i = 0; i < len; i++) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        i++;
+      else if (c == '"')
+        in_string = FALSE;
+    } else if (c == '"') {
+      in_string = TRUE;
+    } else if (c == '{' || c == '[') {
+      if (++depth > max_depth)
+        return ixia_error_set(err, IXIA_ETOOLARGE,
+                              "JSON nesting deeper than the limit of %d levels (limits.max_json_depth) at byte %zu",
+                              max_depth, i);
+    } else if (c == '}' || c == ']') {
+      depth--;
+    }
+  }
+  return TRUE;
+}
+
+cJSON *ixia_json_parse_object(const char *text, size_t len, size_t max_bytes, int max_depth,
+                              const char *what, ixia_error_t **err) {
+  if (len > max_bytes) {
+    ixia_error_set(err, IXIA_ETOOLARGE,
+                   "%s is %zu bytes, over the limit of %zu bytes (limits.max_doc_bytes)", what, len,
+                   max_bytes);
+    return NULL;
+  }
+  if (!ixia_json_check_depth(text, len, max_depth, err)) {
+    if (err && *err) ixia_error_prefix(*err, "%s", what);
+    return NULL;
+  }
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, FALSE);
+  if (!root) {
+    size_t off = end && end >= text ? (size_t)(end - text) : 0;
+    ixia_error_set(err, IXIA_EINVAL, "%s is malformed JSON near byte %zu", what, off);
+    return NULL;
+  }
+  /* Only whitespace may follow the value. */
+  for (const char *p = end; p < text + len; p++) {
+    if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t') {
+      cJSON_Delete(root);
+      ixia_error_set(err, IXIA_EINVAL, "%s is malformed JSON: trailing data at byte %zu", what,
+                     (size_t)(p - text));
+      return NULL;
+    }
+  }
+  if (!cJSON_IsObject(root)) {
+    cJSON_Delete(root);
+    ixia_error_set(err, IXIA_EINVAL, "%s must be a JSON object", what);
+    return NULL;
+  }
+  return root;
+}
+
+char *ixia_json_print(const cJSON *item) {
+  char *s = cJSON_PrintUnformatted(item);
+  if (!s) return NULL;
+  char *out = g_strdup(s);
+  cJSON_free(s);
+  return out;
+}
+
+cJSON *ixia_json_path(const cJSON *obj, const char *path) {
+  const cJSON *cur = obj;
+  const char *p = path;
+  while (cur && *p) {
+    const char *dot = strchr(p, '.');
+    size_t n = dot ? (size_t)(dot - p) : strlen(p);
+    const cJSON *next = NULL;
+    if (cJSON_IsObject(cur)) {
+      for (const cJSON *c = cur->child; c; c = c->next) {
+        if (c->string && strlen(c->string) == n && memcmp(c->string, p, n) == 0) {
+          next = c;
+          break;
+        }
+      }
+    }
+    cur = next;
+    p = dot ? dot + 1 : p + n;
+  }
+  return (cJSON *)cur;
+}
+
+cJSON *ixia_json_project(const cJSON *doc, const char *const *paths, guint npaths,
+                         gboolean *all_present) {
+  cJSON *out = cJSON_CreateObject();
+  gboolean all = TRUE;
+  for (guint i = 0; i < npaths; i++) {
+    const cJSON *item = ixia_json_path(doc, paths[i]);
+    if (!item) {
+      all = FALSE;
+      continue;
+    }
+    /* Rebuild the nesting of a dotted path in the output. */
+    gchar **parts = g_strsplit(paths[i], ".", -1);
+    cJSON *parent = out;
+    guint n = g_strv_length(parts);
+    for (guint j = 0; j + 1 < n; j++) {
+      cJSON *child = cJSON_GetObjectItemCaseSensitive(parent, parts[j]);
+      if (!cJSON_IsObject(child)) {
+        if (child) cJSON_DeleteItemFromObjectCaseSensitive(parent, parts[j]);
+        child = cJSON_AddObjectToObject(parent, parts[j]);
+      }
+      parent = child;
+    }
+    if (!cJSON_GetObjectItemCaseSensitive(parent, parts[n - 1]))
+      cJSON_AddItemToObject(parent, parts[n - 1], cJSON_Duplicate(item, TRUE));
+    g_strfreev(parts);
+  }
+  if (all_present) *all_present = all;
+  return out;
+}

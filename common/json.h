@@ -1,0 +1,32 @@
+/* JSON helpers on cJSON with ixia's input limits.
+ * Stateless and thread-safe. Returned cJSON trees belong to the caller
+ * (cJSON_Delete); returned strings are g_malloc'd (g_free). */
+#ifndef IXIA_JSON_H
+#define IXIA_JSON_H
+
+#include <cjson/cJSON.h>
+#include <glib.h>
+
+#include "error.h"
+
+/* Checks nesting depth without building a tree, so that hostile input
+ * cannot make the parser recurse deeply. */
+gboolean ixia_json_check_depth(const char *text, size_t len, int max_depth, ixia_error_t **err);
+
+/* Parses a document: must be a JSON object of at most max_bytes bytes and
+ * max_depth levels. `what` names the input in error messages. */
+cJSON *ixia_json_parse_object(const char *text, size_t len, size_t max_bytes, int max_depth,
+                              const char *what, ixia_error_t **err);
+
+/* Unformatted text of a tree, g_malloc'd. */
+char *ixia_json_print(const cJSON *item);
+
+/* Item at a dotted path ("seller.country"), or NULL. Borrowed. */
+cJSON *ixia_json_path(const cJSON *obj, const char *path);
+
+/* A new object holding only the given dotted paths of doc, nested as in doc.
+ * *all_present is set FALSE when any path is absent from doc. */
+cJSON *ixia_json_project(const cJSON *doc, const char *const *paths, guint npaths,
+                         gboolean *all_present);
+
+#endif

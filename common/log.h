@@ -1,0 +1,22 @@
+/* Levelled logging to stderr, one line per call, safe from any thread.
+ * The level is process-wide (set once at start from log.level). */
+#ifndef IXIA_LOG_H
+#define IXIA_LOG_H
+
+#include <glib.h>
+
+typedef enum { IXIA_LOG_ERROR = 0, IXIA_LOG_WARN, IXIA_LOG_INFO, IXIA_LOG_DEBUG } ixia_log_level_t;
+
+/* Returns FALSE for an unknown level name (error, warn, info, debug). */
+gboolean ixia_log_set_level_name(const char *name);
+void ixia_log_set_level(ixia_log_level_t level);
+gboolean ixia_log_enabled(ixia_log_level_t level);
+void ixia_log(ixia_log_level_t level, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+
+#define IXIA_ERROR(...) ixia_log(IXIA_LOG_ERROR, __VA_ARGS__)
+#define IXIA_WARN(...) ixia_log(IXIA_LOG_WARN, __VA_ARGS__)
+#define IXIA_INFO(...) ixia_log(IXIA_LOG_INFO, __VA_ARGS__)
+#define IXIA_DEBUG(...) \
+  do { if (ixia_log_enabled(IXIA_LOG_DEBUG)) ixia_log(IXIA_LOG_DEBUG, __VA_ARGS__); } while (0)
+
+#endif

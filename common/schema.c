@@ -1,0 +1,217 @@
+#include "schema.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "json.h"
+
+static const char *const type_names[] = {"keyword", "text", "long", "double", "bool", "timestamp"};
+
+const char *ixia_field_type_name(ixia_field_type_t t) { return type_names[t]; }
+
+gboolean ixia_field_type_parse(const char *name, ixia_field_type_t *out) {
+  for (guint i = 0; i < G_N_ELEMENTS(type_names); i++) {
+    if (strcmp(name, type_names[i]) == 0) {
+      *out = (ixia_field_type_t)i;
+      return TRUE;
+    }
+  }
+  return FALSE;
+}
+
+gboolean ixia_name_valid(const char *name, const char *what, ixia_error_t **err) {
+  size_t n = name ? strlen(name) : 0;
+  if (n == 0 || n > 64)
+    return ixia_error_set(err, IXIA_EINVAL, "%s must be 1 to 64 characters, got %zu", what, n);
+  for (size_t i = 0; i < n; i++) {
+    char c = name[i];
+    if (!g_ascii_isalnum(c) && c != '_' && c != '-')
+      return ixia_error_set(err, IXIA_EINVAL,
+                            "%s '%s' has character '%c' at %zu; use only A-Z a-z 0-9 _ -", what,
+                            name, g_ascii_isprint(c) ? c : '?', i);
+  }
+  return TRUE;
+}
+
+static gboolean get_nonneg_int(const cJSON *root, const char *name, gint64 *out,
+                               ixia_error_t **err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
+  *out = 0;
+  if (!v || cJSON_IsNull(v)) return TRUE;
+  if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble) ||
+      v->valuedouble > 1e12)
+    return ixia_error_set(err, IXIA_EINVAL, "schema: %s must be a non-negative integer", name);
+  *out = (gint64)v->valuedouble;
+  return TRUE;
+}
+
+static gboolean field_path_valid(const char *f) {
+  if (!*f || f[0] == '.' || f[strlen(f) - 1] == '.' || strstr(f, "..")) return FALSE;
+  return strlen(f) <= 256;
+}
+
+ixia_schema_t *ixia_schema_parse(const char *json, size_t len, ixia_error_t **err) {
+  cJSON *root = ixia_json_parse_object(json, len, 1 << 20, 8, "schema", err);
+  if (!root) return NULL;
+  ixia_schema_t *s = g_new0(ixia_schema_t, 1);
+  s->refcount = 1;
+  const cJSON *ns = cJSON_GetObjectItemCaseSensitive(root, "namespace");
+  const cJSON *table = cJSON_GetObjectItemCaseSensitive(root, "table");
+  const cJSON *indexes = cJSON_GetObjectItemCaseSensitive(root, "indexes");
+  gboolean ok = TRUE;
+  static const char *const known[] = {"namespace", "table", "ttl_seconds", "cache_ttl_seconds",
+                                      "indexes"};
+  for (const cJSON *c = root->child; ok && c; c = c->next) {
+    gboolean k = FALSE;
+    for (guint i = 0; i < G_N_ELEMENTS(known); i++) k = k || strcmp(c->string, known[i]) == 0;
+    if (!k) ok = ixia_error_set(err, IXIA_EINVAL, "schema: unknown member '%s'", c->string);
+  }
+  if (ok && !cJSON_IsString(ns))
+    ok = ixia_error_set(err, IXIA_EINVAL, "schema: \"namespace\" must be a string");
+  if (ok && !cJSON_IsString(table))
+    ok = ixia_error_set(err, IXIA_EINVAL, "schema: \"table\" must be a string");
+  ok = ok && ixia_name_valid(ns->valuestring, "namespace", err) &&
+       ixia_name_valid(table->valuestring, "table", err);
+  ok = ok && get_nonneg_int(root, "ttl_seconds", &s->ttl_seconds, err) &&
+       get_nonneg_int(root, "cache_ttl_seconds", &s->cache_ttl_seconds, err);
+  if (ok && indexes && !cJSON_IsArray(indexes))
+    ok = ixia_error_set(err, IXIA_EINVAL, "schema: \"indexes\" must be an array");
+  if (ok) {
+    s->ns = g_strdup(ns->valuestring);
+    s->table = g_strdup(table->valuestring);
+    s->n_indexes = (guint)cJSON_GetArraySize(indexes);
+    s->indexes = g_new0(ixia_index_t, s->n_indexes + 1);
+  }
+  guint i = 0;
+  for (const cJSON *ix = indexes ? indexes->child : NULL; ok && ix; ix = ix->next, i++) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(ix, "field");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(ix, "type");
+    if (!cJSON_IsObject(ix) || !cJSON_IsString(f) || !cJSON_IsString(t)) {
+      ok = ixia_error_set(err, IXIA_EINVAL,
+                          "schema: indexes[%u] must be {\"field\": \"...\", \"type\": \"...\"}", i);
+      break;
+    }
+    if (!field_path_valid(f->valuestring)) {
+      ok = ixia_error_set(err, IXIA_EINVAL, "schema: indexes[%u]: bad field path '%s'", i,
+                          f->valuestring);
+      break;
+    }
+    if (!ixia_field_type_parse(t->valuestring, &s->indexes[i].type)) {
+      ok = ixia_error_set(err, IXIA_EINVAL,
+                          "schema: indexes[%u]: unknown type '%s' (keyword, text, long, double, "
+                          "bool, timestamp)",
+                          i, t->valuestring);
+      break;
+    }
+    for (guint j = 0; j < i; j++) {
+      if (strcmp(s->indexes[j].field, f->valuestring) == 0) {
+        ok = ixia_error_set(err, IXIA_EINVAL, "schema: field '%s' is declared twice",
+                            f->valuestring);
+        break;
+      }
+    }
+    s->indexes[i].field = g_strdup(f->valuestring);
+  }
+  if (ok) {
+    /* Canonical text: members in a fixed order, nothing unknown. */
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "namespace", s->ns);
+    cJSON_AddStringToObject(c, "table", s->table);
+    cJSON_AddNumberToObject(c, "ttl_seconds", (double)s->ttl_seconds);
+    cJSON_AddNumberToObject(c, "cache_ttl_seconds", (double)s->cache_ttl_seconds);
+    cJSON *arr = cJSON_AddArrayToObject(c, "indexes");
+    for (guint j = 0; j < s->n_indexes; j++) {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "field", s->indexes[j].field);
+      cJSON_AddStringToObject(o, "type", type_names[s->indexes[j].type]);
+      cJSON_AddItemToArray(arr, o);
+    }
+    s->json = ixia_json_print(c);
+    cJSON_Delete(c);
+  }
+  cJSON_Delete(root);
+  if (!ok) {
+    ixia_schema_unref(s);
+    return NULL;
+  }
+  return s;
+}
+
+ixia_schema_t *ixia_schema_ref(ixia_schema_t *s) {
+  g_atomic_int_inc(&s->refcount);
+  return s;
+}
+
+void ixia_schema_unref(ixia_schema_t *s) {
+  if (!s || !g_atomic_int_dec_and_test(&s->refcount)) return;
+  for (guint i = 0; s->indexes && i < s->n_indexes; i++) g_free(s->indexes[i].field);
+  g_free(s->indexes);
+  g_free(s->ns);
+  g_free(s->table);
+  g_free(s->json);
+  g_free(s);
+}
+
+gboolean ixia_schema_check_evolution(const ixia_schema_t *old_schema,
+                                     const ixia_schema_t *new_schema, ixia_error_t **err) {
+  for (guint i = 0; i < new_schema->n_indexes; i++) {
+    for (guint j = 0; j < old_schema->n_indexes; j++) {
+      const ixia_index_t *a = &new_schema->indexes[i], *b = &old_schema->indexes[j];
+      if (strcmp(a->field, b->field) == 0 && a->type != b->type)
+        return ixia_error_set(err, IXIA_EINVAL,
+                              "schema: field '%s' is indexed as %s; changing it to %s is not "
+                              "supported (add a new field instead)",
+                              a->field, type_names[b->type], type_names[a->type]);
+    }
+  }
+  return TRUE;
+}
+
+static gboolean value_matches(const cJSON *v, ixia_field_type_t t) {
+  switch (t) {
+    case IXIA_FIELD_KEYWORD:
+    case IXIA_FIELD_TEXT:
+      return cJSON_IsString(v);
+    case IXIA_FIELD_LONG:
+      return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
+             fabs(v->valuedouble) <= 9007199254740992.0;
+    case IXIA_FIELD_TIMESTAMP:
+      return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
+             v->valuedouble >= 0 && v->valuedouble <= 1e12;
+    case IXIA_FIELD_DOUBLE:
+      return cJSON_IsNumber(v);
+    case IXIA_FIELD_BOOL:
+      return cJSON_IsBool(v);
+  }
+  return FALSE;
+}
+
+static const char *json_kind(const cJSON *v) {
+  if (cJSON_IsString(v)) return "a string";
+  if (cJSON_IsNumber(v)) return v->valuedouble == floor(v->valuedouble) ? "an integer" : "a fractional number";
+  if (cJSON_IsBool(v)) return "a boolean";
+  if (cJSON_IsArray(v)) return "an array";
+  if (cJSON_IsObject(v)) return "an object";
+  return "null";
+}
+
+gboolean ixia_schema_check_doc(const ixia_schema_t *s, const cJSON *doc, ixia_error_t **err) {
+  for (guint i = 0; i < s->n_indexes; i++) {
+    const ixia_index_t *ix = &s->indexes[i];
+    const cJSON *v = ixia_json_path(doc, ix->field);
+    if (!v || cJSON_IsNull(v)) continue;
+    if (cJSON_IsArray(v)) {
+      int k = 0;
+      for (const cJSON *e = v->child; e; e = e->next, k++) {
+        if (!cJSON_IsNull(e) && !value_matches(e, ix->type))
+          return ixia_error_set(err, IXIA_ETYPE,
+                                "field '%s' is declared %s but element %d is %s", ix->field,
+                                type_names[ix->type], k, json_kind(e));
+      }
+    } else if (!value_matches(v, ix->type)) {
+      return ixia_error_set(err, IXIA_ETYPE, "field '%s' is declared %s but has %s", ix->field,
+                            type_names[ix->type], json_kind(v));
+    }
+  }
+  return TRUE;
+}

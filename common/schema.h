@@ -1,0 +1,63 @@
+/* Table schemas: parsing, validation and document type checks.
+ *
+ * A schema is JSON as in SPEC.md:
+ *   {"namespace": "shop", "table": "products", "ttl_seconds": 0,
+ *    "cache_ttl_seconds": 300,
+ *    "indexes": [{"field": "price", "type": "double"}, ...]}
+ * An ixia_schema_t is immutable once parsed, so it may be shared between
+ * threads by reference (ixia_schema_ref/unref). */
+#ifndef IXIA_SCHEMA_H
+#define IXIA_SCHEMA_H
+
+#include <cjson/cJSON.h>
+#include <glib.h>
+
+#include "error.h"
+
+typedef enum {
+  IXIA_FIELD_KEYWORD,
+  IXIA_FIELD_TEXT,
+  IXIA_FIELD_LONG,
+  IXIA_FIELD_DOUBLE,
+  IXIA_FIELD_BOOL,
+  IXIA_FIELD_TIMESTAMP,
+} ixia_field_type_t;
+
+typedef struct {
+  char *field; /* dotted path */
+  ixia_field_type_t type;
+} ixia_index_t;
+
+typedef struct ixia_schema {
+  gint refcount;
+  char *ns;
+  char *table;
+  gint64 ttl_seconds;       /* 0 = documents never expire */
+  gint64 cache_ttl_seconds; /* 0 = use cache.default_ttl_seconds */
+  ixia_index_t *indexes;
+  guint n_indexes;
+  char *json;               /* canonical JSON text */
+  gint64 version;           /* store version of the schema record; 0 if unsaved */
+} ixia_schema_t;
+
+/* Namespace and table names: 1-64 of [A-Za-z0-9_-]. */
+gboolean ixia_name_valid(const char *name, const char *what, ixia_error_t **err);
+
+/* Parses and validates schema JSON. */
+ixia_schema_t *ixia_schema_parse(const char *json, size_t len, ixia_error_t **err);
+ixia_schema_t *ixia_schema_ref(ixia_schema_t *s);
+void ixia_schema_unref(ixia_schema_t *s);
+
+/* A new schema may add or drop indexes, but not change a field's type: the
+ * index already holds values of the old type. */
+gboolean ixia_schema_check_evolution(const ixia_schema_t *old_schema,
+                                     const ixia_schema_t *new_schema, ixia_error_t **err);
+
+/* Checks every declared field present in doc against its type (arrays are
+ * multi-valued: each element must match; null counts as absent). */
+gboolean ixia_schema_check_doc(const ixia_schema_t *s, const cJSON *doc, ixia_error_t **err);
+
+const char *ixia_field_type_name(ixia_field_type_t t);
+gboolean ixia_field_type_parse(const char *name, ixia_field_type_t *out);
+
+#endif

@@ -1,0 +1,84 @@
+/*
+ * ixia RPC interface. Framed transport, binary protocol.
+ *
+ * Documents travel as JSON text: the server parses and validates them, so
+ * clients in any language need nothing but a JSON encoder.
+ */
+
+namespace c_glib Ixia
+
+/* Error codes carried by IxiaError.code; the CLI prints code and message. */
+enum ErrorCode {
+  OK = 0,
+  INVALID_ARGUMENT = 1,    /* bad key, bad JSON, bad schema, bad query */
+  NOT_FOUND = 2,           /* unknown namespace/table, missing schema */
+  CONFLICT = 3,            /* expected version did not match */
+  TOO_LARGE = 4,           /* over a size, depth or count limit */
+  TYPE_MISMATCH = 5,       /* a declared field has the wrong type */
+  UNAVAILABLE = 6,         /* a dependency failed; retry later */
+  INTERNAL = 7,
+  UNSUPPORTED = 8          /* not implemented yet */
+}
+
+exception IxiaError {
+  1: i32 code,
+  2: string message
+}
+
+enum OpKind {
+  PUT = 1,
+  UPSERT = 2,
+  DELETE_DOC = 3
+}
+
+/* expected_version: -1 = no condition, 0 = the key must not exist,
+ * N > 0 = the key's current version must be N. */
+struct WriteOp {
+  1: OpKind kind,
+  2: string ns,
+  3: string table,
+  4: string key,
+  5: string json,            /* ignored for DELETE_DOC */
+  6: i64 expected_version = -1
+}
+
+struct Document {
+  1: bool found,
+  2: string key,
+  3: i64 version,
+  4: string json             /* empty when not found */
+}
+
+service Ixia {
+  /* Replace the document; returns its new version once the WAL is synced. */
+  i64 put(1: string ns, 2: string table, 3: string key, 4: string json,
+          5: i64 expected_version) throws (1: IxiaError err),
+
+  /* Merge top-level fields into the document (creating it if absent). */
+  i64 upsert(1: string ns, 2: string table, 3: string key, 4: string json,
+             5: i64 expected_version) throws (1: IxiaError err),
+
+  /* "delete" is a reserved word in Thrift IDL, hence the name. */
+  i64 deleteDoc(1: string ns, 2: string table, 3: string key,
+                4: i64 expected_version) throws (1: IxiaError err),
+
+  /* Atomic: every op applies, or none does. Returns one version per op. */
+  list<i64> batch(1: list<WriteOp> ops) throws (1: IxiaError err),
+
+  /* fields empty = whole document. A missing key gives found=false. */
+  Document get(1: string ns, 2: string table, 3: string key,
+               4: list<string> fields) throws (1: IxiaError err),
+
+  list<Document> multiGet(1: string ns, 2: string table, 3: list<string> keys,
+                          4: list<string> fields) throws (1: IxiaError err),
+
+  /* Query request and response are JSON as described in SPEC.md. */
+  string query(1: string request_json) throws (1: IxiaError err),
+
+  /* Schema JSON as described in SPEC.md; returns the stored version. */
+  i64 applySchema(1: string schema_json) throws (1: IxiaError err),
+  string getSchema(1: string ns, 2: string table) throws (1: IxiaError err),
+
+  /* Counters as a JSON object. */
+  string stats() throws (1: IxiaError err)
+}
