@@ -24,11 +24,7 @@ static const ixia_option_t options[] = {
     {"server.workers", IXIA_OPT_INT, "128", 1, 4096,
      "Maximum connections served at once; each has a worker thread. Further connections wait."},
     {"server.max_frame_bytes", IXIA_OPT_INT, "67108864", 1024, 1024LL * MIB,
-     "Largest Thrift frame accepted. A larger frame header closes the connection."},
-    {"server.max_string_bytes", IXIA_OPT_INT, "16777216", 1024, 1024LL * MIB,
-     "Largest string inside a Thrift message."},
-    {"server.max_container_items", IXIA_OPT_INT, "100000", 16, 100000000,
-     "Largest list inside a Thrift message."},
+     "Largest Thrift frame (and so message, string or list) accepted. A larger frame header closes the connection."},
     {"server.recv_timeout_ms", IXIA_OPT_INT, "300000", 100, 86400000,
      "An idle or stalled connection (for example a truncated frame) is closed after this long."},
 

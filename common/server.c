@@ -33,7 +33,7 @@ struct ixia_server {
   GHashTable *active; /* fd -> fd, connections being served */
   gint stopping;
   guint32 max_frame;
-  gint64 max_string, max_container, recv_timeout_ms;
+  gint64 recv_timeout_ms;
   guint64 connections_total;
   guint64 rejected_frames;
 };
@@ -73,8 +73,6 @@ ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int p
   g_mutex_init(&srv->lock);
   srv->active = g_hash_table_new(g_direct_hash, g_direct_equal);
   srv->max_frame = (guint32)ixia_config_int(cfg, "server.max_frame_bytes");
-  srv->max_string = ixia_config_int(cfg, "server.max_string_bytes");
-  srv->max_container = ixia_config_int(cfg, "server.max_container_items");
   srv->recv_timeout_ms = ixia_config_int(cfg, "server.recv_timeout_ms");
   srv->workers = (gint)ixia_config_int(cfg, "server.workers");
   return srv;
@@ -114,10 +112,9 @@ static void serve_connection(gpointer data, gpointer user_data) {
   ThriftTransport *sock = g_object_new(THRIFT_TYPE_FD_TRANSPORT, "fd", fd, NULL);
   ThriftTransport *framed = g_object_new(THRIFT_TYPE_FRAMED_TRANSPORT, "transport", sock,
                                          "configuration", conf, NULL);
-  ThriftProtocol *proto = g_object_new(THRIFT_TYPE_BINARY_PROTOCOL, "transport", framed,
-                                       "string_limit", (gint32)MIN(srv->max_string, G_MAXINT32),
-                                       "container_limit",
-                                       (gint32)MIN(srv->max_container, G_MAXINT32), NULL);
+  /* The binary protocol bounds strings and lists by the configuration's
+   * message size, so one frame limit covers them. */
+  ThriftProtocol *proto = g_object_new(THRIFT_TYPE_BINARY_PROTOCOL, "transport", framed, NULL);
   for (;;) {
     gint64 size = peek_frame_size(fd);
     if (size < 0) break; /* closed, stalled or truncated */

@@ -1,0 +1,752 @@
+#include "cache.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <libmemcached/memcached.h>
+#include <libmemcached/util.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "log.h"
+#include "schema.h"
+
+#define TAG_VALUE 'V'
+#define TAG_LEASE 'L'
+#define TOKEN_BYTES 16
+#define LEASE_BYTES (1 + TOKEN_BYTES)
+#define VALUE_HEADER_BYTES (1 + 8)
+/* Plain keys stay short enough to leave memcached's 250-byte limit some room. */
+#define PLAIN_KEY_MAX 200
+/* memcached reads an expiration above 30 days as a Unix time. */
+#define MAX_TTL_SECONDS (30 * 24 * 3600)
+
+typedef struct {
+  char *name; /* "host:port", for logs */
+  /* Monotonic time (µs) until which the server is skipped; 0 while healthy.
+   * Shared by every pooled connection, unlike libmemcached's own per-handle
+   * failure state, so one timeout spares all threads the next ones. */
+  _Atomic gint64 down_until;
+} server_t;
+
+struct ixia_cache {
+  gboolean disabled;
+  gint64 timeout_us, retry_us;
+  time_t default_ttl, lease_ttl;
+  gint64 backfill_pause_ms;
+  gint64 backfill_queue_max;
+
+  server_t *servers;
+  guint n_servers;
+  memcached_st *master; /* template the pool clones; never used for I/O */
+  memcached_pool_st *pool;
+
+  /* Counting semaphore over the pool: memcached_pool_fetch() can only wait
+   * in whole seconds, too coarse for cache.timeout_ms. */
+  GMutex pool_lock;
+  GCond pool_cond;
+  gint64 pool_free;
+
+  GThreadPool *workers;
+  GMutex jobs_lock; /* guards pending and closing */
+  GCond jobs_cond;  /* pending reached 0, or closing was set */
+  gint64 pending;
+  gboolean closing;
+
+  _Atomic gint64 last_warn_us; /* rate limit of per-operation warnings */
+
+  _Atomic guint64 hits, misses, errors, leases, backfills, backfills_stale, backfills_dropped,
+      invalidations, invalidation_failures;
+};
+
+struct ixia_cache_lease {
+  ixia_cache_t *cache;
+  char *mkey;
+  guint8 token[TOKEN_BYTES];
+};
+
+typedef enum { JOB_BACKFILL, JOB_RELEASE } job_kind_t;
+
+typedef struct {
+  job_kind_t kind;
+  ixia_cache_lease_t *lease;
+  char *value; /* encoded, for JOB_BACKFILL */
+  size_t value_len;
+  time_t ttl;
+} job_t;
+
+#define COUNT(c, field) atomic_fetch_add_explicit(&(c)->field, 1, memory_order_relaxed)
+
+/* ---- keys ---------------------------------------------------------------- */
+
+static gboolean key_is_plain_safe(const char *key, size_t len) {
+  if (len == 0) return FALSE;
+  for (size_t i = 0; i < len; i++) {
+    /* Printable ASCII only: the text protocol forbids spaces and control
+     * characters, and libmemcached's key check (isgraph) also rejects bytes
+     * >= 0x80, so UTF-8 keys are hashed too. */
+    guchar b = (guchar)key[i];
+    if (b <= 0x20 || b >= 0x7f) return FALSE;
+  }
+  return TRUE;
+}
+
+static void hex128(const void *data, size_t len, char out[33]) {
+  XXH128_canonical_t canon;
+  XXH128_canonicalFromHash(&canon, XXH3_128bits(data, len));
+  static const char digits[] = "0123456789abcdef";
+  for (int i = 0; i < 16; i++) {
+    out[2 * i] = digits[canon.digest[i] >> 4];
+    out[2 * i + 1] = digits[canon.digest[i] & 0xf];
+  }
+  out[32] = '\0';
+}
+
+char *ixia_cache_key(const char *ns, const char *table, const char *key, size_t key_len) {
+  g_return_val_if_fail(ns && table && (key || key_len == 0), NULL);
+  char hex[33];
+  if (!ixia_name_valid(ns, "namespace", NULL) || !ixia_name_valid(table, "table", NULL)) {
+    /* Names could then hold ':' or spaces; length-prefixing each part keeps
+     * distinct triples distinct before hashing. */
+    GString *all = g_string_new(NULL);
+    g_string_append_printf(all, "%zu:%s%zu:%s%zu:", strlen(ns), ns, strlen(table), table,
+                           key_len);
+    g_string_append_len(all, key, (gssize)key_len);
+    hex128(all->str, all->len, hex);
+    g_string_free(all, TRUE);
+    return g_strconcat("ixia:#:", hex, NULL);
+  }
+  size_t plain_len = strlen("ixia:") + strlen(ns) + 1 + strlen(table) + 1 + key_len;
+  if (plain_len <= PLAIN_KEY_MAX && key_is_plain_safe(key, key_len)) {
+    GString *s = g_string_sized_new(plain_len + 1);
+    g_string_append_printf(s, "ixia:%s:%s:", ns, table);
+    g_string_append_len(s, key, (gssize)key_len);
+    return g_string_free(s, FALSE);
+  }
+  hex128(key, key_len, hex);
+  return g_strdup_printf("ixia:#:%s:%s:%s", ns, table, hex);
+}
+
+/* ---- the one place memcached_return_t is interpreted ---------------------- */
+
+/* Failures that say the server (or the path to it) is unhealthy, as opposed
+ * to a refusal of this one request (value too big, server out of memory). */
+static gboolean rc_is_connection_failure(memcached_return_t rc) {
+  switch (rc) {
+  case MEMCACHED_TIMEOUT:
+  case MEMCACHED_CONNECTION_FAILURE:
+  case MEMCACHED_CONNECTION_SOCKET_CREATE_FAILURE:
+  case MEMCACHED_HOST_LOOKUP_FAILURE:
+  case MEMCACHED_WRITE_FAILURE:
+  case MEMCACHED_READ_FAILURE:
+  case MEMCACHED_UNKNOWN_READ_FAILURE:
+  case MEMCACHED_PROTOCOL_ERROR:
+  case MEMCACHED_ERRNO:
+  case MEMCACHED_PARTIAL_READ:
+  case MEMCACHED_SERVER_TEMPORARILY_DISABLED:
+  case MEMCACHED_SERVER_MARKED_DEAD:
+    return TRUE;
+  default:
+    return FALSE;
+  }
+}
+
+static void server_mark_down(ixia_cache_t *c, server_t *s, const char *why) {
+  gint64 prev = atomic_exchange(&s->down_until, g_get_monotonic_time() + c->retry_us);
+  if (prev == 0)
+    IXIA_WARN("cache: memcached %s failed (%s); skipping it for %" G_GINT64_FORMAT " s", s->name,
+              why, c->retry_us / G_USEC_PER_SEC);
+}
+
+static void server_mark_up(server_t *s) {
+  if (atomic_load_explicit(&s->down_until, memory_order_relaxed) == 0) return;
+  if (atomic_exchange(&s->down_until, 0) != 0)
+    IXIA_INFO("cache: memcached %s answers again", s->name);
+}
+
+/* TRUE when a call may go to s now. Past the retry timeout exactly one caller
+ * wins the right to probe (by pushing the deadline out again); the others
+ * keep skipping until that probe marks the server up. */
+static gboolean server_usable(ixia_cache_t *c, server_t *s) {
+  gint64 until = atomic_load_explicit(&s->down_until, memory_order_relaxed);
+  if (until == 0) return TRUE;
+  gint64 now = g_get_monotonic_time();
+  if (now < until) return FALSE;
+  return atomic_compare_exchange_strong(&s->down_until, &until, now + c->retry_us);
+}
+
+/* Classifies rc. Returns TRUE for the outcomes callers branch on (success,
+ * not found, not stored, CAS mismatch). Otherwise: logs (rate-limited),
+ * converts into *err, marks the server down on a connection-level failure,
+ * and drops mc's connections so that a late reply is never read as the answer
+ * to a later request. Returns FALSE. */
+static gboolean mc_check(ixia_cache_t *c, memcached_st *mc, server_t *s, memcached_return_t rc,
+                         const char *op, ixia_error_t **err) {
+  switch (rc) {
+  case MEMCACHED_SUCCESS:
+  case MEMCACHED_STORED:
+  case MEMCACHED_DELETED:
+  case MEMCACHED_END:
+  case MEMCACHED_NOTFOUND:
+  case MEMCACHED_NOTSTORED:
+  case MEMCACHED_DATA_EXISTS:
+    if (s) server_mark_up(s);
+    return TRUE;
+  default:
+    break;
+  }
+  const char *detail = mc ? memcached_last_error_message(mc) : NULL;
+  char *why = g_strdup_printf("%s: %s%s%s", op, memcached_strerror(mc, rc), detail ? ": " : "",
+                              detail ? detail : "");
+  gboolean conn = rc_is_connection_failure(rc);
+  if (conn && s) {
+    server_mark_down(c, s, why);
+  } else {
+    gint64 now = g_get_monotonic_time();
+    gint64 last = atomic_load_explicit(&c->last_warn_us, memory_order_relaxed);
+    if (now - last >= G_USEC_PER_SEC && atomic_compare_exchange_strong(&c->last_warn_us, &last, now))
+      IXIA_WARN("cache: memcached %s: %s", s ? s->name : "?", why);
+    else
+      IXIA_DEBUG("cache: memcached %s: %s", s ? s->name : "?", why);
+  }
+  ixia_error_set(err, conn ? IXIA_EUNAVAILABLE : IXIA_EINTERNAL, "memcached %s", why);
+  g_free(why);
+  if (mc) memcached_quit(mc);
+  return FALSE;
+}
+
+/* ---- connections ------------------------------------------------------------ */
+
+typedef struct {
+  memcached_st *mc;
+  server_t *server;
+} conn_t;
+
+/* Takes a pooled connection for mkey, or fails at once when the key's server
+ * is marked down, or after cache.timeout_ms when the pool stays empty. */
+static gboolean conn_acquire(ixia_cache_t *c, const char *mkey, conn_t *out) {
+  gint64 deadline = g_get_monotonic_time() + c->timeout_us;
+  g_mutex_lock(&c->pool_lock);
+  while (c->pool_free == 0)
+    if (!g_cond_wait_until(&c->pool_cond, &c->pool_lock, deadline)) break;
+  gboolean got = c->pool_free > 0;
+  if (got) c->pool_free--;
+  g_mutex_unlock(&c->pool_lock);
+  if (!got) {
+    mc_check(c, NULL, NULL, MEMCACHED_TIMEOUT, "waiting for a pooled connection (cache.pool_size)",
+             NULL);
+    return FALSE;
+  }
+
+  memcached_return_t rc;
+  /* Never blocks: holding a slot means a handle is free or may be cloned. */
+  memcached_st *mc = memcached_pool_fetch(c->pool, NULL, &rc);
+  if (!mc) {
+    mc_check(c, NULL, NULL, rc == MEMCACHED_SUCCESS ? MEMCACHED_MEMORY_ALLOCATION_FAILURE : rc,
+             "memcached_pool_fetch", NULL);
+    goto fail;
+  }
+  uint32_t idx = memcached_generate_hash(mc, mkey, strlen(mkey));
+  if (idx >= c->n_servers) {
+    memcached_pool_release(c->pool, mc);
+    mc_check(c, NULL, NULL, MEMCACHED_FAILURE, "server index out of range", NULL);
+    goto fail;
+  }
+  server_t *s = &c->servers[idx];
+  if (!server_usable(c, s)) {
+    memcached_pool_release(c->pool, mc);
+    goto fail;
+  }
+  /* Our shared state decides when to retry; clear the handle's own backoff
+   * so it does not refuse a server the others already found healthy. */
+  memcached_instance_next_retry(memcached_server_instance_by_position(mc, idx), 0);
+  out->mc = mc;
+  out->server = s;
+  return TRUE;
+
+fail:
+  g_mutex_lock(&c->pool_lock);
+  c->pool_free++;
+  g_cond_signal(&c->pool_cond);
+  g_mutex_unlock(&c->pool_lock);
+  return FALSE;
+}
+
+static void conn_release(ixia_cache_t *c, conn_t *conn) {
+  memcached_pool_release(c->pool, conn->mc);
+  g_mutex_lock(&c->pool_lock);
+  c->pool_free++;
+  g_cond_signal(&c->pool_cond);
+  g_mutex_unlock(&c->pool_lock);
+}
+
+/* gets: the value (malloc'd by libmemcached, free()) and its CAS. Returns
+ * FALSE on failure; *value is NULL when the key is absent. */
+static gboolean mc_gets(ixia_cache_t *c, conn_t *conn, const char *mkey, char **value,
+                        size_t *len, uint64_t *cas) {
+  *value = NULL;
+  size_t klen = strlen(mkey);
+  const char *keys[1] = {mkey};
+  memcached_return_t rc = memcached_mget(conn->mc, keys, &klen, 1);
+  if (!mc_check(c, conn->mc, conn->server, rc, "gets", NULL)) return FALSE;
+  memcached_result_st *res = memcached_result_create(conn->mc, NULL);
+  if (!res) return mc_check(c, conn->mc, conn->server, MEMCACHED_MEMORY_ALLOCATION_FAILURE,
+                            "gets", NULL);
+  gboolean ok = TRUE;
+  /* Read until END even after the hit, or the reply's tail would be left on
+   * the connection for the next request. */
+  while (memcached_fetch_result(conn->mc, res, &rc)) {
+    if (!*value) {
+      *len = memcached_result_length(res);
+      *value = malloc(*len ? *len : 1);
+      if (*value) memcpy(*value, memcached_result_value(res), *len);
+      *cas = memcached_result_cas(res);
+    }
+  }
+  if (!mc_check(c, conn->mc, conn->server, rc, "gets", NULL)) {
+    free(*value);
+    *value = NULL;
+    ok = FALSE;
+  }
+  memcached_result_free(res);
+  return ok;
+}
+
+static gboolean is_our_lease(const char *value, size_t len, const ixia_cache_lease_t *lease) {
+  return value && len == LEASE_BYTES && value[0] == TAG_LEASE &&
+         memcmp(value + 1, lease->token, TOKEN_BYTES) == 0;
+}
+
+/* ---- public API ------------------------------------------------------------- */
+
+static gboolean parse_servers(ixia_cache_t *c, const char *spec, ixia_error_t **err) {
+  gchar **parts = g_strsplit(spec, ",", -1);
+  GArray *servers = g_array_new(FALSE, TRUE, sizeof(server_t));
+  gboolean ok = TRUE;
+  for (gchar **p = parts; *p && ok; p++) {
+    char *entry = g_strstrip(*p);
+    if (!*entry) continue;
+    char *host = entry;
+    const char *port_str = NULL;
+    char *colon = strrchr(entry, ':');
+    if (entry[0] == '[') { /* [v6addr]:port */
+      char *close = strchr(entry, ']');
+      if (!close || (close[1] != '\0' && close[1] != ':')) {
+        ok = ixia_error_set(err, IXIA_EINVAL, "cache.servers: bad entry '%s'", entry);
+        break;
+      }
+      *close = '\0';
+      host = entry + 1;
+      port_str = close[1] == ':' ? close + 2 : NULL;
+    } else if (colon) {
+      *colon = '\0';
+      port_str = colon + 1;
+    }
+    guint64 port = MEMCACHED_DEFAULT_PORT;
+    if (!*host || (port_str && !g_ascii_string_to_unsigned(port_str, 10, 1, 65535, &port, NULL))) {
+      ok = ixia_error_set(err, IXIA_EINVAL,
+                          "cache.servers: bad entry '%s' (expected host:port, port 1-65535)",
+                          host);
+      break;
+    }
+    memcached_return_t rc = memcached_server_add_with_weight(c->master, host, (in_port_t)port, 1);
+    if (rc != MEMCACHED_SUCCESS) {
+      ok = ixia_error_set(err, IXIA_EINVAL, "cache.servers: cannot add '%s': %s", host,
+                          memcached_strerror(c->master, rc));
+      break;
+    }
+    server_t s = {.name = g_strdup_printf("%s:%" G_GUINT64_FORMAT, host, port)};
+    g_array_append_val(servers, s);
+  }
+  g_strfreev(parts);
+  c->n_servers = servers->len;
+  c->servers = (server_t *)(void *)g_array_free(servers, FALSE);
+  return ok;
+}
+
+static gboolean configure(ixia_cache_t *c, ixia_error_t **err) {
+  gint64 timeout_ms = c->timeout_us / 1000;
+  const struct {
+    memcached_behavior_t flag;
+    uint64_t value;
+  } behaviors[] = {
+      /* Text protocol: memcached deprecates the binary one; CAS (gets/cas)
+       * is what guards backfills. */
+      {MEMCACHED_BEHAVIOR_BINARY_PROTOCOL, 0},
+      {MEMCACHED_BEHAVIOR_SUPPORT_CAS, 1},
+      {MEMCACHED_BEHAVIOR_VERIFY_KEY, 1},
+      /* Deletes must wait for memcached's answer. */
+      {MEMCACHED_BEHAVIOR_NOREPLY, 0},
+      {MEMCACHED_BEHAVIOR_BUFFER_REQUESTS, 0},
+      {MEMCACHED_BEHAVIOR_TCP_NODELAY, 1},
+      /* libketama-compatible consistent hashing (MD5, weight 1 each): adding
+       * a server moves only ~1/n of the keys. Sets the key hash too. */
+      {MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED, 1},
+      /* Never remap a down server's keys elsewhere (see cache.h). */
+      {MEMCACHED_BEHAVIOR_REMOVE_FAILED_SERVERS, 0},
+      {MEMCACHED_BEHAVIOR_CONNECT_TIMEOUT, (uint64_t)timeout_ms},
+      {MEMCACHED_BEHAVIOR_POLL_TIMEOUT, (uint64_t)timeout_ms},
+      {MEMCACHED_BEHAVIOR_SND_TIMEOUT, (uint64_t)c->timeout_us}, /* µs */
+      {MEMCACHED_BEHAVIOR_RCV_TIMEOUT, (uint64_t)c->timeout_us}, /* µs */
+      {MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, (uint64_t)(c->retry_us / G_USEC_PER_SEC)},
+      {MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT, 1},
+      {MEMCACHED_BEHAVIOR_SERVER_TIMEOUT_LIMIT, 1},
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(behaviors); i++) {
+    memcached_return_t rc = memcached_behavior_set(c->master, behaviors[i].flag, behaviors[i].value);
+    if (rc != MEMCACHED_SUCCESS)
+      return ixia_error_set(err, IXIA_EINTERNAL, "memcached_behavior_set(%d): %s",
+                            (int)behaviors[i].flag, memcached_strerror(c->master, rc));
+  }
+  return TRUE;
+}
+
+static void job_run(gpointer data, gpointer user_data);
+
+ixia_cache_t *ixia_cache_new(const ixia_config_t *cfg, ixia_error_t **err) {
+  g_return_val_if_fail(cfg, NULL);
+  ixia_cache_t *c = g_new0(ixia_cache_t, 1);
+  g_mutex_init(&c->pool_lock);
+  g_cond_init(&c->pool_cond);
+  g_mutex_init(&c->jobs_lock);
+  g_cond_init(&c->jobs_cond);
+  c->timeout_us = ixia_config_int(cfg, "cache.timeout_ms") * 1000;
+  c->retry_us = ixia_config_int(cfg, "cache.retry_timeout_s") * G_USEC_PER_SEC;
+  c->default_ttl = (time_t)ixia_config_int(cfg, "cache.default_ttl_seconds");
+  c->lease_ttl = (time_t)ixia_config_int(cfg, "cache.lease_ttl_seconds");
+  c->backfill_pause_ms = ixia_config_int(cfg, "cache.test_backfill_pause_ms");
+  c->backfill_queue_max = ixia_config_int(cfg, "cache.backfill_queue_max");
+  gint64 pool_size = ixia_config_int(cfg, "cache.pool_size");
+  gint64 threads = ixia_config_int(cfg, "cache.backfill_threads");
+
+  c->master = memcached_create(NULL);
+  if (!c->master) {
+    ixia_error_set(err, IXIA_EINTERNAL, "memcached_create failed");
+    goto fail;
+  }
+  if (!configure(c, err)) goto fail;
+  if (!parse_servers(c, ixia_config_str(cfg, "cache.servers"), err)) goto fail;
+  if (c->n_servers == 0) {
+    c->disabled = TRUE;
+    IXIA_INFO("cache: disabled (cache.servers is empty)");
+    return c;
+  }
+  if (c->backfill_pause_ms > 0)
+    IXIA_WARN("cache: cache.test_backfill_pause_ms=%" G_GINT64_FORMAT " is a test hook",
+              c->backfill_pause_ms);
+
+  c->pool = memcached_pool_create(c->master, 1, (uint32_t)pool_size);
+  if (!c->pool) {
+    ixia_error_set(err, IXIA_EINTERNAL, "memcached_pool_create failed");
+    goto fail;
+  }
+  c->pool_free = pool_size;
+
+  GError *gerr = NULL;
+  c->workers = g_thread_pool_new(job_run, c, (gint)threads, TRUE, &gerr);
+  if (!c->workers) {
+    ixia_error_from_gerror(err, gerr, IXIA_EINTERNAL, "cache backfill threads");
+    goto fail;
+  }
+  return c;
+
+fail:
+  ixia_cache_destroy(c);
+  return NULL;
+}
+
+void ixia_cache_destroy(ixia_cache_t *c) {
+  if (!c) return;
+  if (c->workers) {
+    g_mutex_lock(&c->jobs_lock);
+    c->closing = TRUE;
+    g_cond_broadcast(&c->jobs_cond); /* cuts test pauses short */
+    g_mutex_unlock(&c->jobs_lock);
+    /* Queued jobs still run, see closing and only free themselves. */
+    g_thread_pool_free(c->workers, FALSE, TRUE);
+  }
+  if (c->pool) memcached_pool_destroy(c->pool); /* returns master, freed below */
+  if (c->master) memcached_free(c->master);
+  for (guint i = 0; i < c->n_servers; i++) g_free(c->servers[i].name);
+  g_free(c->servers);
+  g_mutex_clear(&c->pool_lock);
+  g_cond_clear(&c->pool_cond);
+  g_mutex_clear(&c->jobs_lock);
+  g_cond_clear(&c->jobs_cond);
+  g_free(c);
+}
+
+gboolean ixia_cache_disabled(const ixia_cache_t *c) {
+  return c->disabled;
+}
+
+ixia_cache_result_t ixia_cache_get(ixia_cache_t *c, const char *ns, const char *table,
+                                   const char *key, size_t key_len, gint64 *version, char **json,
+                                   size_t *len) {
+  g_return_val_if_fail(c && version && json && len, IXIA_CACHE_ERROR);
+  if (c->disabled) {
+    COUNT(c, misses);
+    return IXIA_CACHE_MISS;
+  }
+  char *mkey = ixia_cache_key(ns, table, key, key_len);
+  conn_t conn;
+  if (!conn_acquire(c, mkey, &conn)) {
+    g_free(mkey);
+    COUNT(c, errors);
+    return IXIA_CACHE_ERROR;
+  }
+  size_t vlen = 0;
+  uint32_t flags = 0;
+  memcached_return_t rc;
+  char *value = memcached_get(conn.mc, mkey, strlen(mkey), &vlen, &flags, &rc);
+  gboolean ok = mc_check(c, conn.mc, conn.server, rc, "get", NULL);
+  conn_release(c, &conn);
+
+  ixia_cache_result_t result = IXIA_CACHE_MISS;
+  if (!ok) {
+    result = IXIA_CACHE_ERROR;
+  } else if (value && vlen >= VALUE_HEADER_BYTES && value[0] == TAG_VALUE) {
+    guint64 be;
+    memcpy(&be, value + 1, 8);
+    *version = (gint64)GUINT64_FROM_BE(be);
+    *len = vlen - VALUE_HEADER_BYTES;
+    *json = g_malloc(*len + 1);
+    memcpy(*json, value + VALUE_HEADER_BYTES, *len);
+    (*json)[*len] = '\0';
+    result = IXIA_CACHE_HIT;
+  } else if (value && !(vlen == LEASE_BYTES && value[0] == TAG_LEASE)) {
+    IXIA_DEBUG("cache: ignoring undecodable value under %s (%zu bytes)", mkey, vlen);
+  }
+  free(value); /* libmemcached's default allocator is malloc */
+  g_free(mkey);
+  if (result == IXIA_CACHE_HIT)
+    COUNT(c, hits);
+  else if (result == IXIA_CACHE_MISS)
+    COUNT(c, misses);
+  else
+    COUNT(c, errors);
+  return result;
+}
+
+static void random_token(guint8 token[TOKEN_BYTES]) {
+  static _Atomic guint64 counter;
+  if (getrandom(token, TOKEN_BYTES, GRND_NONBLOCK) == TOKEN_BYTES) return;
+  /* No kernel entropy yet: still unique within the process (counter) and
+   * very likely across processes (pid, time, PRNG). */
+  guint64 parts[2] = {atomic_fetch_add(&counter, 1) ^ ((guint64)getpid() << 40),
+                      (guint64)g_get_real_time() ^ ((guint64)g_random_int() << 32)};
+  memcpy(token, parts, TOKEN_BYTES);
+}
+
+ixia_cache_lease_t *ixia_cache_lease(ixia_cache_t *c, const char *ns, const char *table,
+                                     const char *key, size_t key_len) {
+  g_return_val_if_fail(c, NULL);
+  if (c->disabled) return NULL;
+  ixia_cache_lease_t *lease = g_new0(ixia_cache_lease_t, 1);
+  lease->cache = c;
+  lease->mkey = ixia_cache_key(ns, table, key, key_len);
+  random_token(lease->token);
+  char value[LEASE_BYTES];
+  value[0] = TAG_LEASE;
+  memcpy(value + 1, lease->token, TOKEN_BYTES);
+
+  conn_t conn;
+  gboolean granted = FALSE;
+  if (conn_acquire(c, lease->mkey, &conn)) {
+    memcached_return_t rc = memcached_add(conn.mc, lease->mkey, strlen(lease->mkey), value,
+                                          sizeof value, c->lease_ttl, 0);
+    if (mc_check(c, conn.mc, conn.server, rc, "add lease", NULL))
+      granted = rc == MEMCACHED_SUCCESS;
+    else
+      COUNT(c, errors);
+    conn_release(c, &conn);
+  } else {
+    COUNT(c, errors);
+  }
+  if (!granted) {
+    g_free(lease->mkey);
+    g_free(lease);
+    return NULL;
+  }
+  COUNT(c, leases);
+  return lease;
+}
+
+static void lease_free(ixia_cache_lease_t *lease) {
+  if (!lease) return;
+  g_free(lease->mkey);
+  g_free(lease);
+}
+
+static void job_free(job_t *job) {
+  lease_free(job->lease);
+  g_free(job->value);
+  g_free(job);
+}
+
+/* Queues job, or frees it when the queue is full or the cache closing. */
+static void job_submit(ixia_cache_t *c, job_t *job) {
+  g_mutex_lock(&c->jobs_lock);
+  gboolean take = !c->closing && c->pending < c->backfill_queue_max;
+  if (take) c->pending++;
+  g_mutex_unlock(&c->jobs_lock);
+  if (!take) {
+    if (job->kind == JOB_BACKFILL) COUNT(c, backfills_dropped);
+    job_free(job);
+    return;
+  }
+  GError *gerr = NULL;
+  if (!g_thread_pool_push(c->workers, job, &gerr)) {
+    ixia_error_t *e = NULL;
+    ixia_error_from_gerror(&e, gerr, IXIA_EINTERNAL, "cache: queueing a backfill");
+    IXIA_WARN("%s", e->message);
+    ixia_error_destroy(e);
+    /* GLib may still run a pushed job when only spawning a thread failed;
+     * it cannot be told apart here, so treat it as queued. */
+  }
+}
+
+void ixia_cache_backfill(ixia_cache_t *c, ixia_cache_lease_t *lease, gint64 version,
+                         const char *json, size_t len, gint64 ttl_seconds) {
+  g_return_if_fail(c && (json || len == 0));
+  if (!lease) return;
+  g_return_if_fail(lease->cache == c);
+  job_t *job = g_new0(job_t, 1);
+  job->kind = JOB_BACKFILL;
+  job->lease = lease;
+  job->value_len = VALUE_HEADER_BYTES + len;
+  job->value = g_malloc(job->value_len);
+  job->value[0] = TAG_VALUE;
+  guint64 be = GUINT64_TO_BE((guint64)version);
+  memcpy(job->value + 1, &be, 8);
+  if (len) memcpy(job->value + VALUE_HEADER_BYTES, json, len);
+  if (ttl_seconds <= 0) ttl_seconds = c->default_ttl;
+  job->ttl = (time_t)MIN(ttl_seconds, (gint64)MAX_TTL_SECONDS);
+  job_submit(c, job);
+}
+
+void ixia_cache_lease_release(ixia_cache_lease_t *lease) {
+  if (!lease) return;
+  job_t *job = g_new0(job_t, 1);
+  job->kind = JOB_RELEASE;
+  job->lease = lease;
+  job_submit(lease->cache, job);
+}
+
+static gboolean is_closing(ixia_cache_t *c) {
+  g_mutex_lock(&c->jobs_lock);
+  gboolean closing = c->closing;
+  g_mutex_unlock(&c->jobs_lock);
+  return closing;
+}
+
+/* Sleeps the test pause; FALSE if the cache started closing meanwhile. */
+static gboolean job_pause(ixia_cache_t *c) {
+  g_mutex_lock(&c->jobs_lock);
+  if (c->backfill_pause_ms > 0) {
+    gint64 deadline = g_get_monotonic_time() + c->backfill_pause_ms * 1000;
+    while (!c->closing && g_cond_wait_until(&c->jobs_cond, &c->jobs_lock, deadline)) {
+    }
+  }
+  gboolean go = !c->closing;
+  g_mutex_unlock(&c->jobs_lock);
+  return go;
+}
+
+static void job_execute(ixia_cache_t *c, job_t *job) {
+  ixia_cache_lease_t *lease = job->lease;
+  conn_t conn;
+  if (!conn_acquire(c, lease->mkey, &conn)) {
+    COUNT(c, errors);
+    return;
+  }
+  char *current = NULL;
+  size_t cur_len = 0;
+  uint64_t cas = 0;
+  if (!mc_gets(c, &conn, lease->mkey, &current, &cur_len, &cas)) {
+    COUNT(c, errors);
+  } else if (!is_our_lease(current, cur_len, lease)) {
+    /* A writer deleted the key (or its lease expired and someone else took
+     * one) after we read the store: our value may predate that write. */
+    if (job->kind == JOB_BACKFILL) COUNT(c, backfills_stale);
+  } else if (job->kind == JOB_BACKFILL) {
+    memcached_return_t rc = memcached_cas(conn.mc, lease->mkey, strlen(lease->mkey), job->value,
+                                          job->value_len, job->ttl, 0, cas);
+    if (!mc_check(c, conn.mc, conn.server, rc, "cas backfill", NULL))
+      COUNT(c, errors);
+    else if (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_STORED)
+      COUNT(c, backfills);
+    else /* DATA_EXISTS / NOTFOUND: touched between our gets and cas */
+      COUNT(c, backfills_stale);
+  } else {
+    /* Release. A writer may delete and another reader lease between our
+     * gets and this delete; removing that lease only costs it a backfill. */
+    memcached_return_t rc = memcached_delete(conn.mc, lease->mkey, strlen(lease->mkey), 0);
+    if (!mc_check(c, conn.mc, conn.server, rc, "delete lease", NULL)) COUNT(c, errors);
+  }
+  free(current);
+  conn_release(c, &conn);
+}
+
+static void job_run(gpointer data, gpointer user_data) {
+  ixia_cache_t *c = user_data;
+  job_t *job = data;
+  if (job->kind == JOB_BACKFILL ? job_pause(c) : !is_closing(c))
+    job_execute(c, job);
+  else if (job->kind == JOB_BACKFILL)
+    COUNT(c, backfills_dropped);
+  job_free(job);
+
+  g_mutex_lock(&c->jobs_lock);
+  if (--c->pending == 0) g_cond_broadcast(&c->jobs_cond);
+  g_mutex_unlock(&c->jobs_lock);
+}
+
+gboolean ixia_cache_wait_idle(ixia_cache_t *c, gint64 timeout_ms) {
+  g_return_val_if_fail(c, FALSE);
+  gint64 deadline = g_get_monotonic_time() + timeout_ms * 1000;
+  g_mutex_lock(&c->jobs_lock);
+  while (c->pending > 0)
+    if (!g_cond_wait_until(&c->jobs_cond, &c->jobs_lock, deadline)) break;
+  gboolean idle = c->pending == 0;
+  g_mutex_unlock(&c->jobs_lock);
+  return idle;
+}
+
+gboolean ixia_cache_invalidate(ixia_cache_t *c, const char *ns, const char *table,
+                               const char *key, size_t key_len) {
+  g_return_val_if_fail(c, FALSE);
+  if (c->disabled) return TRUE;
+  char *mkey = ixia_cache_key(ns, table, key, key_len);
+  conn_t conn;
+  gboolean ok = FALSE;
+  if (conn_acquire(c, mkey, &conn)) {
+    memcached_return_t rc = memcached_delete(conn.mc, mkey, strlen(mkey), 0);
+    ok = mc_check(c, conn.mc, conn.server, rc, "delete", NULL);
+    conn_release(c, &conn);
+  }
+  g_free(mkey);
+  if (ok)
+    COUNT(c, invalidations);
+  else
+    COUNT(c, invalidation_failures);
+  return ok;
+}
+
+void ixia_cache_get_stats(ixia_cache_t *c, ixia_cache_stats_t *out) {
+  g_return_if_fail(c && out);
+#define LOAD(f) out->f = atomic_load_explicit(&c->f, memory_order_relaxed)
+  LOAD(hits);
+  LOAD(misses);
+  LOAD(errors);
+  LOAD(leases);
+  LOAD(backfills);
+  LOAD(backfills_stale);
+  LOAD(backfills_dropped);
+  LOAD(invalidations);
+  LOAD(invalidation_failures);
+#undef LOAD
+}

@@ -1,0 +1,449 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "config.h"
+#include "load.h"
+
+/* Options that only some commands take; a command lists the ones it
+ * accepts so that a misplaced option is a usage error, not silently
+ * ignored. */
+enum {
+  OPT_EXPECT_VERSION = 1 << 0,
+  OPT_FIELDS = 1 << 1,
+  OPT_KEY_FIELD = 1 << 2,
+  OPT_CONNS = 1 << 3,
+  OPT_BATCH = 1 << 4,
+};
+
+#define LOAD_DEFAULT_CONNS 8
+#define LOAD_DEFAULT_BATCH 100
+#define LOAD_MAX_CONNS 256
+
+typedef struct {
+  ixia_config_t *cfg;
+  /* Parsed options; the initial values mean "not given". */
+  char *api;
+  gint64 expect_version; /* G_MININT64 when not given */
+  char *fields;
+  char *key_field;
+  gint conns, batch; /* -1 when not given */
+} ixia_cli_t;
+
+typedef struct {
+  const char *name; /* one or two words: "put", "schema apply" */
+  const char *args; /* positional arguments, for help */
+  const char *help;
+  int nargs;        /* positional arguments after the command words */
+  guint opts;       /* OPT_* accepted */
+  gboolean remote;  /* talks to the API */
+  int (*run)(ixia_cli_t *cli, ixia_client_t *client, char **args);
+} ixia_cli_command_t;
+
+int ixia_cli_exit_code(const ixia_error_t *err) {
+  switch (err->code) {
+    case IXIA_ENOTFOUND: return IXIA_EXIT_NOTFOUND;
+    case IXIA_EUNAVAILABLE: return IXIA_EXIT_UNREACHABLE;
+    default: return IXIA_EXIT_ERROR;
+  }
+}
+
+void ixia_cli_print_error(const ixia_error_t *err) {
+  fprintf(stderr, "ixia: %s: %s\n", ixia_code_name(err->code), err->message);
+}
+
+/* Prints and frees err; returns its exit code. */
+static int ixia_cli_fail(ixia_error_t *err) {
+  ixia_cli_print_error(err);
+  int code = ixia_cli_exit_code(err);
+  ixia_error_destroy(err);
+  return code;
+}
+
+static int ixia_cli_usage(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+static int ixia_cli_usage(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *msg = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "ixia: %s: %s (see `ixia --help`)\n", ixia_code_name(IXIA_EINVAL), msg);
+  g_free(msg);
+  return IXIA_EXIT_USAGE;
+}
+
+char *ixia_cli_read_input(const char *path, const char *what, gsize *len, ixia_error_t **err) {
+  if (strcmp(path, "-") != 0) {
+    char *text = NULL;
+    GError *gerr = NULL;
+    if (!g_file_get_contents(path, &text, len, &gerr)) {
+      ixia_error_from_gerror(err, gerr, IXIA_EINVAL, what);
+      return NULL;
+    }
+    return text;
+  }
+  GString *s = g_string_new(NULL);
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
+    if (n > 0) {
+      g_string_append_len(s, buf, n);
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      ixia_error_set(err, IXIA_EINVAL, "%s: reading stdin: %s", what, g_strerror(errno));
+      g_string_free(s, TRUE);
+      return NULL;
+    }
+  }
+  if (len) *len = s->len;
+  return g_string_free(s, FALSE);
+}
+
+/* A JSON argument: the text itself, or stdin for "-". */
+static char *ixia_cli_json_arg(const char *arg, const char *what, ixia_error_t **err) {
+  if (strcmp(arg, "-") == 0) return ixia_cli_read_input("-", what, NULL, err);
+  return g_strdup(arg);
+}
+
+static gint64 ixia_cli_expected(const ixia_cli_t *cli) {
+  return cli->expect_version == G_MININT64 ? -1 : cli->expect_version;
+}
+
+static int ixia_cli_print_version(gint64 version) {
+  printf("{\"version\":%" G_GINT64_FORMAT "}\n", version);
+  return IXIA_EXIT_OK;
+}
+
+typedef gboolean (*ixia_cli_write_fn)(ixia_client_t *, const char *, const char *, const char *,
+                                      const char *, gint64, gint64 *, ixia_error_t **);
+
+static int ixia_cli_write(ixia_cli_t *cli, ixia_client_t *client, char **args,
+                          ixia_cli_write_fn fn) {
+  ixia_error_t *err = NULL;
+  char *json = ixia_cli_json_arg(args[3], "document", &err);
+  if (!json) return ixia_cli_fail(err);
+  gint64 version = 0;
+  gboolean ok = fn(client, args[0], args[1], args[2], json, ixia_cli_expected(cli), &version, &err);
+  g_free(json);
+  return ok ? ixia_cli_print_version(version) : ixia_cli_fail(err);
+}
+
+static int ixia_cli_cmd_put(ixia_cli_t *cli, ixia_client_t *client, char **args) {
+  return ixia_cli_write(cli, client, args, ixia_client_put);
+}
+
+static int ixia_cli_cmd_upsert(ixia_cli_t *cli, ixia_client_t *client, char **args) {
+  return ixia_cli_write(cli, client, args, ixia_client_upsert);
+}
+
+static int ixia_cli_cmd_delete(ixia_cli_t *cli, ixia_client_t *client, char **args) {
+  ixia_error_t *err = NULL;
+  gint64 version = 0;
+  if (!ixia_client_delete(client, args[0], args[1], args[2], ixia_cli_expected(cli), &version,
+                          &err))
+    return ixia_cli_fail(err);
+  return ixia_cli_print_version(version);
+}
+
+/* "a, b,,c" → {"a", "b", "c"}: tolerant of spaces and stray commas. */
+static char **ixia_cli_split_fields(const char *list) {
+  GPtrArray *out = g_ptr_array_new();
+  char **parts = g_strsplit(list, ",", -1);
+  for (char **p = parts; *p; p++) {
+    char *f = g_strstrip(*p);
+    if (*f) g_ptr_array_add(out, g_strdup(f));
+  }
+  g_strfreev(parts);
+  g_ptr_array_add(out, NULL);
+  return (char **)g_ptr_array_free(out, FALSE);
+}
+
+static int ixia_cli_cmd_get(ixia_cli_t *cli, ixia_client_t *client, char **args) {
+  char **fields = cli->fields ? ixia_cli_split_fields(cli->fields) : NULL;
+  if (fields && !fields[0]) {
+    g_strfreev(fields);
+    return ixia_cli_usage("--fields needs at least one field name");
+  }
+  ixia_error_t *err = NULL;
+  gboolean found = FALSE;
+  char *json = NULL;
+  gboolean ok = ixia_client_get(client, args[0], args[1], args[2], (const char *const *)fields,
+                                &found, NULL, &json, &err);
+  g_strfreev(fields);
+  if (!ok) return ixia_cli_fail(err);
+  if (!found)
+    return ixia_cli_fail(ixia_error_new(IXIA_ENOTFOUND, "no document '%s' in %s/%s", args[2],
+                                        args[0], args[1]));
+  puts(json);
+  g_free(json);
+  return IXIA_EXIT_OK;
+}
+
+static int ixia_cli_cmd_schema_apply(ixia_cli_t *cli, ixia_client_t *client, char **args) {
+  (void)cli;
+  ixia_error_t *err = NULL;
+  char *json = ixia_cli_read_input(args[0], "schema", NULL, &err);
+  if (!json) return ixia_cli_fail(err);
+  gint64 version = 0;
+  gboolean ok = ixia_client_apply_schema(client, json, &version, &err);
+  g_free(json);
+  return ok ? ixia_cli_print_version(version) : ixia_cli_fail(err);
+}
+
+/* Prints the string a call returned, followed by a newline. */
+static int ixia_cli_print_result(gboolean ok, char *text, ixia_error_t *err) {
+  if (!ok) return ixia_cli_fail(err);
+  puts(text);
+  g_free(text);
+  return IXIA_EXIT_OK;
+}
+
+static int ixia_cli_cmd_schema_show(ixia_cli_t *cli, ixia_client_t *client, char **args) {
+  (void)cli;
+  ixia_error_t *err = NULL;
+  char *json = NULL;
+  gboolean ok = ixia_client_get_schema(client, args[0], args[1], &json, &err);
+  return ixia_cli_print_result(ok, json, err);
+}
+
+static int ixia_cli_cmd_query(ixia_cli_t *cli, ixia_client_t *client, char **args) {
+  (void)cli;
+  ixia_error_t *err = NULL;
+  char *request = ixia_cli_json_arg(args[0], "query", &err);
+  if (!request) return ixia_cli_fail(err);
+  char *response = NULL;
+  gboolean ok = ixia_client_query(client, request, &response, &err);
+  g_free(request);
+  return ixia_cli_print_result(ok, response, err);
+}
+
+static int ixia_cli_cmd_stats(ixia_cli_t *cli, ixia_client_t *client, char **args) {
+  (void)cli;
+  (void)args;
+  ixia_error_t *err = NULL;
+  char *json = NULL;
+  gboolean ok = ixia_client_stats(client, &json, &err);
+  return ixia_cli_print_result(ok, json, err);
+}
+
+static int ixia_cli_cmd_config_doc(ixia_cli_t *cli, ixia_client_t *client, char **args) {
+  (void)cli;
+  (void)client;
+  (void)args;
+  char *doc = ixia_config_doc_markdown();
+  fputs(doc, stdout);
+  g_free(doc);
+  return IXIA_EXIT_OK;
+}
+
+static int ixia_cli_cmd_load(ixia_cli_t *cli, ixia_client_t *client, char **args) {
+  (void)client; /* the loader opens its own connections, one per thread */
+  if (!cli->key_field || !*cli->key_field) return ixia_cli_usage("load needs --key-field NAME");
+  gint64 max_batch = ixia_config_int(cli->cfg, "limits.max_batch_ops");
+  ixia_load_opts_t o = {
+      .api = cli->api,
+      .ns = args[0],
+      .table = args[1],
+      .path = args[2],
+      .key_field = cli->key_field,
+      .conns = cli->conns < 0 ? LOAD_DEFAULT_CONNS : cli->conns,
+      .batch = cli->batch < 0 ? (int)MIN(LOAD_DEFAULT_BATCH, max_batch) : cli->batch,
+      .max_doc_bytes = (gsize)ixia_config_int(cli->cfg, "limits.max_doc_bytes"),
+      .max_depth = (int)ixia_config_int(cli->cfg, "limits.max_json_depth"),
+      .max_key_bytes = (gsize)ixia_config_int(cli->cfg, "limits.max_key_bytes"),
+      /* Half the frame limit leaves room for keys and framing. */
+      .max_batch_bytes = (gsize)ixia_config_int(cli->cfg, "server.max_frame_bytes") / 2,
+      .progress = isatty(STDERR_FILENO),
+  };
+  if (o.conns < 1 || o.conns > LOAD_MAX_CONNS)
+    return ixia_cli_usage("--conns must be between 1 and %d", LOAD_MAX_CONNS);
+  if (o.batch < 1 || o.batch > max_batch)
+    return ixia_cli_usage("--batch must be between 1 and %" G_GINT64_FORMAT
+                          " (limits.max_batch_ops)",
+                          max_batch);
+
+  ixia_load_result_t r;
+  ixia_load_run(&o, &r);
+  double rate = r.seconds > 0 ? (double)r.loaded / r.seconds : 0;
+  printf("loaded %" G_GUINT64_FORMAT " documents in %.1f s (%.0f docs/s)", r.loaded, r.seconds,
+         rate);
+  if (r.failed) printf(", %" G_GUINT64_FORMAT " failed", r.failed);
+  if (r.fatal) printf(", stopped early");
+  putchar('\n');
+  fflush(stdout);
+  if (r.fatal) return ixia_cli_fail(r.fatal);
+  if (r.failed) {
+    fprintf(stderr, "ixia: %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
+                    " documents were not loaded (errors above)\n",
+            r.failed, r.failed + r.loaded);
+    return IXIA_EXIT_ERROR;
+  }
+  return IXIA_EXIT_OK;
+}
+
+static int ixia_cli_cmd_help(ixia_cli_t *cli, ixia_client_t *client, char **args);
+
+static const ixia_cli_command_t commands[] = {
+    {"put", "NS TABLE KEY JSON|-", "replace a document; prints {\"version\":N}", 4,
+     OPT_EXPECT_VERSION, TRUE, ixia_cli_cmd_put},
+    {"upsert", "NS TABLE KEY JSON|-", "merge top-level fields into a document", 4,
+     OPT_EXPECT_VERSION, TRUE, ixia_cli_cmd_upsert},
+    {"get", "NS TABLE KEY", "print a document (--fields a,b for a subset); exit 3 if missing", 3,
+     OPT_FIELDS, TRUE, ixia_cli_cmd_get},
+    {"delete", "NS TABLE KEY", "delete a document; prints {\"version\":N}", 3, OPT_EXPECT_VERSION,
+     TRUE, ixia_cli_cmd_delete},
+    {"schema apply", "FILE.json|-", "create or change a table schema", 1, 0, TRUE,
+     ixia_cli_cmd_schema_apply},
+    {"schema show", "NS TABLE", "print a table schema", 2, 0, TRUE, ixia_cli_cmd_schema_show},
+    {"load", "NS TABLE FILE.jsonl|-",
+     "bulk load JSON lines (--key-field NAME, --conns N, --batch N)", 3,
+     OPT_KEY_FIELD | OPT_CONNS | OPT_BATCH, FALSE, ixia_cli_cmd_load},
+    {"query", "JSON|-", "run a query; prints the response", 1, 0, TRUE, ixia_cli_cmd_query},
+    {"stats", "", "print server counters as JSON", 0, 0, TRUE, ixia_cli_cmd_stats},
+    {"config-doc", "", "print the configuration reference (docs/CONFIG.md)", 0, 0, FALSE,
+     ixia_cli_cmd_config_doc},
+    {"help", "", "show this help", 0, 0, FALSE, ixia_cli_cmd_help},
+};
+
+static char *ixia_cli_summary(void) {
+  GString *s = g_string_new("Commands:\n");
+  for (guint i = 0; i < G_N_ELEMENTS(commands); i++) {
+    const ixia_cli_command_t *c = &commands[i];
+    char *usage = g_strdup_printf("%s %s", c->name, c->args);
+    g_string_append_printf(s, "  %-36s %s\n", usage, c->help);
+    g_free(usage);
+  }
+  g_string_append(s,
+                  "\nThe API address comes from --api, else $IXIA_API, else the config "
+                  "(api.host:api.port).\n"
+                  "Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 API unreachable.");
+  return g_string_free(s, FALSE);
+}
+
+/* Parses the command line into cli; on --help GOption prints the help and
+ * exits. Returns FALSE with *err set on a bad option. */
+static gboolean ixia_cli_parse(ixia_cli_t *cli, int *argc, char ***argv, ixia_error_t **err) {
+  GOptionEntry entries[] = {
+      {"api", 'a', 0, G_OPTION_ARG_STRING, &cli->api, "API address (default $IXIA_API)",
+       "HOST:PORT"},
+      {"expect-version", 0, 0, G_OPTION_ARG_INT64, &cli->expect_version,
+       "put/upsert/delete: only if the current version is N (0: key must be absent)", "N"},
+      {"fields", 'f', 0, G_OPTION_ARG_STRING, &cli->fields, "get: only these fields", "A,B"},
+      {"key-field", 'k', 0, G_OPTION_ARG_STRING, &cli->key_field,
+       "load: field holding each document's key", "NAME"},
+      {"conns", 'c', 0, G_OPTION_ARG_INT, &cli->conns, "load: concurrent connections (default 8)",
+       "N"},
+      {"batch", 'b', 0, G_OPTION_ARG_INT, &cli->batch, "load: documents per batch (default 100)",
+       "N"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL},
+  };
+  char *summary = ixia_cli_summary();
+  cli->cfg = ixia_config_from_args(argc, argv, "COMMAND [ARGS...]", summary, entries, err);
+  g_free(summary);
+  return cli->cfg != NULL;
+}
+
+static int ixia_cli_cmd_help(ixia_cli_t *cli, ixia_client_t *client, char **args) {
+  (void)client;
+  (void)args;
+  /* Same text as --help, from the same option table: parse "--help",
+   * which prints it and exits 0. */
+  char *fake[] = {"ixia", "--help", NULL};
+  char **argv = fake;
+  int argc = 2;
+  ixia_config_destroy(cli->cfg);
+  cli->cfg = NULL;
+  ixia_error_t *err = NULL;
+  ixia_cli_parse(cli, &argc, &argv, &err);
+  return ixia_cli_fail(err); /* not reached */
+}
+
+/* The command named by the first one or two positional arguments; *words
+ * gets how many arguments the name used. */
+static const ixia_cli_command_t *ixia_cli_find(int argc, char **argv, int *words) {
+  for (guint i = 0; i < G_N_ELEMENTS(commands); i++) {
+    char **name = g_strsplit(commands[i].name, " ", -1);
+    int n = (int)g_strv_length(name);
+    gboolean match = n <= argc;
+    for (int j = 0; match && j < n; j++) match = strcmp(name[j], argv[j]) == 0;
+    g_strfreev(name);
+    if (match) {
+      *words = n;
+      return &commands[i];
+    }
+  }
+  return NULL;
+}
+
+static guint ixia_cli_given_opts(const ixia_cli_t *cli) {
+  guint given = 0;
+  if (cli->expect_version != G_MININT64) given |= OPT_EXPECT_VERSION;
+  if (cli->fields) given |= OPT_FIELDS;
+  if (cli->key_field) given |= OPT_KEY_FIELD;
+  if (cli->conns != -1) given |= OPT_CONNS;
+  if (cli->batch != -1) given |= OPT_BATCH;
+  return given;
+}
+
+static int ixia_cli_dispatch(ixia_cli_t *cli, int argc, char **argv) {
+  if (argc < 2) return ixia_cli_usage("no command given");
+  int words = 0;
+  const ixia_cli_command_t *c = ixia_cli_find(argc - 1, argv + 1, &words);
+  if (!c) return ixia_cli_usage("unknown command '%s'", argv[1]);
+  int nargs = argc - 1 - words;
+  char **args = argv + 1 + words;
+  if (nargs != c->nargs)
+    return ixia_cli_usage("%s takes %d argument%s: %s %s (got %d)", c->name, c->nargs,
+                          c->nargs == 1 ? "" : "s", c->name, c->args, nargs);
+  guint stray = ixia_cli_given_opts(cli) & ~c->opts;
+  if (stray)
+    return ixia_cli_usage("option %s does not apply to %s",
+                          stray & OPT_EXPECT_VERSION ? "--expect-version"
+                          : stray & OPT_FIELDS       ? "--fields"
+                          : stray & OPT_KEY_FIELD    ? "--key-field"
+                          : stray & OPT_CONNS        ? "--conns"
+                                                     : "--batch",
+                          c->name);
+  if (cli->expect_version != G_MININT64 && cli->expect_version < 0)
+    return ixia_cli_usage("--expect-version must be 0 (key absent) or a version");
+
+  char *address = ixia_client_address(cli->api, cli->cfg);
+  g_free(cli->api);
+  cli->api = address;
+  ixia_client_t *client = NULL;
+  if (c->remote) {
+    ixia_error_t *err = NULL;
+    client = ixia_client_new(cli->api, &err);
+    if (!client) return ixia_cli_fail(err);
+  }
+  int code = c->run(cli, client, args);
+  ixia_client_destroy(client);
+  return code;
+}
+
+int ixia_cli_main(int argc, char **argv) {
+  ixia_cli_t cli = {.expect_version = G_MININT64, .conns = -1, .batch = -1};
+  ixia_error_t *err = NULL;
+  int code;
+  if (!ixia_cli_parse(&cli, &argc, &argv, &err)) {
+    ixia_cli_print_error(err);
+    ixia_error_destroy(err);
+    code = IXIA_EXIT_USAGE;
+  } else {
+    code = ixia_cli_dispatch(&cli, argc, argv);
+  }
+  fflush(stdout);
+  if (ferror(stdout)) {
+    fprintf(stderr, "ixia: %s: writing stdout failed\n", ixia_code_name(IXIA_EINTERNAL));
+    if (code == IXIA_EXIT_OK) code = IXIA_EXIT_ERROR;
+  }
+  ixia_config_destroy(cli.cfg);
+  g_free(cli.api);
+  g_free(cli.fields);
+  g_free(cli.key_field);
+  return code;
+}

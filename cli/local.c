@@ -1,0 +1,744 @@
+#include "local.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "config.h"
+#include "error.h"
+#include "proc.h"
+
+#define LOCAL_POLL_US (50 * 1000)
+#define LOCAL_RUN_POLL_US (200 * 1000)
+#define LOCAL_STOP_GRACE_MS 10000
+#define LOCAL_PROBE_TIMEOUT_MS 1000
+#define LOCAL_LOG_TAIL_LINES 15
+
+/* Set by SIGINT/SIGTERM/SIGHUP; start-up and `run` poll it. */
+static volatile sig_atomic_t local_interrupted = 0;
+
+typedef struct {
+  char *name;
+  pid_t pid;
+  guint64 start_time;
+} local_proc_t;
+
+typedef struct local local_t;
+
+/* One daemon of the stack. Entries of local_services[] start in order, and
+ * stop in reverse order. */
+typedef struct {
+  const char *name; /* pid file entry and logs/NAME.log */
+  int attempts;     /* > 1 where a free port chosen by us may be taken meanwhile */
+  /* Appends the command line (argv[0] an absolute path) for one attempt. */
+  gboolean (*command)(local_t *l, GPtrArray *argv, ixia_error_t **err);
+  /* TRUE once the daemon answers; otherwise sets l->probe_msg to why not. */
+  gboolean (*probe)(local_t *l);
+  /* Records the address of a daemon that answered (l->addrs, l->env). */
+  void (*ready)(local_t *l);
+} local_service_t;
+
+struct local {
+  const ixia_local_opts_t *o;
+  char *dir; /* absolute */
+  char *logs;
+  char *pids_path;
+  char *env_path;
+  char *lock_path;
+  int lock_fd;
+  GArray *procs;      /* local_proc_t in start order */
+  GHashTable *addrs;  /* service name → "127.0.0.1:PORT", for the services after it */
+  GString *env;       /* contents of local.env */
+  int port;           /* port of the service being started */
+  char *probe_msg;    /* why the last probe failed, for the time-out message */
+};
+
+/* ---- the services ------------------------------------------------------ */
+
+static void local_set_probe_msg(local_t *l, char *msg) {
+  g_free(l->probe_msg);
+  l->probe_msg = msg;
+}
+
+static char *local_find_memcached(void) {
+  char *path = g_find_program_in_path("memcached");
+  if (path) return path;
+  static const char *const fallback[] = {"/usr/bin/memcached", "/usr/sbin/memcached",
+                                         "/usr/local/bin/memcached"};
+  for (guint i = 0; i < G_N_ELEMENTS(fallback); i++)
+    if (g_file_test(fallback[i], G_FILE_TEST_IS_EXECUTABLE)) return g_strdup(fallback[i]);
+  return NULL;
+}
+
+static gboolean local_memcached_command(local_t *l, GPtrArray *argv, ixia_error_t **err) {
+  char *bin = local_find_memcached();
+  if (!bin)
+    return ixia_error_set(err, IXIA_ENOTFOUND,
+                          "memcached not found in PATH or /usr/bin; install it "
+                          "(scripts/install-deps.sh)");
+  l->port = ixia_proc_free_port(err);
+  if (l->port < 0) {
+    g_free(bin);
+    return FALSE;
+  }
+  g_ptr_array_add(argv, bin);
+  g_ptr_array_add(argv, g_strdup("-l"));
+  g_ptr_array_add(argv, g_strdup("127.0.0.1"));
+  g_ptr_array_add(argv, g_strdup("-p"));
+  g_ptr_array_add(argv, g_strdup_printf("%d", l->port));
+  g_ptr_array_add(argv, g_strdup("-U"));
+  g_ptr_array_add(argv, g_strdup("0"));
+  g_ptr_array_add(argv, g_strdup("-m"));
+  g_ptr_array_add(argv, g_strdup("256"));
+  if (geteuid() == 0) {
+    /* memcached refuses to run as root without -u; drop to nobody where
+     * that user exists. */
+    g_ptr_array_add(argv, g_strdup("-u"));
+    g_ptr_array_add(argv, g_strdup(getpwnam("nobody") ? "nobody" : "root"));
+  }
+  return TRUE;
+}
+
+static gboolean local_memcached_probe(local_t *l) {
+  ixia_error_t *err = NULL;
+  char *reply =
+      ixia_proc_tcp_request("127.0.0.1", l->port, "version\r\n", LOCAL_PROBE_TIMEOUT_MS, &err);
+  if (!reply) {
+    local_set_probe_msg(l, g_strdup(err->message));
+    ixia_error_destroy(err);
+    return FALSE;
+  }
+  gboolean ok = g_str_has_prefix(reply, "VERSION ");
+  if (!ok) local_set_probe_msg(l, g_strdup_printf("unexpected reply to 'version': %s", reply));
+  g_free(reply);
+  return ok;
+}
+
+static void local_memcached_ready(local_t *l) {
+  char *addr = g_strdup_printf("127.0.0.1:%d", l->port);
+  g_string_append_printf(l->env, "IXIA_MEMCACHED=%s\n", addr);
+  g_hash_table_insert(l->addrs, g_strdup("memcached"), addr);
+}
+
+static char *local_api_port_file(local_t *l) { return g_build_filename(l->dir, "api.port", NULL); }
+
+/* The options every ixia daemon gets: the user's config file and --set
+ * overrides first, then ours, so that the ones ixia-local relies on (ports,
+ * paths) win. */
+static void local_ixia_common_args(local_t *l, GPtrArray *argv) {
+  if (l->o->config_file) {
+    g_ptr_array_add(argv, g_strdup("--config"));
+    g_ptr_array_add(argv, g_strdup(l->o->config_file));
+  }
+  for (char **s = l->o->sets; s && *s; s++) {
+    g_ptr_array_add(argv, g_strdup("--set"));
+    g_ptr_array_add(argv, g_strdup(*s));
+  }
+}
+
+static void local_add_set(GPtrArray *argv, char *assignment) {
+  g_ptr_array_add(argv, g_strdup("--set"));
+  g_ptr_array_add(argv, assignment);
+}
+
+static gboolean local_query_api_command(local_t *l, GPtrArray *argv, ixia_error_t **err) {
+  char *bin = g_build_filename(l->o->bin_dir, "ixia-query-api", NULL);
+  if (!g_file_test(bin, G_FILE_TEST_IS_EXECUTABLE)) {
+    ixia_error_set(err, IXIA_ENOTFOUND, "%s not found; build it first (make build)", bin);
+    g_free(bin);
+    return FALSE;
+  }
+  /* A port file left by an earlier run would send the probe to a dead
+   * port; the daemon writes a fresh one once it serves. */
+  char *port_file = local_api_port_file(l);
+  unlink(port_file);
+  char *store = g_build_filename(l->dir, "store", NULL);
+  g_ptr_array_add(argv, bin);
+  local_ixia_common_args(l, argv);
+  local_add_set(argv, g_strdup("api.host=127.0.0.1"));
+  local_add_set(argv, g_strdup("api.port=0"));
+  local_add_set(argv, g_strdup_printf("api.port_file=%s", port_file));
+  local_add_set(argv, g_strdup_printf("store.path=%s", store));
+  local_add_set(argv, g_strdup_printf("cache.servers=%s",
+                                      (char *)g_hash_table_lookup(l->addrs, "memcached")));
+  g_free(store);
+  g_free(port_file);
+  return TRUE;
+}
+
+static gboolean local_query_api_probe(local_t *l) {
+  char *port_file = local_api_port_file(l);
+  char *text = NULL;
+  gboolean have = g_file_get_contents(port_file, &text, NULL, NULL);
+  g_free(port_file);
+  if (!have) {
+    local_set_probe_msg(l, g_strdup("api.port file not written yet"));
+    return FALSE;
+  }
+  guint64 port = 0;
+  gboolean parsed = g_ascii_string_to_unsigned(g_strstrip(text), 10, 1, 65535, &port, NULL);
+  if (!parsed) {
+    local_set_probe_msg(l, g_strdup_printf("api.port file holds '%s', not a port", text));
+    g_free(text);
+    return FALSE;
+  }
+  g_free(text);
+  l->port = (int)port;
+  char *addr = g_strdup_printf("127.0.0.1:%d", l->port);
+  ixia_error_t *err = NULL;
+  ixia_client_t *c = ixia_client_new(addr, &err);
+  char *stats = NULL;
+  gboolean ok = c && ixia_client_stats(c, &stats, &err);
+  ixia_client_destroy(c);
+  g_free(stats);
+  g_free(addr);
+  if (!ok) {
+    local_set_probe_msg(l, g_strdup_printf("stats call failed: %s", err->message));
+    ixia_error_destroy(err);
+  }
+  return ok;
+}
+
+static void local_query_api_ready(local_t *l) {
+  char *addr = g_strdup_printf("127.0.0.1:%d", l->port);
+  g_string_append_printf(l->env, "IXIA_API=%s\n", addr);
+  g_hash_table_insert(l->addrs, g_strdup("ixia-query-api"), addr);
+}
+
+/* Start order: a service may use the addresses of those before it. Later
+ * issues append ixia-devkafka, ixia-replication-sink, ixia-indexer here. */
+static const local_service_t local_services[] = {
+    {"memcached", 3, local_memcached_command, local_memcached_probe, local_memcached_ready},
+    {"ixia-query-api", 1, local_query_api_command, local_query_api_probe, local_query_api_ready},
+};
+
+/* ---- state, pid file, lock --------------------------------------------- */
+
+static void local_proc_clear(gpointer p) { g_free(((local_proc_t *)p)->name); }
+
+static local_t *local_new(const ixia_local_opts_t *o) {
+  local_t *l = g_new0(local_t, 1);
+  l->o = o;
+  l->dir = g_canonicalize_filename(o->dir, NULL);
+  l->logs = g_build_filename(l->dir, "logs", NULL);
+  l->pids_path = g_build_filename(l->dir, "pids", NULL);
+  l->env_path = g_build_filename(l->dir, "local.env", NULL);
+  l->lock_path = g_build_filename(l->dir, ".ixia-local.lock", NULL);
+  l->lock_fd = -1;
+  l->procs = g_array_new(FALSE, TRUE, sizeof(local_proc_t));
+  g_array_set_clear_func(l->procs, local_proc_clear);
+  l->addrs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  l->env = g_string_new(NULL);
+  return l;
+}
+
+static void local_free(local_t *l) {
+  if (l->lock_fd >= 0) close(l->lock_fd);
+  g_free(l->dir);
+  g_free(l->logs);
+  g_free(l->pids_path);
+  g_free(l->env_path);
+  g_free(l->lock_path);
+  g_array_unref(l->procs);
+  g_hash_table_unref(l->addrs);
+  g_string_free(l->env, TRUE);
+  g_free(l->probe_msg);
+  g_free(l);
+}
+
+/* Serializes ixia-local invocations on one directory (two `up`s racing
+ * would each start a stack). The kernel drops the lock if we die. */
+static gboolean local_lock(local_t *l, ixia_error_t **err) {
+  if (g_mkdir_with_parents(l->logs, 0755) != 0)
+    return ixia_error_set(err, IXIA_EINTERNAL, "cannot create %s: %s", l->logs,
+                          g_strerror(errno));
+  l->lock_fd = open(l->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (l->lock_fd < 0)
+    return ixia_error_set(err, IXIA_EINTERNAL, "cannot open %s: %s", l->lock_path,
+                          g_strerror(errno));
+  if (flock(l->lock_fd, LOCK_EX | LOCK_NB) != 0)
+    return ixia_error_set(err, IXIA_ECONFLICT,
+                          errno == EWOULDBLOCK ? "another ixia-local is working on %s right now"
+                                               : "cannot lock %s",
+                          l->dir);
+  return TRUE;
+}
+
+static void local_unlock(local_t *l) {
+  if (l->lock_fd >= 0) close(l->lock_fd);
+  l->lock_fd = -1;
+}
+
+static gboolean local_write_pids(local_t *l, ixia_error_t **err) {
+  GString *s = g_string_new("# written by ixia-local: NAME PID STARTTIME (field 22 of /proc/PID/stat)\n");
+  for (guint i = 0; i < l->procs->len; i++) {
+    local_proc_t *p = &g_array_index(l->procs, local_proc_t, i);
+    g_string_append_printf(s, "%s %d %" G_GUINT64_FORMAT "\n", p->name, (int)p->pid,
+                           p->start_time);
+  }
+  GError *gerr = NULL;
+  gboolean ok = g_file_set_contents(l->pids_path, s->str, (gssize)s->len, &gerr);
+  g_string_free(s, TRUE);
+  return ok || ixia_error_from_gerror(err, gerr, IXIA_EINTERNAL, l->pids_path);
+}
+
+/* Reads DIR/pids into l->procs. *exists tells whether there was a file. */
+static gboolean local_read_pids(local_t *l, gboolean *exists, ixia_error_t **err) {
+  char *text = NULL;
+  GError *gerr = NULL;
+  *exists = FALSE;
+  if (!g_file_get_contents(l->pids_path, &text, NULL, &gerr)) {
+    if (g_error_matches(gerr, G_FILE_ERROR, G_FILE_ERROR_NOENT)) {
+      g_error_free(gerr);
+      return TRUE;
+    }
+    return ixia_error_from_gerror(err, gerr, IXIA_EINTERNAL, l->pids_path);
+  }
+  *exists = TRUE;
+  char **lines = g_strsplit(text, "\n", -1);
+  g_free(text);
+  for (guint n = 0; lines[n]; n++) {
+    char *line = g_strstrip(lines[n]);
+    if (!*line || *line == '#') continue;
+    char **f = g_strsplit_set(line, " \t", -1);
+    guint64 pid = 0, start = 0;
+    if (g_strv_length(f) == 3 && g_ascii_string_to_unsigned(f[1], 10, 1, G_MAXINT, &pid, NULL) &&
+        g_ascii_string_to_unsigned(f[2], 10, 0, G_MAXUINT64, &start, NULL)) {
+      local_proc_t p = {g_strdup(f[0]), (pid_t)pid, start};
+      g_array_append_val(l->procs, p);
+    } else {
+      fprintf(stderr, "ixia-local: %s line %u is malformed, ignored: %s\n", l->pids_path, n + 1,
+              line);
+    }
+    g_strfreev(f);
+  }
+  g_strfreev(lines);
+  return TRUE;
+}
+
+static char *local_log_path(local_t *l, const char *name) {
+  char *file = g_strdup_printf("%s.log", name);
+  char *path = g_build_filename(l->logs, file, NULL);
+  g_free(file);
+  return path;
+}
+
+/* The last lines this run wrote to a log (after our header), indented, to
+ * put next to a start-up failure. */
+static char *local_log_tail(const char *log_path) {
+  char *text = NULL;
+  if (!g_file_get_contents(log_path, &text, NULL, NULL)) return g_strdup("");
+  const char *from = text;
+  for (const char *p = text; (p = strstr(p, "---- ixia-local ")) != NULL; p++) from = p;
+  char **lines = g_strsplit(from, "\n", -1);
+  guint n = g_strv_length(lines);
+  while (n > 0 && !*lines[n - 1]) n--;
+  GString *s = g_string_new(NULL);
+  for (guint i = n > LOCAL_LOG_TAIL_LINES ? n - LOCAL_LOG_TAIL_LINES : 0; i < n; i++)
+    g_string_append_printf(s, "\n    %s", lines[i]);
+  g_strfreev(lines);
+  g_free(text);
+  return g_string_free(s, FALSE);
+}
+
+/* ---- start and stop ----------------------------------------------------- */
+
+static void local_forget(local_t *l, pid_t pid) {
+  for (guint i = 0; i < l->procs->len; i++)
+    if (g_array_index(l->procs, local_proc_t, i).pid == pid) {
+      g_array_remove_index(l->procs, i);
+      break;
+    }
+}
+
+typedef enum { LOCAL_READY, LOCAL_EXITED, LOCAL_TIMEOUT, LOCAL_INTERRUPTED } local_wait_t;
+
+static local_wait_t local_wait_ready(local_t *l, const local_service_t *svc, pid_t pid,
+                                     int *status) {
+  gint64 deadline = g_get_monotonic_time() + (gint64)l->o->timeout_s * G_TIME_SPAN_SECOND;
+  for (;;) {
+    if (ixia_proc_reap(pid, status)) return LOCAL_EXITED;
+    if (svc->probe(l)) return LOCAL_READY;
+    if (local_interrupted) return LOCAL_INTERRUPTED;
+    if (g_get_monotonic_time() >= deadline) return LOCAL_TIMEOUT;
+    g_usleep(LOCAL_POLL_US);
+  }
+}
+
+static gboolean local_start(local_t *l, const local_service_t *svc, ixia_error_t **err) {
+  char *log = local_log_path(l, svc->name);
+  gboolean ok = FALSE;
+  for (int attempt = 1; attempt <= svc->attempts; attempt++) {
+    GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
+    if (!svc->command(l, argv, err)) {
+      g_ptr_array_unref(argv);
+      break;
+    }
+    g_ptr_array_add(argv, NULL);
+    pid_t pid = 0;
+    gboolean spawned =
+        ixia_proc_spawn_detached((char **)argv->pdata, l->dir, log, &pid, err);
+    g_ptr_array_unref(argv);
+    if (!spawned) break;
+    /* Recorded before waiting, so that `down` can clean up even if this
+     * ixia-local dies during the wait. */
+    local_proc_t p = {g_strdup(svc->name), pid, ixia_proc_start_time(pid)};
+    g_array_append_val(l->procs, p);
+    if (!local_write_pids(l, err)) break;
+
+    int status = 0;
+    local_wait_t w = local_wait_ready(l, svc, pid, &status);
+    if (w == LOCAL_READY) {
+      svc->ready(l);
+      fprintf(stderr, "ixia-local: %s is up (pid %d, %s)\n", svc->name, (int)pid,
+              (char *)g_hash_table_lookup(l->addrs, svc->name));
+      ok = TRUE;
+      break;
+    }
+    if (w == LOCAL_EXITED) {
+      local_forget(l, pid);
+      local_write_pids(l, NULL);
+      char *how = ixia_proc_describe_status(status);
+      if (attempt < svc->attempts) {
+        /* Most likely the free port was taken between our probe and its
+         * bind: try another one. */
+        fprintf(stderr, "ixia-local: %s %s during start-up; retrying (%d of %d)\n", svc->name,
+                how, attempt + 1, svc->attempts);
+        g_free(how);
+        continue;
+      }
+      char *tail = local_log_tail(log);
+      ixia_error_set(err, IXIA_EUNAVAILABLE, "%s %s during start-up; see %s%s", svc->name, how,
+                     log, tail);
+      g_free(tail);
+      g_free(how);
+      break;
+    }
+    /* Timed out or interrupted: it is ours and not serving, so stop it. */
+    ixia_proc_stop(pid, p.start_time, LOCAL_STOP_GRACE_MS, NULL);
+    local_forget(l, pid);
+    local_write_pids(l, NULL);
+    if (w == LOCAL_INTERRUPTED) {
+      ixia_error_set(err, IXIA_EUNAVAILABLE, "interrupted while starting %s", svc->name);
+    } else {
+      char *tail = local_log_tail(log);
+      ixia_error_set(err, IXIA_EUNAVAILABLE, "%s did not answer within %d s (%s); see %s%s",
+                     svc->name, l->o->timeout_s, l->probe_msg ? l->probe_msg : "no answer", log,
+                     tail);
+      g_free(tail);
+    }
+    break;
+  }
+  g_free(log);
+  return ok;
+}
+
+/* Stops every recorded process, last started first. Processes that could
+ * not be stopped stay in l->procs; returns FALSE if there are any. */
+static gboolean local_stop_all(local_t *l) {
+  gboolean all = TRUE;
+  for (guint i = l->procs->len; i-- > 0;) {
+    local_proc_t *p = &g_array_index(l->procs, local_proc_t, i);
+    ixia_error_t *err = NULL;
+    switch (ixia_proc_stop(p->pid, p->start_time, LOCAL_STOP_GRACE_MS, &err)) {
+      case IXIA_STOP_NOT_RUNNING:
+        fprintf(stderr, "ixia-local: %s (pid %d) was not running\n", p->name, (int)p->pid);
+        break;
+      case IXIA_STOP_TERMINATED:
+        fprintf(stderr, "ixia-local: stopped %s (pid %d)\n", p->name, (int)p->pid);
+        break;
+      case IXIA_STOP_KILLED:
+        fprintf(stderr, "ixia-local: %s (pid %d) ignored SIGTERM for %d s; killed it\n", p->name,
+                (int)p->pid, LOCAL_STOP_GRACE_MS / 1000);
+        break;
+      case IXIA_STOP_FAILED:
+        fprintf(stderr, "ixia-local: cannot stop %s: %s\n", p->name, err->message);
+        ixia_error_destroy(err);
+        all = FALSE;
+        continue; /* keep it recorded */
+    }
+    g_array_remove_index(l->procs, i);
+  }
+  return all;
+}
+
+/* After a complete stop, nothing in DIR should suggest a running stack. */
+static void local_remove_state(local_t *l) {
+  unlink(l->pids_path);
+  unlink(l->env_path);
+  char *port_file = local_api_port_file(l);
+  unlink(port_file);
+  g_free(port_file);
+}
+
+/* ---- commands ------------------------------------------------------------ */
+
+static int local_report(const char *fmt, ixia_error_t *err) {
+  fprintf(stderr, fmt, err->message);
+  ixia_error_destroy(err);
+  return 1;
+}
+
+/* `up` with the lock held. */
+static int local_up_locked(local_t *l) {
+  ixia_error_t *err = NULL;
+  gboolean exists = FALSE;
+  if (!local_read_pids(l, &exists, &err)) return local_report("ixia-local: %s\n", err);
+  GString *alive = g_string_new(NULL);
+  for (guint i = 0; i < l->procs->len; i++) {
+    local_proc_t *p = &g_array_index(l->procs, local_proc_t, i);
+    if (ixia_proc_matches(p->pid, p->start_time))
+      g_string_append_printf(alive, "%s%s (pid %d)", alive->len ? ", " : "", p->name, (int)p->pid);
+  }
+  if (alive->len) {
+    fprintf(stderr,
+            "ixia-local: %s already has a running stack: %s.\n"
+            "Use it (set -a; . %s) or stop it first: ixia-local down --dir %s\n",
+            l->dir, alive->str, l->env_path, l->o->dir);
+    g_string_free(alive, TRUE);
+    return 1;
+  }
+  g_string_free(alive, TRUE);
+  if (exists) fprintf(stderr, "ixia-local: %s: none of its processes is running; replacing it\n",
+                      l->pids_path);
+  g_array_set_size(l->procs, 0);
+  local_remove_state(l);
+
+  for (guint i = 0; i < G_N_ELEMENTS(local_services); i++) {
+    if (!local_start(l, &local_services[i], &err)) {
+      fprintf(stderr, "ixia-local: %s\n", err->message);
+      ixia_error_destroy(err);
+      if (l->procs->len) fprintf(stderr, "ixia-local: stopping what was started\n");
+      if (local_stop_all(l)) local_remove_state(l);
+      return 1;
+    }
+  }
+  GError *gerr = NULL;
+  if (!g_file_set_contents(l->env_path, l->env->str, (gssize)l->env->len, &gerr)) {
+    ixia_error_from_gerror(&err, gerr, IXIA_EINTERNAL, l->env_path);
+    fprintf(stderr, "ixia-local: %s\n", err->message);
+    ixia_error_destroy(err);
+    if (local_stop_all(l)) local_remove_state(l);
+    return 1;
+  }
+  printf("# ixia stack up in %s (logs in %s); load with: set -a; . %s; set +a\n%s", l->dir,
+         l->logs, l->env_path, l->env->str);
+  fflush(stdout);
+  return 0;
+}
+
+int ixia_local_up(const ixia_local_opts_t *o) {
+  local_t *l = local_new(o);
+  ixia_error_t *err = NULL;
+  int rc = local_lock(l, &err) ? local_up_locked(l) : local_report("ixia-local: %s\n", err);
+  local_free(l);
+  return rc;
+}
+
+static int local_down_locked(local_t *l) {
+  ixia_error_t *err = NULL;
+  gboolean exists = FALSE;
+  if (!local_read_pids(l, &exists, &err)) return local_report("ixia-local: %s\n", err);
+  if (!exists) {
+    fprintf(stderr, "ixia-local: nothing recorded in %s; nothing to stop\n", l->pids_path);
+    return 0;
+  }
+  if (local_stop_all(l)) {
+    local_remove_state(l);
+    return 0;
+  }
+  /* Keep the ones still alive recorded, for another try. */
+  if (!local_write_pids(l, &err)) local_report("ixia-local: %s\n", err);
+  return 1;
+}
+
+int ixia_local_down(const ixia_local_opts_t *o) {
+  local_t *l = local_new(o);
+  ixia_error_t *err = NULL;
+  int rc = local_lock(l, &err) ? local_down_locked(l) : local_report("ixia-local: %s\n", err);
+  local_free(l);
+  return rc;
+}
+
+int ixia_local_status(const ixia_local_opts_t *o) {
+  local_t *l = local_new(o);
+  ixia_error_t *err = NULL;
+  gboolean exists = FALSE;
+  int rc = 0;
+  if (!local_read_pids(l, &exists, &err)) {
+    rc = local_report("ixia-local: %s\n", err);
+  } else if (!exists || l->procs->len == 0) {
+    printf("no stack recorded in %s\n", l->dir);
+    rc = 1;
+  } else {
+    for (guint i = 0; i < l->procs->len; i++) {
+      local_proc_t *p = &g_array_index(l->procs, local_proc_t, i);
+      gboolean up = ixia_proc_matches(p->pid, p->start_time);
+      printf("%-24s %-12s pid %d\n", p->name, up ? "running" : "not running", (int)p->pid);
+      if (!up) rc = 1;
+    }
+    char *env = NULL;
+    if (rc == 0 && g_file_get_contents(l->env_path, &env, NULL, NULL)) fputs(env, stdout);
+    g_free(env);
+  }
+  local_free(l);
+  return rc;
+}
+
+int ixia_local_run(const ixia_local_opts_t *o) {
+  local_t *l = local_new(o);
+  ixia_error_t *err = NULL;
+  int rc;
+  if (!local_lock(l, &err)) {
+    rc = local_report("ixia-local: %s\n", err);
+    local_free(l);
+    return rc;
+  }
+  rc = local_up_locked(l);
+  /* Let `ixia-local status` and `down` in other shells work meanwhile. */
+  local_unlock(l);
+  if (rc != 0) {
+    local_free(l);
+    return rc;
+  }
+  printf("\nIn another shell:\n  set -a; . %s; set +a\n  ixia stats\n"
+         "Press Ctrl-C to stop the stack.\n",
+         l->env_path);
+  fflush(stdout);
+
+  gboolean died = FALSE;
+  while (!local_interrupted && !died) {
+    g_usleep(LOCAL_RUN_POLL_US);
+    for (guint i = 0; i < l->procs->len && !died; i++) {
+      local_proc_t *p = &g_array_index(l->procs, local_proc_t, i);
+      int status = 0;
+      if (!ixia_proc_reap(p->pid, &status)) continue;
+      if (!g_file_test(l->pids_path, G_FILE_TEST_EXISTS)) {
+        /* Someone ran `ixia-local down` on this directory. */
+        fprintf(stderr, "ixia-local: the stack was stopped by ixia-local down\n");
+        local_free(l);
+        return 0;
+      }
+      char *how = ixia_proc_describe_status(status);
+      char *log = local_log_path(l, p->name);
+      fprintf(stderr, "ixia-local: %s (pid %d) %s; see %s. Stopping the stack.\n", p->name,
+              (int)p->pid, how, log);
+      g_free(log);
+      g_free(how);
+      died = TRUE;
+    }
+  }
+  if (!died) fprintf(stderr, "\nixia-local: stopping the stack\n");
+  if (!local_lock(l, &err)) {
+    rc = local_report("ixia-local: %s\n", err);
+  } else {
+    /* Our own record is authoritative for the processes we started. */
+    rc = local_stop_all(l) ? (local_remove_state(l), 0) : (local_write_pids(l, NULL), 1);
+  }
+  local_free(l);
+  return died ? 1 : rc;
+}
+
+/* ---- command line ------------------------------------------------------- */
+
+static void local_on_signal(int sig) {
+  (void)sig;
+  local_interrupted = 1;
+}
+
+static char *local_bin_dir(void) {
+  char *exe = g_file_read_link("/proc/self/exe", NULL);
+  char *dir = exe ? g_path_get_dirname(exe) : g_strdup(".");
+  g_free(exe);
+  return dir;
+}
+
+/* Checks the forwarded config and overrides here, so that a typo is one
+ * clear error instead of a daemon failing to start. */
+static gboolean local_check_config(const char *file, char **sets, ixia_error_t **err) {
+  ixia_config_t *cfg = ixia_config_new();
+  gboolean ok = !file || ixia_config_load_file(cfg, file, err);
+  for (char **s = sets; ok && s && *s; s++) ok = ixia_config_set_assignment(cfg, *s, err);
+  ixia_config_destroy(cfg);
+  return ok;
+}
+
+static int local_dispatch(const char *cmd, const ixia_local_opts_t *o) {
+  struct sigaction sa = {.sa_handler = local_on_signal};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  if (strcmp(cmd, "up") == 0) return ixia_local_up(o);
+  if (strcmp(cmd, "down") == 0) return ixia_local_down(o);
+  if (strcmp(cmd, "run") == 0) return ixia_local_run(o);
+  if (strcmp(cmd, "status") == 0) return ixia_local_status(o);
+  fprintf(stderr, "ixia-local: unknown command '%s': expected up, down, run or status\n", cmd);
+  return 2;
+}
+
+int ixia_local_main(int argc, char **argv) {
+  char *dir = NULL, *config = NULL;
+  char **sets = NULL;
+  int timeout_s = 30;
+  GOptionEntry entries[] = {
+      {"dir", 'd', 0, G_OPTION_ARG_FILENAME, &dir, "Directory of the stack (required)", "DIR"},
+      {"config", 0, 0, G_OPTION_ARG_FILENAME, &config,
+       "Config file forwarded to every ixia daemon", "FILE"},
+      {"set", 0, 0, G_OPTION_ARG_STRING_ARRAY, &sets,
+       "Option forwarded to every ixia daemon (repeatable)", "SECTION.KEY=VALUE"},
+      {"timeout", 't', 0, G_OPTION_ARG_INT, &timeout_s,
+       "Seconds each daemon may take to answer (default 30)", "SECONDS"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL},
+  };
+  GOptionContext *ctx = g_option_context_new("up|down|run|status --dir DIR");
+  g_option_context_set_summary(
+      ctx,
+      "Runs the ixia stack (memcached, ixia-query-api) on this machine.\n\n"
+      "Commands:\n"
+      "  up       start the daemons on free loopback ports, write DIR/local.env, return\n"
+      "  down     stop exactly the processes `up` started\n"
+      "  run      up, wait for Ctrl-C, then down\n"
+      "  status   show which recorded processes are running");
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  GError *gerr = NULL;
+  ixia_error_t *err = NULL;
+  int rc = 2;
+  if (!g_option_context_parse(ctx, &argc, &argv, &gerr)) {
+    fprintf(stderr, "ixia-local: %s\n", gerr->message);
+    g_error_free(gerr);
+  } else if (argc != 2) {
+    fprintf(stderr, "ixia-local: expected one command: up, down, run or status (see --help)\n");
+  } else if (!dir || !*dir) {
+    fprintf(stderr, "ixia-local: --dir DIR is required\n");
+  } else if (timeout_s < 1) {
+    fprintf(stderr, "ixia-local: --timeout must be at least 1 second\n");
+  } else if (!local_check_config(config, sets, &err)) {
+    rc = local_report("ixia-local: %s\n", err);
+  } else {
+    /* Daemons run in DIR: a relative config path must not change meaning. */
+    char *config_abs = config ? g_canonicalize_filename(config, NULL) : NULL;
+    char *bin_dir = local_bin_dir();
+    ixia_local_opts_t o = {.dir = dir,
+                           .config_file = config_abs,
+                           .sets = sets,
+                           .bin_dir = bin_dir,
+                           .timeout_s = timeout_s};
+    rc = local_dispatch(argv[1], &o);
+    g_free(config_abs);
+    g_free(bin_dir);
+  }
+  g_option_context_free(ctx);
+  g_free(dir);
+  g_free(config);
+  g_strfreev(sets);
+  return rc;
+}

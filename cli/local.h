@@ -1,0 +1,37 @@
+/* ixia-local: runs the whole stack on one machine, in one directory.
+ *
+ *   DIR/pids       the processes this tool started: "NAME PID STARTTIME"
+ *   DIR/local.env  IXIA_API=..., IXIA_MEMCACHED=... (`set -a; . DIR/local.env`)
+ *   DIR/logs/      NAME.log: stdout and stderr of each daemon
+ *   DIR/store/     the truth store of ixia-query-api
+ *
+ * The daemons form a table of services in start order (local.c); a later
+ * daemon is one more entry with its command line, readiness probe and
+ * environment line. Daemons run detached (own session), so they outlive
+ * `up`; `down` stops exactly the recorded processes, checking each pid's
+ * start time first so that a reused pid is never signalled. */
+#ifndef IXIA_LOCAL_H
+#define IXIA_LOCAL_H
+
+#include <glib.h>
+
+typedef struct {
+  const char *dir;         /* required */
+  const char *config_file; /* forwarded to every ixia daemon; may be NULL */
+  char **sets;             /* "section.key=value", forwarded; may be NULL */
+  const char *bin_dir;     /* where ixia-query-api etc. are */
+  int timeout_s;           /* how long each daemon may take to answer */
+} ixia_local_opts_t;
+
+/* Each returns the process exit code (0 ok, 1 failure) and prints what it
+ * did. */
+int ixia_local_up(const ixia_local_opts_t *o);
+int ixia_local_down(const ixia_local_opts_t *o);
+int ixia_local_status(const ixia_local_opts_t *o);
+/* up, then wait for SIGINT/SIGTERM/SIGHUP (or a daemon dying), then down. */
+int ixia_local_run(const ixia_local_opts_t *o);
+
+/* Command-line entry point of ixia-local. */
+int ixia_local_main(int argc, char **argv);
+
+#endif

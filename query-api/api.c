@@ -1,0 +1,344 @@
+#include "api.h"
+
+#include <string.h>
+
+#include "cache.h"
+#include "json.h"
+#include "log.h"
+#include "schema.h"
+
+struct ixia_api {
+  ixia_store_t *store;
+  ixia_cache_t *cache;
+  ixia_server_t *server;
+  GRWLock schemas_lock;
+  GHashTable *schemas; /* "ns\ttable" -> ixia_schema_t* */
+  GMutex apply_lock;   /* one applySchema at a time: check, write, publish */
+  gsize max_doc_bytes;
+  gint max_depth;
+  gsize max_key_bytes;
+  guint max_batch_ops;
+  guint max_get_keys;
+  gint64 started_at;
+  guint64 cache_hits, cache_misses, cache_partial_misses;
+};
+
+static char *table_id(const char *ns, const char *table) {
+  return g_strdup_printf("%s\t%s", ns, table);
+}
+
+static void publish_schema(ixia_api_t *api, ixia_schema_t *s) {
+  g_rw_lock_writer_lock(&api->schemas_lock);
+  g_hash_table_replace(api->schemas, table_id(s->ns, s->table), s);
+  g_rw_lock_writer_unlock(&api->schemas_lock);
+}
+
+static void load_schema_cb(const char *ns, const char *table, const char *json, size_t len,
+                           gint64 version, gpointer user) {
+  ixia_api_t *api = user;
+  ixia_error_t *e = NULL;
+  ixia_schema_t *s = ixia_schema_parse(json, len, &e);
+  if (!s) {
+    IXIA_ERROR("stored schema %s/%s is invalid: %s", ns, table, e->message);
+    ixia_error_destroy(e);
+    return;
+  }
+  s->version = version;
+  publish_schema(api, s);
+}
+
+/* A new reference, or NULL with an error naming the table. */
+static ixia_schema_t *lookup_schema(ixia_api_t *api, const char *ns, const char *table,
+                                    ixia_error_t **err) {
+  if (!ixia_name_valid(ns, "namespace", err) || !ixia_name_valid(table, "table", err)) return NULL;
+  char *id = table_id(ns, table);
+  g_rw_lock_reader_lock(&api->schemas_lock);
+  ixia_schema_t *s = g_hash_table_lookup(api->schemas, id);
+  if (s) ixia_schema_ref(s);
+  g_rw_lock_reader_unlock(&api->schemas_lock);
+  g_free(id);
+  if (!s)
+    ixia_error_set(err, IXIA_ENOTFOUND,
+                   "unknown table %s/%s: apply a schema for it first (ixia schema apply)", ns, table);
+  return s;
+}
+
+static gboolean check_key(ixia_api_t *api, const char *key, ixia_error_t **err) {
+  size_t n = key ? strlen(key) : 0;
+  if (n == 0) return ixia_error_set(err, IXIA_EINVAL, "key is empty");
+  if (n > api->max_key_bytes)
+    return ixia_error_set(err, IXIA_ETOOLARGE,
+                          "key is %zu bytes, over the limit of %zu bytes (limits.max_key_bytes)", n,
+                          api->max_key_bytes);
+  if (!g_utf8_validate(key, (gssize)n, NULL))
+    return ixia_error_set(err, IXIA_EINVAL, "key is not valid UTF-8");
+  return TRUE;
+}
+
+ixia_api_t *ixia_api_new(const ixia_config_t *cfg, ixia_error_t **err) {
+  ixia_api_t *api = g_new0(ixia_api_t, 1);
+  g_rw_lock_init(&api->schemas_lock);
+  g_mutex_init(&api->apply_lock);
+  api->schemas = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+                                       (GDestroyNotify)ixia_schema_unref);
+  api->max_doc_bytes = (gsize)ixia_config_int(cfg, "limits.max_doc_bytes");
+  api->max_depth = (gint)ixia_config_int(cfg, "limits.max_json_depth");
+  api->max_key_bytes = (gsize)ixia_config_int(cfg, "limits.max_key_bytes");
+  api->max_batch_ops = (guint)ixia_config_int(cfg, "limits.max_batch_ops");
+  api->max_get_keys = (guint)ixia_config_int(cfg, "limits.max_get_keys");
+  api->started_at = g_get_monotonic_time();
+  api->store = ixia_store_open(cfg, err);
+  if (!api->store) goto fail;
+  if (!ixia_store_foreach_schema(api->store, load_schema_cb, api, err)) goto fail;
+  api->cache = ixia_cache_new(cfg, err);
+  if (!api->cache) goto fail;
+  IXIA_INFO("loaded %u table schemas", g_hash_table_size(api->schemas));
+  return api;
+fail:
+  ixia_api_destroy(api);
+  return NULL;
+}
+
+void ixia_api_destroy(ixia_api_t *api) {
+  if (!api) return;
+  ixia_cache_destroy(api->cache);
+  ixia_store_destroy(api->store);
+  g_hash_table_destroy(api->schemas);
+  g_rw_lock_clear(&api->schemas_lock);
+  g_mutex_clear(&api->apply_lock);
+  g_free(api);
+}
+
+void ixia_api_set_server(ixia_api_t *api, ixia_server_t *srv) { api->server = srv; }
+guint ixia_api_max_batch_ops(const ixia_api_t *api) { return api->max_batch_ops; }
+guint ixia_api_max_get_keys(const ixia_api_t *api) { return api->max_get_keys; }
+
+typedef struct {
+  ixia_schema_t *schema;
+  cJSON *doc;
+  char *json; /* compact text for PUT */
+} prepared_t;
+
+static gboolean prepare_op(ixia_api_t *api, const ixia_api_op_t *op, guint i, guint n,
+                           prepared_t *p, ixia_write_op_t *w, ixia_error_t **err) {
+  ixia_error_t *e = NULL;
+  gboolean ok = TRUE;
+  if (op->kind != IXIA_WRITE_PUT && op->kind != IXIA_WRITE_UPSERT && op->kind != IXIA_WRITE_DELETE)
+    ok = ixia_error_set(&e, IXIA_EINVAL, "unknown operation kind %d", op->kind);
+  ok = ok && (p->schema = lookup_schema(api, op->ns, op->table, &e)) != NULL;
+  ok = ok && check_key(api, op->key, &e);
+  if (ok && op->expected_version < -1)
+    ok = ixia_error_set(&e, IXIA_EINVAL, "expected_version must be -1, 0 or a version");
+  if (ok && op->kind != IXIA_WRITE_DELETE) {
+    const char *json = op->json ? op->json : "";
+    p->doc = ixia_json_parse_object(json, strlen(json), api->max_doc_bytes, api->max_depth,
+                                    "document", &e);
+    ok = p->doc && ixia_schema_check_doc(p->schema, p->doc, &e);
+    if (ok && op->kind == IXIA_WRITE_PUT) p->json = ixia_json_print(p->doc);
+  }
+  if (!ok) {
+    if (n > 1) ixia_error_prefix(e, "batch op %u", i);
+    return ixia_error_propagate(err, e);
+  }
+  *w = (ixia_write_op_t){
+      .kind = op->kind,
+      .ns = op->ns,
+      .table = op->table,
+      .key = op->key,
+      .key_len = strlen(op->key),
+      .json = p->json,
+      .json_len = p->json ? strlen(p->json) : 0,
+      .doc = p->doc,
+      .expected_version = op->expected_version,
+      .ttl_seconds = p->schema->ttl_seconds,
+  };
+  return TRUE;
+}
+
+static void invalidate_all(ixia_api_t *api, const ixia_api_op_t *ops, guint n) {
+  for (guint i = 0; i < n; i++)
+    ixia_cache_invalidate(api->cache, ops[i].ns, ops[i].table, ops[i].key, strlen(ops[i].key));
+}
+
+gboolean ixia_api_write(ixia_api_t *api, const ixia_api_op_t *ops, guint n, gint64 *versions,
+                        ixia_error_t **err) {
+  if (n == 0) return ixia_error_set(err, IXIA_EINVAL, "batch is empty");
+  if (n > api->max_batch_ops)
+    return ixia_error_set(err, IXIA_ETOOLARGE,
+                          "batch has %u operations, over the limit of %u (limits.max_batch_ops)", n,
+                          api->max_batch_ops);
+  prepared_t *prep = g_new0(prepared_t, n);
+  ixia_write_op_t *w = g_new0(ixia_write_op_t, n);
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < n; i++) ok = prepare_op(api, &ops[i], i, n, &prep[i], &w[i], err);
+  if (ok) {
+    invalidate_all(api, ops, n);
+    ok = ixia_store_write(api->store, w, n, versions, err);
+    /* Also after: a backfill that read the old value between the first
+     * delete and the store write must not survive. */
+    invalidate_all(api, ops, n);
+  }
+  for (guint i = 0; i < n; i++) {
+    ixia_schema_unref(prep[i].schema);
+    cJSON_Delete(prep[i].doc);
+    g_free(prep[i].json);
+  }
+  g_free(prep);
+  g_free(w);
+  return ok;
+}
+
+/* The document text to return: all of it, or the requested fields. Sets
+ * *complete FALSE when a requested field is absent. */
+static char *shape_doc(const char *json, size_t len, const char *const *fields,
+                       gboolean *complete, ixia_error_t **err) {
+  *complete = TRUE;
+  if (!fields || !fields[0]) return g_strndup(json, len);
+  cJSON *doc = cJSON_ParseWithLength(json, len);
+  if (!doc) {
+    ixia_error_set(err, IXIA_EINTERNAL, "stored document is not valid JSON");
+    return NULL;
+  }
+  cJSON *sub = ixia_json_project(doc, fields, g_strv_length((gchar **)fields), complete);
+  char *out = ixia_json_print(sub);
+  cJSON_Delete(sub);
+  cJSON_Delete(doc);
+  return out;
+}
+
+gboolean ixia_api_get(ixia_api_t *api, const char *ns, const char *table, const char *key,
+                      const char *const *fields, gboolean *found, gint64 *version, char **json,
+                      ixia_error_t **err) {
+  *found = FALSE;
+  ixia_schema_t *schema = lookup_schema(api, ns, table, err);
+  if (!schema) return FALSE;
+  if (!check_key(api, key, err)) {
+    ixia_schema_unref(schema);
+    return FALSE;
+  }
+  size_t klen = strlen(key);
+  gboolean ok = TRUE;
+  gint64 v = 0;
+  char *cached = NULL;
+  size_t clen = 0;
+  ixia_cache_result_t cr = ixia_cache_get(api->cache, ns, table, key, klen, &v, &cached, &clen);
+  if (cr == IXIA_CACHE_HIT) {
+    gboolean complete;
+    char *out = shape_doc(cached, clen, fields, &complete, NULL);
+    g_free(cached);
+    if (out && complete) {
+      __atomic_add_fetch(&api->cache_hits, 1, __ATOMIC_RELAXED);
+      *found = TRUE;
+      if (version) *version = v;
+      if (json) *json = out;
+      else g_free(out);
+      ixia_schema_unref(schema);
+      return TRUE;
+    }
+    /* A cached entry lacking a requested field is a miss (Ixia's rule). */
+    g_free(out);
+    __atomic_add_fetch(&api->cache_partial_misses, 1, __ATOMIC_RELAXED);
+  }
+  __atomic_add_fetch(&api->cache_misses, 1, __ATOMIC_RELAXED);
+  /* The lease must be taken before the store read: it is what lets a write
+   * that lands in between cancel this backfill. */
+  ixia_cache_lease_t *lease =
+      cr == IXIA_CACHE_ERROR ? NULL : ixia_cache_lease(api->cache, ns, table, key, klen);
+  char *doc = NULL;
+  size_t dlen = 0;
+  ok = ixia_store_get(api->store, ns, table, key, klen, found, &v, &doc, &dlen, err);
+  if (ok && *found) {
+    if (lease)
+      ixia_cache_backfill(api->cache, lease, v, doc, dlen, schema->cache_ttl_seconds);
+    gboolean complete;
+    char *out = shape_doc(doc, dlen, fields, &complete, err);
+    ok = out != NULL;
+    if (version) *version = v;
+    if (json) *json = out;
+    else g_free(out);
+  } else {
+    ixia_cache_lease_release(lease);
+  }
+  g_free(doc);
+  ixia_schema_unref(schema);
+  return ok;
+}
+
+gboolean ixia_api_apply_schema(ixia_api_t *api, const char *json, gint64 *version,
+                               ixia_error_t **err) {
+  ixia_schema_t *s = ixia_schema_parse(json ? json : "", json ? strlen(json) : 0, err);
+  if (!s) return FALSE;
+  g_mutex_lock(&api->apply_lock);
+  ixia_schema_t *old = lookup_schema(api, s->ns, s->table, NULL);
+  gboolean ok = !old || ixia_schema_check_evolution(old, s, err);
+  if (ok) {
+    ixia_write_op_t w = {.kind = IXIA_WRITE_SCHEMA, .ns = s->ns, .table = s->table, .key = "",
+                         .json = s->json, .json_len = strlen(s->json), .expected_version = -1};
+    ok = ixia_store_write(api->store, &w, 1, &s->version, err);
+  }
+  if (ok) {
+    if (version) *version = s->version;
+    IXIA_INFO("schema %s/%s applied at version %" G_GINT64_FORMAT, s->ns, s->table, s->version);
+    publish_schema(api, s);
+  } else {
+    ixia_schema_unref(s);
+  }
+  ixia_schema_unref(old);
+  g_mutex_unlock(&api->apply_lock);
+  return ok;
+}
+
+char *ixia_api_get_schema(ixia_api_t *api, const char *ns, const char *table, ixia_error_t **err) {
+  ixia_schema_t *s = lookup_schema(api, ns, table, err);
+  if (!s) return NULL;
+  char *out = g_strdup(s->json);
+  ixia_schema_unref(s);
+  return out;
+}
+
+char *ixia_api_query(ixia_api_t *api, const char *request_json, ixia_error_t **err) {
+  (void)api;
+  (void)request_json;
+  /* Queries are answered from the inverted index, which the indexer
+   * maintains; until that component exists the API says so plainly. */
+  ixia_error_set(err, IXIA_EUNSUPPORTED,
+                 "query is not available: this build has no indexer (see issue 4)");
+  return NULL;
+}
+
+char *ixia_api_stats(ixia_api_t *api) {
+  ixia_store_stats_t ss;
+  ixia_cache_stats_t cs;
+  ixia_store_get_stats(api->store, &ss);
+  ixia_cache_get_stats(api->cache, &cs);
+  cJSON *o = cJSON_CreateObject();
+  guint64 hits = __atomic_load_n(&api->cache_hits, __ATOMIC_RELAXED);
+  guint64 misses = __atomic_load_n(&api->cache_misses, __ATOMIC_RELAXED);
+  cJSON_AddNumberToObject(o, "uptime_s", (double)(g_get_monotonic_time() - api->started_at) / 1e6);
+  cJSON_AddNumberToObject(o, "store_latest_version", (double)ixia_store_latest_version(api->store));
+  cJSON_AddNumberToObject(o, "cache_hits", (double)hits);
+  cJSON_AddNumberToObject(o, "cache_misses", (double)misses);
+  cJSON_AddNumberToObject(o, "cache_hit_ratio", hits + misses ? (double)hits / (double)(hits + misses) : 0);
+  cJSON_AddNumberToObject(o, "cache_partial_misses",
+                          (double)__atomic_load_n(&api->cache_partial_misses, __ATOMIC_RELAXED));
+  cJSON_AddNumberToObject(o, "cache_errors", (double)cs.errors);
+  cJSON_AddNumberToObject(o, "cache_backfills", (double)cs.backfills);
+  cJSON_AddNumberToObject(o, "cache_backfills_stale", (double)cs.backfills_stale);
+  cJSON_AddNumberToObject(o, "cache_backfills_dropped", (double)cs.backfills_dropped);
+  cJSON_AddNumberToObject(o, "cache_invalidation_failures", (double)cs.invalidation_failures);
+  cJSON_AddNumberToObject(o, "store_write_requests", (double)ss.write_requests);
+  cJSON_AddNumberToObject(o, "store_write_ops", (double)ss.write_ops);
+  cJSON_AddNumberToObject(o, "store_write_groups", (double)ss.write_groups);
+  cJSON_AddNumberToObject(o, "store_conflicts", (double)ss.conflicts);
+  cJSON_AddNumberToObject(o, "store_gets", (double)ss.gets);
+  g_rw_lock_reader_lock(&api->schemas_lock);
+  cJSON_AddNumberToObject(o, "tables", g_hash_table_size(api->schemas));
+  g_rw_lock_reader_unlock(&api->schemas_lock);
+  if (api->server) {
+    cJSON_AddNumberToObject(o, "connections_total", (double)ixia_server_connections_total(api->server));
+    cJSON_AddNumberToObject(o, "rejected_frames", (double)ixia_server_rejected_frames(api->server));
+  }
+  char *out = ixia_json_print(o);
+  cJSON_Delete(o);
+  return out;
+}

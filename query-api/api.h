@@ -1,0 +1,69 @@
+/* The ixia API logic behind ixia-query-api: validation, schemas, the truth
+ * store and the look-aside cache. The Thrift handler (handler.c) only
+ * converts between Thrift types and these calls, so tests can drive the
+ * logic directly.
+ *
+ * Write path: validate -> delete cache key -> synced store write -> delete
+ * cache key again -> acknowledge. The second delete removes any backfill
+ * that raced with the write; backfills are also guarded by a lease (see
+ * cache/cache.h).
+ * Get path: cache -> on a miss, lease, store read, asynchronous backfill.
+ *
+ * Thread safety: all calls may run concurrently from server workers. */
+#ifndef IXIA_API_H
+#define IXIA_API_H
+
+#include <thrift/c_glib/processor/thrift_processor.h>
+
+#include "config.h"
+#include "error.h"
+#include "server.h"
+#include "store.h"
+
+typedef struct ixia_api ixia_api_t;
+
+typedef struct {
+  ixia_write_kind_t kind; /* PUT, UPSERT or DELETE */
+  const char *ns;
+  const char *table;
+  const char *key;
+  const char *json;        /* PUT/UPSERT */
+  gint64 expected_version; /* -1 none, 0 absent, N current version */
+} ixia_api_op_t;
+
+/* Opens the store and the cache, and loads the schemas. */
+ixia_api_t *ixia_api_new(const ixia_config_t *cfg, ixia_error_t **err);
+void ixia_api_destroy(ixia_api_t *api);
+
+/* Lets stats report server counters; the server is borrowed. */
+void ixia_api_set_server(ixia_api_t *api, ixia_server_t *srv);
+
+/* Atomic: all ops or none. versions[i] receives each op's version. */
+gboolean ixia_api_write(ixia_api_t *api, const ixia_api_op_t *ops, guint n, gint64 *versions,
+                        ixia_error_t **err);
+
+/* fields: NULL-terminated dotted paths, or NULL for the whole document.
+ * Missing key: TRUE with *found = FALSE. *json is g_malloc'd. */
+gboolean ixia_api_get(ixia_api_t *api, const char *ns, const char *table, const char *key,
+                      const char *const *fields, gboolean *found, gint64 *version, char **json,
+                      ixia_error_t **err);
+
+gboolean ixia_api_apply_schema(ixia_api_t *api, const char *json, gint64 *version,
+                               ixia_error_t **err);
+/* g_malloc'd schema JSON, or NULL with IXIA_ENOTFOUND. */
+char *ixia_api_get_schema(ixia_api_t *api, const char *ns, const char *table, ixia_error_t **err);
+
+/* g_malloc'd request/response JSON as described in SPEC.md. */
+char *ixia_api_query(ixia_api_t *api, const char *request_json, ixia_error_t **err);
+
+/* g_malloc'd JSON object of counters. */
+char *ixia_api_stats(ixia_api_t *api);
+
+/* Limits the handler enforces on list sizes. */
+guint ixia_api_max_batch_ops(const ixia_api_t *api);
+guint ixia_api_max_get_keys(const ixia_api_t *api);
+
+/* A Thrift processor serving api (borrowed; must outlive the processor). */
+ThriftProcessor *ixia_api_processor_new(ixia_api_t *api);
+
+#endif

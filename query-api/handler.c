@@ -1,0 +1,198 @@
+/* Thrift glue: converts generated types to api.c calls and ixia_error_t to
+ * the IxiaError exception. No logic lives here. */
+#include <string.h>
+
+#include "api.h"
+#include "ixia_ixia.h"
+
+typedef struct {
+  IxiaIxiaHandler parent;
+  ixia_api_t *api;
+} IxiaApiHandler;
+
+typedef struct {
+  IxiaIxiaHandlerClass parent;
+} IxiaApiHandlerClass;
+
+GType ixia_api_handler_get_type(void);
+G_DEFINE_TYPE(IxiaApiHandler, ixia_api_handler, IXIA_TYPE_IXIA_HANDLER)
+
+static ixia_api_t *api_of(IxiaIxiaIf *iface) { return ((IxiaApiHandler *)iface)->api; }
+
+/* Converts err into the declared exception; always returns FALSE. */
+static gboolean fail(IxiaIxiaError **xe, ixia_error_t *err) {
+  *xe = g_object_new(IXIA_TYPE_IXIA_ERROR, "code", (gint32)err->code, "message", err->message, NULL);
+  ixia_error_destroy(err);
+  return FALSE;
+}
+
+static gboolean write_one(IxiaIxiaIf *iface, gint64 *ret, ixia_write_kind_t kind, const gchar *ns,
+                          const gchar *table, const gchar *key, const gchar *json, gint64 expected,
+                          IxiaIxiaError **xe) {
+  ixia_api_op_t op = {kind, ns, table, key, json, expected};
+  ixia_error_t *err = NULL;
+  if (!ixia_api_write(api_of(iface), &op, 1, ret, &err)) return fail(xe, err);
+  return TRUE;
+}
+
+static gboolean h_put(IxiaIxiaIf *iface, gint64 *ret, const gchar *ns, const gchar *table,
+                      const gchar *key, const gchar *json, const gint64 expected,
+                      IxiaIxiaError **xe, GError **error) {
+  (void)error;
+  return write_one(iface, ret, IXIA_WRITE_PUT, ns, table, key, json, expected, xe);
+}
+
+static gboolean h_upsert(IxiaIxiaIf *iface, gint64 *ret, const gchar *ns, const gchar *table,
+                         const gchar *key, const gchar *json, const gint64 expected,
+                         IxiaIxiaError **xe, GError **error) {
+  (void)error;
+  return write_one(iface, ret, IXIA_WRITE_UPSERT, ns, table, key, json, expected, xe);
+}
+
+static gboolean h_delete(IxiaIxiaIf *iface, gint64 *ret, const gchar *ns, const gchar *table,
+                         const gchar *key, const gint64 expected, IxiaIxiaError **xe,
+                         GError **error) {
+  (void)error;
+  return write_one(iface, ret, IXIA_WRITE_DELETE, ns, table, key, NULL, expected, xe);
+}
+
+static gboolean h_batch(IxiaIxiaIf *iface, GArray **ret, const GPtrArray *ops, IxiaIxiaError **xe,
+                        GError **error) {
+  (void)error;
+  ixia_api_t *api = api_of(iface);
+  guint n = ops ? ops->len : 0;
+  if (n > ixia_api_max_batch_ops(api))
+    return fail(xe, ixia_error_new(IXIA_ETOOLARGE,
+                                   "batch has %u operations, over the limit of %u (limits.max_batch_ops)",
+                                   n, ixia_api_max_batch_ops(api)));
+  ixia_api_op_t *aops = g_new0(ixia_api_op_t, n ? n : 1);
+  ixia_error_t *err = NULL;
+  for (guint i = 0; i < n; i++) {
+    IxiaWriteOp *w = g_ptr_array_index(ops, i);
+    ixia_write_kind_t kind = w->kind == IXIA_OP_KIND_PUT      ? IXIA_WRITE_PUT
+                             : w->kind == IXIA_OP_KIND_UPSERT ? IXIA_WRITE_UPSERT
+                             : w->kind == IXIA_OP_KIND_DELETE_DOC ? IXIA_WRITE_DELETE
+                                                                  : 0;
+    aops[i] = (ixia_api_op_t){kind, w->ns, w->table, w->key, w->json, w->expected_version};
+  }
+  gint64 *versions = g_new0(gint64, n ? n : 1);
+  gboolean ok = ixia_api_write(api, aops, n, versions, &err);
+  if (ok) g_array_append_vals(*ret, versions, n);
+  g_free(versions);
+  g_free(aops);
+  return ok ? TRUE : fail(xe, err);
+}
+
+/* NULL-terminated view of a list<string>; free the array only. */
+static const char **fields_of(const GPtrArray *fields) {
+  if (!fields || fields->len == 0) return NULL;
+  const char **f = g_new0(const char *, fields->len + 1);
+  for (guint i = 0; i < fields->len; i++) f[i] = g_ptr_array_index(fields, i);
+  return f;
+}
+
+static gboolean fill_doc(ixia_api_t *api, IxiaDocument *doc, const gchar *ns, const gchar *table,
+                         const gchar *key, const char *const *fields, ixia_error_t **err) {
+  gboolean found = FALSE;
+  gint64 version = 0;
+  char *json = NULL;
+  if (!ixia_api_get(api, ns, table, key, fields, &found, &version, &json, err)) return FALSE;
+  g_free(doc->key);
+  g_free(doc->json);
+  doc->found = found;
+  doc->key = g_strdup(key);
+  doc->version = version;
+  doc->json = json ? json : g_strdup("");
+  doc->__isset_found = doc->__isset_key = doc->__isset_version = doc->__isset_json = TRUE;
+  return TRUE;
+}
+
+static gboolean h_get(IxiaIxiaIf *iface, IxiaDocument **ret, const gchar *ns, const gchar *table,
+                      const gchar *key, const GPtrArray *fields, IxiaIxiaError **xe,
+                      GError **error) {
+  (void)error;
+  const char **f = fields_of(fields);
+  ixia_error_t *err = NULL;
+  gboolean ok = fill_doc(api_of(iface), *ret, ns, table, key, f, &err);
+  g_free(f);
+  return ok ? TRUE : fail(xe, err);
+}
+
+static gboolean h_multi_get(IxiaIxiaIf *iface, GPtrArray **ret, const gchar *ns,
+                            const gchar *table, const GPtrArray *keys, const GPtrArray *fields,
+                            IxiaIxiaError **xe, GError **error) {
+  (void)error;
+  ixia_api_t *api = api_of(iface);
+  guint n = keys ? keys->len : 0;
+  if (n > ixia_api_max_get_keys(api))
+    return fail(xe, ixia_error_new(IXIA_ETOOLARGE,
+                                   "multiGet has %u keys, over the limit of %u (limits.max_get_keys)",
+                                   n, ixia_api_max_get_keys(api)));
+  const char **f = fields_of(fields);
+  ixia_error_t *err = NULL;
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < n; i++) {
+    IxiaDocument *doc = g_object_new(IXIA_TYPE_DOCUMENT, NULL);
+    ok = fill_doc(api, doc, ns, table, g_ptr_array_index(keys, i), f, &err);
+    g_ptr_array_add(*ret, doc);
+  }
+  g_free(f);
+  return ok ? TRUE : fail(xe, err);
+}
+
+static gboolean h_query(IxiaIxiaIf *iface, gchar **ret, const gchar *request_json,
+                        IxiaIxiaError **xe, GError **error) {
+  (void)error;
+  ixia_error_t *err = NULL;
+  char *out = ixia_api_query(api_of(iface), request_json, &err);
+  if (!out) return fail(xe, err);
+  *ret = out;
+  return TRUE;
+}
+
+static gboolean h_apply_schema(IxiaIxiaIf *iface, gint64 *ret, const gchar *json,
+                               IxiaIxiaError **xe, GError **error) {
+  (void)error;
+  ixia_error_t *err = NULL;
+  return ixia_api_apply_schema(api_of(iface), json, ret, &err) ? TRUE : fail(xe, err);
+}
+
+static gboolean h_get_schema(IxiaIxiaIf *iface, gchar **ret, const gchar *ns, const gchar *table,
+                             IxiaIxiaError **xe, GError **error) {
+  (void)error;
+  ixia_error_t *err = NULL;
+  char *out = ixia_api_get_schema(api_of(iface), ns, table, &err);
+  if (!out) return fail(xe, err);
+  *ret = out;
+  return TRUE;
+}
+
+static gboolean h_stats(IxiaIxiaIf *iface, gchar **ret, IxiaIxiaError **xe, GError **error) {
+  (void)xe, (void)error;
+  *ret = ixia_api_stats(api_of(iface));
+  return TRUE;
+}
+
+static void ixia_api_handler_init(IxiaApiHandler *self) { (void)self; }
+
+static void ixia_api_handler_class_init(IxiaApiHandlerClass *klass) {
+  IxiaIxiaHandlerClass *h = IXIA_IXIA_HANDLER_CLASS(klass);
+  h->put = h_put;
+  h->upsert = h_upsert;
+  h->delete_doc = h_delete;
+  h->batch = h_batch;
+  h->get = h_get;
+  h->multi_get = h_multi_get;
+  h->query = h_query;
+  h->apply_schema = h_apply_schema;
+  h->get_schema = h_get_schema;
+  h->stats = h_stats;
+}
+
+ThriftProcessor *ixia_api_processor_new(ixia_api_t *api) {
+  IxiaApiHandler *handler = g_object_new(ixia_api_handler_get_type(), NULL);
+  handler->api = api;
+  ThriftProcessor *p = g_object_new(IXIA_TYPE_IXIA_PROCESSOR, "handler", handler, NULL);
+  g_object_unref(handler); /* the processor holds its own reference */
+  return p;
+}

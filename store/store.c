@@ -1,0 +1,555 @@
+#include "store.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "log.h"
+
+typedef struct {
+  const ixia_write_op_t *ops;
+  guint n;
+  gint64 *versions;
+  ixia_error_t *error;
+  gboolean done;
+  GMutex lock;
+  GCond cond;
+} write_req_t;
+
+struct ixia_store {
+  rocksdb_t *db;
+  rocksdb_options_t *opts;
+  rocksdb_options_t *local_opts;
+  rocksdb_column_family_handle_t *cf_default;
+  rocksdb_column_family_handle_t *cf_local;
+  rocksdb_writeoptions_t *wopts;
+  rocksdb_readoptions_t *ropts;
+  rocksdb_block_based_table_options_t *table_opts;
+  rocksdb_cache_t *block_cache;
+  rocksdb_compactionfilter_t *ttl_filter;
+  GAsyncQueue *queue;
+  GThread *writer;
+  write_req_t stop_req; /* sentinel pushed by destroy */
+  guint max_group_ops;
+  gsize max_doc_bytes;
+  ixia_store_stats_t stats; /* updated with atomics */
+};
+
+static void put_be64(unsigned char *p, guint64 v) {
+  for (int i = 7; i >= 0; i--, v >>= 8) p[i] = (unsigned char)(v & 0xff);
+}
+static guint64 get_be64(const unsigned char *p) {
+  guint64 v = 0;
+  for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+  return v;
+}
+
+static GByteArray *key_prefix(char kind, const char *ns, const char *table) {
+  GByteArray *k = g_byte_array_new();
+  guint8 nl = (guint8)strlen(ns), tl = (guint8)strlen(table);
+  g_byte_array_append(k, (const guint8 *)&kind, 1);
+  g_byte_array_append(k, &nl, 1);
+  g_byte_array_append(k, (const guint8 *)ns, nl);
+  g_byte_array_append(k, &tl, 1);
+  g_byte_array_append(k, (const guint8 *)table, tl);
+  return k;
+}
+
+GBytes *ixia_store_doc_key(const char *ns, const char *table, const char *key, size_t key_len) {
+  GByteArray *k = key_prefix('d', ns, table);
+  g_byte_array_append(k, (const guint8 *)key, (guint)key_len);
+  return g_byte_array_free_to_bytes(k);
+}
+
+GBytes *ixia_store_schema_key(const char *ns, const char *table) {
+  return g_byte_array_free_to_bytes(key_prefix('s', ns, table));
+}
+
+gboolean ixia_store_parse_key(const char *key, size_t len, char *kind, const char **ns,
+                              size_t *ns_len, const char **table, size_t *table_len,
+                              const char **doc_key, size_t *doc_key_len) {
+  const unsigned char *p = (const unsigned char *)key;
+  if (len < 2) return FALSE;
+  size_t nl = p[1];
+  if (len < 3 + nl) return FALSE;
+  size_t tl = p[2 + nl];
+  if (len < 3 + nl + tl) return FALSE;
+  if (kind) *kind = key[0];
+  if (ns) *ns = key + 2;
+  if (ns_len) *ns_len = nl;
+  if (table) *table = key + 3 + nl;
+  if (table_len) *table_len = tl;
+  if (doc_key) *doc_key = key + 3 + nl + tl;
+  if (doc_key_len) *doc_key_len = len - 3 - nl - tl;
+  return TRUE;
+}
+
+gboolean ixia_store_parse_value(const char *value, size_t len, gint64 *version,
+                                gint64 *expire_at, const char **json, size_t *json_len) {
+  if (len < IXIA_STORE_VALUE_HEADER || value[0] != 'D') return FALSE;
+  if (version) *version = (gint64)get_be64((const unsigned char *)value + 1);
+  if (expire_at) *expire_at = (gint64)get_be64((const unsigned char *)value + 9);
+  if (json) *json = value + IXIA_STORE_VALUE_HEADER;
+  if (json_len) *json_len = len - IXIA_STORE_VALUE_HEADER;
+  return TRUE;
+}
+
+static GBytes *encode_value(gint64 version, gint64 expire_at, const char *json, size_t len) {
+  unsigned char *buf = g_malloc(IXIA_STORE_VALUE_HEADER + len);
+  buf[0] = 'D';
+  put_be64(buf + 1, (guint64)version);
+  put_be64(buf + 9, (guint64)expire_at);
+  memcpy(buf + IXIA_STORE_VALUE_HEADER, json, len);
+  return g_bytes_new_take(buf, IXIA_STORE_VALUE_HEADER + len);
+}
+
+static gint64 now_seconds(void) { return g_get_real_time() / G_USEC_PER_SEC; }
+
+static gboolean is_expired(gint64 expire_at) { return expire_at != 0 && expire_at <= now_seconds(); }
+
+/* Expired documents are invisible to reads already; compaction reclaims
+ * their space. */
+static unsigned char ttl_filter(void *state, int level, const char *key, size_t key_len,
+                                const char *value, size_t value_len, char **new_value,
+                                size_t *new_value_len, unsigned char *value_changed) {
+  (void)state, (void)level, (void)new_value, (void)new_value_len;
+  *value_changed = 0;
+  gint64 expire_at = 0;
+  if (key_len > 0 && key[0] == 'd' &&
+      ixia_store_parse_value(value, value_len, NULL, &expire_at, NULL, NULL))
+    return is_expired(expire_at);
+  return 0;
+}
+static void ttl_filter_destroy(void *state) { (void)state; }
+static const char *ttl_filter_name(void *state) {
+  (void)state;
+  return "ixia.ttl";
+}
+
+/* ---------- the writer ---------- */
+
+/* What the writer knows of a key during one group: the latest value (NULL =
+ * deleted) with its version. */
+typedef struct {
+  GBytes *value; /* encoded; NULL when absent */
+} overlay_entry_t;
+
+static void overlay_entry_free(gpointer p) {
+  overlay_entry_t *e = p;
+  if (e->value) g_bytes_unref(e->value);
+  g_free(e);
+}
+
+/* Current encoded value of key: group overlay first, then RocksDB. Returns a
+ * new reference or NULL when absent/expired. */
+static GBytes *current_value(ixia_store_t *s, GHashTable *overlay, GBytes *key,
+                             ixia_error_t **err) {
+  overlay_entry_t *e = g_hash_table_lookup(overlay, key);
+  GBytes *v = NULL;
+  if (e) {
+    v = e->value ? g_bytes_ref(e->value) : NULL;
+  } else {
+    char *rerr = NULL;
+    size_t klen, vlen = 0;
+    const char *k = g_bytes_get_data(key, &klen);
+    char *raw = rocksdb_get_cf(s->db, s->ropts, s->cf_default, k, klen, &vlen, &rerr);
+    if (!ixia_error_from_rocksdb(err, rerr, "read before write")) return NULL;
+    if (raw) {
+      v = g_bytes_new(raw, vlen);
+      rocksdb_free(raw);
+    }
+  }
+  if (v) {
+    gint64 expire_at = 0;
+    size_t vlen;
+    const char *data = g_bytes_get_data(v, &vlen);
+    if (!ixia_store_parse_value(data, vlen, NULL, &expire_at, NULL, NULL) || is_expired(expire_at)) {
+      g_bytes_unref(v);
+      v = NULL;
+    }
+  }
+  return v;
+}
+
+static gboolean check_expected(const ixia_write_op_t *op, GBytes *cur, ixia_error_t **err) {
+  if (op->expected_version < 0) return TRUE;
+  gint64 cur_version = 0;
+  if (cur) {
+    size_t len;
+    ixia_store_parse_value(g_bytes_get_data(cur, &len), len, &cur_version, NULL, NULL, NULL);
+  }
+  if (op->expected_version == 0 && cur)
+    return ixia_error_set(err, IXIA_ECONFLICT,
+                          "version conflict on key '%.*s': expected it absent, it has version %" G_GINT64_FORMAT,
+                          (int)MIN(op->key_len, 200), op->key, cur_version);
+  if (op->expected_version > 0 && !cur)
+    return ixia_error_set(err, IXIA_ECONFLICT,
+                          "version conflict on key '%.*s': expected version %" G_GINT64_FORMAT
+                          ", the key does not exist",
+                          (int)MIN(op->key_len, 200), op->key, op->expected_version);
+  if (op->expected_version > 0 && cur_version != op->expected_version)
+    return ixia_error_set(err, IXIA_ECONFLICT,
+                          "version conflict on key '%.*s': expected version %" G_GINT64_FORMAT
+                          ", current is %" G_GINT64_FORMAT,
+                          (int)MIN(op->key_len, 200), op->key, op->expected_version, cur_version);
+  return TRUE;
+}
+
+/* The JSON to store for an upsert: the current document with the patch's
+ * top-level fields replacing its own. g_malloc'd. */
+static char *merge_upsert(ixia_store_t *s, const ixia_write_op_t *op, GBytes *cur,
+                          ixia_error_t **err) {
+  cJSON *base = NULL;
+  if (cur) {
+    size_t vlen, jlen = 0;
+    const char *json = NULL;
+    if (ixia_store_parse_value(g_bytes_get_data(cur, &vlen), vlen, NULL, NULL, &json, &jlen))
+      base = cJSON_ParseWithLength(json, jlen);
+  }
+  if (!base) base = cJSON_CreateObject();
+  for (const cJSON *f = op->doc ? op->doc->child : NULL; f; f = f->next) {
+    cJSON *copy = cJSON_Duplicate(f, TRUE);
+    if (cJSON_GetObjectItemCaseSensitive(base, f->string))
+      cJSON_ReplaceItemInObjectCaseSensitive(base, f->string, copy);
+    else
+      cJSON_AddItemToObject(base, f->string, copy);
+  }
+  char *out = ixia_json_print(base);
+  cJSON_Delete(base);
+  if (strlen(out) > s->max_doc_bytes) {
+    ixia_error_set(err, IXIA_ETOOLARGE,
+                   "upsert of key '%.*s' would make the document %zu bytes, over the limit of %zu "
+                   "bytes (limits.max_doc_bytes)",
+                   (int)MIN(op->key_len, 200), op->key, strlen(out), s->max_doc_bytes);
+    g_free(out);
+    return NULL;
+  }
+  return out;
+}
+
+typedef struct {
+  GBytes *key;
+  GBytes *value; /* NULL = delete */
+  gint64 expire_at;
+  char *json;    /* owned JSON when merged, else NULL */
+} staged_t;
+
+/* Decides every op of one request against the current state. On success
+ * fills staged[] (caller applies); on failure sets req->error. */
+static gboolean stage_request(ixia_store_t *s, GHashTable *overlay, write_req_t *req,
+                              staged_t *staged) {
+  /* Later ops of the same request see earlier ones. */
+  GHashTable *local = g_hash_table_new_full(g_bytes_hash, g_bytes_equal, NULL, NULL);
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < req->n; i++) {
+    const ixia_write_op_t *op = &req->ops[i];
+    staged_t *st = &staged[i];
+    st->key = op->kind == IXIA_WRITE_SCHEMA ? ixia_store_schema_key(op->ns, op->table)
+                                            : ixia_store_doc_key(op->ns, op->table, op->key, op->key_len);
+    GBytes *cur = NULL;
+    gpointer prev_idx;
+    if (g_hash_table_lookup_extended(local, st->key, NULL, &prev_idx)) {
+      staged_t *prev = &staged[GPOINTER_TO_UINT(prev_idx)];
+      /* Staged values carry a placeholder version until applied. */
+      cur = prev->value ? g_bytes_ref(prev->value) : NULL;
+    } else {
+      cur = current_value(s, overlay, st->key, &req->error);
+      if (req->error) {
+        ok = FALSE;
+        break;
+      }
+    }
+    ok = check_expected(op, cur, &req->error);
+    if (ok) {
+      const char *json = op->json;
+      size_t json_len = op->json_len;
+      if (op->kind == IXIA_WRITE_UPSERT) {
+        st->json = merge_upsert(s, op, cur, &req->error);
+        ok = st->json != NULL;
+        json = st->json;
+        json_len = st->json ? strlen(st->json) : 0;
+      }
+      if (ok && op->kind != IXIA_WRITE_DELETE) {
+        st->expire_at = op->ttl_seconds > 0 ? now_seconds() + op->ttl_seconds : 0;
+        st->value = encode_value(0, st->expire_at, json, json_len);
+      }
+    }
+    if (cur) g_bytes_unref(cur);
+    g_hash_table_insert(local, st->key, GUINT_TO_POINTER(i));
+  }
+  g_hash_table_destroy(local);
+  return ok;
+}
+
+static void staged_clear(staged_t *staged, guint n) {
+  for (guint i = 0; i < n; i++) {
+    if (staged[i].key) g_bytes_unref(staged[i].key);
+    if (staged[i].value) g_bytes_unref(staged[i].value);
+    g_free(staged[i].json);
+  }
+}
+
+static void finish(write_req_t *req) {
+  g_mutex_lock(&req->lock);
+  req->done = TRUE;
+  g_cond_signal(&req->cond);
+  g_mutex_unlock(&req->lock);
+}
+
+static void commit_group(ixia_store_t *s, GPtrArray *group) {
+  GHashTable *overlay =
+      g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref, overlay_entry_free);
+  rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+  guint64 base = rocksdb_get_latest_sequence_number(s->db);
+  guint64 seq = base;
+  GPtrArray *applied = g_ptr_array_new();
+  for (guint r = 0; r < group->len; r++) {
+    write_req_t *req = g_ptr_array_index(group, r);
+    staged_t *staged = g_new0(staged_t, req->n);
+    if (stage_request(s, overlay, req, staged)) {
+      for (guint i = 0; i < req->n; i++) {
+        staged_t *st = &staged[i];
+        size_t klen;
+        const char *k = g_bytes_get_data(st->key, &klen);
+        overlay_entry_t *e = g_new0(overlay_entry_t, 1);
+        req->versions[i] = (gint64)++seq;
+        if (st->value) {
+          size_t vlen;
+          unsigned char *v = g_bytes_unref_to_data(st->value, &vlen);
+          st->value = NULL;
+          put_be64(v + 1, seq);
+          rocksdb_writebatch_put_cf(wb, s->cf_default, k, klen, (const char *)v, vlen);
+          e->value = g_bytes_new_take(v, vlen);
+        } else {
+          rocksdb_writebatch_delete_cf(wb, s->cf_default, k, klen);
+        }
+        g_hash_table_replace(overlay, g_bytes_ref(st->key), e);
+      }
+      g_ptr_array_add(applied, req);
+    } else if (req->error && req->error->code == IXIA_ECONFLICT) {
+      __atomic_add_fetch(&s->stats.conflicts, 1, __ATOMIC_RELAXED);
+    }
+    staged_clear(staged, req->n);
+    g_free(staged);
+  }
+  if (applied->len > 0) {
+    char *rerr = NULL;
+    rocksdb_write(s->db, s->wopts, wb, &rerr);
+    if (rerr) {
+      ixia_error_t *e = NULL;
+      ixia_error_from_rocksdb(&e, rerr, "store write");
+      IXIA_ERROR("%s", e->message);
+      for (guint r = 0; r < applied->len; r++) {
+        write_req_t *req = g_ptr_array_index(applied, r);
+        ixia_error_set(&req->error, IXIA_EUNAVAILABLE, "%s", e->message);
+      }
+      ixia_error_destroy(e);
+    } else {
+      guint64 latest = rocksdb_get_latest_sequence_number(s->db);
+      if (latest != seq)
+        IXIA_ERROR("store: sequence %" G_GUINT64_FORMAT " after write, expected %" G_GUINT64_FORMAT
+                   ": something else writes to the store",
+                   latest, seq);
+      __atomic_add_fetch(&s->stats.write_groups, 1, __ATOMIC_RELAXED);
+      __atomic_add_fetch(&s->stats.write_ops, seq - base, __ATOMIC_RELAXED);
+    }
+  }
+  for (guint r = 0; r < group->len; r++) finish(g_ptr_array_index(group, r));
+  g_ptr_array_free(applied, TRUE);
+  rocksdb_writebatch_destroy(wb);
+  g_hash_table_destroy(overlay);
+}
+
+static gpointer writer_main(gpointer data) {
+  ixia_store_t *s = data;
+  GPtrArray *group = g_ptr_array_new();
+  gboolean stop = FALSE;
+  while (!stop) {
+    write_req_t *req = g_async_queue_pop(s->queue);
+    if (req == &s->stop_req) break;
+    g_ptr_array_set_size(group, 0);
+    g_ptr_array_add(group, req);
+    guint ops = req->n;
+    while (ops < s->max_group_ops) {
+      write_req_t *more = g_async_queue_try_pop(s->queue);
+      if (!more) break;
+      if (more == &s->stop_req) {
+        stop = TRUE;
+        break;
+      }
+      g_ptr_array_add(group, more);
+      ops += more->n;
+    }
+    commit_group(s, group);
+  }
+  g_ptr_array_free(group, TRUE);
+  return NULL;
+}
+
+gboolean ixia_store_write(ixia_store_t *s, const ixia_write_op_t *ops, guint n, gint64 *versions,
+                          ixia_error_t **err) {
+  if (n == 0) return TRUE;
+  write_req_t req = {.ops = ops, .n = n, .versions = versions};
+  g_mutex_init(&req.lock);
+  g_cond_init(&req.cond);
+  __atomic_add_fetch(&s->stats.write_requests, 1, __ATOMIC_RELAXED);
+  g_async_queue_push(s->queue, &req);
+  g_mutex_lock(&req.lock);
+  while (!req.done) g_cond_wait(&req.cond, &req.lock);
+  g_mutex_unlock(&req.lock);
+  g_mutex_clear(&req.lock);
+  g_cond_clear(&req.cond);
+  if (req.error) return ixia_error_propagate(err, req.error);
+  return TRUE;
+}
+
+/* ---------- reads ---------- */
+
+gboolean ixia_store_get(ixia_store_t *s, const char *ns, const char *table, const char *key,
+                        size_t key_len, gboolean *found, gint64 *version, char **json,
+                        size_t *json_len, ixia_error_t **err) {
+  __atomic_add_fetch(&s->stats.gets, 1, __ATOMIC_RELAXED);
+  GBytes *k = ixia_store_doc_key(ns, table, key, key_len);
+  size_t klen, vlen = 0;
+  const char *kd = g_bytes_get_data(k, &klen);
+  char *rerr = NULL;
+  char *raw = rocksdb_get_cf(s->db, s->ropts, s->cf_default, kd, klen, &vlen, &rerr);
+  g_bytes_unref(k);
+  *found = FALSE;
+  if (!ixia_error_from_rocksdb(err, rerr, "get")) return FALSE;
+  if (!raw) return TRUE;
+  gint64 v = 0, expire_at = 0;
+  const char *j;
+  size_t jl;
+  gboolean ok = ixia_store_parse_value(raw, vlen, &v, &expire_at, &j, &jl);
+  if (!ok) {
+    rocksdb_free(raw);
+    return ixia_error_set(err, IXIA_EINTERNAL, "corrupt value for key '%.*s'", (int)MIN(key_len, 200), key);
+  }
+  if (!is_expired(expire_at)) {
+    *found = TRUE;
+    if (version) *version = v;
+    if (json) *json = g_strndup(j, jl);
+    if (json_len) *json_len = jl;
+  }
+  rocksdb_free(raw);
+  return TRUE;
+}
+
+gboolean ixia_store_foreach_schema(ixia_store_t *s, ixia_store_schema_cb cb, gpointer user,
+                                   ixia_error_t **err) {
+  rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, s->ropts, s->cf_default);
+  for (rocksdb_iter_seek(it, "s", 1); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+    size_t klen, vlen;
+    const char *k = rocksdb_iter_key(it, &klen);
+    if (klen == 0 || k[0] != 's') break;
+    const char *v = rocksdb_iter_value(it, &vlen);
+    const char *ns, *table, *json;
+    size_t nl, tl, jl;
+    gint64 version;
+    if (!ixia_store_parse_key(k, klen, NULL, &ns, &nl, &table, &tl, NULL, NULL) ||
+        !ixia_store_parse_value(v, vlen, &version, NULL, &json, &jl)) {
+      IXIA_WARN("skipping malformed schema record");
+      continue;
+    }
+    char *n = g_strndup(ns, nl), *t = g_strndup(table, tl), *js = g_strndup(json, jl);
+    cb(n, t, js, jl, version, user);
+    g_free(n);
+    g_free(t);
+    g_free(js);
+  }
+  char *rerr = NULL;
+  rocksdb_iter_get_error(it, &rerr);
+  rocksdb_iter_destroy(it);
+  return ixia_error_from_rocksdb(err, rerr, "schema scan");
+}
+
+gint64 ixia_store_latest_version(ixia_store_t *s) {
+  return (gint64)rocksdb_get_latest_sequence_number(s->db);
+}
+
+void ixia_store_get_stats(ixia_store_t *s, ixia_store_stats_t *out) {
+  out->write_requests = __atomic_load_n(&s->stats.write_requests, __ATOMIC_RELAXED);
+  out->write_ops = __atomic_load_n(&s->stats.write_ops, __ATOMIC_RELAXED);
+  out->write_groups = __atomic_load_n(&s->stats.write_groups, __ATOMIC_RELAXED);
+  out->conflicts = __atomic_load_n(&s->stats.conflicts, __ATOMIC_RELAXED);
+  out->gets = __atomic_load_n(&s->stats.gets, __ATOMIC_RELAXED);
+}
+
+rocksdb_t *ixia_store_db(ixia_store_t *s) { return s->db; }
+
+/* ---------- open / close ---------- */
+
+ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
+  const char *path = ixia_config_str(cfg, "store.path");
+  if (g_mkdir_with_parents(path, 0755) != 0) {
+    ixia_error_set(err, IXIA_EUNAVAILABLE, "cannot create store directory %s: %s", path,
+                   g_strerror(errno));
+    return NULL;
+  }
+  ixia_store_t *s = g_new0(ixia_store_t, 1);
+  s->max_group_ops = (guint)ixia_config_int(cfg, "store.max_group_ops");
+  s->max_doc_bytes = (gsize)ixia_config_int(cfg, "limits.max_doc_bytes");
+
+  s->opts = rocksdb_options_create();
+  rocksdb_options_set_create_if_missing(s->opts, 1);
+  rocksdb_options_set_create_missing_column_families(s->opts, 1);
+  rocksdb_options_increase_parallelism(s->opts, 2);
+  rocksdb_options_set_compression(s->opts, rocksdb_lz4_compression);
+  rocksdb_options_set_write_buffer_size(s->opts,
+                                        (size_t)ixia_config_int(cfg, "store.write_buffer_mb") << 20);
+  /* The CDC feed reads the WAL: keep it around after memtable flushes. */
+  rocksdb_options_set_WAL_ttl_seconds(s->opts, (uint64_t)ixia_config_int(cfg, "store.wal_ttl_seconds"));
+  rocksdb_options_set_WAL_size_limit_MB(s->opts,
+                                        (uint64_t)ixia_config_int(cfg, "store.wal_size_limit_mb"));
+  s->block_cache = rocksdb_cache_create_lru((size_t)ixia_config_int(cfg, "store.block_cache_mb") << 20);
+  s->table_opts = rocksdb_block_based_options_create();
+  rocksdb_block_based_options_set_block_cache(s->table_opts, s->block_cache);
+  rocksdb_block_based_options_set_filter_policy(s->table_opts,
+                                                rocksdb_filterpolicy_create_bloom(10));
+  rocksdb_options_set_block_based_table_factory(s->opts, s->table_opts);
+  s->ttl_filter = rocksdb_compactionfilter_create(NULL, ttl_filter_destroy, ttl_filter, ttl_filter_name);
+  rocksdb_options_set_compaction_filter(s->opts, s->ttl_filter);
+  s->local_opts = rocksdb_options_create();
+
+  const char *names[] = {"default", "local"};
+  const rocksdb_options_t *cf_opts[] = {s->opts, s->local_opts};
+  rocksdb_column_family_handle_t *handles[2] = {NULL, NULL};
+  char *rerr = NULL;
+  s->db = rocksdb_open_column_families(s->opts, path, 2, names, cf_opts, handles, &rerr);
+  if (!ixia_error_from_rocksdb(err, rerr, "open store")) {
+    if (err && *err) ixia_error_prefix(*err, "%s", path);
+    ixia_store_destroy(s);
+    return NULL;
+  }
+  s->cf_default = handles[0];
+  s->cf_local = handles[1];
+  s->wopts = rocksdb_writeoptions_create();
+  rocksdb_writeoptions_set_sync(s->wopts, ixia_config_bool(cfg, "store.sync"));
+  s->ropts = rocksdb_readoptions_create();
+  s->queue = g_async_queue_new();
+  s->writer = g_thread_new("ixia-store-writer", writer_main, s);
+  IXIA_INFO("store open at %s, latest version %" G_GINT64_FORMAT, path, ixia_store_latest_version(s));
+  return s;
+}
+
+void ixia_store_destroy(ixia_store_t *s) {
+  if (!s) return;
+  if (s->writer) {
+    g_async_queue_push(s->queue, &s->stop_req);
+    g_thread_join(s->writer);
+  }
+  if (s->queue) g_async_queue_unref(s->queue);
+  if (s->cf_default) rocksdb_column_family_handle_destroy(s->cf_default);
+  if (s->cf_local) rocksdb_column_family_handle_destroy(s->cf_local);
+  if (s->db) rocksdb_close(s->db);
+  if (s->wopts) rocksdb_writeoptions_destroy(s->wopts);
+  if (s->ropts) rocksdb_readoptions_destroy(s->ropts);
+  if (s->opts) rocksdb_options_destroy(s->opts);
+  if (s->local_opts) rocksdb_options_destroy(s->local_opts);
+  if (s->table_opts) rocksdb_block_based_options_destroy(s->table_opts);
+  if (s->block_cache) rocksdb_cache_destroy(s->block_cache);
+  if (s->ttl_filter) rocksdb_compactionfilter_destroy(s->ttl_filter);
+  g_free(s);
+}

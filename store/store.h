@@ -1,0 +1,108 @@
+/* The truth store: documents and table schemas in RocksDB.
+ *
+ * Every write goes through one writer thread that commits the requests
+ * waiting at that moment as one synced RocksDB write (group commit): N
+ * concurrent writers share one fdatasync. Being the only writer, it also
+ * knows each edit's RocksDB sequence number before writing, and stores that
+ * number in the value as the document's version. Versions therefore grow
+ * with every write to the store and equal the WAL sequence of the edit,
+ * which the CDC feed (rocksdb_get_updates_since) relies on.
+ *
+ * Replicated records (documents, schemas) live in the default column family;
+ * the "local" column family holds bookkeeping that must not be replicated.
+ * All writes, including local ones, must go through this module so that the
+ * writer's sequence numbering stays exact.
+ *
+ * Key layout (default column family), lengths as single bytes:
+ *   'd' nslen ns tablelen table key   -> document
+ *   's' nslen ns tablelen table       -> schema JSON
+ * Value layout: 'D', version (8 bytes big-endian), expire_at (8 bytes
+ * big-endian epoch seconds, 0 = never), then JSON text.
+ *
+ * Thread safety: every function may be called from any thread once the store
+ * is open. */
+#ifndef IXIA_STORE_H
+#define IXIA_STORE_H
+
+#include <cjson/cJSON.h>
+#include <glib.h>
+#include <rocksdb/c.h>
+
+#include "config.h"
+#include "error.h"
+
+typedef struct ixia_store ixia_store_t;
+
+typedef enum {
+  IXIA_WRITE_PUT = 1,
+  IXIA_WRITE_UPSERT = 2, /* merge top-level fields into the current document */
+  IXIA_WRITE_DELETE = 3,
+  IXIA_WRITE_SCHEMA = 4, /* json is the schema; key is unused */
+} ixia_write_kind_t;
+
+/* One edit. All pointers are borrowed for the duration of the call. */
+typedef struct {
+  ixia_write_kind_t kind;
+  const char *ns;
+  const char *table;
+  const char *key;
+  size_t key_len;
+  const char *json;       /* PUT, SCHEMA: compact JSON text to store */
+  size_t json_len;
+  const cJSON *doc;       /* UPSERT: the parsed patch object */
+  gint64 expected_version; /* -1: none; 0: key must be absent; N: must be N */
+  gint64 ttl_seconds;     /* PUT/UPSERT: 0 = never expires */
+} ixia_write_op_t;
+
+typedef struct {
+  guint64 write_requests;
+  guint64 write_ops;
+  guint64 write_groups; /* synced RocksDB writes: fsyncs when store.sync */
+  guint64 conflicts;
+  guint64 gets;
+} ixia_store_stats_t;
+
+ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err);
+/* Stops the writer (pending writes complete first) and closes RocksDB. */
+void ixia_store_destroy(ixia_store_t *store);
+
+/* Applies ops atomically: all of them or, if any condition fails, none.
+ * On success versions[i] holds the version of ops[i]. Blocks until the edit
+ * is durable (synced WAL when store.sync). */
+gboolean ixia_store_write(ixia_store_t *store, const ixia_write_op_t *ops, guint n,
+                          gint64 *versions, ixia_error_t **err);
+
+/* Reads a document. Missing or expired: TRUE with *found = FALSE.
+ * *json is g_malloc'd, NUL-terminated. */
+gboolean ixia_store_get(ixia_store_t *store, const char *ns, const char *table, const char *key,
+                        size_t key_len, gboolean *found, gint64 *version, char **json,
+                        size_t *json_len, ixia_error_t **err);
+
+typedef void (*ixia_store_schema_cb)(const char *ns, const char *table, const char *json,
+                                     size_t len, gint64 version, gpointer user);
+/* Calls cb for every stored schema. */
+gboolean ixia_store_foreach_schema(ixia_store_t *store, ixia_store_schema_cb cb, gpointer user,
+                                   ixia_error_t **err);
+
+/* The newest version (RocksDB sequence number) in the store. */
+gint64 ixia_store_latest_version(ixia_store_t *store);
+void ixia_store_get_stats(ixia_store_t *store, ixia_store_stats_t *out);
+
+/* Raw handle for the CDC feed and checkpoints; owned by the store. */
+rocksdb_t *ixia_store_db(ixia_store_t *store);
+
+/* Key and value encoding, shared with the replication sink, the indexer and
+ * the recovery tools. */
+enum { IXIA_STORE_VALUE_HEADER = 17 };
+GBytes *ixia_store_doc_key(const char *ns, const char *table, const char *key, size_t key_len);
+GBytes *ixia_store_schema_key(const char *ns, const char *table);
+/* Splits a stored key. Outputs point into `key` (ns/table are not
+ * NUL-terminated: use the lengths). Returns FALSE for a malformed key. */
+gboolean ixia_store_parse_key(const char *key, size_t len, char *kind, const char **ns,
+                              size_t *ns_len, const char **table, size_t *table_len,
+                              const char **doc_key, size_t *doc_key_len);
+/* Reads a value header; *json points into value. FALSE if malformed. */
+gboolean ixia_store_parse_value(const char *value, size_t len, gint64 *version,
+                                gint64 *expire_at, const char **json, size_t *json_len);
+
+#endif

@@ -1,0 +1,206 @@
+#include "support.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "client.h"
+
+static GArray *children;
+static GPtrArray *dirs;
+
+static void cleanup(void) {
+  for (guint i = 0; children && i < children->len; i++) {
+    GPid pid = g_array_index(children, GPid, i);
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, NULL, 0);
+    }
+  }
+  for (guint i = 0; dirs && i < dirs->len; i++) {
+    if (g_getenv("IXIA_TEST_KEEP")) {
+      fprintf(stderr, "IXIA_TEST_KEEP: left %s\n", (char *)g_ptr_array_index(dirs, i));
+      continue;
+    }
+    char *cmd = g_strdup_printf("rm -rf '%s'", (char *)g_ptr_array_index(dirs, i));
+    if (system(cmd) != 0) fprintf(stderr, "cleanup failed: %s\n", cmd);
+    g_free(cmd);
+  }
+}
+
+static void init_once(void) {
+  if (children) return;
+  children = g_array_new(FALSE, FALSE, sizeof(GPid));
+  dirs = g_ptr_array_new_with_free_func(g_free);
+  atexit(cleanup);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+char *ixt_tmpdir(void) {
+  init_once();
+  char *d = g_dir_make_tmp("ixia-test-XXXXXX", NULL);
+  g_assert(d);
+  g_ptr_array_add(dirs, g_strdup(d));
+  return d;
+}
+
+int ixt_free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t l = sizeof a;
+  g_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+  getsockname(fd, (struct sockaddr *)&a, &l);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+gboolean ixt_wait_tcp(int port, int timeout_ms) {
+  gint64 deadline = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
+  while (g_get_monotonic_time() < deadline) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int rc = connect(fd, (struct sockaddr *)&a, sizeof a);
+    close(fd);
+    if (rc == 0) return TRUE;
+    g_usleep(20000);
+  }
+  return FALSE;
+}
+
+static void redirect_output(gpointer log_path) {
+  int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd >= 0) {
+    dup2(fd, 1);
+    dup2(fd, 2);
+    close(fd);
+  }
+}
+
+GPid ixt_spawn(char **argv, const char *log_path) {
+  init_once();
+  GPid pid = 0;
+  GError *e = NULL;
+  if (!g_spawn_async(NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH, redirect_output,
+                     (gpointer)log_path, &pid, &e)) {
+    fprintf(stderr, "spawn %s: %s\n", argv[0], e->message);
+    g_error_free(e);
+    return 0;
+  }
+  g_array_append_val(children, pid);
+  return pid;
+}
+
+void ixt_signal(GPid pid, int sig) {
+  if (pid <= 0) return;
+  kill(pid, sig);
+  if (sig == SIGKILL || sig == SIGTERM) {
+    waitpid(pid, NULL, 0);
+    for (guint i = 0; i < children->len; i++)
+      if (g_array_index(children, GPid, i) == pid) g_array_index(children, GPid, i) = 0;
+  }
+}
+
+gboolean ixt_memcached_start(ixt_memcached_t *m, int port) {
+  for (int attempt = 0; attempt < 5; attempt++) {
+    m->port = port ? port : ixt_free_port();
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", m->port);
+    char *argv[] = {MEMCACHED_BIN, "-l", "127.0.0.1", "-p", ps, "-U", "0", "-m", "64", "-u", "root", NULL};
+    m->pid = ixt_spawn(argv, "/dev/null");
+    if (m->pid && ixt_wait_tcp(m->port, 5000)) {
+      g_free(m->addr);
+      m->addr = g_strdup_printf("127.0.0.1:%d", m->port);
+      return TRUE;
+    }
+    ixt_signal(m->pid, SIGKILL);
+    if (port) g_usleep(200000);
+  }
+  return FALSE;
+}
+
+void ixt_memcached_stop(ixt_memcached_t *m) {
+  ixt_signal(m->pid, SIGKILL);
+  m->pid = 0;
+  g_free(m->addr);
+  m->addr = NULL;
+}
+
+gboolean ixt_api_start(ixt_api_t *a, const char *dir, const char *cache_servers,
+                       const char *const *sets) {
+  a->dir = g_strdup(dir);
+  char *port_file = g_build_filename(dir, "api.port", NULL);
+  char *log = g_build_filename(dir, "query-api.log", NULL);
+  unlink(port_file);
+  GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
+  /* IXIA_TEST_WRAPPER="valgrind -q" runs the daemon under a tool. */
+  gchar **wrapper = g_strsplit(g_getenv("IXIA_TEST_WRAPPER") ? g_getenv("IXIA_TEST_WRAPPER") : "", " ", -1);
+  for (gchar **w = wrapper; *w; w++)
+    if (**w) g_ptr_array_add(argv, g_strdup(*w));
+  g_strfreev(wrapper);
+  g_ptr_array_add(argv, g_strdup(IXIA_BIN_DIR "/ixia-query-api"));
+  const char *base[] = {"api.port=0", "log.level=warn", NULL};
+  for (const char *const *s = base; *s; s++) {
+    g_ptr_array_add(argv, g_strdup("--set"));
+    g_ptr_array_add(argv, g_strdup(*s));
+  }
+  g_ptr_array_add(argv, g_strdup("--set"));
+  g_ptr_array_add(argv, g_strdup_printf("api.port_file=%s", port_file));
+  g_ptr_array_add(argv, g_strdup("--set"));
+  g_ptr_array_add(argv, g_strdup_printf("store.path=%s/store", dir));
+  g_ptr_array_add(argv, g_strdup("--set"));
+  g_ptr_array_add(argv, g_strdup_printf("cache.servers=%s", cache_servers));
+  for (const char *const *s = sets; s && *s; s++) {
+    g_ptr_array_add(argv, g_strdup("--set"));
+    g_ptr_array_add(argv, g_strdup(*s));
+  }
+  g_ptr_array_add(argv, NULL);
+  a->pid = ixt_spawn((char **)argv->pdata, log);
+  g_ptr_array_free(argv, TRUE);
+  gboolean ok = FALSE;
+  gint64 deadline = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
+  while (a->pid && g_get_monotonic_time() < deadline) {
+    char *text = NULL;
+    if (g_file_get_contents(port_file, &text, NULL, NULL)) {
+      a->port = atoi(text);
+      g_free(text);
+      ok = a->port > 0;
+      break;
+    }
+    if (waitpid(a->pid, NULL, WNOHANG) == a->pid) break;
+    g_usleep(20000);
+  }
+  if (ok) {
+    g_free(a->addr);
+    a->addr = g_strdup_printf("127.0.0.1:%d", a->port);
+  } else {
+    fprintf(stderr, "ixia-query-api did not start; see %s\n", log);
+  }
+  g_free(port_file);
+  g_free(log);
+  return ok;
+}
+
+void ixt_api_stop(ixt_api_t *a) {
+  ixt_signal(a->pid, SIGTERM);
+  a->pid = 0;
+  g_free(a->addr);
+  a->addr = NULL;
+  g_free(a->dir);
+  a->dir = NULL;
+}
+
+int ixt_run(void) {
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed() +
+                    CU_get_number_of_suites_failed();
+  CU_cleanup_registry();
+  return failed ? 1 : 0;
+}

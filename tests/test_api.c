@@ -1,0 +1,443 @@
+/* Integration tests: real memcached and ixia-query-api processes on loopback
+ * ephemeral ports, driven through the Thrift client like a user would. */
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <libmemcached/memcached.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "client.h"
+#include "support.h"
+
+static ixt_memcached_t mc;
+static ixt_api_t api;
+static char *dir;
+
+static const char *SCHEMA =
+    "{\"namespace\":\"shop\",\"table\":\"products\",\"cache_ttl_seconds\":300,"
+    "\"indexes\":[{\"field\":\"category\",\"type\":\"keyword\"},{\"field\":\"price\",\"type\":\"double\"},"
+    "{\"field\":\"tags\",\"type\":\"keyword\"}]}";
+
+static const char *const API_SETS[] = {"limits.max_doc_bytes=4096", "limits.max_json_depth=8",
+                                       "server.recv_timeout_ms=1000", "cache.retry_timeout_s=1",
+                                       NULL};
+
+static ixia_client_t *connect_to(const char *addr) {
+  ixia_error_t *e = NULL;
+  ixia_client_t *c = ixia_client_new(addr, &e);
+  if (!c) {
+    fprintf(stderr, "connect: %s\n", e->message);
+    ixia_error_destroy(e);
+  }
+  return c;
+}
+
+static gboolean apply_schema(const char *addr) {
+  ixia_client_t *c = connect_to(addr);
+  ixia_error_t *e = NULL;
+  gboolean ok = c && ixia_client_apply_schema(c, SCHEMA, NULL, &e);
+  if (e) fprintf(stderr, "schema: %s\n", e->message);
+  ixia_error_destroy(e);
+  ixia_client_destroy(c);
+  return ok;
+}
+
+static int setup(void) {
+  dir = ixt_tmpdir();
+  if (!ixt_memcached_start(&mc, 0)) return 1;
+  char *d = g_build_filename(dir, "main", NULL);
+  g_mkdir_with_parents(d, 0755);
+  gboolean ok = ixt_api_start(&api, d, mc.addr, API_SETS) && apply_schema(api.addr);
+  g_free(d);
+  return ok ? 0 : 1;
+}
+
+static int teardown(void) {
+  ixt_api_stop(&api);
+  ixt_memcached_stop(&mc);
+  g_free(dir);
+  return 0;
+}
+
+/* Stored JSON of key through the API, or NULL when missing. */
+static char *get_doc(ixia_client_t *c, const char *key, const char *const *fields, gint64 *version) {
+  gboolean found = FALSE;
+  char *json = NULL;
+  ixia_error_t *e = NULL;
+  CU_ASSERT_TRUE(ixia_client_get(c, "shop", "products", key, fields, &found, version, &json, &e));
+  if (e) fprintf(stderr, "get %s: %s\n", key, e->message);
+  ixia_error_destroy(e);
+  return found ? json : NULL;
+}
+
+static gint64 put_doc(ixia_client_t *c, const char *key, const char *json) {
+  gint64 v = 0;
+  ixia_error_t *e = NULL;
+  if (!ixia_client_put(c, "shop", "products", key, json, -1, &v, &e)) {
+    fprintf(stderr, "put %s: %s\n", key, e->message);
+    ixia_error_destroy(e);
+    return -1;
+  }
+  return v;
+}
+
+static double stat_of(ixia_client_t *c, const char *name) {
+  char *json = NULL;
+  CU_ASSERT_TRUE_FATAL(ixia_client_stats(c, &json, NULL));
+  cJSON *o = cJSON_Parse(json);
+  cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+  double d = cJSON_IsNumber(v) ? v->valuedouble : -1;
+  cJSON_Delete(o);
+  g_free(json);
+  return d;
+}
+
+static void test_round_trip(void) {
+  ixia_client_t *c = connect_to(api.addr);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+  gint64 v1 = put_doc(c, "p1", "{\"title\": \"red mug\", \"category\": \"cat01\", \"price\": 9.5, \"seller\": {\"country\": \"US\"}}");
+  CU_ASSERT_TRUE(v1 > 0);
+  gint64 v = 0;
+  char *json = get_doc(c, "p1", NULL, &v);
+  CU_ASSERT_STRING_EQUAL(json, "{\"title\":\"red mug\",\"category\":\"cat01\",\"price\":9.5,\"seller\":{\"country\":\"US\"}}");
+  CU_ASSERT_EQUAL(v, v1);
+  g_free(json);
+  const char *fields[] = {"price", "seller.country", NULL};
+  json = get_doc(c, "p1", fields, NULL);
+  CU_ASSERT_STRING_EQUAL(json, "{\"price\":9.5,\"seller\":{\"country\":\"US\"}}");
+  g_free(json);
+  /* upsert merges top-level fields */
+  gint64 v2 = 0;
+  CU_ASSERT_TRUE(ixia_client_upsert(c, "shop", "products", "p1", "{\"price\":11,\"stock\":3}", v1, &v2, NULL));
+  CU_ASSERT_TRUE(v2 > v1);
+  json = get_doc(c, "p1", NULL, NULL);
+  CU_ASSERT_STRING_EQUAL(json, "{\"title\":\"red mug\",\"category\":\"cat01\",\"price\":11,\"seller\":{\"country\":\"US\"},\"stock\":3}");
+  g_free(json);
+  /* a stale expected version is a conflict */
+  ixia_error_t *e = NULL;
+  CU_ASSERT_FALSE(ixia_client_put(c, "shop", "products", "p1", "{}", v1, NULL, &e));
+  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ECONFLICT);
+  ixia_error_destroy(e), e = NULL;
+  gint64 dv = 0;
+  CU_ASSERT_TRUE(ixia_client_delete(c, "shop", "products", "p1", -1, &dv, NULL));
+  CU_ASSERT_TRUE(dv > v2);
+  CU_ASSERT_PTR_NULL(get_doc(c, "p1", NULL, NULL));
+  ixia_client_destroy(c);
+}
+
+static void test_batch_and_multiget(void) {
+  ixia_client_t *c = connect_to(api.addr);
+  GPtrArray *ops = g_ptr_array_new_with_free_func(g_object_unref);
+  const char *keys[] = {"b1", "b2", "b3"};
+  for (int i = 0; i < 3; i++) {
+    char json[64];
+    snprintf(json, sizeof json, "{\"price\":%d}", i);
+    g_ptr_array_add(ops, g_object_new(IXIA_TYPE_WRITE_OP, "kind", IXIA_OP_KIND_PUT, "ns", "shop",
+                                      "table", "products", "key", keys[i], "json", json,
+                                      "expected_version", (gint64)-1, NULL));
+  }
+  /* One bad op refuses the whole batch. */
+  g_ptr_array_add(ops, g_object_new(IXIA_TYPE_WRITE_OP, "kind", IXIA_OP_KIND_PUT, "ns", "shop",
+                                    "table", "products", "key", "b4", "json", "{\"price\":\"x\"}",
+                                    "expected_version", (gint64)-1, NULL));
+  GArray *versions = g_array_new(FALSE, TRUE, sizeof(gint64));
+  IxiaIxiaError *xe = NULL;
+  GError *ge = NULL;
+  ixia_error_t *e = NULL;
+  gboolean ok = ixia_ixia_if_batch(ixia_client_iface(c), &versions, ops, &xe, &ge);
+  CU_ASSERT_FALSE(ixia_client_check(c, ok, xe, ge, &e));
+  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ETYPE);
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "batch op 3"));
+  ixia_error_destroy(e), e = NULL;
+  CU_ASSERT_PTR_NULL(get_doc(c, "b1", NULL, NULL));
+  g_ptr_array_remove_index(ops, 3);
+  xe = NULL, ge = NULL;
+  ok = ixia_ixia_if_batch(ixia_client_iface(c), &versions, ops, &xe, &ge);
+  CU_ASSERT_TRUE(ixia_client_check(c, ok, xe, ge, NULL));
+  CU_ASSERT_EQUAL(versions->len, 3);
+  GPtrArray *k = g_ptr_array_new();
+  g_ptr_array_add(k, "b1");
+  g_ptr_array_add(k, "nope");
+  g_ptr_array_add(k, "b3");
+  GPtrArray *docs = g_ptr_array_new_with_free_func(g_object_unref);
+  GPtrArray *fields = g_ptr_array_new();
+  xe = NULL, ge = NULL;
+  ok = ixia_ixia_if_multi_get(ixia_client_iface(c), &docs, "shop", "products", k, fields, &xe, &ge);
+  CU_ASSERT_TRUE(ixia_client_check(c, ok, xe, ge, NULL));
+  CU_ASSERT_EQUAL_FATAL(docs->len, 3);
+  IxiaDocument *d0 = g_ptr_array_index(docs, 0), *d1 = g_ptr_array_index(docs, 1),
+               *d2 = g_ptr_array_index(docs, 2);
+  CU_ASSERT_TRUE(d0->found);
+  CU_ASSERT_STRING_EQUAL(d0->json, "{\"price\":0}");
+  CU_ASSERT_EQUAL(d0->version, g_array_index(versions, gint64, 0));
+  CU_ASSERT_FALSE(d1->found);
+  CU_ASSERT_STRING_EQUAL(d2->json, "{\"price\":2}");
+  g_ptr_array_free(docs, TRUE);
+  g_ptr_array_free(fields, TRUE);
+  g_ptr_array_free(k, TRUE);
+  g_array_free(versions, TRUE);
+  g_ptr_array_free(ops, TRUE);
+  ixia_client_destroy(c);
+}
+
+static void test_schema_show_and_evolution(void) {
+  ixia_client_t *c = connect_to(api.addr);
+  char *json = NULL;
+  CU_ASSERT_TRUE(ixia_client_get_schema(c, "shop", "products", &json, NULL));
+  CU_ASSERT_PTR_NOT_NULL(json && strstr(json, "\"price\""));
+  g_free(json);
+  ixia_error_t *e = NULL;
+  CU_ASSERT_FALSE(ixia_client_apply_schema(
+      c, "{\"namespace\":\"shop\",\"table\":\"products\",\"indexes\":[{\"field\":\"price\",\"type\":\"long\"}]}",
+      NULL, &e));
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "price"));
+  ixia_error_destroy(e), e = NULL;
+  CU_ASSERT_FALSE(ixia_client_get_schema(c, "shop", "nothing", &json, &e));
+  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ENOTFOUND);
+  ixia_error_destroy(e);
+  ixia_client_destroy(c);
+}
+
+static void test_read_your_writes_through_cache(void) {
+  ixia_client_t *c = connect_to(api.addr);
+  double hits0 = stat_of(c, "cache_hits");
+  for (int i = 0; i < 20; i++) {
+    char json[64];
+    snprintf(json, sizeof json, "{\"price\":%d}", i);
+    gint64 v = put_doc(c, "ryw", json);
+    for (int j = 0; j < 3; j++) {
+      gint64 got = 0;
+      char *doc = get_doc(c, "ryw", NULL, &got);
+      CU_ASSERT_STRING_EQUAL(doc, json);
+      CU_ASSERT_EQUAL(got, v);
+      g_free(doc);
+      g_usleep(20000); /* let the backfill land so later gets are hits */
+    }
+  }
+  /* The cache really served some of those gets. */
+  CU_ASSERT_TRUE(stat_of(c, "cache_hits") - hits0 >= 10);
+  ixia_client_destroy(c);
+}
+
+static void test_partial_cache_entry_is_a_miss(void) {
+  ixia_client_t *c = connect_to(api.addr);
+  put_doc(c, "partial", "{\"price\":5,\"category\":\"c\"}");
+  char *doc = get_doc(c, "partial", NULL, NULL);
+  g_free(doc);
+  g_usleep(100000);
+  double misses = stat_of(c, "cache_partial_misses");
+  /* A field the document lacks: the cached entry lacks it too, so the get
+   * falls back to the store, which answers without it. */
+  const char *fields[] = {"price", "absent", NULL};
+  doc = get_doc(c, "partial", fields, NULL);
+  CU_ASSERT_STRING_EQUAL(doc, "{\"price\":5}");
+  g_free(doc);
+  CU_ASSERT_EQUAL(stat_of(c, "cache_partial_misses"), misses + 1);
+  ixia_client_destroy(c);
+}
+
+/* The raw memcached value for key, or NULL. */
+static char *memcached_raw(const char *key, size_t *len) {
+  memcached_st *m = memcached_create(NULL);
+  memcached_server_add(m, "127.0.0.1", (in_port_t)mc.port);
+  char *mk = ixia_cache_key("shop", "products", key, strlen(key));
+  uint32_t flags;
+  memcached_return_t rc;
+  char *v = memcached_get(m, mk, strlen(mk), len, &flags, &rc);
+  g_free(mk);
+  memcached_free(m);
+  char *out = v ? g_strndup(v, *len) : NULL;
+  free(v);
+  return out;
+}
+
+static void test_stale_set_race(void) {
+  /* A second API (own store) whose backfills pause 1 s: the window in which a
+   * write lands between the reader's store read and its cache set. */
+  char *d = g_build_filename(dir, "race", NULL);
+  g_mkdir_with_parents(d, 0755);
+  const char *sets[] = {"cache.test_backfill_pause_ms=1000", NULL};
+  ixt_api_t slow = {0};
+  CU_ASSERT_TRUE_FATAL(ixt_api_start(&slow, d, mc.addr, sets));
+  CU_ASSERT_TRUE_FATAL(apply_schema(slow.addr));
+  ixia_client_t *c = connect_to(slow.addr);
+  put_doc(c, "race", "{\"price\":1,\"category\":\"old\"}");
+  char *doc = get_doc(c, "race", NULL, NULL); /* miss: backfill of v1 now paused */
+  CU_ASSERT_STRING_EQUAL(doc, "{\"price\":1,\"category\":\"old\"}");
+  g_free(doc);
+  put_doc(c, "race", "{\"price\":2,\"category\":\"new\"}"); /* acknowledged during the pause */
+  g_usleep(1500 * 1000);
+  size_t len = 0;
+  char *raw = memcached_raw("race", &len);
+  /* The paused backfill must not have stored the old document. */
+  CU_ASSERT_PTR_NULL(raw ? g_strstr_len(raw, (gssize)len, "old") : NULL);
+  g_free(raw);
+  doc = get_doc(c, "race", NULL, NULL);
+  CU_ASSERT_STRING_EQUAL(doc, "{\"price\":2,\"category\":\"new\"}");
+  g_free(doc);
+  CU_ASSERT_TRUE(stat_of(c, "cache_backfills_stale") >= 1);
+  ixia_client_destroy(c);
+  ixt_api_stop(&slow);
+  g_free(d);
+}
+
+static void expect_error(ixia_client_t *c, const char *key, const char *json, ixia_code_t code,
+                         const char *needle) {
+  ixia_error_t *e = NULL;
+  CU_ASSERT_FALSE(ixia_client_put(c, "shop", "products", key, json, -1, NULL, &e));
+  CU_ASSERT_EQUAL(e ? e->code : 0, code);
+  if (!e || !strstr(e->message, needle))
+    fprintf(stderr, "\n  expected '%s' in: %s\n", needle, e ? e->message : "(no error)");
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, needle));
+  ixia_error_destroy(e);
+}
+
+static int raw_connect(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)api.port),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  CU_ASSERT_EQUAL(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  struct timeval tv = {.tv_sec = 5};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+/* TRUE when the server closed the connection (read returns 0 or reset). */
+static gboolean server_closes(int fd) {
+  char buf[64];
+  ssize_t n = read(fd, buf, sizeof buf);
+  return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+static void test_bad_input(void) {
+  ixia_client_t *c = connect_to(api.addr);
+  gint64 keep = put_doc(c, "keep", "{\"price\":42}");
+  expect_error(c, "k", "{\"price\": 1,", IXIA_EINVAL, "malformed JSON");
+  expect_error(c, "k", "[1,2,3]", IXIA_EINVAL, "must be a JSON object");
+  GString *big = g_string_new("{\"pad\":\"");
+  while (big->len < 5000) g_string_append(big, "xxxxxxxxxx");
+  g_string_append(big, "\"}");
+  expect_error(c, "k", big->str, IXIA_ETOOLARGE, "limits.max_doc_bytes");
+  g_string_free(big, TRUE);
+  expect_error(c, "k", "{\"a\":[[[[[[[[[1]]]]]]]]]}", IXIA_ETOOLARGE, "limits.max_json_depth");
+  expect_error(c, "", "{}", IXIA_EINVAL, "key is empty");
+  char longkey[600];
+  memset(longkey, 'k', 513);
+  longkey[513] = 0;
+  expect_error(c, longkey, "{}", IXIA_ETOOLARGE, "limits.max_key_bytes");
+  expect_error(c, "k", "{\"price\":\"cheap\"}", IXIA_ETYPE, "price");
+  expect_error(c, "k", "{\"tags\":[\"a\",7]}", IXIA_ETYPE, "tags");
+  ixia_error_t *e = NULL;
+  CU_ASSERT_FALSE(ixia_client_put(c, "shop", "nosuch", "k", "{}", -1, NULL, &e));
+  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ENOTFOUND);
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "shop/nosuch"));
+  ixia_error_destroy(e), e = NULL;
+  CU_ASSERT_FALSE(ixia_client_put(c, "bad ns", "t", "k", "{}", -1, NULL, &e));
+  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_EINVAL);
+  ixia_error_destroy(e), e = NULL;
+  ixia_client_destroy(c);
+
+  /* Oversize frame: the header alone gets the connection closed. */
+  int fd = raw_connect();
+  unsigned char huge[4] = {0x7f, 0xff, 0xff, 0xff};
+  CU_ASSERT_EQUAL(write(fd, huge, 4), 4);
+  CU_ASSERT_TRUE(server_closes(fd));
+  close(fd);
+  /* Truncated frame, then the client hangs up. */
+  fd = raw_connect();
+  unsigned char trunc[14] = {0, 0, 0, 100, 0x80, 1, 0, 1, 0, 0, 0, 3, 'p', 'u'};
+  CU_ASSERT_EQUAL(write(fd, trunc, sizeof trunc), (ssize_t)sizeof trunc);
+  close(fd);
+  /* Truncated frame from a client that stays connected: closed after
+   * server.recv_timeout_ms (1 s here). */
+  fd = raw_connect();
+  CU_ASSERT_EQUAL(write(fd, trunc, sizeof trunc), (ssize_t)sizeof trunc);
+  CU_ASSERT_TRUE(server_closes(fd));
+  close(fd);
+  /* Garbage that is not Thrift at all. */
+  fd = raw_connect();
+  const char junk[] = "\0\0\0\x10GET / HTTP/1.1\r\n\r\n";
+  CU_ASSERT_EQUAL(write(fd, junk, sizeof junk - 1), (ssize_t)sizeof junk - 1);
+  CU_ASSERT_TRUE(server_closes(fd));
+  close(fd);
+
+  /* The server still serves, and nothing stored was lost. */
+  c = connect_to(api.addr);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+  gint64 v = 0;
+  char *doc = get_doc(c, "keep", NULL, &v);
+  CU_ASSERT_STRING_EQUAL(doc, "{\"price\":42}");
+  CU_ASSERT_EQUAL(v, keep);
+  g_free(doc);
+  CU_ASSERT_PTR_NULL(get_doc(c, "k", NULL, NULL));
+  CU_ASSERT_TRUE(stat_of(c, "rejected_frames") >= 1);
+  ixia_client_destroy(c);
+}
+
+static gint64 elapsed_ms(gint64 since) { return (g_get_monotonic_time() - since) / 1000; }
+
+/* Gets and puts with memcached failing: they must work, at store speed. */
+static void check_serves_without_cache(ixia_client_t *c, const char *tag) {
+  for (int i = 0; i < 5; i++) {
+    char json[64];
+    snprintf(json, sizeof json, "{\"price\":%d,\"category\":\"%s\"}", i, tag);
+    gint64 t0 = g_get_monotonic_time();
+    gint64 v = put_doc(c, "mc", json);
+    CU_ASSERT_TRUE(v > 0);
+    gint64 got = 0;
+    char *doc = get_doc(c, "mc", NULL, &got);
+    /* Bounded: a timeout is 50 ms; this only catches hanging, not speed. */
+    CU_ASSERT_TRUE(elapsed_ms(t0) < 3000);
+    CU_ASSERT_STRING_EQUAL(doc, json);
+    CU_ASSERT_EQUAL(got, v);
+    g_free(doc);
+  }
+}
+
+static void test_memcached_failures(void) {
+  ixia_client_t *c = connect_to(api.addr);
+  put_doc(c, "mc", "{\"price\":0}");
+  g_free(get_doc(c, "mc", NULL, NULL));
+  /* Hung memcached: the process stops answering but keeps its socket. */
+  kill(mc.pid, SIGSTOP);
+  check_serves_without_cache(c, "hung");
+  kill(mc.pid, SIGCONT);
+  /* Dead memcached. */
+  int port = mc.port;
+  ixt_memcached_stop(&mc);
+  check_serves_without_cache(c, "dead");
+  /* Back on the same port: the cache is used again once the retry timeout
+   * (1 s here) has passed. */
+  CU_ASSERT_TRUE_FATAL(ixt_memcached_start(&mc, port));
+  double hits0 = stat_of(c, "cache_hits");
+  gboolean hit_again = FALSE;
+  for (int i = 0; i < 100 && !hit_again; i++) {
+    char *doc = get_doc(c, "mc", NULL, NULL);
+    CU_ASSERT_PTR_NOT_NULL(doc && strstr(doc, "dead"));
+    g_free(doc);
+    hit_again = stat_of(c, "cache_hits") > hits0;
+    g_usleep(100000);
+  }
+  CU_ASSERT_TRUE(hit_again);
+  ixia_client_destroy(c);
+}
+
+int main(void) {
+  CU_initialize_registry();
+  CU_pSuite s = CU_add_suite("api", setup, teardown);
+  IXT_ADD(s, test_round_trip);
+  IXT_ADD(s, test_batch_and_multiget);
+  IXT_ADD(s, test_schema_show_and_evolution);
+  IXT_ADD(s, test_read_your_writes_through_cache);
+  IXT_ADD(s, test_partial_cache_entry_is_a_miss);
+  IXT_ADD(s, test_stale_set_race);
+  IXT_ADD(s, test_bad_input);
+  IXT_ADD(s, test_memcached_failures); /* last: it restarts memcached */
+  return ixt_run();
+}

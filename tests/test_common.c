@@ -1,0 +1,225 @@
+/* Unit tests of common/: config, JSON limits, schemas, errors. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "error.h"
+#include "json.h"
+#include "schema.h"
+#include "support.h"
+
+static void test_config_defaults_and_set(void) {
+  ixia_config_t *c = ixia_config_new();
+  CU_ASSERT_EQUAL(ixia_config_int(c, "limits.max_key_bytes"), 512);
+  CU_ASSERT_TRUE(ixia_config_bool(c, "store.sync"));
+  CU_ASSERT_STRING_EQUAL(ixia_config_str(c, "log.level"), "info");
+  ixia_error_t *e = NULL;
+  CU_ASSERT_TRUE(ixia_config_set_assignment(c, "limits.max_key_bytes=100", &e));
+  CU_ASSERT_EQUAL(ixia_config_int(c, "limits.max_key_bytes"), 100);
+  CU_ASSERT_TRUE(ixia_config_set_assignment(c, "store.sync=false", &e));
+  CU_ASSERT_FALSE(ixia_config_bool(c, "store.sync"));
+  CU_ASSERT_PTR_NULL(e);
+  ixia_config_destroy(c);
+  ixia_config_destroy(NULL);
+}
+
+static void test_config_errors(void) {
+  ixia_config_t *c = ixia_config_new();
+  ixia_error_t *e = NULL;
+  CU_ASSERT_FALSE(ixia_config_set_assignment(c, "no.such=1", &e));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+  CU_ASSERT_PTR_NOT_NULL(strstr(e->message, "no.such"));
+  ixia_error_destroy(e), e = NULL;
+  CU_ASSERT_FALSE(ixia_config_set_assignment(c, "limits.max_key_bytes=99999", &e));
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "outside"));
+  ixia_error_destroy(e), e = NULL;
+  CU_ASSERT_FALSE(ixia_config_set_assignment(c, "limits.max_key_bytes=abc", &e));
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "not an integer"));
+  ixia_error_destroy(e), e = NULL;
+  CU_ASSERT_FALSE(ixia_config_set_assignment(c, "store.sync=maybe", &e));
+  ixia_error_destroy(e), e = NULL;
+  CU_ASSERT_FALSE(ixia_config_set_assignment(c, "novalue", &e));
+  ixia_error_destroy(e), e = NULL;
+  /* The failed sets left the values alone. */
+  CU_ASSERT_EQUAL(ixia_config_int(c, "limits.max_key_bytes"), 512);
+  ixia_config_destroy(c);
+}
+
+static void test_config_file(void) {
+  char *dir = ixt_tmpdir();
+  char *path = g_build_filename(dir, "ixia.conf", NULL);
+  g_file_set_contents(path, "[limits]\nmax_doc_bytes = 2048\n[cache]\nservers = a:1,b:2\n", -1, NULL);
+  ixia_config_t *c = ixia_config_new();
+  ixia_error_t *e = NULL;
+  CU_ASSERT_TRUE(ixia_config_load_file(c, path, &e));
+  CU_ASSERT_EQUAL(ixia_config_int(c, "limits.max_doc_bytes"), 2048);
+  CU_ASSERT_STRING_EQUAL(ixia_config_str(c, "cache.servers"), "a:1,b:2");
+  g_file_set_contents(path, "[limits]\nmax_dok_bytes = 1\n", -1, NULL);
+  CU_ASSERT_FALSE(ixia_config_load_file(c, path, &e));
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "limits.max_dok_bytes"));
+  ixia_error_destroy(e);
+  ixia_config_destroy(c);
+  g_free(path);
+  g_free(dir);
+}
+
+static void test_config_doc_lists_every_option(void) {
+  char *md = ixia_config_doc_markdown();
+  for (const ixia_option_t *o = ixia_config_options(); o->name; o++) {
+    char *needle = g_strdup_printf("`%s`", o->name);
+    CU_ASSERT_PTR_NOT_NULL(strstr(md, needle));
+    g_free(needle);
+  }
+  g_free(md);
+}
+
+static void test_json_limits(void) {
+  ixia_error_t *e = NULL;
+  const char *ok = "{\"a\":{\"b\":[1,2,{\"c\":\"}]]]\"}]}}";
+  cJSON *d = ixia_json_parse_object(ok, strlen(ok), 1000, 4, "doc", &e);
+  CU_ASSERT_PTR_NOT_NULL(d);
+  cJSON_Delete(d);
+  d = ixia_json_parse_object(ok, strlen(ok), 1000, 3, "doc", &e);
+  CU_ASSERT_PTR_NULL(d);
+  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ETOOLARGE);
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "nesting"));
+  ixia_error_destroy(e), e = NULL;
+  d = ixia_json_parse_object(ok, strlen(ok), 10, 8, "doc", &e);
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "over the limit"));
+  ixia_error_destroy(e), e = NULL;
+  const char *bad[] = {"{\"a\":", "[1,2]", "{} x", "", "nul", "{\"a\":1,}"};
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    d = ixia_json_parse_object(bad[i], strlen(bad[i]), 1000, 8, "doc", &e);
+    CU_ASSERT_PTR_NULL(d);
+    CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_EINVAL);
+    ixia_error_destroy(e), e = NULL;
+  }
+}
+
+static void test_json_project(void) {
+  const char *src = "{\"a\":1,\"s\":{\"c\":\"US\",\"d\":2},\"t\":[1,2]}";
+  cJSON *doc = cJSON_Parse(src);
+  const char *paths[] = {"a", "s.c", "t"};
+  gboolean all = FALSE;
+  cJSON *p = ixia_json_project(doc, paths, 3, &all);
+  char *s = ixia_json_print(p);
+  CU_ASSERT_STRING_EQUAL(s, "{\"a\":1,\"s\":{\"c\":\"US\"},\"t\":[1,2]}");
+  CU_ASSERT_TRUE(all);
+  g_free(s);
+  cJSON_Delete(p);
+  const char *missing[] = {"a", "nope"};
+  p = ixia_json_project(doc, missing, 2, &all);
+  CU_ASSERT_FALSE(all);
+  cJSON_Delete(p);
+  CU_ASSERT_PTR_NULL(ixia_json_path(doc, "s.c.x"));
+  CU_ASSERT_PTR_NOT_NULL(ixia_json_path(doc, "s.d"));
+  cJSON_Delete(doc);
+}
+
+static const char *SCHEMA =
+    "{\"namespace\":\"shop\",\"table\":\"products\",\"cache_ttl_seconds\":60,"
+    "\"indexes\":[{\"field\":\"category\",\"type\":\"keyword\"},{\"field\":\"price\",\"type\":\"double\"},"
+    "{\"field\":\"stock\",\"type\":\"long\"},{\"field\":\"tags\",\"type\":\"keyword\"},"
+    "{\"field\":\"seller.ok\",\"type\":\"bool\"},{\"field\":\"updated_at\",\"type\":\"timestamp\"}]}";
+
+static void test_schema_parse(void) {
+  ixia_error_t *e = NULL;
+  ixia_schema_t *s = ixia_schema_parse(SCHEMA, strlen(SCHEMA), &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_STRING_EQUAL(s->ns, "shop");
+  CU_ASSERT_EQUAL(s->n_indexes, 6);
+  CU_ASSERT_EQUAL(s->cache_ttl_seconds, 60);
+  CU_ASSERT_EQUAL(s->indexes[1].type, IXIA_FIELD_DOUBLE);
+  ixia_schema_unref(s);
+  const char *bad[] = {
+      "{\"table\":\"t\"}",
+      "{\"namespace\":\"a b\",\"table\":\"t\"}",
+      "{\"namespace\":\"a\",\"table\":\"t\",\"indexes\":[{\"field\":\"x\",\"type\":\"float\"}]}",
+      "{\"namespace\":\"a\",\"table\":\"t\",\"indexes\":[{\"field\":\"x\",\"type\":\"long\"},{\"field\":\"x\",\"type\":\"long\"}]}",
+      "{\"namespace\":\"a\",\"table\":\"t\",\"ttl_seconds\":-1}",
+      "{\"namespace\":\"a\",\"table\":\"t\",\"colour\":1}",
+      "{\"namespace\":\"a\",\"table\":\"t\",\"indexes\":[{\"field\":\"a..b\",\"type\":\"long\"}]}",
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    s = ixia_schema_parse(bad[i], strlen(bad[i]), &e);
+    CU_ASSERT_PTR_NULL(s);
+    CU_ASSERT_PTR_NOT_NULL(e);
+    CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_EINVAL);
+    ixia_error_destroy(e), e = NULL;
+  }
+}
+
+static void test_schema_check_doc(void) {
+  ixia_schema_t *s = ixia_schema_parse(SCHEMA, strlen(SCHEMA), NULL);
+  const char *good = "{\"category\":\"c\",\"price\":1.5,\"stock\":3,\"tags\":[\"a\",\"b\"],"
+                     "\"seller\":{\"ok\":true},\"updated_at\":1770369490,\"other\":[{}]}";
+  cJSON *d = cJSON_Parse(good);
+  ixia_error_t *e = NULL;
+  CU_ASSERT_TRUE(ixia_schema_check_doc(s, d, &e));
+  cJSON_Delete(d);
+  struct { const char *doc, *field; } bad[] = {
+      {"{\"price\":\"cheap\"}", "price"},
+      {"{\"stock\":1.5}", "stock"},
+      {"{\"tags\":[\"a\",3]}", "tags"},
+      {"{\"seller\":{\"ok\":\"yes\"}}", "seller.ok"},
+      {"{\"updated_at\":-5}", "updated_at"},
+      {"{\"category\":{\"x\":1}}", "category"},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    d = cJSON_Parse(bad[i].doc);
+    CU_ASSERT_FALSE(ixia_schema_check_doc(s, d, &e));
+    CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ETYPE);
+    CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, bad[i].field));
+    ixia_error_destroy(e), e = NULL;
+    cJSON_Delete(d);
+  }
+  ixia_schema_unref(s);
+}
+
+static void test_schema_evolution(void) {
+  ixia_schema_t *a = ixia_schema_parse(SCHEMA, strlen(SCHEMA), NULL);
+  const char *add = "{\"namespace\":\"shop\",\"table\":\"products\",\"indexes\":["
+                    "{\"field\":\"price\",\"type\":\"double\"},{\"field\":\"brand\",\"type\":\"keyword\"}]}";
+  const char *change = "{\"namespace\":\"shop\",\"table\":\"products\",\"indexes\":["
+                       "{\"field\":\"price\",\"type\":\"keyword\"}]}";
+  ixia_schema_t *b = ixia_schema_parse(add, strlen(add), NULL);
+  ixia_schema_t *c = ixia_schema_parse(change, strlen(change), NULL);
+  ixia_error_t *e = NULL;
+  CU_ASSERT_TRUE(ixia_schema_check_evolution(a, b, &e));
+  CU_ASSERT_FALSE(ixia_schema_check_evolution(a, c, &e));
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "price"));
+  ixia_error_destroy(e);
+  ixia_schema_unref(a);
+  ixia_schema_unref(b);
+  ixia_schema_unref(c);
+}
+
+static void test_error_first_wins(void) {
+  ixia_error_t *e = NULL;
+  CU_ASSERT_FALSE(ixia_error_set(&e, IXIA_EINVAL, "first %d", 1));
+  ixia_error_set(&e, IXIA_EINTERNAL, "second");
+  CU_ASSERT_STRING_EQUAL(e->message, "first 1");
+  ixia_error_prefix(e, "ctx");
+  CU_ASSERT_STRING_EQUAL(e->message, "ctx: first 1");
+  CU_ASSERT_STRING_EQUAL(ixia_code_name(e->code), "INVALID_ARGUMENT");
+  ixia_error_destroy(e);
+  ixia_error_destroy(NULL);
+  CU_ASSERT_FALSE(ixia_error_set(NULL, IXIA_EINVAL, "ignored"));
+}
+
+int main(void) {
+  CU_initialize_registry();
+  CU_pSuite s = CU_add_suite("common", NULL, NULL);
+  IXT_ADD(s, test_config_defaults_and_set);
+  IXT_ADD(s, test_config_errors);
+  IXT_ADD(s, test_config_file);
+  IXT_ADD(s, test_config_doc_lists_every_option);
+  IXT_ADD(s, test_json_limits);
+  IXT_ADD(s, test_json_project);
+  IXT_ADD(s, test_schema_parse);
+  IXT_ADD(s, test_schema_check_doc);
+  IXT_ADD(s, test_schema_evolution);
+  IXT_ADD(s, test_error_first_wins);
+  return ixt_run();
+}

@@ -1,0 +1,279 @@
+/* Unit tests of store/: versions, conditions, upsert, atomic batches, TTL,
+ * group commit, persistence. Runs on a real RocksDB in a temp dir. */
+#include <string.h>
+
+#include "store.h"
+#include "support.h"
+
+static ixia_config_t *cfg;
+static ixia_store_t *store;
+static char *dir;
+
+static ixia_store_t *open_store(void) {
+  ixia_error_t *e = NULL;
+  ixia_store_t *s = ixia_store_open(cfg, &e);
+  if (!s) fprintf(stderr, "open: %s\n", e->message);
+  return s;
+}
+
+static int setup(void) {
+  dir = ixt_tmpdir();
+  cfg = ixia_config_new();
+  char *path = g_build_filename(dir, "store", NULL);
+  ixia_config_set(cfg, "store.path", path, NULL);
+  ixia_config_set(cfg, "limits.max_doc_bytes", "1000", NULL);
+  g_free(path);
+  store = open_store();
+  return store ? 0 : 1;
+}
+
+static int teardown(void) {
+  ixia_store_destroy(store);
+  ixia_config_destroy(cfg);
+  g_free(dir);
+  return 0;
+}
+
+static gint64 put(const char *key, const char *json, gint64 expected, ixia_error_t **err) {
+  ixia_write_op_t op = {.kind = IXIA_WRITE_PUT, .ns = "ns", .table = "t", .key = key,
+                        .key_len = strlen(key), .json = json, .json_len = strlen(json),
+                        .expected_version = expected};
+  gint64 v = 0;
+  return ixia_store_write(store, &op, 1, &v, err) ? v : -1;
+}
+
+/* The stored JSON of key, or NULL. */
+static char *get(const char *key, gint64 *version) {
+  gboolean found = FALSE;
+  char *json = NULL;
+  CU_ASSERT_TRUE(ixia_store_get(store, "ns", "t", key, strlen(key), &found, version, &json, NULL, NULL));
+  return found ? json : NULL;
+}
+
+static void test_put_get_versions(void) {
+  gint64 before = ixia_store_latest_version(store);
+  gint64 v1 = put("a", "{\"x\":1}", -1, NULL);
+  gint64 v2 = put("a", "{\"x\":2}", -1, NULL);
+  CU_ASSERT_TRUE(v1 > before);
+  CU_ASSERT_TRUE(v2 > v1);
+  /* The version is the RocksDB sequence number of the edit. */
+  CU_ASSERT_EQUAL(v2, ixia_store_latest_version(store));
+  gint64 v = 0;
+  char *json = get("a", &v);
+  CU_ASSERT_STRING_EQUAL(json, "{\"x\":2}");
+  CU_ASSERT_EQUAL(v, v2);
+  g_free(json);
+  CU_ASSERT_PTR_NULL(get("missing", NULL));
+}
+
+static void test_conditions(void) {
+  ixia_error_t *e = NULL;
+  gint64 v1 = put("c", "{\"n\":1}", 0, &e); /* must be absent: it is */
+  CU_ASSERT_TRUE(v1 > 0);
+  CU_ASSERT_EQUAL(put("c", "{\"n\":2}", 0, &e), -1);
+  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ECONFLICT);
+  ixia_error_destroy(e), e = NULL;
+  CU_ASSERT_EQUAL(put("c", "{\"n\":2}", v1 + 1000, &e), -1);
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "current is"));
+  ixia_error_destroy(e), e = NULL;
+  gint64 v2 = put("c", "{\"n\":2}", v1, &e);
+  CU_ASSERT_TRUE(v2 > v1);
+  CU_ASSERT_EQUAL(put("never", "{}", 5, &e), -1);
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "does not exist"));
+  ixia_error_destroy(e);
+}
+
+static void test_upsert_and_delete(void) {
+  put("u", "{\"a\":1,\"b\":{\"c\":2}}", -1, NULL);
+  cJSON *patch = cJSON_Parse("{\"b\":3,\"d\":\"x\"}");
+  ixia_write_op_t op = {.kind = IXIA_WRITE_UPSERT, .ns = "ns", .table = "t", .key = "u",
+                        .key_len = 1, .doc = patch, .expected_version = -1};
+  gint64 v = 0;
+  CU_ASSERT_TRUE(ixia_store_write(store, &op, 1, &v, NULL));
+  cJSON_Delete(patch);
+  char *json = get("u", NULL);
+  CU_ASSERT_STRING_EQUAL(json, "{\"a\":1,\"b\":3,\"d\":\"x\"}");
+  g_free(json);
+  ixia_write_op_t del = {.kind = IXIA_WRITE_DELETE, .ns = "ns", .table = "t", .key = "u",
+                         .key_len = 1, .expected_version = v};
+  gint64 dv = 0;
+  CU_ASSERT_TRUE(ixia_store_write(store, &del, 1, &dv, NULL));
+  CU_ASSERT_TRUE(dv > v);
+  CU_ASSERT_PTR_NULL(get("u", NULL));
+}
+
+static void test_upsert_size_limit(void) {
+  char big[700];
+  memset(big, 'x', sizeof big - 1);
+  big[sizeof big - 1] = 0;
+  char *doc = g_strdup_printf("{\"a\":\"%s\"}", big);
+  put("big", doc, -1, NULL);
+  char *patch_text = g_strdup_printf("{\"b\":\"%s\"}", big);
+  cJSON *patch = cJSON_Parse(patch_text);
+  ixia_write_op_t op = {.kind = IXIA_WRITE_UPSERT, .ns = "ns", .table = "t", .key = "big",
+                        .key_len = 3, .doc = patch, .expected_version = -1};
+  ixia_error_t *e = NULL;
+  gint64 v = 0;
+  CU_ASSERT_FALSE(ixia_store_write(store, &op, 1, &v, &e));
+  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ETOOLARGE);
+  ixia_error_destroy(e);
+  cJSON_Delete(patch);
+  char *json = get("big", NULL);
+  CU_ASSERT_STRING_EQUAL(json, doc); /* untouched */
+  g_free(json);
+  g_free(doc);
+  g_free(patch_text);
+}
+
+static void test_batch_is_atomic(void) {
+  gint64 v = put("b1", "{\"v\":1}", -1, NULL);
+  ixia_write_op_t ops[3] = {
+      {.kind = IXIA_WRITE_PUT, .ns = "ns", .table = "t", .key = "b1", .key_len = 2,
+       .json = "{\"v\":2}", .json_len = 7, .expected_version = v},
+      {.kind = IXIA_WRITE_PUT, .ns = "ns", .table = "t", .key = "b2", .key_len = 2,
+       .json = "{\"v\":2}", .json_len = 7, .expected_version = -1},
+      {.kind = IXIA_WRITE_PUT, .ns = "ns", .table = "t", .key = "b3", .key_len = 2,
+       .json = "{\"v\":2}", .json_len = 7, .expected_version = 12345678},
+  };
+  gint64 versions[3];
+  ixia_error_t *e = NULL;
+  CU_ASSERT_FALSE(ixia_store_write(store, ops, 3, versions, &e));
+  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ECONFLICT);
+  ixia_error_destroy(e);
+  char *json = get("b1", NULL);
+  CU_ASSERT_STRING_EQUAL(json, "{\"v\":1}");
+  g_free(json);
+  CU_ASSERT_PTR_NULL(get("b2", NULL));
+  ops[2].expected_version = -1;
+  CU_ASSERT_TRUE(ixia_store_write(store, ops, 3, versions, NULL));
+  CU_ASSERT_TRUE(versions[0] < versions[1] && versions[1] < versions[2]);
+  gint64 got;
+  g_free(get("b3", &got));
+  CU_ASSERT_EQUAL(got, versions[2]);
+}
+
+static void test_ttl(void) {
+  ixia_write_op_t op = {.kind = IXIA_WRITE_PUT, .ns = "ns", .table = "t", .key = "ttl",
+                        .key_len = 3, .json = "{}", .json_len = 2, .expected_version = -1,
+                        .ttl_seconds = 1};
+  gint64 v;
+  CU_ASSERT_TRUE(ixia_store_write(store, &op, 1, &v, NULL));
+  char *json = get("ttl", NULL);
+  CU_ASSERT_PTR_NOT_NULL(json);
+  g_free(json);
+  g_usleep(2100 * 1000);
+  CU_ASSERT_PTR_NULL(get("ttl", NULL));
+  /* An expired key counts as absent for conditions too. */
+  CU_ASSERT_TRUE(put("ttl", "{}", 0, NULL) > 0);
+}
+
+typedef struct {
+  int id;
+  int n;
+  gboolean ok;
+} writer_arg_t;
+
+static gpointer writer(gpointer p) {
+  writer_arg_t *a = p;
+  a->ok = TRUE;
+  gint64 last = 0;
+  for (int i = 0; i < a->n; i++) {
+    char key[32], json[64];
+    snprintf(key, sizeof key, "w%d-%d", a->id, i);
+    snprintf(json, sizeof json, "{\"i\":%d}", i);
+    gint64 v = put(key, json, -1, NULL);
+    if (v <= last) a->ok = FALSE;
+    last = v;
+  }
+  return NULL;
+}
+
+static void test_group_commit(void) {
+  ixia_store_stats_t before, after;
+  ixia_store_get_stats(store, &before);
+  enum { T = 8, N = 100 };
+  writer_arg_t args[T];
+  GThread *th[T];
+  for (int i = 0; i < T; i++) {
+    args[i] = (writer_arg_t){.id = i, .n = N};
+    th[i] = g_thread_new("w", writer, &args[i]);
+  }
+  for (int i = 0; i < T; i++) {
+    g_thread_join(th[i]);
+    CU_ASSERT_TRUE(args[i].ok);
+  }
+  ixia_store_get_stats(store, &after);
+  guint64 requests = after.write_requests - before.write_requests;
+  guint64 groups = after.write_groups - before.write_groups;
+  CU_ASSERT_EQUAL(requests, T * N);
+  /* Concurrent writers share synced writes. */
+  CU_ASSERT_TRUE(groups < requests);
+  printf("\n  group commit: %" G_GUINT64_FORMAT " requests in %" G_GUINT64_FORMAT " synced writes\n",
+         requests, groups);
+  char *json = get("w7-99", NULL);
+  CU_ASSERT_STRING_EQUAL(json, "{\"i\":99}");
+  g_free(json);
+}
+
+static void schema_cb(const char *ns, const char *table, const char *json, size_t len,
+                      gint64 version, gpointer user) {
+  (void)len;
+  CU_ASSERT_STRING_EQUAL(ns, "ns");
+  CU_ASSERT_STRING_EQUAL(table, "t");
+  CU_ASSERT_STRING_EQUAL(json, "{\"s\":1}");
+  *(gint64 *)user = version;
+}
+
+static void test_reopen_keeps_data_and_schemas(void) {
+  ixia_write_op_t op = {.kind = IXIA_WRITE_SCHEMA, .ns = "ns", .table = "t", .key = "",
+                        .json = "{\"s\":1}", .json_len = 7, .expected_version = -1};
+  gint64 sv = 0, seen = 0;
+  CU_ASSERT_TRUE(ixia_store_write(store, &op, 1, &sv, NULL));
+  gint64 v = put("persist", "{\"p\":true}", -1, NULL);
+  ixia_store_destroy(store);
+  store = open_store();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(store);
+  gint64 got = 0;
+  char *json = get("persist", &got);
+  CU_ASSERT_STRING_EQUAL(json, "{\"p\":true}");
+  CU_ASSERT_EQUAL(got, v);
+  g_free(json);
+  CU_ASSERT_TRUE(ixia_store_foreach_schema(store, schema_cb, &seen, NULL));
+  CU_ASSERT_EQUAL(seen, sv);
+  /* Versions keep growing after a restart. */
+  CU_ASSERT_TRUE(put("persist", "{}", -1, NULL) > v);
+}
+
+static void test_key_encoding(void) {
+  const char binary_key[] = {'a', 0, (char)0xff, 'z'};
+  GBytes *k = ixia_store_doc_key("shop", "products", binary_key, sizeof binary_key);
+  size_t len;
+  const char *data = g_bytes_get_data(k, &len);
+  char kind;
+  const char *ns, *table, *key;
+  size_t nl, tl, kl;
+  CU_ASSERT_TRUE(ixia_store_parse_key(data, len, &kind, &ns, &nl, &table, &tl, &key, &kl));
+  CU_ASSERT_EQUAL(kind, 'd');
+  CU_ASSERT_EQUAL(nl, 4);
+  CU_ASSERT_EQUAL(memcmp(ns, "shop", 4), 0);
+  CU_ASSERT_EQUAL(tl, 8);
+  CU_ASSERT_EQUAL(kl, sizeof binary_key);
+  CU_ASSERT_EQUAL(memcmp(key, binary_key, kl), 0);
+  CU_ASSERT_FALSE(ixia_store_parse_key(data, 3, NULL, NULL, NULL, NULL, NULL, NULL, NULL));
+  g_bytes_unref(k);
+}
+
+int main(void) {
+  CU_initialize_registry();
+  CU_pSuite s = CU_add_suite("store", setup, teardown);
+  IXT_ADD(s, test_put_get_versions);
+  IXT_ADD(s, test_conditions);
+  IXT_ADD(s, test_upsert_and_delete);
+  IXT_ADD(s, test_upsert_size_limit);
+  IXT_ADD(s, test_batch_is_atomic);
+  IXT_ADD(s, test_ttl);
+  IXT_ADD(s, test_group_commit);
+  IXT_ADD(s, test_reopen_keeps_data_and_schemas);
+  IXT_ADD(s, test_key_encoding);
+  return ixt_run();
+}
