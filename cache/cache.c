@@ -179,12 +179,13 @@ static gboolean server_usable(ixia_cache_t *c, server_t *s) {
 }
 
 /* Classifies rc. Returns TRUE for the outcomes callers branch on (success,
- * not found, not stored, CAS mismatch). Otherwise: logs (rate-limited),
- * converts into *err, marks the server down on a connection-level failure,
- * and drops mc's connections so that a late reply is never read as the answer
- * to a later request. Returns FALSE. */
+ * not found, not stored, CAS mismatch). Otherwise logs (rate-limited), marks
+ * the server down on a connection-level failure, and drops mc's connections
+ * so that a late reply is never read as the answer to a later request;
+ * returns FALSE. Callers only count: the API's answer to a failure is always
+ * "use the store", so no error object travels further. */
 static gboolean mc_check(ixia_cache_t *c, memcached_st *mc, server_t *s, memcached_return_t rc,
-                         const char *op, ixia_error_t **err) {
+                         const char *op) {
   switch (rc) {
   case MEMCACHED_SUCCESS:
   case MEMCACHED_STORED:
@@ -198,21 +199,21 @@ static gboolean mc_check(ixia_cache_t *c, memcached_st *mc, server_t *s, memcach
   default:
     break;
   }
-  const char *detail = mc ? memcached_last_error_message(mc) : NULL;
-  char *why = g_strdup_printf("%s: %s%s%s", op, memcached_strerror(mc, rc), detail ? ": " : "",
-                              detail ? detail : "");
-  gboolean conn = rc_is_connection_failure(rc);
-  if (conn && s) {
+  /* The handle's message names host and cause, when it is about this rc. */
+  const char *detail = mc && memcached_last_error(mc) == rc ? memcached_last_error_message(mc)
+                                                            : memcached_strerror(mc, rc);
+  char *why = g_strdup_printf("%s: %s", op, detail);
+  if (rc_is_connection_failure(rc) && s) {
     server_mark_down(c, s, why);
   } else {
     gint64 now = g_get_monotonic_time();
     gint64 last = atomic_load_explicit(&c->last_warn_us, memory_order_relaxed);
-    if (now - last >= G_USEC_PER_SEC && atomic_compare_exchange_strong(&c->last_warn_us, &last, now))
-      IXIA_WARN("cache: memcached %s: %s", s ? s->name : "?", why);
+    if (now - last >= G_USEC_PER_SEC &&
+        atomic_compare_exchange_strong(&c->last_warn_us, &last, now))
+      IXIA_WARN("cache: memcached %s: %s", s ? s->name : "(pool)", why);
     else
-      IXIA_DEBUG("cache: memcached %s: %s", s ? s->name : "?", why);
+      IXIA_DEBUG("cache: memcached %s: %s", s ? s->name : "(pool)", why);
   }
-  ixia_error_set(err, conn ? IXIA_EUNAVAILABLE : IXIA_EINTERNAL, "memcached %s", why);
   g_free(why);
   if (mc) memcached_quit(mc);
   return FALSE;
@@ -225,6 +226,13 @@ typedef struct {
   server_t *server;
 } conn_t;
 
+static void slot_put(ixia_cache_t *c) {
+  g_mutex_lock(&c->pool_lock);
+  c->pool_free++;
+  g_cond_signal(&c->pool_cond);
+  g_mutex_unlock(&c->pool_lock);
+}
+
 /* Takes a pooled connection for mkey, or fails at once when the key's server
  * is marked down, or after cache.timeout_ms when the pool stays empty. */
 static gboolean conn_acquire(ixia_cache_t *c, const char *mkey, conn_t *out) {
@@ -236,8 +244,7 @@ static gboolean conn_acquire(ixia_cache_t *c, const char *mkey, conn_t *out) {
   if (got) c->pool_free--;
   g_mutex_unlock(&c->pool_lock);
   if (!got) {
-    mc_check(c, NULL, NULL, MEMCACHED_TIMEOUT, "waiting for a pooled connection (cache.pool_size)",
-             NULL);
+    mc_check(c, NULL, NULL, MEMCACHED_TIMEOUT, "waiting for a pooled connection (cache.pool_size)");
     return FALSE;
   }
 
@@ -246,13 +253,13 @@ static gboolean conn_acquire(ixia_cache_t *c, const char *mkey, conn_t *out) {
   memcached_st *mc = memcached_pool_fetch(c->pool, NULL, &rc);
   if (!mc) {
     mc_check(c, NULL, NULL, rc == MEMCACHED_SUCCESS ? MEMCACHED_MEMORY_ALLOCATION_FAILURE : rc,
-             "memcached_pool_fetch", NULL);
+             "memcached_pool_fetch");
     goto fail;
   }
   uint32_t idx = memcached_generate_hash(mc, mkey, strlen(mkey));
   if (idx >= c->n_servers) {
     memcached_pool_release(c->pool, mc);
-    mc_check(c, NULL, NULL, MEMCACHED_FAILURE, "server index out of range", NULL);
+    mc_check(c, NULL, NULL, MEMCACHED_FAILURE, "server index out of range");
     goto fail;
   }
   server_t *s = &c->servers[idx];
@@ -268,22 +275,16 @@ static gboolean conn_acquire(ixia_cache_t *c, const char *mkey, conn_t *out) {
   return TRUE;
 
 fail:
-  g_mutex_lock(&c->pool_lock);
-  c->pool_free++;
-  g_cond_signal(&c->pool_cond);
-  g_mutex_unlock(&c->pool_lock);
+  slot_put(c);
   return FALSE;
 }
 
 static void conn_release(ixia_cache_t *c, conn_t *conn) {
   memcached_pool_release(c->pool, conn->mc);
-  g_mutex_lock(&c->pool_lock);
-  c->pool_free++;
-  g_cond_signal(&c->pool_cond);
-  g_mutex_unlock(&c->pool_lock);
+  slot_put(c);
 }
 
-/* gets: the value (malloc'd by libmemcached, free()) and its CAS. Returns
+/* gets: a copy of the value (g_free) and its CAS. Returns
  * FALSE on failure; *value is NULL when the key is absent. */
 static gboolean mc_gets(ixia_cache_t *c, conn_t *conn, const char *mkey, char **value,
                         size_t *len, uint64_t *cas) {
@@ -291,27 +292,28 @@ static gboolean mc_gets(ixia_cache_t *c, conn_t *conn, const char *mkey, char **
   size_t klen = strlen(mkey);
   const char *keys[1] = {mkey};
   memcached_return_t rc = memcached_mget(conn->mc, keys, &klen, 1);
-  if (!mc_check(c, conn->mc, conn->server, rc, "gets", NULL)) return FALSE;
-  memcached_result_st *res = memcached_result_create(conn->mc, NULL);
-  if (!res) return mc_check(c, conn->mc, conn->server, MEMCACHED_MEMORY_ALLOCATION_FAILURE,
-                            "gets", NULL);
+  if (!mc_check(c, conn->mc, conn->server, rc, "gets")) return FALSE;
+  /* Caller-owned storage: memcached_fetch_result() frees a heap result
+   * itself when the reply ends, which would make our own free a double one. */
+  memcached_result_st res;
+  if (!memcached_result_create(conn->mc, &res))
+    return mc_check(c, conn->mc, conn->server, MEMCACHED_MEMORY_ALLOCATION_FAILURE, "gets");
   gboolean ok = TRUE;
   /* Read until END even after the hit, or the reply's tail would be left on
    * the connection for the next request. */
-  while (memcached_fetch_result(conn->mc, res, &rc)) {
+  while (memcached_fetch_result(conn->mc, &res, &rc)) {
     if (!*value) {
-      *len = memcached_result_length(res);
-      *value = malloc(*len ? *len : 1);
-      if (*value) memcpy(*value, memcached_result_value(res), *len);
-      *cas = memcached_result_cas(res);
+      *len = memcached_result_length(&res);
+      *value = g_memdup2(memcached_result_value(&res), *len ? *len : 1);
+      *cas = memcached_result_cas(&res);
     }
   }
-  if (!mc_check(c, conn->mc, conn->server, rc, "gets", NULL)) {
-    free(*value);
+  if (!mc_check(c, conn->mc, conn->server, rc, "gets")) {
+    g_free(*value);
     *value = NULL;
     ok = FALSE;
   }
-  memcached_result_free(res);
+  memcached_result_free(&res);
   return ok;
 }
 
@@ -329,13 +331,15 @@ static gboolean parse_servers(ixia_cache_t *c, const char *spec, ixia_error_t **
   for (gchar **p = parts; *p && ok; p++) {
     char *entry = g_strstrip(*p);
     if (!*entry) continue;
+    char *orig = g_strdup(entry); /* entry is cut up below */
     char *host = entry;
     const char *port_str = NULL;
     char *colon = strrchr(entry, ':');
     if (entry[0] == '[') { /* [v6addr]:port */
       char *close = strchr(entry, ']');
       if (!close || (close[1] != '\0' && close[1] != ':')) {
-        ok = ixia_error_set(err, IXIA_EINVAL, "cache.servers: bad entry '%s'", entry);
+        ok = ixia_error_set(err, IXIA_EINVAL, "cache.servers: bad entry '%s'", orig);
+        g_free(orig);
         break;
       }
       *close = '\0';
@@ -348,16 +352,20 @@ static gboolean parse_servers(ixia_cache_t *c, const char *spec, ixia_error_t **
     guint64 port = MEMCACHED_DEFAULT_PORT;
     if (!*host || (port_str && !g_ascii_string_to_unsigned(port_str, 10, 1, 65535, &port, NULL))) {
       ok = ixia_error_set(err, IXIA_EINVAL,
-                          "cache.servers: bad entry '%s' (expected host:port, port 1-65535)",
-                          host);
+                          "cache.servers: bad entry '%s' (expected host:port or [v6addr]:port, "
+                          "port 1-65535)",
+                          orig);
+      g_free(orig);
       break;
     }
     memcached_return_t rc = memcached_server_add_with_weight(c->master, host, (in_port_t)port, 1);
     if (rc != MEMCACHED_SUCCESS) {
-      ok = ixia_error_set(err, IXIA_EINVAL, "cache.servers: cannot add '%s': %s", host,
+      ok = ixia_error_set(err, IXIA_EINVAL, "cache.servers: cannot add '%s': %s", orig,
                           memcached_strerror(c->master, rc));
+      g_free(orig);
       break;
     }
+    g_free(orig);
     server_t s = {.name = g_strdup_printf("%s:%" G_GUINT64_FORMAT, host, port)};
     g_array_append_val(servers, s);
   }
@@ -391,6 +399,9 @@ static gboolean configure(ixia_cache_t *c, ixia_error_t **err) {
       {MEMCACHED_BEHAVIOR_POLL_TIMEOUT, (uint64_t)timeout_ms},
       {MEMCACHED_BEHAVIOR_SND_TIMEOUT, (uint64_t)c->timeout_us}, /* µs */
       {MEMCACHED_BEHAVIOR_RCV_TIMEOUT, (uint64_t)c->timeout_us}, /* µs */
+      /* libmemcached's own per-handle backoff, tripped by the first failure.
+       * It only matters between our checks: conn_acquire() lets the shared
+       * per-server state decide when a server is retried. */
       {MEMCACHED_BEHAVIOR_RETRY_TIMEOUT, (uint64_t)(c->retry_us / G_USEC_PER_SEC)},
       {MEMCACHED_BEHAVIOR_SERVER_FAILURE_LIMIT, 1},
       {MEMCACHED_BEHAVIOR_SERVER_TIMEOUT_LIMIT, 1},
@@ -480,13 +491,15 @@ void ixia_cache_destroy(ixia_cache_t *c) {
 }
 
 gboolean ixia_cache_disabled(const ixia_cache_t *c) {
+  g_return_val_if_fail(c, TRUE);
   return c->disabled;
 }
 
 ixia_cache_result_t ixia_cache_get(ixia_cache_t *c, const char *ns, const char *table,
                                    const char *key, size_t key_len, gint64 *version, char **json,
                                    size_t *len) {
-  g_return_val_if_fail(c && version && json && len, IXIA_CACHE_ERROR);
+  g_return_val_if_fail(c && ns && table && (key || !key_len), IXIA_CACHE_ERROR);
+  g_return_val_if_fail(version && json && len, IXIA_CACHE_ERROR);
   if (c->disabled) {
     COUNT(c, misses);
     return IXIA_CACHE_MISS;
@@ -502,7 +515,7 @@ ixia_cache_result_t ixia_cache_get(ixia_cache_t *c, const char *ns, const char *
   uint32_t flags = 0;
   memcached_return_t rc;
   char *value = memcached_get(conn.mc, mkey, strlen(mkey), &vlen, &flags, &rc);
-  gboolean ok = mc_check(c, conn.mc, conn.server, rc, "get", NULL);
+  gboolean ok = mc_check(c, conn.mc, conn.server, rc, "get");
   conn_release(c, &conn);
 
   ixia_cache_result_t result = IXIA_CACHE_MISS;
@@ -543,7 +556,7 @@ static void random_token(guint8 token[TOKEN_BYTES]) {
 
 ixia_cache_lease_t *ixia_cache_lease(ixia_cache_t *c, const char *ns, const char *table,
                                      const char *key, size_t key_len) {
-  g_return_val_if_fail(c, NULL);
+  g_return_val_if_fail(c && ns && table && (key || !key_len), NULL);
   if (c->disabled) return NULL;
   ixia_cache_lease_t *lease = g_new0(ixia_cache_lease_t, 1);
   lease->cache = c;
@@ -558,7 +571,7 @@ ixia_cache_lease_t *ixia_cache_lease(ixia_cache_t *c, const char *ns, const char
   if (conn_acquire(c, lease->mkey, &conn)) {
     memcached_return_t rc = memcached_add(conn.mc, lease->mkey, strlen(lease->mkey), value,
                                           sizeof value, c->lease_ttl, 0);
-    if (mc_check(c, conn.mc, conn.server, rc, "add lease", NULL))
+    if (mc_check(c, conn.mc, conn.server, rc, "add lease"))
       granted = rc == MEMCACHED_SUCCESS;
     else
       COUNT(c, errors);
@@ -675,7 +688,7 @@ static void job_execute(ixia_cache_t *c, job_t *job) {
   } else if (job->kind == JOB_BACKFILL) {
     memcached_return_t rc = memcached_cas(conn.mc, lease->mkey, strlen(lease->mkey), job->value,
                                           job->value_len, job->ttl, 0, cas);
-    if (!mc_check(c, conn.mc, conn.server, rc, "cas backfill", NULL))
+    if (!mc_check(c, conn.mc, conn.server, rc, "cas backfill"))
       COUNT(c, errors);
     else if (rc == MEMCACHED_SUCCESS || rc == MEMCACHED_STORED)
       COUNT(c, backfills);
@@ -685,9 +698,9 @@ static void job_execute(ixia_cache_t *c, job_t *job) {
     /* Release. A writer may delete and another reader lease between our
      * gets and this delete; removing that lease only costs it a backfill. */
     memcached_return_t rc = memcached_delete(conn.mc, lease->mkey, strlen(lease->mkey), 0);
-    if (!mc_check(c, conn.mc, conn.server, rc, "delete lease", NULL)) COUNT(c, errors);
+    if (!mc_check(c, conn.mc, conn.server, rc, "delete lease")) COUNT(c, errors);
   }
-  free(current);
+  g_free(current);
   conn_release(c, &conn);
 }
 
@@ -718,14 +731,14 @@ gboolean ixia_cache_wait_idle(ixia_cache_t *c, gint64 timeout_ms) {
 
 gboolean ixia_cache_invalidate(ixia_cache_t *c, const char *ns, const char *table,
                                const char *key, size_t key_len) {
-  g_return_val_if_fail(c, FALSE);
+  g_return_val_if_fail(c && ns && table && (key || !key_len), FALSE);
   if (c->disabled) return TRUE;
   char *mkey = ixia_cache_key(ns, table, key, key_len);
   conn_t conn;
   gboolean ok = FALSE;
   if (conn_acquire(c, mkey, &conn)) {
     memcached_return_t rc = memcached_delete(conn.mc, mkey, strlen(mkey), 0);
-    ok = mc_check(c, conn.mc, conn.server, rc, "delete", NULL);
+    ok = mc_check(c, conn.mc, conn.server, rc, "delete");
     conn_release(c, &conn);
   }
   g_free(mkey);

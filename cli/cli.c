@@ -1,6 +1,8 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -32,6 +34,7 @@ typedef struct {
   char *fields;
   char *key_field;
   gint conns, batch; /* -1 when not given */
+  ixia_client_t *client; /* connected on first use, after local input is read */
 } ixia_cli_t;
 
 typedef struct {
@@ -40,8 +43,7 @@ typedef struct {
   const char *help;
   int nargs;        /* positional arguments after the command words */
   guint opts;       /* OPT_* accepted */
-  gboolean remote;  /* talks to the API */
-  int (*run)(ixia_cli_t *cli, ixia_client_t *client, char **args);
+  int (*run)(ixia_cli_t *cli, char **args);
 } ixia_cli_command_t;
 
 int ixia_cli_exit_code(const ixia_error_t *err) {
@@ -109,6 +111,29 @@ static char *ixia_cli_json_arg(const char *arg, const char *what, ixia_error_t *
   return g_strdup(arg);
 }
 
+/* Connects on first use, so that local input (a file, stdin) is read and
+ * checked before the API is needed. Returns 0, or the exit code after
+ * printing the error. */
+static int ixia_cli_connect(ixia_cli_t *cli) {
+  if (cli->client) return IXIA_EXIT_OK;
+  ixia_error_t *err = NULL;
+  cli->client = ixia_client_new(cli->api, &err);
+  if (cli->client) return IXIA_EXIT_OK;
+  /* The only invalid argument here is a malformed address: a usage error. */
+  int code = err->code == IXIA_EINVAL ? IXIA_EXIT_USAGE : ixia_cli_exit_code(err);
+  ixia_cli_print_error(err);
+  ixia_error_destroy(err);
+  return code;
+}
+
+#define IXIA_CLI_CONNECT(cli)                 \
+  do {                                        \
+    int connect_rc_ = ixia_cli_connect(cli);  \
+    if (connect_rc_ != IXIA_EXIT_OK) {        \
+      return connect_rc_;                     \
+    }                                         \
+  } while (0)
+
 static gint64 ixia_cli_expected(const ixia_cli_t *cli) {
   return cli->expect_version == G_MININT64 ? -1 : cli->expect_version;
 }
@@ -121,29 +146,36 @@ static int ixia_cli_print_version(gint64 version) {
 typedef gboolean (*ixia_cli_write_fn)(ixia_client_t *, const char *, const char *, const char *,
                                       const char *, gint64, gint64 *, ixia_error_t **);
 
-static int ixia_cli_write(ixia_cli_t *cli, ixia_client_t *client, char **args,
+static int ixia_cli_write(ixia_cli_t *cli, char **args,
                           ixia_cli_write_fn fn) {
   ixia_error_t *err = NULL;
   char *json = ixia_cli_json_arg(args[3], "document", &err);
   if (!json) return ixia_cli_fail(err);
+  int rc = ixia_cli_connect(cli);
+  if (rc != IXIA_EXIT_OK) {
+    g_free(json);
+    return rc;
+  }
   gint64 version = 0;
-  gboolean ok = fn(client, args[0], args[1], args[2], json, ixia_cli_expected(cli), &version, &err);
+  gboolean ok =
+      fn(cli->client, args[0], args[1], args[2], json, ixia_cli_expected(cli), &version, &err);
   g_free(json);
   return ok ? ixia_cli_print_version(version) : ixia_cli_fail(err);
 }
 
-static int ixia_cli_cmd_put(ixia_cli_t *cli, ixia_client_t *client, char **args) {
-  return ixia_cli_write(cli, client, args, ixia_client_put);
+static int ixia_cli_cmd_put(ixia_cli_t *cli, char **args) {
+  return ixia_cli_write(cli, args, ixia_client_put);
 }
 
-static int ixia_cli_cmd_upsert(ixia_cli_t *cli, ixia_client_t *client, char **args) {
-  return ixia_cli_write(cli, client, args, ixia_client_upsert);
+static int ixia_cli_cmd_upsert(ixia_cli_t *cli, char **args) {
+  return ixia_cli_write(cli, args, ixia_client_upsert);
 }
 
-static int ixia_cli_cmd_delete(ixia_cli_t *cli, ixia_client_t *client, char **args) {
+static int ixia_cli_cmd_delete(ixia_cli_t *cli, char **args) {
   ixia_error_t *err = NULL;
+  IXIA_CLI_CONNECT(cli);
   gint64 version = 0;
-  if (!ixia_client_delete(client, args[0], args[1], args[2], ixia_cli_expected(cli), &version,
+  if (!ixia_client_delete(cli->client, args[0], args[1], args[2], ixia_cli_expected(cli), &version,
                           &err))
     return ixia_cli_fail(err);
   return ixia_cli_print_version(version);
@@ -162,16 +194,21 @@ static char **ixia_cli_split_fields(const char *list) {
   return (char **)g_ptr_array_free(out, FALSE);
 }
 
-static int ixia_cli_cmd_get(ixia_cli_t *cli, ixia_client_t *client, char **args) {
+static int ixia_cli_cmd_get(ixia_cli_t *cli, char **args) {
   char **fields = cli->fields ? ixia_cli_split_fields(cli->fields) : NULL;
   if (fields && !fields[0]) {
     g_strfreev(fields);
     return ixia_cli_usage("--fields needs at least one field name");
   }
+  int rc = ixia_cli_connect(cli);
+  if (rc != IXIA_EXIT_OK) {
+    g_strfreev(fields);
+    return rc;
+  }
   ixia_error_t *err = NULL;
   gboolean found = FALSE;
   char *json = NULL;
-  gboolean ok = ixia_client_get(client, args[0], args[1], args[2], (const char *const *)fields,
+  gboolean ok = ixia_client_get(cli->client, args[0], args[1], args[2], (const char *const *)fields,
                                 &found, NULL, &json, &err);
   g_strfreev(fields);
   if (!ok) return ixia_cli_fail(err);
@@ -183,13 +220,18 @@ static int ixia_cli_cmd_get(ixia_cli_t *cli, ixia_client_t *client, char **args)
   return IXIA_EXIT_OK;
 }
 
-static int ixia_cli_cmd_schema_apply(ixia_cli_t *cli, ixia_client_t *client, char **args) {
+static int ixia_cli_cmd_schema_apply(ixia_cli_t *cli, char **args) {
   (void)cli;
   ixia_error_t *err = NULL;
   char *json = ixia_cli_read_input(args[0], "schema", NULL, &err);
   if (!json) return ixia_cli_fail(err);
+  int rc = ixia_cli_connect(cli);
+  if (rc != IXIA_EXIT_OK) {
+    g_free(json);
+    return rc;
+  }
   gint64 version = 0;
-  gboolean ok = ixia_client_apply_schema(client, json, &version, &err);
+  gboolean ok = ixia_client_apply_schema(cli->client, json, &version, &err);
   g_free(json);
   return ok ? ixia_cli_print_version(version) : ixia_cli_fail(err);
 }
@@ -202,37 +244,43 @@ static int ixia_cli_print_result(gboolean ok, char *text, ixia_error_t *err) {
   return IXIA_EXIT_OK;
 }
 
-static int ixia_cli_cmd_schema_show(ixia_cli_t *cli, ixia_client_t *client, char **args) {
+static int ixia_cli_cmd_schema_show(ixia_cli_t *cli, char **args) {
   (void)cli;
   ixia_error_t *err = NULL;
+  IXIA_CLI_CONNECT(cli);
   char *json = NULL;
-  gboolean ok = ixia_client_get_schema(client, args[0], args[1], &json, &err);
+  gboolean ok = ixia_client_get_schema(cli->client, args[0], args[1], &json, &err);
   return ixia_cli_print_result(ok, json, err);
 }
 
-static int ixia_cli_cmd_query(ixia_cli_t *cli, ixia_client_t *client, char **args) {
+static int ixia_cli_cmd_query(ixia_cli_t *cli, char **args) {
   (void)cli;
   ixia_error_t *err = NULL;
   char *request = ixia_cli_json_arg(args[0], "query", &err);
   if (!request) return ixia_cli_fail(err);
+  int rc = ixia_cli_connect(cli);
+  if (rc != IXIA_EXIT_OK) {
+    g_free(request);
+    return rc;
+  }
   char *response = NULL;
-  gboolean ok = ixia_client_query(client, request, &response, &err);
+  gboolean ok = ixia_client_query(cli->client, request, &response, &err);
   g_free(request);
   return ixia_cli_print_result(ok, response, err);
 }
 
-static int ixia_cli_cmd_stats(ixia_cli_t *cli, ixia_client_t *client, char **args) {
+static int ixia_cli_cmd_stats(ixia_cli_t *cli, char **args) {
   (void)cli;
   (void)args;
   ixia_error_t *err = NULL;
+  IXIA_CLI_CONNECT(cli);
   char *json = NULL;
-  gboolean ok = ixia_client_stats(client, &json, &err);
+  gboolean ok = ixia_client_stats(cli->client, &json, &err);
   return ixia_cli_print_result(ok, json, err);
 }
 
-static int ixia_cli_cmd_config_doc(ixia_cli_t *cli, ixia_client_t *client, char **args) {
+static int ixia_cli_cmd_config_doc(ixia_cli_t *cli, char **args) {
   (void)cli;
-  (void)client;
   (void)args;
   char *doc = ixia_config_doc_markdown();
   fputs(doc, stdout);
@@ -240,8 +288,7 @@ static int ixia_cli_cmd_config_doc(ixia_cli_t *cli, ixia_client_t *client, char 
   return IXIA_EXIT_OK;
 }
 
-static int ixia_cli_cmd_load(ixia_cli_t *cli, ixia_client_t *client, char **args) {
-  (void)client; /* the loader opens its own connections, one per thread */
+static int ixia_cli_cmd_load(ixia_cli_t *cli, char **args) {
   if (!cli->key_field || !*cli->key_field) return ixia_cli_usage("load needs --key-field NAME");
   gint64 max_batch = ixia_config_int(cli->cfg, "limits.max_batch_ops");
   ixia_load_opts_t o = {
@@ -266,6 +313,23 @@ static int ixia_cli_cmd_load(ixia_cli_t *cli, ixia_client_t *client, char **args
                           " (limits.max_batch_ops)",
                           max_batch);
 
+  if (strcmp(o.path, "-") != 0 && access(o.path, R_OK) != 0)
+    return ixia_cli_fail(
+        ixia_error_new(IXIA_EINVAL, "cannot read %s: %s", o.path, g_strerror(errno)));
+  /* One up-front call: an unreachable API or an unknown table is then a
+   * single clear error instead of one per batch. */
+  IXIA_CLI_CONNECT(cli);
+  ixia_error_t *err = NULL;
+  char *schema = NULL;
+  if (!ixia_client_get_schema(cli->client, o.ns, o.table, &schema, &err)) {
+    if (err->code == IXIA_ENOTFOUND || err->code == IXIA_EUNAVAILABLE) {
+      ixia_error_prefix(err, "cannot load into %s/%s", o.ns, o.table);
+      return ixia_cli_fail(err);
+    }
+    ixia_error_destroy(err); /* anything else: the writes themselves will tell */
+  }
+  g_free(schema);
+
   ixia_load_result_t r;
   ixia_load_run(&o, &r);
   double rate = r.seconds > 0 ? (double)r.loaded / r.seconds : 0;
@@ -285,28 +349,28 @@ static int ixia_cli_cmd_load(ixia_cli_t *cli, ixia_client_t *client, char **args
   return IXIA_EXIT_OK;
 }
 
-static int ixia_cli_cmd_help(ixia_cli_t *cli, ixia_client_t *client, char **args);
+static int ixia_cli_cmd_help(ixia_cli_t *cli, char **args);
 
 static const ixia_cli_command_t commands[] = {
     {"put", "NS TABLE KEY JSON|-", "replace a document; prints {\"version\":N}", 4,
-     OPT_EXPECT_VERSION, TRUE, ixia_cli_cmd_put},
+     OPT_EXPECT_VERSION, ixia_cli_cmd_put},
     {"upsert", "NS TABLE KEY JSON|-", "merge top-level fields into a document", 4,
-     OPT_EXPECT_VERSION, TRUE, ixia_cli_cmd_upsert},
+     OPT_EXPECT_VERSION, ixia_cli_cmd_upsert},
     {"get", "NS TABLE KEY", "print a document (--fields a,b for a subset); exit 3 if missing", 3,
-     OPT_FIELDS, TRUE, ixia_cli_cmd_get},
+     OPT_FIELDS, ixia_cli_cmd_get},
     {"delete", "NS TABLE KEY", "delete a document; prints {\"version\":N}", 3, OPT_EXPECT_VERSION,
-     TRUE, ixia_cli_cmd_delete},
-    {"schema apply", "FILE.json|-", "create or change a table schema", 1, 0, TRUE,
+     ixia_cli_cmd_delete},
+    {"schema apply", "FILE.json|-", "create or change a table schema", 1, 0,
      ixia_cli_cmd_schema_apply},
-    {"schema show", "NS TABLE", "print a table schema", 2, 0, TRUE, ixia_cli_cmd_schema_show},
+    {"schema show", "NS TABLE", "print a table schema", 2, 0, ixia_cli_cmd_schema_show},
     {"load", "NS TABLE FILE.jsonl|-",
      "bulk load JSON lines (--key-field NAME, --conns N, --batch N)", 3,
-     OPT_KEY_FIELD | OPT_CONNS | OPT_BATCH, FALSE, ixia_cli_cmd_load},
-    {"query", "JSON|-", "run a query; prints the response", 1, 0, TRUE, ixia_cli_cmd_query},
-    {"stats", "", "print server counters as JSON", 0, 0, TRUE, ixia_cli_cmd_stats},
-    {"config-doc", "", "print the configuration reference (docs/CONFIG.md)", 0, 0, FALSE,
+     OPT_KEY_FIELD | OPT_CONNS | OPT_BATCH, ixia_cli_cmd_load},
+    {"query", "JSON|-", "run a query; prints the response", 1, 0, ixia_cli_cmd_query},
+    {"stats", "", "print server counters as JSON", 0, 0, ixia_cli_cmd_stats},
+    {"config-doc", "", "print the configuration reference (docs/CONFIG.md)", 0, 0,
      ixia_cli_cmd_config_doc},
-    {"help", "", "show this help", 0, 0, FALSE, ixia_cli_cmd_help},
+    {"help", "", "show this help", 0, 0, ixia_cli_cmd_help},
 };
 
 static char *ixia_cli_summary(void) {
@@ -347,8 +411,7 @@ static gboolean ixia_cli_parse(ixia_cli_t *cli, int *argc, char ***argv, ixia_er
   return cli->cfg != NULL;
 }
 
-static int ixia_cli_cmd_help(ixia_cli_t *cli, ixia_client_t *client, char **args) {
-  (void)client;
+static int ixia_cli_cmd_help(ixia_cli_t *cli, char **args) {
   (void)args;
   /* Same text as --help, from the same option table: parse "--help",
    * which prints it and exits 0. */
@@ -414,18 +477,12 @@ static int ixia_cli_dispatch(ixia_cli_t *cli, int argc, char **argv) {
   char *address = ixia_client_address(cli->api, cli->cfg);
   g_free(cli->api);
   cli->api = address;
-  ixia_client_t *client = NULL;
-  if (c->remote) {
-    ixia_error_t *err = NULL;
-    client = ixia_client_new(cli->api, &err);
-    if (!client) return ixia_cli_fail(err);
-  }
-  int code = c->run(cli, client, args);
-  ixia_client_destroy(client);
-  return code;
+  return c->run(cli, args);
 }
 
 int ixia_cli_main(int argc, char **argv) {
+  /* A server that goes away mid-call must give an error, not kill us. */
+  signal(SIGPIPE, SIG_IGN);
   ixia_cli_t cli = {.expect_version = G_MININT64, .conns = -1, .batch = -1};
   ixia_error_t *err = NULL;
   int code;
@@ -441,6 +498,7 @@ int ixia_cli_main(int argc, char **argv) {
     fprintf(stderr, "ixia: %s: writing stdout failed\n", ixia_code_name(IXIA_EINTERNAL));
     if (code == IXIA_EXIT_OK) code = IXIA_EXIT_ERROR;
   }
+  ixia_client_destroy(cli.client);
   ixia_config_destroy(cli.cfg);
   g_free(cli.api);
   g_free(cli.fields);

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -157,6 +158,40 @@ static gboolean load_send_batch(load_worker_t *w, load_batch_t *b, ixia_error_t 
   return ok;
 }
 
+static gboolean load_put_one(load_worker_t *w, IxiaWriteOp *op, ixia_error_t **err) {
+  if (!load_worker_connect(w, err)) return FALSE;
+  gboolean ok = ixia_client_put(w->client, op->ns, op->table, op->key, op->json,
+                                op->expected_version, NULL, err);
+  if (!ok) load_worker_check_conn(w, *err);
+  return ok;
+}
+
+/* Sends the whole batch, or with one >= 0 only its op number `one`. A
+ * broken connection gets one retry on a fresh one: the lost call may or
+ * may not have been applied, and sending the same puts again is harmless. */
+static gboolean load_call(load_worker_t *w, load_batch_t *b, int one, ixia_error_t **err) {
+  for (int attempt = 0;; attempt++) {
+    ixia_error_t *e = NULL;
+    gboolean ok = one < 0 ? load_send_batch(w, b, &e)
+                          : load_put_one(w, g_ptr_array_index(b->ops, one), &e);
+    if (ok) return TRUE;
+    if (e->code != IXIA_EUNAVAILABLE || attempt == 1) return ixia_error_propagate(err, e);
+    ixia_error_destroy(e);
+  }
+}
+
+/* The API stays unreachable: ops from..end of b are lost, and so is the
+ * rest of the load. */
+static void load_give_up(load_worker_t *w, load_batch_t *b, guint from, ixia_error_t *e) {
+  load_t *l = w->l;
+  g_mutex_lock(&l->mu);
+  l->failed += b->ops->len - from;
+  ixia_error_prefix(e, "lines %" G_GUINT64_FORMAT "-%" G_GUINT64_FORMAT " not loaded",
+                    load_batch_line(b, from), load_batch_line(b, b->ops->len - 1));
+  load_abort_locked(l, e);
+  g_mutex_unlock(&l->mu);
+}
+
 /* After the server refused a whole batch, sends its documents one at a
  * time so that only the guilty lines fail and are named. Nothing of the
  * refused batch was applied (batches are atomic), so this writes each
@@ -164,13 +199,13 @@ static gboolean load_send_batch(load_worker_t *w, load_batch_t *b, ixia_error_t 
 static void load_send_one_by_one(load_worker_t *w, load_batch_t *b) {
   load_t *l = w->l;
   for (guint i = 0; i < b->ops->len; i++) {
-    IxiaWriteOp *op = g_ptr_array_index(b->ops, i);
     ixia_error_t *e = NULL;
-    gboolean ok = load_worker_connect(w, &e) &&
-                  ixia_client_put(w->client, op->ns, op->table, op->key, op->json, -1, NULL, &e);
-    if (!ok) load_worker_check_conn(w, e);
+    if (!load_call(w, b, (int)i, &e) && e->code == IXIA_EUNAVAILABLE) {
+      load_give_up(w, b, i, e);
+      return;
+    }
     g_mutex_lock(&l->mu);
-    if (ok) {
+    if (!e) {
       l->loaded++;
     } else {
       l->failed++;
@@ -184,37 +219,22 @@ static void load_send_one_by_one(load_worker_t *w, load_batch_t *b) {
 
 static void load_send(load_worker_t *w, load_batch_t *b) {
   load_t *l = w->l;
-  guint n = b->ops->len;
-  guint64 first = load_batch_line(b, 0), last = load_batch_line(b, n - 1);
   ixia_error_t *e = NULL;
-  gboolean ok = load_send_batch(w, b, &e);
-  if (!ok && e->code == IXIA_EUNAVAILABLE) {
-    /* One retry on a fresh connection. The lost call may or may not have
-     * been applied; sending the same puts again is harmless. */
-    ixia_error_destroy(e);
-    e = NULL;
-    ok = load_send_batch(w, b, &e);
-  }
-  if (ok) {
+  if (load_call(w, b, -1, &e)) {
     g_mutex_lock(&l->mu);
-    l->loaded += n;
+    l->loaded += b->ops->len;
     g_mutex_unlock(&l->mu);
     return;
   }
   if (e->code == IXIA_EUNAVAILABLE) {
-    g_mutex_lock(&l->mu);
-    l->failed += n;
-    ixia_error_prefix(e, "lines %" G_GUINT64_FORMAT "-%" G_GUINT64_FORMAT " not loaded", first,
-                      last);
-    load_abort_locked(l, e);
-    g_mutex_unlock(&l->mu);
+    load_give_up(w, b, 0, e);
     return;
   }
   g_mutex_lock(&l->mu);
   load_report_locked(l, e->code,
                      "lines %" G_GUINT64_FORMAT "-%" G_GUINT64_FORMAT
                      ": batch refused: %s; retrying its documents one at a time",
-                     first, last, e->message);
+                     load_batch_line(b, 0), load_batch_line(b, b->ops->len - 1), e->message);
   g_mutex_unlock(&l->mu);
   ixia_error_destroy(e);
   load_send_one_by_one(w, b);

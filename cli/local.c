@@ -254,7 +254,7 @@ static void local_free(local_t *l) {
 
 /* Serializes ixia-local invocations on one directory (two `up`s racing
  * would each start a stack). The kernel drops the lock if we die. */
-static gboolean local_lock(local_t *l, ixia_error_t **err) {
+static gboolean local_lock(local_t *l, gboolean wait, ixia_error_t **err) {
   if (g_mkdir_with_parents(l->logs, 0755) != 0)
     return ixia_error_set(err, IXIA_EINTERNAL, "cannot create %s: %s", l->logs,
                           g_strerror(errno));
@@ -262,7 +262,11 @@ static gboolean local_lock(local_t *l, ixia_error_t **err) {
   if (l->lock_fd < 0)
     return ixia_error_set(err, IXIA_EINTERNAL, "cannot open %s: %s", l->lock_path,
                           g_strerror(errno));
-  if (flock(l->lock_fd, LOCK_EX | LOCK_NB) != 0)
+  int rc;
+  do {
+    rc = flock(l->lock_fd, LOCK_EX | (wait ? 0 : LOCK_NB));
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0)
     return ixia_error_set(err, IXIA_ECONFLICT,
                           errno == EWOULDBLOCK ? "another ixia-local is working on %s right now"
                                                : "cannot lock %s",
@@ -276,7 +280,8 @@ static void local_unlock(local_t *l) {
 }
 
 static gboolean local_write_pids(local_t *l, ixia_error_t **err) {
-  GString *s = g_string_new("# written by ixia-local: NAME PID STARTTIME (field 22 of /proc/PID/stat)\n");
+  GString *s =
+      g_string_new("# written by ixia-local: NAME PID STARTTIME (field 22 of /proc/PID/stat)\n");
   for (guint i = 0; i < l->procs->len; i++) {
     local_proc_t *p = &g_array_index(l->procs, local_proc_t, i);
     g_string_append_printf(s, "%s %d %" G_GUINT64_FORMAT "\n", p->name, (int)p->pid,
@@ -450,6 +455,10 @@ static gboolean local_stop_all(local_t *l) {
       case IXIA_STOP_NOT_RUNNING:
         fprintf(stderr, "ixia-local: %s (pid %d) was not running\n", p->name, (int)p->pid);
         break;
+      case IXIA_STOP_PID_REUSED:
+        fprintf(stderr, "ixia-local: %s (pid %d) is gone; the pid now belongs to another "
+                        "process, left alone\n", p->name, (int)p->pid);
+        break;
       case IXIA_STOP_TERMINATED:
         fprintf(stderr, "ixia-local: stopped %s (pid %d)\n", p->name, (int)p->pid);
         break;
@@ -536,7 +545,8 @@ static int local_up_locked(local_t *l) {
 int ixia_local_up(const ixia_local_opts_t *o) {
   local_t *l = local_new(o);
   ixia_error_t *err = NULL;
-  int rc = local_lock(l, &err) ? local_up_locked(l) : local_report("ixia-local: %s\n", err);
+  int rc =
+      local_lock(l, FALSE, &err) ? local_up_locked(l) : local_report("ixia-local: %s\n", err);
   local_free(l);
   return rc;
 }
@@ -561,7 +571,9 @@ static int local_down_locked(local_t *l) {
 int ixia_local_down(const ixia_local_opts_t *o) {
   local_t *l = local_new(o);
   ixia_error_t *err = NULL;
-  int rc = local_lock(l, &err) ? local_down_locked(l) : local_report("ixia-local: %s\n", err);
+  /* Waits for a concurrent up (bounded by its time-outs) rather than fail. */
+  int rc =
+      local_lock(l, TRUE, &err) ? local_down_locked(l) : local_report("ixia-local: %s\n", err);
   local_free(l);
   return rc;
 }
@@ -595,7 +607,7 @@ int ixia_local_run(const ixia_local_opts_t *o) {
   local_t *l = local_new(o);
   ixia_error_t *err = NULL;
   int rc;
-  if (!local_lock(l, &err)) {
+  if (!local_lock(l, FALSE, &err)) {
     rc = local_report("ixia-local: %s\n", err);
     local_free(l);
     return rc;
@@ -607,9 +619,11 @@ int ixia_local_run(const ixia_local_opts_t *o) {
     local_free(l);
     return rc;
   }
-  printf("\nIn another shell:\n  set -a; . %s; set +a\n  ixia stats\n"
+  char *ixia = g_build_filename(o->bin_dir, "ixia", NULL);
+  printf("\nIn another shell:\n  set -a; . %s; set +a\n  %s stats\n"
          "Press Ctrl-C to stop the stack.\n",
-         l->env_path);
+         l->env_path, ixia);
+  g_free(ixia);
   fflush(stdout);
 
   gboolean died = FALSE;
@@ -619,8 +633,14 @@ int ixia_local_run(const ixia_local_opts_t *o) {
       local_proc_t *p = &g_array_index(l->procs, local_proc_t, i);
       int status = 0;
       if (!ixia_proc_reap(p->pid, &status)) continue;
+      /* Wait for an `ixia-local down` from another shell to finish: if it
+       * stopped the stack, the death is expected and the pid file gone. */
+      if (!local_lock(l, TRUE, &err)) {
+        rc = local_report("ixia-local: %s\n", err);
+        local_free(l);
+        return rc;
+      }
       if (!g_file_test(l->pids_path, G_FILE_TEST_EXISTS)) {
-        /* Someone ran `ixia-local down` on this directory. */
         fprintf(stderr, "ixia-local: the stack was stopped by ixia-local down\n");
         local_free(l);
         return 0;
@@ -631,16 +651,20 @@ int ixia_local_run(const ixia_local_opts_t *o) {
               (int)p->pid, how, log);
       g_free(log);
       g_free(how);
+      g_array_remove_index(l->procs, i);
       died = TRUE;
     }
   }
-  if (!died) fprintf(stderr, "\nixia-local: stopping the stack\n");
-  if (!local_lock(l, &err)) {
-    rc = local_report("ixia-local: %s\n", err);
-  } else {
-    /* Our own record is authoritative for the processes we started. */
-    rc = local_stop_all(l) ? (local_remove_state(l), 0) : (local_write_pids(l, NULL), 1);
+  if (!died) {
+    fprintf(stderr, "\nixia-local: stopping the stack\n");
+    if (!local_lock(l, TRUE, &err)) {
+      rc = local_report("ixia-local: %s\n", err);
+      local_free(l);
+      return rc;
+    }
   }
+  /* Our own record is authoritative for the processes we started. */
+  rc = local_stop_all(l) ? (local_remove_state(l), 0) : (local_write_pids(l, NULL), 1);
   local_free(l);
   return died ? 1 : rc;
 }
@@ -722,7 +746,7 @@ int ixia_local_main(int argc, char **argv) {
   } else if (timeout_s < 1) {
     fprintf(stderr, "ixia-local: --timeout must be at least 1 second\n");
   } else if (!local_check_config(config, sets, &err)) {
-    rc = local_report("ixia-local: %s\n", err);
+    local_report("ixia-local: %s\n", err); /* a bad argument: rc stays 2 */
   } else {
     /* Daemons run in DIR: a relative config path must not change meaning. */
     char *config_abs = config ? g_canonicalize_filename(config, NULL) : NULL;

@@ -116,9 +116,10 @@ static gboolean ixia_proc_wait_gone(pid_t pid, guint64 start_time, int ms) {
 
 ixia_stop_result_t ixia_proc_stop(pid_t pid, guint64 start_time, int grace_ms,
                                   ixia_error_t **err) {
-  if (!ixia_proc_matches(pid, start_time)) {
+  guint64 now = ixia_proc_start_time(pid);
+  if (now != start_time) {
     ixia_proc_reap(pid, NULL); /* a zombie child of ours */
-    return IXIA_STOP_NOT_RUNNING;
+    return now == 0 ? IXIA_STOP_NOT_RUNNING : IXIA_STOP_PID_REUSED;
   }
   if (kill(pid, SIGTERM) != 0) {
     if (errno == ESRCH) return IXIA_STOP_NOT_RUNNING;

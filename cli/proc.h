@@ -37,7 +37,8 @@ gboolean ixia_proc_reap(pid_t pid, int *status);
 char *ixia_proc_describe_status(int status);
 
 typedef enum {
-  IXIA_STOP_NOT_RUNNING, /* already gone, or the pid now names another process */
+  IXIA_STOP_NOT_RUNNING, /* already gone */
+  IXIA_STOP_PID_REUSED,  /* gone, and its pid now names another process: left alone */
   IXIA_STOP_TERMINATED,  /* exited after SIGTERM */
   IXIA_STOP_KILLED,      /* needed SIGKILL after grace_ms */
   IXIA_STOP_FAILED,      /* could not be signalled or would not die; *err set */

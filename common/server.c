@@ -15,9 +15,7 @@
 #include <unistd.h>
 
 #include <thrift/c_glib/protocol/thrift_binary_protocol.h>
-#include <thrift/c_glib/thrift_configuration.h>
-#include <thrift/c_glib/transport/thrift_fd_transport.h>
-#include <thrift/c_glib/transport/thrift_framed_transport.h>
+#include <thrift/c_glib/transport/thrift_memory_buffer.h>
 
 #include "log.h"
 
@@ -80,18 +78,61 @@ ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int p
 
 int ixia_server_port(const ixia_server_t *srv) { return srv->port; }
 
-/* Reads the 4-byte frame header without consuming it. Returns the frame size,
- * or -1 when the peer closed, stalled past the timeout or failed. */
-static gint64 peek_frame_size(int fd) {
-  unsigned char hdr[4];
-  ssize_t n;
-  do {
-    n = recv(fd, hdr, sizeof hdr, MSG_PEEK | MSG_WAITALL);
-  } while (n < 0 && errno == EINTR);
-  if (n != (ssize_t)sizeof hdr) return -1;
-  return ((gint64)hdr[0] << 24) | ((gint64)hdr[1] << 16) | ((gint64)hdr[2] << 8) | hdr[3];
+static gboolean read_full(int fd, void *buf, size_t n) {
+  char *p = buf;
+  while (n > 0) {
+    ssize_t r = recv(fd, p, n, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return FALSE; /* closed, stalled past the timeout, or failed */
+    p += r;
+    n -= (size_t)r;
+  }
+  return TRUE;
 }
 
+static gboolean write_full(int fd, const void *buf, size_t n) {
+  const char *p = buf;
+  while (n > 0) {
+    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return FALSE;
+    p += w;
+    n -= (size_t)w;
+  }
+  return TRUE;
+}
+
+/* A memory buffer whose reads fail when the message asks for more bytes
+ * than the frame holds. The stock buffer returns 0 there, and Thrift's
+ * read_all then spins forever on a lying length field. */
+typedef struct {
+  ThriftMemoryBuffer parent;
+} IxiaFrameBuffer;
+typedef struct {
+  ThriftMemoryBufferClass parent;
+} IxiaFrameBufferClass;
+GType ixia_frame_buffer_get_type(void);
+G_DEFINE_TYPE(IxiaFrameBuffer, ixia_frame_buffer, THRIFT_TYPE_MEMORY_BUFFER)
+
+static gint32 frame_buffer_read(ThriftTransport *t, gpointer buf, guint32 len, GError **error) {
+  ThriftMemoryBuffer *m = THRIFT_MEMORY_BUFFER(t);
+  if (len > m->buf->len) {
+    g_set_error(error, THRIFT_TRANSPORT_ERROR, THRIFT_TRANSPORT_ERROR_RECEIVE,
+                "message needs %u more bytes than its frame holds", len - m->buf->len);
+    return -1;
+  }
+  return THRIFT_TRANSPORT_CLASS(ixia_frame_buffer_parent_class)->read(t, buf, len, error);
+}
+
+static void ixia_frame_buffer_init(IxiaFrameBuffer *self) { (void)self; }
+static void ixia_frame_buffer_class_init(IxiaFrameBufferClass *klass) {
+  THRIFT_TRANSPORT_CLASS(klass)->read = frame_buffer_read;
+}
+
+/* The server reads each frame itself and hands the processor a memory
+ * buffer holding exactly one complete, size-checked message. c_glib's
+ * processor dereferences a NULL error on some failed reads (truncated or
+ * unversioned input), so it must never see a partial or foreign frame. */
 static void serve_connection(gpointer data, gpointer user_data) {
   int fd = GPOINTER_TO_INT(data) - 1;
   ixia_server_t *srv = user_data;
@@ -106,42 +147,52 @@ static void serve_connection(gpointer data, gpointer user_data) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 
-  ThriftConfiguration *conf = g_object_new(
-      THRIFT_TYPE_CONFIGURATION, "max_message_size", (gint)MIN(srv->max_frame, G_MAXINT),
-      "max_frame_size", (gint)MIN(srv->max_frame, G_MAXINT), NULL);
-  ThriftTransport *sock = g_object_new(THRIFT_TYPE_FD_TRANSPORT, "fd", fd, NULL);
-  ThriftTransport *framed = g_object_new(THRIFT_TYPE_FRAMED_TRANSPORT, "transport", sock,
-                                         "configuration", conf, NULL);
-  /* The binary protocol bounds strings and lists by the configuration's
-   * message size, so one frame limit covers them. */
-  ThriftProtocol *proto = g_object_new(THRIFT_TYPE_BINARY_PROTOCOL, "transport", framed, NULL);
+  ThriftMemoryBuffer *in = g_object_new(ixia_frame_buffer_get_type(), "buf_size", srv->max_frame, NULL);
+  ThriftMemoryBuffer *out = g_object_new(THRIFT_TYPE_MEMORY_BUFFER, "buf_size", srv->max_frame, NULL);
+  ThriftProtocol *pin = g_object_new(THRIFT_TYPE_BINARY_PROTOCOL, "transport", in, NULL);
+  ThriftProtocol *pout = g_object_new(THRIFT_TYPE_BINARY_PROTOCOL, "transport", out, NULL);
   for (;;) {
-    gint64 size = peek_frame_size(fd);
-    if (size < 0) break; /* closed, stalled or truncated */
-    if (size == 0 || size > srv->max_frame) {
-      IXIA_WARN("closing connection: frame of %" G_GINT64_FORMAT
-                " bytes is over server.max_frame_bytes=%u",
-                size, srv->max_frame);
+    unsigned char hdr[4];
+    if (!read_full(fd, hdr, 4)) break;
+    guint32 size = ((guint32)hdr[0] << 24) | ((guint32)hdr[1] << 16) | ((guint32)hdr[2] << 8) | hdr[3];
+    if (size > srv->max_frame) {
+      IXIA_WARN("closing connection: frame of %u bytes is over server.max_frame_bytes=%u", size,
+                srv->max_frame);
       __atomic_add_fetch(&srv->rejected_frames, 1, __ATOMIC_RELAXED);
       break;
     }
-    GError *gerr = NULL;
-    if (!thrift_processor_process(srv->processor, proto, proto, &gerr)) {
-      if (gerr) {
-        IXIA_DEBUG("connection closed: %s", gerr->message);
-        g_error_free(gerr);
-      }
+    g_byte_array_set_size(in->buf, size);
+    if (!read_full(fd, in->buf->data, size)) {
+      IXIA_DEBUG("closing connection: truncated frame (%u bytes announced)", size);
       break;
     }
+    /* Strict binary protocol: version word 0x8001 first. */
+    if (size < 8 || in->buf->data[0] != 0x80 || in->buf->data[1] != 0x01) {
+      IXIA_WARN("closing connection: frame is not a binary-protocol Thrift message");
+      __atomic_add_fetch(&srv->rejected_frames, 1, __ATOMIC_RELAXED);
+      break;
+    }
+    g_byte_array_set_size(out->buf, 4); /* room for the response's frame header */
+    GError *gerr = NULL;
+    if (!thrift_processor_process(srv->processor, pin, pout, &gerr)) {
+      IXIA_DEBUG("closing connection: %s", gerr ? gerr->message : "processor failed");
+      if (gerr) g_error_free(gerr);
+      break;
+    }
+    guint32 rsize = out->buf->len - 4;
+    out->buf->data[0] = (guint8)(rsize >> 24);
+    out->buf->data[1] = (guint8)(rsize >> 16);
+    out->buf->data[2] = (guint8)(rsize >> 8);
+    out->buf->data[3] = (guint8)rsize;
+    if (!write_full(fd, out->buf->data, out->buf->len)) break;
   }
   g_mutex_lock(&srv->lock);
   g_hash_table_remove(srv->active, GINT_TO_POINTER(fd + 1));
   g_mutex_unlock(&srv->lock);
-  g_object_unref(proto);
-  g_object_unref(framed);
-  /* ThriftFDTransport does not close the fd on unref. */
-  g_object_unref(sock);
-  g_object_unref(conf);
+  g_object_unref(pin);
+  g_object_unref(pout);
+  g_object_unref(in);
+  g_object_unref(out);
   close(fd);
 }
 
@@ -226,7 +277,7 @@ guint64 ixia_server_rejected_frames(const ixia_server_t *srv) {
 
 static gboolean on_signal(gpointer loop) {
   g_main_loop_quit(loop);
-  return G_SOURCE_REMOVE;
+  return G_SOURCE_CONTINUE; /* removed by ixia_wait_for_signal */
 }
 
 void ixia_wait_for_signal(void) {

@@ -3,7 +3,6 @@
  * the end. Outcomes are checked by reading memcached directly. */
 #include <CUnit/Basic.h>
 #include <arpa/inet.h>
-#include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <glib/gstdio.h>
 #include <libmemcached/memcached.h>
 
 #include "cache.h"
@@ -58,18 +58,6 @@ static void kill_all(void) {
   }
 }
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t alen = sizeof a;
-  int port = -1;
-  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-      getsockname(fd, (struct sockaddr *)&a, &alen) == 0)
-    port = ntohs(a.sin_port);
-  if (fd >= 0) close(fd);
-  return port;
-}
-
 /* Sends one text-protocol command and reads the first reply line into buf.
  * Returns FALSE when the server does not answer within timeout_ms. */
 static gboolean raw_cmd(int port, const char *cmd, char *buf, size_t buflen, int timeout_ms) {
@@ -105,38 +93,64 @@ static gboolean mcd_answers(int port, int timeout_ms) {
          g_str_has_prefix(buf, "VERSION");
 }
 
-/* Starts memcached on port (0: a free one). */
+static char *tmp_dir;
+
+/* Reads the port memcached wrote to its port file ("TCP INET: 12345"). */
+static int read_port_file(const char *path) {
+  char *text = NULL;
+  int port = 0;
+  if (g_file_get_contents(path, &text, NULL, NULL)) {
+    const char *p = strstr(text, "TCP INET: ");
+    if (p) port = atoi(p + strlen("TCP INET: "));
+  }
+  g_free(text);
+  return port;
+}
+
+/* Starts memcached on port, or with port 0 on a port the kernel picks, read
+ * back from the file named by MEMCACHED_PORT_FILENAME (no window in which
+ * another process can take a port we probed). */
 static gboolean mcd_start(mcd_t *m, int port) {
+  static int seq;
   for (int attempt = 0; attempt < 5; attempt++) {
-    int p = port ? port : free_port();
-    if (p <= 0) continue;
+    char *port_file = g_strdup_printf("%s/memcached-%d.port", tmp_dir, ++seq);
     char port_s[16];
-    g_snprintf(port_s, sizeof port_s, "%d", p);
+    g_snprintf(port_s, sizeof port_s, "%d", port ? port : -1);
     const char *argv[] = {IXIA_MEMCACHED_BIN, "-l", "127.0.0.1", "-p", port_s, "-U", "0",
                           "-m", "64", geteuid() == 0 ? "-u" : NULL, "root", NULL};
     /* (memcached refuses to run as root without -u; otherwise argv ends early.) */
+    char **envp = g_environ_setenv(g_get_environ(), "MEMCACHED_PORT_FILENAME", port_file, TRUE);
     pid_t parent = getpid();
     pid_t pid = fork();
-    if (pid < 0) return FALSE;
+    if (pid < 0) {
+      g_strfreev(envp);
+      g_free(port_file);
+      return FALSE;
+    }
     if (pid == 0) {
       /* Only async-signal-safe calls here. The server dies with the test
        * even if the test crashes. */
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(1);
-      execv(argv[0], (char *const *)argv);
+      execve(argv[0], (char *const *)argv, envp);
       _exit(127);
     }
+    g_strfreev(envp);
     pid_track(pid, TRUE);
     gint64 deadline = g_get_monotonic_time() + 3 * G_USEC_PER_SEC;
+    int p = 0;
     while (g_get_monotonic_time() < deadline) {
-      if (waitpid(pid, NULL, WNOHANG) == pid) { /* exited: port taken? */
+      if (waitpid(pid, NULL, WNOHANG) == pid) { /* exited: port still taken? */
         pid_track(pid, FALSE);
         pid = 0;
         break;
       }
-      if (mcd_answers(p, 200)) {
+      if (!p) p = port ? port : read_port_file(port_file);
+      if (p && mcd_answers(p, 200)) {
         m->pid = pid;
         m->port = p;
+        g_unlink(port_file);
+        g_free(port_file);
         return TRUE;
       }
       g_usleep(10 * 1000);
@@ -146,9 +160,38 @@ static gboolean mcd_start(mcd_t *m, int port) {
       waitpid(pid, NULL, 0);
       pid_track(pid, FALSE);
     }
+    g_unlink(port_file);
+    g_free(port_file);
     g_usleep(100 * 1000);
   }
   return FALSE;
+}
+
+/* kill() only queues SIGSTOP: a memcached thread already running may still
+ * answer. Wait until every thread shows as stopped. */
+static gboolean mcd_stop(mcd_t *m) {
+  if (kill(m->pid, SIGSTOP) != 0) return FALSE;
+  char *task_dir = g_strdup_printf("/proc/%d/task", (int)m->pid);
+  gboolean all_stopped = FALSE;
+  for (int i = 0; i < 200 && !all_stopped; i++) {
+    GDir *d = g_dir_open(task_dir, 0, NULL);
+    if (!d) break;
+    all_stopped = TRUE;
+    for (const char *tid; all_stopped && (tid = g_dir_read_name(d));) {
+      char *path = g_strdup_printf("%s/%s/stat", task_dir, tid);
+      char *stat = NULL;
+      if (g_file_get_contents(path, &stat, NULL, NULL)) {
+        const char *close = strrchr(stat, ')');
+        all_stopped = close && (close[2] == 'T' || close[2] == 't');
+      }
+      g_free(stat);
+      g_free(path);
+    }
+    g_dir_close(d);
+    if (!all_stopped) g_usleep(5 * 1000);
+  }
+  g_free(task_dir);
+  return all_stopped;
 }
 
 static void mcd_kill(mcd_t *m) {
@@ -252,6 +295,16 @@ static gboolean fill(ixia_cache_t *c, const char *ns, const char *t, const char 
 
 static gint64 ms_since(gint64 t0) {
   return (g_get_monotonic_time() - t0) / 1000;
+}
+
+static void note(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+static void note(const char *fmt, ...) {
+  if (!g_getenv("IXIA_TEST_VERBOSE")) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
 }
 
 /* ---- tests: keys and configuration ------------------------------------------ */
@@ -678,7 +731,9 @@ static gpointer conc_worker(gpointer data) {
 }
 
 static void test_concurrent_no_stale(void) {
-  conc_t s = {.c = cache_for(&mc1, "cache.pool_size=4", NULL)};
+  /* The pause widens the window between reading the store and storing,
+   * where writes race with backfills. */
+  conc_t s = {.c = cache_for(&mc1, "cache.pool_size=4", "cache.test_backfill_pause_ms=1", NULL)};
   g_mutex_init(&s.lock);
   GThread *t[CONC_THREADS];
   for (int i = 0; i < CONC_THREADS; i++) t[i] = g_thread_new("conc", conc_worker, &s);
@@ -770,20 +825,19 @@ static void test_two_servers(void) {
   mcd_kill(&a);
 }
 
+/* With cache.retry_timeout_s=1 the first call after a second probes the
+ * server; that one must already succeed. */
 static void wait_recovered(ixia_cache_t *c, const char *table) {
-  /* retry_timeout_s is 1: the first call after it probes the server. */
-  g_usleep(1100 * 1000);
-  gint64 deadline = g_get_monotonic_time() + 3 * G_USEC_PER_SEC;
-  while (g_get_monotonic_time() < deadline) {
-    gint64 v;
-    char *json = NULL;
-    size_t len;
-    ixia_cache_result_t r = ixia_cache_get(c, "shop", table, KEY("probe"), &v, &json, &len);
-    g_free(json);
-    if (r != IXIA_CACHE_ERROR) return;
-    g_usleep(100 * 1000);
-  }
-  CU_FAIL("cache did not recover after memcached came back");
+  g_usleep(1050 * 1000);
+  gint64 t0 = g_get_monotonic_time();
+  gint64 v;
+  char *json = NULL;
+  size_t len;
+  ixia_cache_result_t r = ixia_cache_get(c, "shop", table, KEY("probe"), &v, &json, &len);
+  g_free(json);
+  note("    recovery probe: %s in %" G_GINT64_FORMAT " ms", r == IXIA_CACHE_ERROR ? "ERROR" : "ok",
+       ms_since(t0));
+  CU_ASSERT_NOT_EQUAL(r, IXIA_CACHE_ERROR);
 }
 
 static void test_memcached_killed(void) {
@@ -799,6 +853,7 @@ static void test_memcached_killed(void) {
   gint64 t0 = g_get_monotonic_time();
   CU_ASSERT_EQUAL(ixia_cache_get(c, "shop", "kill", KEY("k"), &v, &json, &len),
                   IXIA_CACHE_ERROR);
+  note("    killed: get ERROR in %" G_GINT64_FORMAT " ms", ms_since(t0));
   CU_ASSERT_TRUE(ms_since(t0) < 500);
   t0 = g_get_monotonic_time();
   for (int i = 0; i < 50; i++)
@@ -808,6 +863,7 @@ static void test_memcached_killed(void) {
   ixia_cache_lease_t *l = ixia_cache_lease(c, "shop", "kill", KEY("k"));
   CU_ASSERT_PTR_NULL(l);
   ixia_cache_backfill(c, l, 2, "{}", 2, 0);
+  note("    killed: 50 gets, invalidate, lease in %" G_GINT64_FORMAT " ms", ms_since(t0));
   CU_ASSERT_TRUE(ms_since(t0) < 200); /* skipped while marked down */
   CU_ASSERT_PTR_NULL(json);
 
@@ -840,16 +896,18 @@ static void test_memcached_hung(void) {
   size_t len;
 
   /* Hung, and the first call is an invalidate: FALSE, bounded. */
-  CU_ASSERT_EQUAL(kill(m.pid, SIGSTOP), 0);
+  CU_ASSERT_FATAL(mcd_stop(&m));
   gint64 t0 = g_get_monotonic_time();
   CU_ASSERT_FALSE(ixia_cache_invalidate(c, "shop", "hung", KEY("k")));
   gint64 took = ms_since(t0);
-  CU_ASSERT_TRUE(took >= 90 && took < 600);
+  note("    hung: invalidate FALSE in %" G_GINT64_FORMAT " ms", took);
+  CU_ASSERT_TRUE(took >= 50 && took < 600);
   t0 = g_get_monotonic_time();
   for (int i = 0; i < 50; i++)
     CU_ASSERT_EQUAL(ixia_cache_get(c, "shop", "hung", KEY("k"), &v, &json, &len),
                     IXIA_CACHE_ERROR);
   CU_ASSERT_PTR_NULL(ixia_cache_lease(c, "shop", "hung", KEY("k2")));
+  note("    hung: 50 gets + 1 lease while marked down in %" G_GINT64_FORMAT " ms", ms_since(t0));
   CU_ASSERT_TRUE(ms_since(t0) < 200);
   CU_ASSERT_EQUAL(kill(m.pid, SIGCONT), 0);
   wait_recovered(c, "hung");
@@ -857,12 +915,13 @@ static void test_memcached_hung(void) {
   /* Hung again, the first call a get: ERROR, bounded. */
   CU_ASSERT_TRUE(ixia_cache_invalidate(c, "shop", "hung", KEY("k")));
   CU_ASSERT_TRUE(fill(c, "shop", "hung", "k", 2, "{\"v\":2}"));
-  CU_ASSERT_EQUAL(kill(m.pid, SIGSTOP), 0);
+  CU_ASSERT_FATAL(mcd_stop(&m));
   t0 = g_get_monotonic_time();
   CU_ASSERT_EQUAL(ixia_cache_get(c, "shop", "hung", KEY("k"), &v, &json, &len),
                   IXIA_CACHE_ERROR);
   took = ms_since(t0);
-  CU_ASSERT_TRUE(took >= 90 && took < 600);
+  note("    hung: get ERROR in %" G_GINT64_FORMAT " ms", took);
+  CU_ASSERT_TRUE(took >= 50 && took < 600);
   t0 = g_get_monotonic_time();
   CU_ASSERT_FALSE(ixia_cache_invalidate(c, "shop", "hung", KEY("k")));
   CU_ASSERT_TRUE(ms_since(t0) < 50);
@@ -898,6 +957,8 @@ static int suite_cleanup(void) {
 
 int main(void) {
   atexit(kill_all);
+  tmp_dir = g_dir_make_tmp("ixia-test-cache-XXXXXX", NULL);
+  if (!tmp_dir) return 2;
   if (!g_getenv("IXIA_TEST_VERBOSE")) ixia_log_set_level(IXIA_LOG_ERROR);
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_pSuite offline = CU_add_suite("cache_offline", NULL, NULL);
@@ -925,5 +986,7 @@ int main(void) {
                     CU_get_number_of_tests_failed();
   CU_cleanup_registry();
   kill_all();
+  g_rmdir(tmp_dir);
+  g_free(tmp_dir);
   return failed ? 1 : 0;
 }

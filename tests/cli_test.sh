@@ -1,0 +1,384 @@
+#!/usr/bin/env bash
+# End-to-end test of the ixia CLI: starts a real stack with `ixia-local up`
+# in a temporary directory (memcached and ixia-query-api on free loopback
+# ports), runs every CLI command against it, then `ixia-local down` and
+# checks that the processes it started are gone.
+#
+# Usage: cli_test.sh BIN_DIR   (registered with ctest as cli_integration)
+
+# `cond && pass ... || fail ...` is safe here: pass always returns 0.
+# shellcheck disable=SC2015
+set -u
+
+BIN=$(cd "${1:?usage: cli_test.sh BIN_DIR}" && pwd) || exit 2
+IXIA=$BIN/ixia
+LOCAL=$BIN/ixia-local
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/ixia-cli-test.XXXXXX") || exit 2
+DIR=$WORK/stack
+passed=0
+failed=0
+stack_down=0
+pids_started=""
+
+# --- helpers -----------------------------------------------------------------
+
+pass() {
+  passed=$((passed + 1))
+  echo "ok   $1"
+}
+
+fail() {
+  failed=$((failed + 1))
+  echo "FAIL $1" >&2
+  [ $# -gt 1 ] && printf '     %s\n' "${@:2}" >&2
+  return 0
+}
+
+# run CMD... : runs with stdin from $STDIN (default /dev/null) and sets
+# $rc, $out and $err.
+run() {
+  "$@" <"${STDIN:-/dev/null}" >"$WORK/out" 2>"$WORK/err"
+  rc=$?
+  out=$(cat "$WORK/out")
+  err=$(cat "$WORK/err")
+}
+
+# What the last command did, for failure messages.
+last() {
+  echo "exit $rc; stdout: ${out:0:400}; stderr: ${err:0:400}"
+}
+
+# expect_rc NAME CODE: checks the exit code of the last run.
+expect_rc() {
+  if [ "$rc" -eq "$2" ]; then pass "$1"; else fail "$1: expected exit $2" "$(last)"; fi
+}
+
+# expect_out NAME REGEX: exit 0 and stdout matching an extended regex.
+expect_out() {
+  if [ "$rc" -eq 0 ] && [[ $out =~ $2 ]]; then
+    pass "$1"
+  else
+    fail "$1: expected exit 0 and stdout matching /$2/" "$(last)"
+  fi
+}
+
+HAVE_PY=0
+command -v python3 >/dev/null 2>&1 && HAVE_PY=1
+
+# json_field JSON PATH: prints a top-level field of a JSON object (python3
+# when present; otherwise a crude match good enough for flat test docs).
+json_field() {
+  if [ $HAVE_PY = 1 ]; then
+    python3 -c '
+import json, sys
+try:
+    v = json.loads(sys.argv[1]).get(sys.argv[2])
+except (ValueError, AttributeError):
+    v = None
+print("" if v is None else v if isinstance(v, str) else json.dumps(v))' "$1" "$2"
+  else
+    sed -n "s/.*\"$2\" *: *\"\\{0,1\\}\\([^\",}]*\\).*/\\1/p" <<<"$1"
+  fi
+}
+
+# json_keys JSON: sorted top-level keys, comma separated.
+json_keys() {
+  if [ $HAVE_PY = 1 ]; then
+    python3 -c '
+import json, sys
+try:
+    print(",".join(sorted(json.loads(sys.argv[1]))))
+except (ValueError, TypeError):
+    print("(not a JSON object)")' "$1"
+  else
+    grep -o '"[a-z_]*" *:' <<<"$1" | tr -d '": ' | sort | paste -sd, -
+  fi
+}
+
+is_json() {
+  if [ $HAVE_PY = 1 ]; then
+    python3 -c 'import json,sys; json.loads(sys.argv[1])' "$1" 2>/dev/null
+  else
+    [[ $1 =~ ^\{.*\}$ ]]
+  fi
+}
+
+# alive PID STARTTIME: the process still runs and is the one recorded.
+alive() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  read -r -a f <<<"$stat"
+  [ "${f[0]}" != Z ] && [ "${f[0]}" != X ] && [ "${f[19]}" = "$2" ]
+}
+
+show_logs() {
+  for log in "$DIR"/logs/*.log; do
+    [ -f "$log" ] || continue
+    echo "---- last lines of $log" >&2
+    tail -n 20 "$log" >&2
+  done
+}
+
+# shellcheck disable=SC2317  # invoked by the EXIT trap
+cleanup() {
+  if [ "$stack_down" = 0 ] && [ -d "$DIR" ]; then
+    [ "$failed" -gt 0 ] && show_logs
+    "$LOCAL" down --dir "$DIR" >/dev/null 2>&1
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+finish() {
+  echo "$passed passed, $failed failed"
+  [ $failed -eq 0 ]
+  exit $?
+}
+
+# --- the stack ---------------------------------------------------------------
+
+for b in "$IXIA" "$LOCAL" "$BIN/ixia-query-api"; do
+  [ -x "$b" ] || { echo "cli_test: $b is missing; build first" >&2; exit 1; }
+done
+
+run "$LOCAL" up --dir "$DIR"
+if [ $rc -ne 0 ] || [ ! -f "$DIR/local.env" ]; then
+  fail "ixia-local up" "$(last)"
+  show_logs
+  finish
+fi
+pass "ixia-local up"
+pids_started=$(awk '!/^#/ && NF == 3 {print $2 ":" $3}' "$DIR/pids")
+if grep -q '^IXIA_API=127\.0\.0\.1:[0-9]\+$' "$DIR/local.env" &&
+  grep -q '^IXIA_MEMCACHED=127\.0\.0\.1:[0-9]\+$' "$DIR/local.env"; then
+  pass "local.env has IXIA_API and IXIA_MEMCACHED"
+else
+  fail "local.env has IXIA_API and IXIA_MEMCACHED" "$(cat "$DIR/local.env")"
+fi
+[ "$(wc -w <<<"$pids_started")" -eq 2 ] && pass "two processes recorded" ||
+  fail "two processes recorded" "$(cat "$DIR/pids")"
+
+set -a
+# shellcheck disable=SC1091
+. "$DIR/local.env"
+set +a
+
+run "$LOCAL" up --dir "$DIR"
+if [ $rc -ne 0 ] && [[ $err == *"already"* ]]; then
+  pass "second up on a running dir refused"
+else
+  fail "second up on a running dir refused" "$(last)"
+fi
+
+run "$LOCAL" status --dir "$DIR"
+expect_out "ixia-local status" "memcached +running.*ixia-query-api +running"
+
+# memcached answers on the advertised port.
+mc_port=${IXIA_MEMCACHED##*:}
+# (The braces keep 2>/dev/null from applying to the rest of the script.)
+if { exec 3<>"/dev/tcp/127.0.0.1/$mc_port"; } 2>/dev/null; then
+  printf 'version\r\n' >&3
+  read -r -t 5 reply <&3 || reply=""
+  exec 3>&-
+else
+  reply=""
+fi
+[[ $reply == VERSION* ]] && pass "memcached answers at IXIA_MEMCACHED" ||
+  fail "memcached answers at IXIA_MEMCACHED" "reply: '$reply'"
+
+# --- usage and connection errors --------------------------------------------
+
+run "$IXIA" --help
+expect_out "ixia --help lists the commands" "put NS TABLE KEY.*schema apply.*load NS TABLE"
+run "$IXIA" help
+expect_out "ixia help" "schema show NS TABLE"
+run "$IXIA" put shop
+expect_rc "wrong argument count is a usage error" 2
+run "$IXIA" frobnicate
+expect_rc "unknown command is a usage error" 2
+run "$IXIA" --api 127.0.0.1:1 stats
+if [ $rc -eq 4 ] && [[ $err == "ixia: UNAVAILABLE: "* ]]; then
+  pass "unreachable API exits 4"
+else
+  fail "unreachable API exits 4" "$(last)"
+fi
+run "$IXIA" config-doc
+expect_out "config-doc prints the reference" "^# Configuration reference"
+
+# --- schema ------------------------------------------------------------------
+
+cat >"$WORK/schema.json" <<'EOF'
+{"namespace": "shop", "table": "products", "ttl_seconds": 0, "cache_ttl_seconds": 300,
+ "indexes": [{"field": "category", "type": "keyword"}, {"field": "price", "type": "double"},
+             {"field": "title", "type": "text"}, {"field": "stock", "type": "long"}]}
+EOF
+run "$IXIA" schema apply "$WORK/schema.json"
+expect_out "schema apply prints the version" '^\{"version":[0-9]+\}$'
+run "$IXIA" schema show shop products
+if [ $rc -eq 0 ] && is_json "$out" && [[ $out == *'"price"'* ]] && [[ $out == *'"double"'* ]]; then
+  pass "schema show"
+else
+  fail "schema show" "$(last)"
+fi
+
+# --- put / get / upsert / delete ---------------------------------------------
+
+doc='{"title":"Red mug","price":9.5,"category":"mugs","stock":3}'
+run "$IXIA" put shop products p1 "$doc"
+expect_out "put prints the version" '^\{"version":[0-9]+\}$'
+v1=$(json_field "$out" version)
+
+run "$IXIA" get shop products p1
+if [ $rc -eq 0 ] && [ "$(json_keys "$out")" = "category,price,stock,title" ] &&
+  [ "$(json_field "$out" title)" = "Red mug" ] && [ "$(json_field "$out" price)" = "9.5" ]; then
+  pass "get returns the document"
+else
+  fail "get returns the document" "$(last)"
+fi
+
+run "$IXIA" get shop products p1 --fields title,price
+if [ $rc -eq 0 ] && [ "$(json_keys "$out")" = "price,title" ]; then
+  pass "get --fields returns the subset"
+else
+  fail "get --fields returns the subset" "$(last)"
+fi
+
+run "$IXIA" get shop products no-such-key
+if [ $rc -eq 3 ] && [[ $err == "ixia: NOT_FOUND: "* ]] && [ -z "$out" ]; then
+  pass "get of a missing key exits 3"
+else
+  fail "get of a missing key exits 3" "$(last)"
+fi
+
+run "$IXIA" put shop products p1 "$doc" --expect-version 999999999
+if [ $rc -eq 1 ] && [[ $err == "ixia: CONFLICT: "* ]]; then
+  pass "put --expect-version with a stale version is a conflict"
+else
+  fail "put --expect-version with a stale version is a conflict" "$(last)"
+fi
+
+run "$IXIA" upsert shop products p1 '{"stock":7}' --expect-version "$v1"
+expect_out "upsert --expect-version with the current version" '^\{"version":[0-9]+\}$'
+run "$IXIA" get shop products p1
+if [ "$(json_field "$out" stock)" = 7 ] && [ "$(json_field "$out" title)" = "Red mug" ]; then
+  pass "upsert merged top-level fields"
+else
+  fail "upsert merged top-level fields" "$(last)"
+fi
+
+run "$IXIA" delete shop products p1
+expect_out "delete prints the version" '^\{"version":[0-9]+\}$'
+run "$IXIA" get shop products p1
+expect_rc "get after delete exits 3" 3
+
+echo '{"title":"Blue bowl","price":4.25,"category":"bowls"}' >"$WORK/p2.json"
+STDIN=$WORK/p2.json run "$IXIA" put shop products p2 -
+expect_out "put - reads the document from stdin" '^\{"version":[0-9]+\}$'
+run "$IXIA" get shop products p2
+[ "$(json_field "$out" title)" = "Blue bowl" ] && pass "document put from stdin is stored" ||
+  fail "document put from stdin is stored" "$(last)"
+
+# --- refused writes ------------------------------------------------------------
+
+run "$IXIA" put shop products p3 '{"title":"x","price":"cheap"}'
+if [ $rc -eq 1 ] && [[ $err == "ixia: "* ]] && [[ $err == *price* ]]; then
+  pass "wrong-typed field refused, naming the field"
+else
+  fail "wrong-typed field refused, naming the field" "$(last)"
+fi
+run "$IXIA" get shop products p3
+expect_rc "refused document was not stored" 3
+
+run "$IXIA" put shop no_such_table k1 '{"a":1}'
+if [ $rc -ne 0 ] && [[ $err == "ixia: "* ]] && [[ $err == *no_such_table* ]]; then
+  pass "put to an unknown table refused"
+else
+  fail "put to an unknown table refused" "$(last)"
+fi
+
+run "$IXIA" put shop products p4 '{"title": '
+if [ $rc -eq 1 ] && [[ $err == "ixia: "* ]]; then
+  pass "malformed JSON refused"
+else
+  fail "malformed JSON refused" "$(last)"
+fi
+
+# --- bulk load ----------------------------------------------------------------
+
+# 2000 lines; line 1000 is not JSON.
+awk 'BEGIN {
+  for (i = 1; i <= 2000; i++) {
+    if (i == 1000) print "{\"id\": \"k1000\", \"title\": broken";
+    else printf "{\"id\":\"k%d\",\"title\":\"item %d\",\"category\":\"cat%02d\",\"price\":%d.5}\n", i, i, i % 10, i;
+  }
+}' >"$WORK/load.jsonl"
+run "$IXIA" load shop products "$WORK/load.jsonl" --key-field id --conns 4 --batch 50
+if [ $rc -eq 1 ] && [[ $out =~ ^loaded\ 1999\ documents\ in\ [0-9.]+\ s\ \([0-9]+\ docs/s\) ]]; then
+  pass "load: summary line counts 1999 documents, exit 1 for the bad line"
+else
+  fail "load: summary line counts 1999 documents, exit 1 for the bad line" "$(last)"
+fi
+[[ $err == *"line 1000"* ]] && pass "load: bad line reported with its number" ||
+  fail "load: bad line reported with its number" "$(last)"
+
+ok=1
+for k in 1 999 1001 1500 2000; do
+  run "$IXIA" get shop products "k$k"
+  if [ $rc -ne 0 ] || [ "$(json_field "$out" title)" != "item $k" ]; then
+    ok=0
+    fail "load: get k$k" "$(last)"
+  fi
+done
+[ $ok = 1 ] && pass "load: loaded documents are readable"
+run "$IXIA" get shop products k1000
+expect_rc "load: the bad line was not stored" 3
+
+head -n 10 "$WORK/load.jsonl" | sed 's/"item /"again /' >"$WORK/small.jsonl"
+STDIN=$WORK/small.jsonl run "$IXIA" load shop products - --key-field id
+expect_out "load - reads stdin and exits 0" '^loaded 10 documents in'
+run "$IXIA" get shop products k10
+[ "$(json_field "$out" title)" = "again 10" ] && pass "load from stdin replaced documents" ||
+  fail "load from stdin replaced documents" "$(last)"
+
+echo '{"title":"no id here"}' >"$WORK/nokey.jsonl"
+run "$IXIA" load shop products "$WORK/nokey.jsonl" --key-field id
+if [ $rc -eq 1 ] && [[ $err == *"line 1"* ]] && [[ $err == *id* ]]; then
+  pass "load: a line without the key field is reported"
+else
+  fail "load: a line without the key field is reported" "$(last)"
+fi
+
+# --- stats ------------------------------------------------------------------
+
+run "$IXIA" stats
+if [ $rc -eq 0 ] && is_json "$out" && [[ $out == *'"cache_hits"'* ]] &&
+  [[ $out == *'"cache_misses"'* ]]; then
+  pass "stats is JSON with cache_hits and cache_misses"
+else
+  fail "stats is JSON with cache_hits and cache_misses" "$(last)"
+fi
+
+# --- down ---------------------------------------------------------------------
+
+for ps in $pids_started; do
+  alive "${ps%%:*}" "${ps##*:}" ||
+    fail "process ${ps%%:*} ($(awk -v p="${ps%%:*}" '$2 == p {print $1}' "$DIR/pids")) died during the test"
+done
+[ $failed -gt 0 ] && show_logs
+run "$LOCAL" down --dir "$DIR"
+stack_down=1
+expect_rc "ixia-local down" 0
+left=""
+for ps in $pids_started; do
+  alive "${ps%%:*}" "${ps##*:}" && left="$left ${ps%%:*}"
+done
+[ -z "$left" ] && pass "down stopped every started process" ||
+  fail "down stopped every started process" "still running:$left"
+[ ! -e "$DIR/pids" ] && [ ! -e "$DIR/local.env" ] && pass "down removed pids and local.env" ||
+  fail "down removed pids and local.env" "$(ls "$DIR")"
+run "$LOCAL" status --dir "$DIR"
+expect_rc "status after down reports nothing running" 1
+
+finish
