@@ -96,6 +96,10 @@ static gboolean local_memcached_command(local_t *l, GPtrArray *argv, ixia_error_
   g_ptr_array_add(argv, g_strdup("0"));
   g_ptr_array_add(argv, g_strdup("-m"));
   g_ptr_array_add(argv, g_strdup("256"));
+  /* Items up to 2 MiB: documents may reach limits.max_doc_bytes (1 MiB)
+   * plus the cache header, over memcached's 1 MiB default. */
+  g_ptr_array_add(argv, g_strdup("-I"));
+  g_ptr_array_add(argv, g_strdup("2m"));
   if (geteuid() == 0) {
     /* memcached refuses to run as root without -u; drop to nobody where
      * that user exists. */

@@ -26,6 +26,13 @@ gboolean ixia_json_check_depth(const char *text, size_t len, int max_depth, ixia
   return TRUE;
 }
 
+char *ixia_memdup0(const char *text, size_t len) {
+  char *copy = g_malloc(len + 1);
+  memcpy(copy, text, len);
+  copy[len] = 0;
+  return copy;
+}
+
 cJSON *ixia_json_parse_object(const char *text, size_t len, size_t max_bytes, int max_depth,
                               const char *what, ixia_error_t **err) {
   if (len > max_bytes) {
@@ -38,27 +45,45 @@ cJSON *ixia_json_parse_object(const char *text, size_t len, size_t max_bytes, in
     if (err && *err) ixia_error_prefix(*err, "%s", what);
     return NULL;
   }
+  /* A NUL-terminated copy: see ixia_json_parse_stored. */
+  const char *nul = memchr(text, 0, len);
+  if (nul) {
+    ixia_error_set(err, IXIA_EINVAL, "%s is malformed JSON: NUL byte at %zu", what,
+                   (size_t)(nul - text));
+    return NULL;
+  }
+  char *copy = ixia_memdup0(text, len);
   const char *end = NULL;
-  cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, FALSE);
+  cJSON *root = cJSON_ParseWithOpts(copy, &end, FALSE);
+  size_t off = end && end >= copy ? (size_t)(end - copy) : 0;
   if (!root) {
-    size_t off = end && end >= text ? (size_t)(end - text) : 0;
+    g_free(copy);
     ixia_error_set(err, IXIA_EINVAL, "%s is malformed JSON near byte %zu", what, off);
     return NULL;
   }
   /* Only whitespace may follow the value. */
-  for (const char *p = end; p < text + len; p++) {
-    if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t') {
+  for (size_t i = off; i < len; i++) {
+    char c = copy[i];
+    if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
       cJSON_Delete(root);
-      ixia_error_set(err, IXIA_EINVAL, "%s is malformed JSON: trailing data at byte %zu", what,
-                     (size_t)(p - text));
+      g_free(copy);
+      ixia_error_set(err, IXIA_EINVAL, "%s is malformed JSON: trailing data at byte %zu", what, i);
       return NULL;
     }
   }
+  g_free(copy);
   if (!cJSON_IsObject(root)) {
     cJSON_Delete(root);
     ixia_error_set(err, IXIA_EINVAL, "%s must be a JSON object", what);
     return NULL;
   }
+  return root;
+}
+
+cJSON *ixia_json_parse_stored(const char *text, size_t len) {
+  char *copy = ixia_memdup0(text, len);
+  cJSON *root = cJSON_Parse(copy);
+  g_free(copy);
   return root;
 }
 

@@ -18,6 +18,16 @@ gboolean ixia_json_check_depth(const char *text, size_t len, int max_depth, ixia
 cJSON *ixia_json_parse_object(const char *text, size_t len, size_t max_bytes, int max_depth,
                               const char *what, ixia_error_t **err);
 
+/* A NUL-terminated g_malloc'd copy of len bytes. Unlike g_strndup it never
+ * reads past len, so it is safe on buffers that are not NUL-terminated
+ * (RocksDB and memcached values). */
+char *ixia_memdup0(const char *text, size_t len);
+
+/* Parses JSON the server stored itself (no limits). cJSON's length-bounded
+ * parser reads past the given length when the text is not NUL-terminated,
+ * so this copies first. NULL when the text is not JSON. */
+cJSON *ixia_json_parse_stored(const char *text, size_t len);
+
 /* Unformatted text of a tree, g_malloc'd. */
 char *ixia_json_print(const cJSON *item);
 

@@ -193,8 +193,8 @@ gboolean ixia_api_write(ixia_api_t *api, const ixia_api_op_t *ops, guint n, gint
 static char *shape_doc(const char *json, size_t len, const char *const *fields,
                        gboolean *complete, ixia_error_t **err) {
   *complete = TRUE;
-  if (!fields || !fields[0]) return g_strndup(json, len);
-  cJSON *doc = cJSON_ParseWithLength(json, len);
+  if (!fields || !fields[0]) return ixia_memdup0(json, len);
+  cJSON *doc = ixia_json_parse_stored(json, len);
   if (!doc) {
     ixia_error_set(err, IXIA_EINTERNAL, "stored document is not valid JSON");
     return NULL;

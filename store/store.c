@@ -177,7 +177,8 @@ static gboolean check_expected(const ixia_write_op_t *op, GBytes *cur, ixia_erro
   gint64 cur_version = 0;
   if (cur) {
     size_t len;
-    ixia_store_parse_value(g_bytes_get_data(cur, &len), len, &cur_version, NULL, NULL, NULL);
+    const char *data = g_bytes_get_data(cur, &len); /* sets len: keep it a separate statement */
+    ixia_store_parse_value(data, len, &cur_version, NULL, NULL, NULL);
   }
   if (op->expected_version == 0 && cur)
     return ixia_error_set(err, IXIA_ECONFLICT,
@@ -204,8 +205,9 @@ static char *merge_upsert(ixia_store_t *s, const ixia_write_op_t *op, GBytes *cu
   if (cur) {
     size_t vlen, jlen = 0;
     const char *json = NULL;
-    if (ixia_store_parse_value(g_bytes_get_data(cur, &vlen), vlen, NULL, NULL, &json, &jlen))
-      base = cJSON_ParseWithLength(json, jlen);
+    const char *data = g_bytes_get_data(cur, &vlen);
+    if (ixia_store_parse_value(data, vlen, NULL, NULL, &json, &jlen))
+      base = ixia_json_parse_stored(json, jlen);
   }
   if (!base) base = cJSON_CreateObject();
   for (const cJSON *f = op->doc ? op->doc->child : NULL; f; f = f->next) {
@@ -430,7 +432,7 @@ gboolean ixia_store_get(ixia_store_t *s, const char *ns, const char *table, cons
   if (!is_expired(expire_at)) {
     *found = TRUE;
     if (version) *version = v;
-    if (json) *json = g_strndup(j, jl);
+    if (json) *json = ixia_memdup0(j, jl);
     if (json_len) *json_len = jl;
   }
   rocksdb_free(raw);
@@ -453,7 +455,7 @@ gboolean ixia_store_foreach_schema(ixia_store_t *s, ixia_store_schema_cb cb, gpo
       IXIA_WARN("skipping malformed schema record");
       continue;
     }
-    char *n = g_strndup(ns, nl), *t = g_strndup(table, tl), *js = g_strndup(json, jl);
+    char *n = ixia_memdup0(ns, nl), *t = ixia_memdup0(table, tl), *js = ixia_memdup0(json, jl);
     cb(n, t, js, jl, version, user);
     g_free(n);
     g_free(t);

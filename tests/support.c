@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -187,13 +188,35 @@ gboolean ixt_api_start(ixt_api_t *a, const char *dir, const char *cache_servers,
   return ok;
 }
 
-void ixt_api_stop(ixt_api_t *a) {
+/* FALSE when a sanitizer reported an error in the daemon's log. */
+static gboolean log_is_clean(const char *dir) {
+  char *log = g_build_filename(dir, "query-api.log", NULL);
+  char *text = NULL;
+  gboolean clean = TRUE;
+  if (g_file_get_contents(log, &text, NULL, NULL)) {
+    const char *markers[] = {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"};
+    for (guint i = 0; i < G_N_ELEMENTS(markers); i++) {
+      if (strstr(text, markers[i])) {
+        fprintf(stderr, "sanitizer report in %s:\n%s\n", log, text);
+        clean = FALSE;
+        break;
+      }
+    }
+  }
+  g_free(text);
+  g_free(log);
+  return clean;
+}
+
+gboolean ixt_api_stop(ixt_api_t *a) {
   ixt_signal(a->pid, SIGTERM);
+  gboolean clean = a->dir ? log_is_clean(a->dir) : TRUE;
   a->pid = 0;
   g_free(a->addr);
   a->addr = NULL;
   g_free(a->dir);
   a->dir = NULL;
+  return clean;
 }
 
 int ixt_run(void) {

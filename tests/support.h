@@ -37,7 +37,8 @@ typedef struct {
  * ("" = none) and extra "--set" assignments (NULL-terminated, may be NULL). */
 gboolean ixt_api_start(ixt_api_t *a, const char *dir, const char *cache_servers,
                        const char *const *sets);
-void ixt_api_stop(ixt_api_t *a);
+/* Stops the daemon; FALSE when its log holds a sanitizer report. */
+gboolean ixt_api_stop(ixt_api_t *a);
 
 /* Runs a CUnit registry with the basic interface; returns the exit code. */
 int ixt_run(void);

@@ -59,10 +59,10 @@ static int setup(void) {
 }
 
 static int teardown(void) {
-  ixt_api_stop(&api);
+  gboolean clean = ixt_api_stop(&api);
   ixt_memcached_stop(&mc);
   g_free(dir);
-  return 0;
+  return clean ? 0 : 1;
 }
 
 /* Stored JSON of key through the API, or NULL when missing. */
@@ -283,7 +283,7 @@ static void test_stale_set_race(void) {
   g_free(doc);
   CU_ASSERT_TRUE(stat_of(c, "cache_backfills_stale") >= 1);
   ixia_client_destroy(c);
-  ixt_api_stop(&slow);
+  CU_ASSERT_TRUE(ixt_api_stop(&slow));
   g_free(d);
 }
 
