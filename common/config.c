@@ -70,6 +70,42 @@ static const ixia_option_t options[] = {
     {"cache.test_backfill_pause_ms", IXIA_OPT_INT, "0", 0, 600000,
      "Test hook: each backfill sleeps this long before storing. Never set it in production."},
 
+    /* replication source (inside ixia-query-api) */
+    {"replication.sinks", IXIA_OPT_STRING, "", 0, 0,
+     "Comma-separated ixia-replication-sink addresses (host:port). Empty turns replication off."},
+    {"replication.max_batch_bytes", IXIA_OPT_INT, "4194304", 1024, 1024LL * MIB,
+     "Most WAL bytes shipped to a sink in one call (a single larger write batch is still shipped whole)."},
+    {"replication.retry_min_ms", IXIA_OPT_INT, "50", 1, 60000,
+     "First back-off after a failed shipment; doubles on each failure."},
+    {"replication.retry_max_ms", IXIA_OPT_INT, "5000", 1, 600000, "Longest back-off between shipments."},
+    {"replication.call_timeout_ms", IXIA_OPT_INT, "60000", 100, 3600000,
+     "How long the source waits for a sink to answer one shipment."},
+
+    /* replication sink */
+    {"sink.host", IXIA_OPT_STRING, "127.0.0.1", 0, 0, "Address ixia-replication-sink listens on."},
+    {"sink.port", IXIA_OPT_INT, "9091", 0, 65535, "Port of ixia-replication-sink. 0 picks a free port."},
+    {"sink.port_file", IXIA_OPT_STRING, "", 0, 0,
+     "If set, the sink writes the port it listens on to this file once it serves."},
+    {"sink.delivery_timeout_ms", IXIA_OPT_INT, "30000", 100, 3600000,
+     "A replicate call fails if Kafka has not acknowledged every event by then (the source re-sends)."},
+
+    /* kafka (producer in the sink, consumers in the indexer and tools) */
+    {"kafka.brokers", IXIA_OPT_STRING, "127.0.0.1:9092", 0, 0,
+     "Kafka bootstrap servers (host:port,...). ixia-local points this at ixia-devkafka."},
+    {"kafka.topic", IXIA_OPT_STRING, "ixia.changes", 0, 0, "Topic of the change events."},
+    {"kafka.linger_ms", IXIA_OPT_INT, "1", 0, 10000,
+     "Producer linger: how long the sink lets events gather into one Kafka request."},
+    {"kafka.message_timeout_ms", IXIA_OPT_INT, "20000", 100, 3600000,
+     "librdkafka message.timeout.ms: a delivery not acknowledged by then fails."},
+
+    /* ixia-devkafka: the embedded, in-memory broker for local runs and tests */
+    {"devkafka.brokers", IXIA_OPT_INT, "3", 1, 16, "Brokers in the mock cluster."},
+    {"devkafka.partitions", IXIA_OPT_INT, "4", 1, 1024, "Partitions of kafka.topic."},
+    {"devkafka.bootstrap_file", IXIA_OPT_STRING, "", 0, 0,
+     "If set, ixia-devkafka writes its bootstrap address list to this file once it serves."},
+    {"devkafka.control_port_file", IXIA_OPT_STRING, "", 0, 0,
+     "If set, ixia-devkafka serves its fault-injection control protocol on a loopback port written here."},
+
     {NULL, 0, NULL, 0, 0, NULL},
 };
 

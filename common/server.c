@@ -18,6 +18,7 @@
 #include <thrift/c_glib/transport/thrift_memory_buffer.h>
 
 #include "log.h"
+#include "thrift_util.h"
 
 struct ixia_server {
   ThriftProcessor *processor;
@@ -102,33 +103,6 @@ static gboolean write_full(int fd, const void *buf, size_t n) {
   return TRUE;
 }
 
-/* A memory buffer whose reads fail when the message asks for more bytes
- * than the frame holds. The stock buffer returns 0 there, and Thrift's
- * read_all then spins forever on a lying length field. */
-typedef struct {
-  ThriftMemoryBuffer parent;
-} IxiaFrameBuffer;
-typedef struct {
-  ThriftMemoryBufferClass parent;
-} IxiaFrameBufferClass;
-GType ixia_frame_buffer_get_type(void);
-G_DEFINE_TYPE(IxiaFrameBuffer, ixia_frame_buffer, THRIFT_TYPE_MEMORY_BUFFER)
-
-static gint32 frame_buffer_read(ThriftTransport *t, gpointer buf, guint32 len, GError **error) {
-  ThriftMemoryBuffer *m = THRIFT_MEMORY_BUFFER(t);
-  if (len > m->buf->len) {
-    g_set_error(error, THRIFT_TRANSPORT_ERROR, THRIFT_TRANSPORT_ERROR_RECEIVE,
-                "message needs %u more bytes than its frame holds", len - m->buf->len);
-    return -1;
-  }
-  return THRIFT_TRANSPORT_CLASS(ixia_frame_buffer_parent_class)->read(t, buf, len, error);
-}
-
-static void ixia_frame_buffer_init(IxiaFrameBuffer *self) { (void)self; }
-static void ixia_frame_buffer_class_init(IxiaFrameBufferClass *klass) {
-  THRIFT_TRANSPORT_CLASS(klass)->read = frame_buffer_read;
-}
-
 /* The server reads each frame itself and hands the processor a memory
  * buffer holding exactly one complete, size-checked message. c_glib's
  * processor dereferences a NULL error on some failed reads (truncated or
@@ -147,8 +121,8 @@ static void serve_connection(gpointer data, gpointer user_data) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 
-  ThriftMemoryBuffer *in = g_object_new(ixia_frame_buffer_get_type(), "buf_size", srv->max_frame, NULL);
-  ThriftMemoryBuffer *out = g_object_new(THRIFT_TYPE_MEMORY_BUFFER, "buf_size", srv->max_frame, NULL);
+  ThriftMemoryBuffer *in = ixia_frame_buffer_new(srv->max_frame);
+  ThriftMemoryBuffer *out = ixia_frame_buffer_new(srv->max_frame);
   ThriftProtocol *pin = g_object_new(THRIFT_TYPE_BINARY_PROTOCOL, "transport", in, NULL);
   ThriftProtocol *pout = g_object_new(THRIFT_TYPE_BINARY_PROTOCOL, "transport", out, NULL);
   for (;;) {

@@ -82,3 +82,49 @@ service Ixia {
   /* Counters as a JSON object. */
   string stats() throws (1: IxiaError err)
 }
+
+/* ---------------------------------------------------------------------------
+ * Change data capture: truth-store WAL -> replication sink -> Kafka.
+ * ------------------------------------------------------------------------ */
+
+/* One WAL write batch exactly as RocksDB stores it (WriteBatch data). */
+struct WalBatch {
+  1: i64 sequence,   /* sequence number (= version) of the batch's first edit */
+  2: binary data
+}
+
+/* Served by ixia-replication-sink. Sinks are stateless: the query API's
+ * replication source may use any of several. */
+service ReplicationSink {
+  /* Publishes every edit of the batches to Kafka and returns only after
+   * Kafka acknowledged all of them (acks=all). Returns the sequence of the
+   * last edit published. Any failed delivery fails the call: the source
+   * re-sends, so consumers must be idempotent by version. */
+  i64 replicate(1: list<WalBatch> batches) throws (1: IxiaError err),
+  string stats() throws (1: IxiaError err)
+}
+
+enum ChangeOp {
+  PUT = 1,      /* doc holds the whole document after the write */
+  DELETE = 2,
+  SCHEMA = 3    /* doc holds the table schema JSON; key is empty */
+}
+
+/* The Kafka change event. Message value: ChangeEvent in Thrift's compact
+ * protocol. Message key: the truth-store key bytes of the document
+ * ('d', len(ns), ns, len(table), table, key; 's' ... for schemas), so every
+ * edit of a key lands on one partition, in order.
+ *
+ * Versioning: `format` is 1. Readers ignore unknown fields (Thrift does);
+ * a change that old readers must not misread bumps `format`. */
+struct ChangeEvent {
+  1: i16 format = 1,
+  2: ChangeOp op,
+  3: string ns,
+  4: string table,
+  5: binary key,
+  6: i64 version,        /* the edit's WAL sequence number */
+  7: optional string doc,
+  8: i64 expire_at = 0,  /* epoch seconds, 0 = never */
+  9: i64 timestamp_ms    /* wall-clock ms when the sink decoded the edit */
+}

@@ -1,0 +1,70 @@
+#include "thrift_util.h"
+
+#include <thrift/c_glib/protocol/thrift_binary_protocol.h>
+#include <thrift/c_glib/protocol/thrift_compact_protocol.h>
+#include <thrift/c_glib/transport/thrift_transport.h>
+
+typedef struct {
+  ThriftMemoryBuffer parent;
+} IxiaFrameBuffer;
+typedef struct {
+  ThriftMemoryBufferClass parent;
+} IxiaFrameBufferClass;
+GType ixia_frame_buffer_get_type(void);
+G_DEFINE_TYPE(IxiaFrameBuffer, ixia_frame_buffer, THRIFT_TYPE_MEMORY_BUFFER)
+
+static gint32 frame_buffer_read(ThriftTransport *t, gpointer buf, guint32 len, GError **error) {
+  ThriftMemoryBuffer *m = THRIFT_MEMORY_BUFFER(t);
+  if (len > m->buf->len) {
+    g_set_error(error, THRIFT_TRANSPORT_ERROR, THRIFT_TRANSPORT_ERROR_RECEIVE,
+                "message needs %u more bytes than it holds", len - m->buf->len);
+    return -1;
+  }
+  return THRIFT_TRANSPORT_CLASS(ixia_frame_buffer_parent_class)->read(t, buf, len, error);
+}
+
+static void ixia_frame_buffer_init(IxiaFrameBuffer *self) { (void)self; }
+static void ixia_frame_buffer_class_init(IxiaFrameBufferClass *klass) {
+  THRIFT_TRANSPORT_CLASS(klass)->read = frame_buffer_read;
+}
+
+ThriftMemoryBuffer *ixia_frame_buffer_new(guint32 max_size) {
+  return g_object_new(ixia_frame_buffer_get_type(), "buf_size", max_size, NULL);
+}
+
+static ThriftProtocol *protocol_on(ThriftMemoryBuffer *buf, gboolean compact) {
+  return g_object_new(compact ? THRIFT_TYPE_COMPACT_PROTOCOL : THRIFT_TYPE_BINARY_PROTOCOL,
+                      "transport", buf, NULL);
+}
+
+GByteArray *ixia_thrift_serialize(ThriftStruct *s, gboolean compact, ixia_error_t **err) {
+  ThriftMemoryBuffer *buf = ixia_frame_buffer_new(G_MAXINT32);
+  ThriftProtocol *p = protocol_on(buf, compact);
+  GError *gerr = NULL;
+  GByteArray *out = NULL;
+  if (thrift_struct_write(s, p, &gerr) >= 0)
+    out = g_byte_array_ref(buf->buf);
+  else
+    ixia_error_from_gerror(err, gerr, IXIA_EINTERNAL, "thrift serialize");
+  g_object_unref(p);
+  g_object_unref(buf);
+  return out;
+}
+
+gboolean ixia_thrift_deserialize(ThriftStruct *s, const guint8 *data, gsize len, gboolean compact,
+                                 ixia_error_t **err) {
+  ThriftMemoryBuffer *buf = ixia_frame_buffer_new((guint32)MIN(len, G_MAXINT32));
+  g_byte_array_append(buf->buf, data, (guint)len);
+  ThriftProtocol *p = protocol_on(buf, compact);
+  GError *gerr = NULL;
+  gboolean ok = thrift_struct_read(s, p, &gerr) >= 0;
+  if (!ok) {
+    if (gerr)
+      ixia_error_from_gerror(err, gerr, IXIA_EINVAL, "thrift deserialize");
+    else
+      ixia_error_set(err, IXIA_EINVAL, "thrift deserialize: malformed data");
+  }
+  g_object_unref(p);
+  g_object_unref(buf);
+  return ok;
+}

@@ -1,0 +1,25 @@
+/* Thrift helpers: in-memory (de)serialization of structs, and a memory
+ * transport that is safe on untrusted bytes.
+ *
+ * Stock ThriftMemoryBuffer returns 0 bytes when a message's length fields
+ * ask for more than it holds, and Thrift's read_all then spins forever; the
+ * buffer here fails such reads with an error instead. Thread-safe: no shared
+ * state. */
+#ifndef IXIA_THRIFT_UTIL_H
+#define IXIA_THRIFT_UTIL_H
+
+#include <thrift/c_glib/thrift_struct.h>
+#include <thrift/c_glib/transport/thrift_memory_buffer.h>
+
+#include "error.h"
+
+/* A memory transport holding at most max_size bytes; g_object_unref it. */
+ThriftMemoryBuffer *ixia_frame_buffer_new(guint32 max_size);
+
+/* Serializes s (binary or compact protocol). Returns a new GByteArray. */
+GByteArray *ixia_thrift_serialize(ThriftStruct *s, gboolean compact, ixia_error_t **err);
+/* Reads data into s (a new, empty struct of the expected type). */
+gboolean ixia_thrift_deserialize(ThriftStruct *s, const guint8 *data, gsize len, gboolean compact,
+                                 ixia_error_t **err);
+
+#endif
