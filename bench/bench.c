@@ -6,6 +6,7 @@
  *   memcached raw libmemcached gets of the same value size, the physical
  *             limit to compare get-hot with (same machine, same run)
  *   put       durable puts of product-like documents
+ *   cdc-lag   puts at --rate per second; put-to-Kafka lag p50/p99 (lag.c)
  * Latencies are exact (every sample kept and sorted), which is fine for the
  * run lengths used here. */
 #include <libmemcached/memcached.h>
@@ -15,6 +16,7 @@
 
 #include "client.h"
 #include "config.h"
+#include "lag.h"
 
 typedef struct {
   const char *workload;
@@ -158,20 +160,23 @@ static gboolean prepare(const char *workload, const char *api, const char *mc, i
 int main(int argc, char **argv) {
   char *api_opt = NULL, *mc = NULL;
   int conns = 16, keys = 1000;
-  double seconds = 10;
+  double seconds = 10, rate = 1000;
+  char *kafka = NULL;
   GOptionEntry entries[] = {
       {"api", 0, 0, G_OPTION_ARG_STRING, &api_opt, "ixia API address (default $IXIA_API)", "HOST:PORT"},
       {"memcached", 0, 0, G_OPTION_ARG_STRING, &mc, "memcached for the raw workload (default $IXIA_MEMCACHED)", "HOST:PORT"},
       {"conns", 0, 0, G_OPTION_ARG_INT, &conns, "concurrent connections, one thread each (16)", "N"},
       {"duration", 0, 0, G_OPTION_ARG_DOUBLE, &seconds, "seconds per workload (10)", "S"},
       {"keys", 0, 0, G_OPTION_ARG_INT, &keys, "distinct keys (1000)", "N"},
+      {"rate", 0, 0, G_OPTION_ARG_DOUBLE, &rate, "cdc-lag: puts per second, open loop (1000)", "R"},
+      {"kafka", 0, 0, G_OPTION_ARG_STRING, &kafka, "cdc-lag: Kafka bootstrap (default $IXIA_KAFKA)", "HOSTS"},
       {NULL, 0, 0, 0, NULL, NULL, NULL},
   };
   ixia_error_t *err = NULL;
   ixia_config_t *cfg = ixia_config_from_args(&argc, &argv, "WORKLOAD...",
-                                             "Workloads: get-hot, memcached, put", entries, &err);
+                                             "Workloads: get-hot, memcached, put, cdc-lag", entries, &err);
   if (!cfg || argc < 2) {
-    fprintf(stderr, "ixia-bench: %s\n", cfg ? "name at least one workload: get-hot, memcached, put" : err->message);
+    fprintf(stderr, "ixia-bench: %s\n", cfg ? "name at least one workload: get-hot, memcached, put, cdc-lag" : err->message);
     return 2;
   }
   char *api = ixia_client_address(api_opt, cfg);
@@ -179,6 +184,21 @@ int main(int argc, char **argv) {
   int rc = 0;
   for (int a = 1; a < argc; a++) {
     const char *wl = argv[a];
+    if (!strcmp(wl, "cdc-lag")) {
+      const char *k = kafka ? kafka : g_getenv("IXIA_KAFKA");
+      if (!k) {
+        printf("{\"workload\":\"cdc-lag\",\"skipped\":\"no --kafka or IXIA_KAFKA\"}\n");
+        continue;
+      }
+      if (!prepare("put", api, mc, keys)) {
+        rc = 1;
+        continue;
+      }
+      char *doc = product_doc(1);
+      if (ixia_bench_cdc_lag(api, k, ixia_config_str(cfg, "kafka.topic"), rate, seconds, doc)) rc = 1;
+      g_free(doc);
+      continue;
+    }
     if (strcmp(wl, "get-hot") && strcmp(wl, "memcached") && strcmp(wl, "put")) {
       fprintf(stderr, "ixia-bench: unknown workload '%s'\n", wl);
       rc = 2;
@@ -223,6 +243,7 @@ int main(int argc, char **argv) {
   g_free(api);
   g_free(api_opt);
   g_free(mc);
+  g_free(kafka);
   ixia_config_destroy(cfg);
   return rc;
 }

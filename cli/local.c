@@ -1,12 +1,15 @@
 #include "local.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -130,7 +133,34 @@ static void local_memcached_ready(local_t *l) {
   g_hash_table_insert(l->addrs, g_strdup("memcached"), addr);
 }
 
-static char *local_api_port_file(local_t *l) { return g_build_filename(l->dir, "api.port", NULL); }
+/* Files the daemons write in DIR once they serve. */
+#define LOCAL_API_PORT_FILE "api.port"
+#define LOCAL_SINK_PORT_FILE "sink.port"
+#define LOCAL_KAFKA_BOOTSTRAP_FILE "kafka.bootstrap"
+#define LOCAL_KAFKA_CONTROL_FILE "kafka.control"
+
+static char *local_state_path(local_t *l, const char *file) {
+  return g_build_filename(l->dir, file, NULL);
+}
+
+/* A file left by an earlier run would send the probe to a dead address; the
+ * daemon writes a fresh one once it serves. */
+static char *local_fresh_state_path(local_t *l, const char *file) {
+  char *path = local_state_path(l, file);
+  unlink(path);
+  return path;
+}
+
+/* The absolute path of an ixia daemon in bin_dir; a clear error when it has
+ * not been built (never skip a service silently: the stack would be
+ * missing a part). */
+static char *local_ixia_bin(local_t *l, const char *name, ixia_error_t **err) {
+  char *bin = g_build_filename(l->o->bin_dir, name, NULL);
+  if (g_file_test(bin, G_FILE_TEST_IS_EXECUTABLE)) return bin;
+  ixia_error_set(err, IXIA_ENOTFOUND, "%s not found; build it first (make build)", bin);
+  g_free(bin);
+  return NULL;
+}
 
 /* The options every ixia daemon gets: the user's config file and --set
  * overrides first, then ours, so that the ones ixia-local relies on (ports,
@@ -151,17 +181,127 @@ static void local_add_set(GPtrArray *argv, char *assignment) {
   g_ptr_array_add(argv, assignment);
 }
 
-static gboolean local_query_api_command(local_t *l, GPtrArray *argv, ixia_error_t **err) {
-  char *bin = g_build_filename(l->o->bin_dir, "ixia-query-api", NULL);
-  if (!g_file_test(bin, G_FILE_TEST_IS_EXECUTABLE)) {
-    ixia_error_set(err, IXIA_ENOTFOUND, "%s not found; build it first (make build)", bin);
-    g_free(bin);
+/* Reads the trimmed, non-empty contents of DIR/file; NULL (with
+ * l->probe_msg set) while it is not written. */
+static char *local_read_state(local_t *l, const char *file) {
+  char *path = local_state_path(l, file);
+  char *text = NULL;
+  gboolean have = g_file_get_contents(path, &text, NULL, NULL);
+  g_free(path);
+  if (have && *g_strstrip(text)) return text;
+  g_free(text);
+  local_set_probe_msg(l, g_strdup_printf("%s not written yet", file));
+  return NULL;
+}
+
+/* The port in DIR/file, or 0 (with l->probe_msg set). */
+static int local_read_port(local_t *l, const char *file) {
+  char *text = local_read_state(l, file);
+  if (!text) return 0;
+  guint64 port = 0;
+  if (!g_ascii_string_to_unsigned(text, 10, 1, 65535, &port, NULL)) {
+    local_set_probe_msg(l, g_strdup_printf("%s holds '%s', not a port", file, text));
+    port = 0;
+  }
+  g_free(text);
+  return (int)port;
+}
+
+/* TRUE when something accepts TCP connections on 127.0.0.1:port. A
+ * loopback connect completes or is refused at once, so it need not be
+ * bounded by a time-out. */
+static gboolean local_tcp_connects(local_t *l, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  gboolean ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+  if (!ok)
+    local_set_probe_msg(l, g_strdup_printf("connect to 127.0.0.1:%d: %s", port, g_strerror(errno)));
+  if (fd >= 0) close(fd);
+  return ok;
+}
+
+/* ixia-devkafka: the in-memory Kafka of local runs. */
+
+static gboolean local_devkafka_command(local_t *l, GPtrArray *argv, ixia_error_t **err) {
+  char *bin = local_ixia_bin(l, "ixia-devkafka", err);
+  if (!bin) return FALSE;
+  char *bootstrap = local_fresh_state_path(l, LOCAL_KAFKA_BOOTSTRAP_FILE);
+  char *control = local_fresh_state_path(l, LOCAL_KAFKA_CONTROL_FILE);
+  g_ptr_array_add(argv, bin);
+  local_ixia_common_args(l, argv);
+  local_add_set(argv, g_strdup_printf("devkafka.bootstrap_file=%s", bootstrap));
+  local_add_set(argv, g_strdup_printf("devkafka.control_port_file=%s", control));
+  g_free(bootstrap);
+  g_free(control);
+  return TRUE;
+}
+
+/* Ready when the bootstrap file exists (written after the control port
+ * file) and the control port answers ping. */
+static gboolean local_devkafka_probe(local_t *l) {
+  char *bootstrap = local_read_state(l, LOCAL_KAFKA_BOOTSTRAP_FILE);
+  if (!bootstrap) return FALSE;
+  g_free(bootstrap);
+  l->port = local_read_port(l, LOCAL_KAFKA_CONTROL_FILE);
+  if (!l->port) return FALSE;
+  ixia_error_t *err = NULL;
+  char *reply =
+      ixia_proc_tcp_request("127.0.0.1", l->port, "ping\n", LOCAL_PROBE_TIMEOUT_MS, &err);
+  if (!reply) {
+    local_set_probe_msg(l, g_strdup_printf("control port: %s", err->message));
+    ixia_error_destroy(err);
     return FALSE;
   }
-  /* A port file left by an earlier run would send the probe to a dead
-   * port; the daemon writes a fresh one once it serves. */
-  char *port_file = local_api_port_file(l);
-  unlink(port_file);
+  gboolean ok = strcmp(reply, "ok pong") == 0;
+  if (!ok) local_set_probe_msg(l, g_strdup_printf("unexpected reply to 'ping': %s", reply));
+  g_free(reply);
+  return ok;
+}
+
+static void local_devkafka_ready(local_t *l) {
+  /* The probe just read it; only a concurrent rm could take it away. */
+  char *bootstrap = local_read_state(l, LOCAL_KAFKA_BOOTSTRAP_FILE);
+  if (!bootstrap) bootstrap = g_strdup("");
+  g_string_append_printf(l->env, "IXIA_KAFKA=%s\nIXIA_KAFKA_CONTROL=127.0.0.1:%d\n", bootstrap,
+                         l->port);
+  g_hash_table_insert(l->addrs, g_strdup("ixia-devkafka"), bootstrap);
+}
+
+/* ixia-replication-sink: publishes the query API's WAL edits to Kafka. */
+
+static gboolean local_sink_command(local_t *l, GPtrArray *argv, ixia_error_t **err) {
+  char *bin = local_ixia_bin(l, "ixia-replication-sink", err);
+  if (!bin) return FALSE;
+  char *port_file = local_fresh_state_path(l, LOCAL_SINK_PORT_FILE);
+  g_ptr_array_add(argv, bin);
+  local_ixia_common_args(l, argv);
+  local_add_set(argv, g_strdup("sink.host=127.0.0.1"));
+  local_add_set(argv, g_strdup("sink.port=0"));
+  local_add_set(argv, g_strdup_printf("sink.port_file=%s", port_file));
+  local_add_set(argv, g_strdup_printf("kafka.brokers=%s",
+                                      (char *)g_hash_table_lookup(l->addrs, "ixia-devkafka")));
+  g_free(port_file);
+  return TRUE;
+}
+
+static gboolean local_sink_probe(local_t *l) {
+  l->port = local_read_port(l, LOCAL_SINK_PORT_FILE);
+  return l->port && local_tcp_connects(l, l->port);
+}
+
+static void local_sink_ready(local_t *l) {
+  char *addr = g_strdup_printf("127.0.0.1:%d", l->port);
+  g_string_append_printf(l->env, "IXIA_SINK=%s\n", addr);
+  g_hash_table_insert(l->addrs, g_strdup("ixia-replication-sink"), addr);
+}
+
+/* ixia-query-api: the API; ships its WAL to the sink. */
+
+static gboolean local_query_api_command(local_t *l, GPtrArray *argv, ixia_error_t **err) {
+  char *bin = local_ixia_bin(l, "ixia-query-api", err);
+  if (!bin) return FALSE;
+  char *port_file = local_fresh_state_path(l, LOCAL_API_PORT_FILE);
   char *store = g_build_filename(l->dir, "store", NULL);
   g_ptr_array_add(argv, bin);
   local_ixia_common_args(l, argv);
@@ -171,29 +311,17 @@ static gboolean local_query_api_command(local_t *l, GPtrArray *argv, ixia_error_
   local_add_set(argv, g_strdup_printf("store.path=%s", store));
   local_add_set(argv, g_strdup_printf("cache.servers=%s",
                                       (char *)g_hash_table_lookup(l->addrs, "memcached")));
+  local_add_set(argv, g_strdup_printf("replication.sinks=%s",
+                                      (char *)g_hash_table_lookup(l->addrs,
+                                                                  "ixia-replication-sink")));
   g_free(store);
   g_free(port_file);
   return TRUE;
 }
 
 static gboolean local_query_api_probe(local_t *l) {
-  char *port_file = local_api_port_file(l);
-  char *text = NULL;
-  gboolean have = g_file_get_contents(port_file, &text, NULL, NULL);
-  g_free(port_file);
-  if (!have) {
-    local_set_probe_msg(l, g_strdup("api.port file not written yet"));
-    return FALSE;
-  }
-  guint64 port = 0;
-  gboolean parsed = g_ascii_string_to_unsigned(g_strstrip(text), 10, 1, 65535, &port, NULL);
-  if (!parsed) {
-    local_set_probe_msg(l, g_strdup_printf("api.port file holds '%s', not a port", text));
-    g_free(text);
-    return FALSE;
-  }
-  g_free(text);
-  l->port = (int)port;
+  l->port = local_read_port(l, LOCAL_API_PORT_FILE);
+  if (!l->port) return FALSE;
   char *addr = g_strdup_printf("127.0.0.1:%d", l->port);
   ixia_error_t *err = NULL;
   ixia_client_t *c = ixia_client_new(addr, &err);
@@ -215,10 +343,13 @@ static void local_query_api_ready(local_t *l) {
   g_hash_table_insert(l->addrs, g_strdup("ixia-query-api"), addr);
 }
 
-/* Start order: a service may use the addresses of those before it. Later
- * issues append ixia-devkafka, ixia-replication-sink, ixia-indexer here. */
+/* Start order: a service may use the addresses of those before it (the
+ * sink needs Kafka, the API needs the cache and the sink). Later issues
+ * append ixia-indexer here. */
 static const local_service_t local_services[] = {
     {"memcached", 3, local_memcached_command, local_memcached_probe, local_memcached_ready},
+    {"ixia-devkafka", 1, local_devkafka_command, local_devkafka_probe, local_devkafka_ready},
+    {"ixia-replication-sink", 1, local_sink_command, local_sink_probe, local_sink_ready},
     {"ixia-query-api", 1, local_query_api_command, local_query_api_probe, local_query_api_ready},
 };
 
@@ -485,9 +616,13 @@ static gboolean local_stop_all(local_t *l) {
 static void local_remove_state(local_t *l) {
   unlink(l->pids_path);
   unlink(l->env_path);
-  char *port_file = local_api_port_file(l);
-  unlink(port_file);
-  g_free(port_file);
+  static const char *const files[] = {LOCAL_API_PORT_FILE, LOCAL_SINK_PORT_FILE,
+                                      LOCAL_KAFKA_BOOTSTRAP_FILE, LOCAL_KAFKA_CONTROL_FILE};
+  for (guint i = 0; i < G_N_ELEMENTS(files); i++) {
+    char *path = local_state_path(l, files[i]);
+    unlink(path);
+    g_free(path);
+  }
 }
 
 /* ---- commands ------------------------------------------------------------ */
@@ -730,7 +865,9 @@ int ixia_local_main(int argc, char **argv) {
   GOptionContext *ctx = g_option_context_new("up|down|run|status --dir DIR");
   g_option_context_set_summary(
       ctx,
-      "Runs the ixia stack (memcached, ixia-query-api) on this machine.\n\n"
+      "Runs the ixia stack (memcached, ixia-devkafka, ixia-replication-sink, ixia-query-api)\n"
+      "on this machine. ixia-devkafka is an in-memory Kafka for local use: its data is lost\n"
+      "when the stack stops.\n\n"
       "Commands:\n"
       "  up       start the daemons on free loopback ports, write DIR/local.env, return\n"
       "  down     stop exactly the processes `up` started\n"

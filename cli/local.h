@@ -1,9 +1,18 @@
 /* ixia-local: runs the whole stack on one machine, in one directory.
  *
  *   DIR/pids       the processes this tool started: "NAME PID STARTTIME"
- *   DIR/local.env  IXIA_API=..., IXIA_MEMCACHED=... (`set -a; . DIR/local.env`)
+ *   DIR/local.env  IXIA_MEMCACHED=, IXIA_KAFKA= (bootstrap list),
+ *                  IXIA_KAFKA_CONTROL= (devkafka's fault-injection port),
+ *                  IXIA_SINK=, IXIA_API= (`set -a; . DIR/local.env`)
  *   DIR/logs/      NAME.log: stdout and stderr of each daemon
  *   DIR/store/     the truth store of ixia-query-api
+ *   DIR/api.port, sink.port, kafka.bootstrap, kafka.control
+ *                  written by the daemons once they serve (readiness)
+ *
+ * Services, in start order: memcached, ixia-devkafka (in-memory Kafka:
+ * its data is lost when the stack stops), ixia-replication-sink (publishes
+ * to it), ixia-query-api (ships its WAL to the sink). A missing ixia binary
+ * is an error, never a silently smaller stack.
  *
  * The daemons form a table of services in start order (local.c); a later
  * daemon is one more entry with its command line, readiness probe and

@@ -5,10 +5,12 @@
 #include "cache.h"
 #include "json.h"
 #include "log.h"
+#include "replication.h"
 #include "schema.h"
 
 struct ixia_api {
   ixia_store_t *store;
+  ixia_replication_t *replication;
   ixia_cache_t *cache;
   ixia_server_t *server;
   GRWLock schemas_lock;
@@ -92,6 +94,8 @@ ixia_api_t *ixia_api_new(const ixia_config_t *cfg, ixia_error_t **err) {
   if (!ixia_store_foreach_schema(api->store, load_schema_cb, api, err)) goto fail;
   api->cache = ixia_cache_new(cfg, err);
   if (!api->cache) goto fail;
+  api->replication = ixia_replication_new(cfg, api->store, err);
+  if (!api->replication) goto fail;
   IXIA_INFO("loaded %u table schemas", g_hash_table_size(api->schemas));
   return api;
 fail:
@@ -101,6 +105,7 @@ fail:
 
 void ixia_api_destroy(ixia_api_t *api) {
   if (!api) return;
+  ixia_replication_destroy(api->replication);
   ixia_cache_destroy(api->cache);
   ixia_store_destroy(api->store);
   g_hash_table_destroy(api->schemas);
@@ -331,6 +336,21 @@ char *ixia_api_stats(ixia_api_t *api) {
   cJSON_AddNumberToObject(o, "store_write_groups", (double)ss.write_groups);
   cJSON_AddNumberToObject(o, "store_conflicts", (double)ss.conflicts);
   cJSON_AddNumberToObject(o, "store_gets", (double)ss.gets);
+  ixia_replication_stats_t rs;
+  ixia_replication_get_stats(api->replication, &rs);
+  cJSON_AddBoolToObject(o, "replication_enabled", rs.enabled);
+  cJSON_AddNumberToObject(o, "replication_checkpoint", (double)rs.checkpoint);
+  cJSON_AddNumberToObject(o, "replication_lag", (double)(rs.latest - rs.checkpoint));
+  cJSON_AddNumberToObject(o, "replication_events_published", (double)rs.events_published);
+  cJSON_AddNumberToObject(o, "replication_calls", (double)rs.calls);
+  cJSON_AddNumberToObject(o, "replication_failures", (double)rs.failures);
+  cJSON_AddBoolToObject(o, "replication_gap", rs.gap);
+  if (rs.gap) {
+    cJSON_AddNumberToObject(o, "replication_gap_missing_from", (double)rs.gap_missing_from);
+    cJSON_AddNumberToObject(o, "replication_gap_available_from", (double)rs.gap_available_from);
+  }
+  if (rs.last_error) cJSON_AddStringToObject(o, "replication_last_error", rs.last_error);
+  g_free(rs.last_error);
   g_rw_lock_reader_lock(&api->schemas_lock);
   cJSON_AddNumberToObject(o, "tables", g_hash_table_size(api->schemas));
   g_rw_lock_reader_unlock(&api->schemas_lock);

@@ -122,7 +122,7 @@ struct ChangeEvent {
   2: ChangeOp op,
   3: string ns,
   4: string table,
-  5: binary key,
+  5: binary key,         /* the document key (empty for SCHEMA) */
   6: i64 version,        /* the edit's WAL sequence number */
   7: optional string doc,
   8: i64 expire_at = 0,  /* epoch seconds, 0 = never */

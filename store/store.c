@@ -31,6 +31,8 @@ struct ixia_store {
   GAsyncQueue *queue;
   GThread *writer;
   write_req_t stop_req; /* sentinel pushed by destroy */
+  GMutex commit_lock; /* with commit_cond: wakes ixia_store_wait_newer */
+  GCond commit_cond;
   guint max_group_ops;
   gsize max_doc_bytes;
   ixia_store_stats_t stats; /* updated with atomics */
@@ -354,6 +356,9 @@ static void commit_group(ixia_store_t *s, GPtrArray *group) {
                    ": something else writes to the store",
                    latest, seq);
       __atomic_add_fetch(&s->stats.write_groups, 1, __ATOMIC_RELAXED);
+      g_mutex_lock(&s->commit_lock);
+      g_cond_broadcast(&s->commit_cond);
+      g_mutex_unlock(&s->commit_lock);
       __atomic_add_fetch(&s->stats.write_ops, seq - base, __ATOMIC_RELAXED);
     }
   }
@@ -471,6 +476,26 @@ gint64 ixia_store_latest_version(ixia_store_t *s) {
   return (gint64)rocksdb_get_latest_sequence_number(s->db);
 }
 
+gint64 ixia_store_wait_newer(ixia_store_t *s, gint64 after, gint64 timeout_ms) {
+  gint64 deadline = g_get_monotonic_time() + timeout_ms * 1000;
+  g_mutex_lock(&s->commit_lock);
+  gint64 latest;
+  while ((latest = ixia_store_latest_version(s)) <= after &&
+         g_cond_wait_until(&s->commit_cond, &s->commit_lock, deadline)) {
+  }
+  g_mutex_unlock(&s->commit_lock);
+  return ixia_store_latest_version(s);
+}
+
+gboolean ixia_store_flush(ixia_store_t *s, ixia_error_t **err) {
+  rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+  rocksdb_flushoptions_set_wait(fo, 1);
+  char *rerr = NULL;
+  rocksdb_flush(s->db, fo, &rerr);
+  rocksdb_flushoptions_destroy(fo);
+  return ixia_error_from_rocksdb(err, rerr, "flush");
+}
+
 void ixia_store_get_stats(ixia_store_t *s, ixia_store_stats_t *out) {
   out->write_requests = __atomic_load_n(&s->stats.write_requests, __ATOMIC_RELAXED);
   out->write_ops = __atomic_load_n(&s->stats.write_ops, __ATOMIC_RELAXED);
@@ -491,6 +516,8 @@ ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
     return NULL;
   }
   ixia_store_t *s = g_new0(ixia_store_t, 1);
+  g_mutex_init(&s->commit_lock);
+  g_cond_init(&s->commit_cond);
   s->max_group_ops = (guint)ixia_config_int(cfg, "store.max_group_ops");
   s->max_doc_bytes = (gsize)ixia_config_int(cfg, "limits.max_doc_bytes");
 
@@ -553,5 +580,7 @@ void ixia_store_destroy(ixia_store_t *s) {
   if (s->table_opts) rocksdb_block_based_options_destroy(s->table_opts);
   if (s->block_cache) rocksdb_cache_destroy(s->block_cache);
   if (s->ttl_filter) rocksdb_compactionfilter_destroy(s->ttl_filter);
+  g_mutex_clear(&s->commit_lock);
+  g_cond_clear(&s->commit_cond);
   g_free(s);
 }

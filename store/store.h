@@ -86,6 +86,12 @@ gboolean ixia_store_foreach_schema(ixia_store_t *store, ixia_store_schema_cb cb,
 
 /* The newest version (RocksDB sequence number) in the store. */
 gint64 ixia_store_latest_version(ixia_store_t *store);
+/* Blocks until the store holds a version newer than `after` or timeout_ms
+ * passes; returns the latest version. Lets the replication source follow
+ * writes without polling. */
+gint64 ixia_store_wait_newer(ixia_store_t *store, gint64 after, gint64 timeout_ms);
+/* Flushes memtables to SST files (lets old WAL files be archived/purged). */
+gboolean ixia_store_flush(ixia_store_t *store, ixia_error_t **err);
 void ixia_store_get_stats(ixia_store_t *store, ixia_store_stats_t *out);
 
 /* Raw handle for the CDC feed and checkpoints; owned by the store. */

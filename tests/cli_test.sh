@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end test of the ixia CLI: starts a real stack with `ixia-local up`
-# in a temporary directory (memcached and ixia-query-api on free loopback
-# ports), runs every CLI command against it, then `ixia-local down` and
-# checks that the processes it started are gone.
+# in a temporary directory (memcached, ixia-devkafka, ixia-replication-sink
+# and ixia-query-api on free loopback ports), runs every CLI command against
+# it, then `ixia-local down` and checks that the processes it started are
+# gone.
 #
 # Usage: cli_test.sh BIN_DIR   (registered with ctest as cli_integration)
 
@@ -139,7 +140,7 @@ finish() {
 
 # --- the stack ---------------------------------------------------------------
 
-for b in "$IXIA" "$LOCAL" "$BIN/ixia-query-api"; do
+for b in "$IXIA" "$LOCAL" "$BIN/ixia-query-api" "$BIN/ixia-devkafka" "$BIN/ixia-replication-sink"; do
   [ -x "$b" ] || { echo "cli_test: $b is missing; build first" >&2; exit 1; }
 done
 
@@ -151,14 +152,22 @@ if [ $rc -ne 0 ] || [ ! -f "$DIR/local.env" ]; then
 fi
 pass "ixia-local up"
 pids_started=$(awk '!/^#/ && NF == 3 {print $2 ":" $3}' "$DIR/pids")
+cp "$DIR/pids" "$WORK/pids.before"
 if grep -q '^IXIA_API=127\.0\.0\.1:[0-9]\+$' "$DIR/local.env" &&
   grep -q '^IXIA_MEMCACHED=127\.0\.0\.1:[0-9]\+$' "$DIR/local.env"; then
   pass "local.env has IXIA_API and IXIA_MEMCACHED"
 else
   fail "local.env has IXIA_API and IXIA_MEMCACHED" "$(cat "$DIR/local.env")"
 fi
-[ "$(wc -w <<<"$pids_started")" -eq 2 ] && pass "two processes recorded" ||
-  fail "two processes recorded" "$(cat "$DIR/pids")"
+if grep -Eq '^IXIA_KAFKA=127\.0\.0\.1:[0-9]+(,127\.0\.0\.1:[0-9]+)*$' "$DIR/local.env" &&
+  grep -q '^IXIA_KAFKA_CONTROL=127\.0\.0\.1:[0-9]\+$' "$DIR/local.env" &&
+  grep -q '^IXIA_SINK=127\.0\.0\.1:[0-9]\+$' "$DIR/local.env"; then
+  pass "local.env has IXIA_KAFKA, IXIA_KAFKA_CONTROL and IXIA_SINK"
+else
+  fail "local.env has IXIA_KAFKA, IXIA_KAFKA_CONTROL and IXIA_SINK" "$(cat "$DIR/local.env")"
+fi
+[ "$(wc -w <<<"$pids_started")" -eq 4 ] && pass "four processes recorded" ||
+  fail "four processes recorded" "$(cat "$DIR/pids")"
 
 set -a
 # shellcheck disable=SC1091
@@ -173,7 +182,8 @@ else
 fi
 
 run "$LOCAL" status --dir "$DIR"
-expect_out "ixia-local status" "memcached +running.*ixia-query-api +running"
+expect_out "ixia-local status" \
+  "memcached +running.*ixia-devkafka +running.*ixia-replication-sink +running.*ixia-query-api +running"
 
 # memcached answers on the advertised port.
 mc_port=${IXIA_MEMCACHED##*:}
@@ -187,6 +197,23 @@ else
 fi
 [[ $reply == VERSION* ]] && pass "memcached answers at IXIA_MEMCACHED" ||
   fail "memcached answers at IXIA_MEMCACHED" "reply: '$reply'"
+
+# ixia-devkafka's control port answers; the sink accepts connections.
+if { exec 3<>"/dev/tcp/127.0.0.1/${IXIA_KAFKA_CONTROL##*:}"; } 2>/dev/null; then
+  printf 'bootstrap\n' >&3
+  read -r -t 5 reply <&3 || reply=""
+  exec 3>&-
+else
+  reply=""
+fi
+[ "$reply" = "ok $IXIA_KAFKA" ] && pass "devkafka control port answers at IXIA_KAFKA_CONTROL" ||
+  fail "devkafka control port answers at IXIA_KAFKA_CONTROL" "reply: '$reply'"
+if { exec 3<>"/dev/tcp/127.0.0.1/${IXIA_SINK##*:}"; } 2>/dev/null; then
+  exec 3>&-
+  pass "sink accepts connections at IXIA_SINK"
+else
+  fail "sink accepts connections at IXIA_SINK"
+fi
 
 # --- usage and connection errors --------------------------------------------
 
@@ -376,8 +403,17 @@ for ps in $pids_started; do
 done
 [ -z "$left" ] && pass "down stopped every started process" ||
   fail "down stopped every started process" "still running:$left"
-[ ! -e "$DIR/pids" ] && [ ! -e "$DIR/local.env" ] && pass "down removed pids and local.env" ||
-  fail "down removed pids and local.env" "$(ls "$DIR")"
+names=$(awk '!/^#/ && NF == 3 {print $1}' "$WORK/pids.before" | paste -sd' ' -)
+[ "$names" = "memcached ixia-devkafka ixia-replication-sink ixia-query-api" ] && [ -z "$left" ] &&
+  pass "down stopped all four: memcached, devkafka, sink, query-api" ||
+  fail "down stopped all four: memcached, devkafka, sink, query-api" "recorded: $names" \
+    "still running:$left"
+leftover=""
+for f in pids local.env api.port sink.port kafka.bootstrap kafka.control; do
+  [ -e "$DIR/$f" ] && leftover="$leftover $f"
+done
+[ -z "$leftover" ] && pass "down removed pids, local.env and the address files" ||
+  fail "down removed pids, local.env and the address files" "left:$leftover"
 run "$LOCAL" status --dir "$DIR"
 expect_rc "status after down reports nothing running" 1
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -75,7 +76,10 @@ gboolean ixt_wait_tcp(int port, int timeout_ms) {
   return FALSE;
 }
 
+/* Runs in the child: output to the log, and die with the test process so
+ * that a crashed or killed test leaves no daemons behind. */
 static void redirect_output(gpointer log_path) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
   int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
   if (fd >= 0) {
     dup2(fd, 1);
@@ -133,11 +137,10 @@ void ixt_memcached_stop(ixt_memcached_t *m) {
   m->addr = NULL;
 }
 
-gboolean ixt_api_start(ixt_api_t *a, const char *dir, const char *cache_servers,
-                       const char *const *sets) {
-  a->dir = g_strdup(dir);
-  char *port_file = g_build_filename(dir, "api.port", NULL);
-  char *log = g_build_filename(dir, "query-api.log", NULL);
+/* Runs d's daemon with its options; port 0 = a free one. */
+static gboolean daemon_spawn(ixt_daemon_t *d, int port) {
+  char *port_file = g_strdup_printf("%s/%s.port", d->dir, d->section);
+  char *log = g_strdup_printf("%s/%s.log", d->dir, d->name);
   unlink(port_file);
   GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
   /* IXIA_TEST_WRAPPER="valgrind -q" runs the daemon under a tool. */
@@ -145,52 +148,87 @@ gboolean ixt_api_start(ixt_api_t *a, const char *dir, const char *cache_servers,
   for (gchar **w = wrapper; *w; w++)
     if (**w) g_ptr_array_add(argv, g_strdup(*w));
   g_strfreev(wrapper);
-  g_ptr_array_add(argv, g_strdup(IXIA_BIN_DIR "/ixia-query-api"));
-  const char *base[] = {"api.port=0", "log.level=warn", NULL};
-  for (const char *const *s = base; *s; s++) {
+  g_ptr_array_add(argv, g_strdup_printf("%s/%s", IXIA_BIN_DIR, d->name));
+  g_ptr_array_add(argv, g_strdup("--set"));
+  g_ptr_array_add(argv, g_strdup("log.level=warn"));
+  g_ptr_array_add(argv, g_strdup("--set"));
+  g_ptr_array_add(argv, g_strdup_printf("%s.port=%d", d->section, port));
+  g_ptr_array_add(argv, g_strdup("--set"));
+  g_ptr_array_add(argv, g_strdup_printf("%s.port_file=%s", d->section, port_file));
+  for (guint i = 0; i < d->sets->len; i++) {
     g_ptr_array_add(argv, g_strdup("--set"));
-    g_ptr_array_add(argv, g_strdup(*s));
-  }
-  g_ptr_array_add(argv, g_strdup("--set"));
-  g_ptr_array_add(argv, g_strdup_printf("api.port_file=%s", port_file));
-  g_ptr_array_add(argv, g_strdup("--set"));
-  g_ptr_array_add(argv, g_strdup_printf("store.path=%s/store", dir));
-  g_ptr_array_add(argv, g_strdup("--set"));
-  g_ptr_array_add(argv, g_strdup_printf("cache.servers=%s", cache_servers));
-  for (const char *const *s = sets; s && *s; s++) {
-    g_ptr_array_add(argv, g_strdup("--set"));
-    g_ptr_array_add(argv, g_strdup(*s));
+    g_ptr_array_add(argv, g_strdup(g_ptr_array_index(d->sets, i)));
   }
   g_ptr_array_add(argv, NULL);
-  a->pid = ixt_spawn((char **)argv->pdata, log);
-  g_ptr_array_free(argv, TRUE);
   gboolean ok = FALSE;
-  gint64 deadline = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
-  while (a->pid && g_get_monotonic_time() < deadline) {
-    char *text = NULL;
-    if (g_file_get_contents(port_file, &text, NULL, NULL)) {
-      a->port = atoi(text);
-      g_free(text);
-      ok = a->port > 0;
-      break;
+  /* A restart on a fixed port may find it in TIME_WAIT for a moment. */
+  for (int attempt = 0; attempt < 20 && !ok; attempt++) {
+    d->pid = ixt_spawn((char **)argv->pdata, log);
+    gint64 deadline = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
+    while (d->pid && g_get_monotonic_time() < deadline) {
+      char *text = NULL;
+      if (g_file_get_contents(port_file, &text, NULL, NULL)) {
+        d->port = atoi(text);
+        g_free(text);
+        ok = d->port > 0;
+        break;
+      }
+      if (waitpid(d->pid, NULL, WNOHANG) == d->pid) {
+        d->pid = 0;
+        break;
+      }
+      g_usleep(20000);
     }
-    if (waitpid(a->pid, NULL, WNOHANG) == a->pid) break;
-    g_usleep(20000);
+    if (!ok && port == 0) break;
+    if (!ok) g_usleep(250000);
   }
+  g_ptr_array_free(argv, TRUE);
   if (ok) {
-    g_free(a->addr);
-    a->addr = g_strdup_printf("127.0.0.1:%d", a->port);
+    g_free(d->addr);
+    d->addr = g_strdup_printf("127.0.0.1:%d", d->port);
   } else {
-    fprintf(stderr, "ixia-query-api did not start; see %s\n", log);
+    fprintf(stderr, "%s did not start; see %s\n", d->name, log);
   }
   g_free(port_file);
   g_free(log);
   return ok;
 }
 
+gboolean ixt_daemon_start(ixt_daemon_t *d, const char *name, const char *section, const char *dir,
+                          const char *const *sets) {
+  d->name = g_strdup(name);
+  d->section = g_strdup(section);
+  d->dir = g_strdup(dir);
+  d->sets = g_ptr_array_new_with_free_func(g_free);
+  for (const char *const *s = sets; s && *s; s++) g_ptr_array_add(d->sets, g_strdup(*s));
+  return daemon_spawn(d, 0);
+}
+
+void ixt_daemon_kill(ixt_daemon_t *d) {
+  ixt_signal(d->pid, SIGKILL);
+  d->pid = 0;
+}
+
+gboolean ixt_daemon_restart(ixt_daemon_t *d) {
+  if (d->pid) ixt_daemon_kill(d);
+  return daemon_spawn(d, d->port);
+}
+
+gboolean ixt_api_start(ixt_api_t *a, const char *dir, const char *cache_servers,
+                       const char *const *sets) {
+  GPtrArray *all = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(all, g_strdup_printf("store.path=%s/store", dir));
+  g_ptr_array_add(all, g_strdup_printf("cache.servers=%s", cache_servers));
+  for (const char *const *s = sets; s && *s; s++) g_ptr_array_add(all, g_strdup(*s));
+  g_ptr_array_add(all, NULL);
+  gboolean ok = ixt_daemon_start(a, "ixia-query-api", "api", dir, (const char *const *)all->pdata);
+  g_ptr_array_free(all, TRUE);
+  return ok;
+}
+
 /* FALSE when a sanitizer reported an error in the daemon's log. */
-static gboolean log_is_clean(const char *dir) {
-  char *log = g_build_filename(dir, "query-api.log", NULL);
+static gboolean log_is_clean(const ixt_daemon_t *d) {
+  char *log = g_strdup_printf("%s/%s.log", d->dir, d->name);
   char *text = NULL;
   gboolean clean = TRUE;
   if (g_file_get_contents(log, &text, NULL, NULL)) {
@@ -208,14 +246,17 @@ static gboolean log_is_clean(const char *dir) {
   return clean;
 }
 
-gboolean ixt_api_stop(ixt_api_t *a) {
-  ixt_signal(a->pid, SIGTERM);
-  gboolean clean = a->dir ? log_is_clean(a->dir) : TRUE;
-  a->pid = 0;
-  g_free(a->addr);
-  a->addr = NULL;
-  g_free(a->dir);
-  a->dir = NULL;
+gboolean ixt_daemon_stop(ixt_daemon_t *d) {
+  if (!d->name) return TRUE;
+  ixt_signal(d->pid, SIGTERM);
+  gboolean clean = log_is_clean(d);
+  d->pid = 0;
+  g_clear_pointer(&d->addr, g_free);
+  g_clear_pointer(&d->dir, g_free);
+  g_clear_pointer(&d->name, g_free);
+  g_clear_pointer(&d->section, g_free);
+  g_ptr_array_free(d->sets, TRUE);
+  d->sets = NULL;
   return clean;
 }
 

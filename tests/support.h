@@ -27,18 +27,35 @@ typedef struct {
 gboolean ixt_memcached_start(ixt_memcached_t *m, int port);
 void ixt_memcached_stop(ixt_memcached_t *m);
 
+/* An ixia daemon (ixia-query-api, ixia-replication-sink, ...) started with
+ * `--set SECTION.port=0 --set SECTION.port_file=DIR/SECTION.port`, its log in
+ * DIR/NAME.log. */
 typedef struct {
   GPid pid;
   int port;
-  char *dir;
   char *addr; /* "127.0.0.1:PORT" */
-} ixt_api_t;
-/* Starts ixia-query-api with its store in dir, the cache on cache_servers
- * ("" = none) and extra "--set" assignments (NULL-terminated, may be NULL). */
+  char *dir;
+  char *name;
+  char *section;
+  GPtrArray *sets;
+} ixt_daemon_t;
+typedef ixt_daemon_t ixt_api_t;
+
+/* sets: NULL-terminated "--set" assignments, may be NULL. */
+gboolean ixt_daemon_start(ixt_daemon_t *d, const char *name, const char *section, const char *dir,
+                          const char *const *sets);
+/* kill -9; the options are kept for ixt_daemon_restart. */
+void ixt_daemon_kill(ixt_daemon_t *d);
+/* Starts the daemon again with the same options on the same port. */
+gboolean ixt_daemon_restart(ixt_daemon_t *d);
+/* SIGTERM and wait; FALSE when its log holds a sanitizer report. */
+gboolean ixt_daemon_stop(ixt_daemon_t *d);
+
+/* ixia-query-api with its store in DIR/store and the cache on
+ * cache_servers ("" = none). */
 gboolean ixt_api_start(ixt_api_t *a, const char *dir, const char *cache_servers,
                        const char *const *sets);
-/* Stops the daemon; FALSE when its log holds a sanitizer report. */
-gboolean ixt_api_stop(ixt_api_t *a);
+#define ixt_api_stop ixt_daemon_stop
 
 /* Runs a CUnit registry with the basic interface; returns the exit code. */
 int ixt_run(void);

@@ -1,0 +1,19 @@
+# One image for every ixia daemon; docker-compose.yml picks the command.
+FROM debian:12 AS build
+RUN apt-get update && apt-get install -y --no-install-recommends \
+      build-essential cmake pkg-config libglib2.0-dev libthrift-c-glib-dev thrift-compiler \
+      librocksdb-dev libmemcached-dev libcjson-dev libcunit1-dev libxxhash-dev librdkafka-dev \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build build -j"$(nproc)"
+
+FROM debian:12
+RUN apt-get update && apt-get install -y --no-install-recommends \
+      libglib2.0-0 libthrift-c-glib0 librocksdb7.8 libmemcached11 libmemcachedutil2 libcjson1 \
+      libxxhash0 librdkafka1 \
+    && rm -rf /var/lib/apt/lists/*
+COPY --from=build /src/build/bin/ /usr/local/bin/
+RUN useradd --system --home /data ixia && mkdir -p /data && chown ixia /data
+USER ixia
+WORKDIR /data

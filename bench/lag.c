@@ -1,0 +1,155 @@
+/* The cdc-lag workload: open-loop puts at a fixed rate, and a Kafka consumer
+ * that reads their change events; reports put-to-Kafka lag p50/p99 (from the
+ * put's acknowledgement to the event being readable from the topic). */
+#include <librdkafka/rdkafka.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "client.h"
+#include "ixia_ixia_types.h"
+#include "lag.h"
+#include "thrift_util.h"
+
+typedef struct {
+  GMutex lock;
+  GHashTable *acked;   /* version -> ack time (us) */
+  GHashTable *arrived; /* version -> arrival time (us) */
+  gint stop;
+  rd_kafka_t *consumer;
+} lag_state_t;
+
+static gint64 *boxed(gint64 v) {
+  gint64 *p = g_new(gint64, 1);
+  *p = v;
+  return p;
+}
+
+static gpointer consume_main(gpointer data) {
+  lag_state_t *st = data;
+  while (!g_atomic_int_get(&st->stop)) {
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(st->consumer, 100);
+    if (!m) continue;
+    gint64 now = g_get_monotonic_time();
+    if (!m->err) {
+      IxiaChangeEvent *ev = g_object_new(IXIA_TYPE_CHANGE_EVENT, NULL);
+      if (ixia_thrift_deserialize(THRIFT_STRUCT(ev), m->payload, m->len, TRUE, NULL)) {
+        g_mutex_lock(&st->lock);
+        g_hash_table_insert(st->arrived, boxed(ev->version), boxed(now));
+        g_mutex_unlock(&st->lock);
+      }
+      g_object_unref(ev);
+    }
+    rd_kafka_message_destroy(m);
+  }
+  return NULL;
+}
+
+/* Assigns every partition of topic at its end, so only new events count. */
+static rd_kafka_t *consumer_new(const char *brokers, const char *topic, char *errstr, size_t n) {
+  rd_kafka_conf_t *conf = rd_kafka_conf_new();
+  if (rd_kafka_conf_set(conf, "bootstrap.servers", brokers, errstr, n) != RD_KAFKA_CONF_OK ||
+      rd_kafka_conf_set(conf, "group.id", "ixia-bench-lag", errstr, n) != RD_KAFKA_CONF_OK ||
+      rd_kafka_conf_set(conf, "enable.auto.commit", "false", errstr, n) != RD_KAFKA_CONF_OK ||
+      rd_kafka_conf_set(conf, "fetch.wait.max.ms", "5", errstr, n) != RD_KAFKA_CONF_OK) {
+    rd_kafka_conf_destroy(conf);
+    return NULL;
+  }
+  rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, n);
+  if (!rk) return NULL;
+  rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
+  const struct rd_kafka_metadata *md = NULL;
+  if (rd_kafka_metadata(rk, 0, t, &md, 5000) != RD_KAFKA_RESP_ERR_NO_ERROR || md->topic_cnt != 1 ||
+      md->topics[0].partition_cnt == 0) {
+    snprintf(errstr, n, "no metadata for topic %s", topic);
+    if (md) rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(t);
+    rd_kafka_destroy(rk);
+    return NULL;
+  }
+  rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(md->topics[0].partition_cnt);
+  for (int i = 0; i < md->topics[0].partition_cnt; i++)
+    rd_kafka_topic_partition_list_add(parts, topic, md->topics[0].partitions[i].id)->offset =
+        RD_KAFKA_OFFSET_END;
+  rd_kafka_assign(rk, parts);
+  rd_kafka_topic_partition_list_destroy(parts);
+  rd_kafka_metadata_destroy(md);
+  rd_kafka_topic_destroy(t);
+  return rk;
+}
+
+static int cmp_i64(gconstpointer a, gconstpointer b) {
+  gint64 x = *(const gint64 *)a, y = *(const gint64 *)b;
+  return (x > y) - (x < y);
+}
+
+int ixia_bench_cdc_lag(const char *api, const char *brokers, const char *topic, double rate,
+                       double seconds, const char *doc_json) {
+  char errstr[512];
+  lag_state_t st = {0};
+  g_mutex_init(&st.lock);
+  st.acked = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+  st.arrived = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+  st.consumer = consumer_new(brokers, topic, errstr, sizeof errstr);
+  if (!st.consumer) {
+    printf("{\"workload\":\"cdc-lag\",\"skipped\":\"kafka consumer: %s\"}\n", errstr);
+    return 0;
+  }
+  GThread *th = g_thread_new("lag-consumer", consume_main, &st);
+  g_usleep(1000000); /* let the assignment settle before the first put */
+  ixia_error_t *err = NULL;
+  ixia_client_t *c = ixia_client_new(api, &err);
+  int rc = 0;
+  guint64 sent = 0, errors = 0;
+  gint64 start = g_get_monotonic_time();
+  gint64 interval = (gint64)(1e6 / rate);
+  for (gint64 next = start; c && next < start + (gint64)(seconds * 1e6); next += interval) {
+    gint64 now = g_get_monotonic_time();
+    if (now < next) g_usleep((gulong)(next - now));
+    char key[32];
+    snprintf(key, sizeof key, "lag%08" G_GUINT64_FORMAT, sent++);
+    gint64 v = 0;
+    if (ixia_client_put(c, "bench", "products", key, doc_json, -1, &v, NULL)) {
+      gint64 acked = g_get_monotonic_time();
+      g_mutex_lock(&st.lock);
+      g_hash_table_insert(st.acked, boxed(v), boxed(acked));
+      g_mutex_unlock(&st.lock);
+    } else {
+      errors++;
+    }
+  }
+  g_usleep(3000000); /* stragglers */
+  g_atomic_int_set(&st.stop, 1);
+  g_thread_join(th);
+  GArray *lags = g_array_new(FALSE, FALSE, sizeof(gint64));
+  guint missing = 0;
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init(&it, st.acked);
+  while (g_hash_table_iter_next(&it, &k, &v)) {
+    gint64 *arr = g_hash_table_lookup(st.arrived, k);
+    if (!arr) {
+      missing++;
+      continue;
+    }
+    gint64 lag = MAX(0, *arr - *(gint64 *)v);
+    g_array_append_val(lags, lag);
+  }
+  g_array_sort(lags, cmp_i64);
+  double p50 = lags->len ? g_array_index(lags, gint64, lags->len / 2) / 1000.0 : 0;
+  double p99 = lags->len ? g_array_index(lags, gint64, (guint)(lags->len * 0.99)) / 1000.0 : 0;
+  printf("{\"workload\":\"cdc-lag\",\"rate\":%.0f,\"seconds\":%.1f,\"puts\":%" G_GUINT64_FORMAT
+         ",\"errors\":%" G_GUINT64_FORMAT ",\"events_seen\":%u,\"missing\":%u,"
+         "\"lag_p50_ms\":%.2f,\"lag_p99_ms\":%.2f}\n",
+         rate, seconds, sent, errors, lags->len, missing, p50, p99);
+  if (!c || errors || missing) rc = 1;
+  if (err) fprintf(stderr, "ixia-bench: %s\n", err->message);
+  ixia_error_destroy(err);
+  ixia_client_destroy(c);
+  g_array_free(lags, TRUE);
+  rd_kafka_consumer_close(st.consumer);
+  rd_kafka_destroy(st.consumer);
+  g_hash_table_destroy(st.acked);
+  g_hash_table_destroy(st.arrived);
+  g_mutex_clear(&st.lock);
+  return rc;
+}

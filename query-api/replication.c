@@ -1,0 +1,336 @@
+#include "replication.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <thrift/c_glib/protocol/thrift_binary_protocol.h>
+#include <thrift/c_glib/transport/thrift_framed_transport.h>
+#include <thrift/c_glib/transport/thrift_socket.h>
+
+#include "ixia_replication_sink.h"
+#include "log.h"
+
+struct ixia_replication {
+  ixia_store_t *store;
+  gchar **sinks;
+  guint n_sinks;
+  guint current;
+  gint64 max_batch_bytes;
+  gint64 retry_min_ms, retry_max_ms, call_timeout_ms;
+  char *checkpoint_path;
+  GThread *thread;
+  gint stopping;
+  GMutex lock; /* guards the fields below */
+  GCond wake;  /* destroy wakes back-off sleeps */
+  gint64 checkpoint;
+  guint64 events_published, calls, failures;
+  gboolean gap;
+  gint64 gap_missing_from, gap_available_from;
+  char *last_error;
+  /* connection to the current sink */
+  ThriftTransport *socket, *framed;
+  ThriftProtocol *protocol;
+  IxiaReplicationSinkIf *client;
+};
+
+static gboolean load_checkpoint(ixia_replication_t *r, ixia_error_t **err) {
+  char *text = NULL;
+  GError *gerr = NULL;
+  if (!g_file_get_contents(r->checkpoint_path, &text, NULL, &gerr)) {
+    if (g_error_matches(gerr, G_FILE_ERROR, G_FILE_ERROR_NOENT)) {
+      g_error_free(gerr);
+      r->checkpoint = 0; /* a new store: ship from the first version */
+      return TRUE;
+    }
+    return ixia_error_from_gerror(err, gerr, IXIA_EINTERNAL, r->checkpoint_path);
+  }
+  char *end = NULL;
+  gint64 v = g_ascii_strtoll(text, &end, 10);
+  gboolean ok = end != text && v >= 0;
+  g_free(text);
+  if (!ok)
+    return ixia_error_set(err, IXIA_EINTERNAL, "%s is corrupt; replace it with the last shipped version",
+                          r->checkpoint_path);
+  r->checkpoint = v;
+  return TRUE;
+}
+
+static gboolean save_checkpoint(ixia_replication_t *r, gint64 v, ixia_error_t **err) {
+  char text[32];
+  snprintf(text, sizeof text, "%" G_GINT64_FORMAT "\n", v);
+  GError *gerr = NULL;
+  /* Durable: an acknowledged checkpoint must survive a crash, or the next
+   * start would re-send (harmless) — but a torn file would lose our place. */
+  if (!g_file_set_contents_full(r->checkpoint_path, text, -1,
+                                G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE, 0644,
+                                &gerr))
+    return ixia_error_from_gerror(err, gerr, IXIA_EINTERNAL, "save replication checkpoint");
+  return TRUE;
+}
+
+static void set_last_error(ixia_replication_t *r, const char *msg) {
+  g_mutex_lock(&r->lock);
+  g_free(r->last_error);
+  r->last_error = msg ? g_strdup(msg) : NULL;
+  g_mutex_unlock(&r->lock);
+}
+
+static void disconnect(ixia_replication_t *r) {
+  if (r->framed && thrift_transport_is_open(r->framed)) thrift_transport_close(r->framed, NULL);
+  g_clear_object(&r->client);
+  g_clear_object(&r->protocol);
+  g_clear_object(&r->framed);
+  g_clear_object(&r->socket);
+}
+
+static gboolean connect_sink(ixia_replication_t *r, ixia_error_t **err) {
+  if (r->client) return TRUE;
+  const char *addr = r->sinks[r->current];
+  const char *colon = strrchr(addr, ':');
+  if (!colon) return ixia_error_set(err, IXIA_EINVAL, "replication.sinks: bad address '%s'", addr);
+  char *host = g_strndup(addr, (gsize)(colon - addr));
+  r->socket = g_object_new(THRIFT_TYPE_SOCKET, "hostname", host, "port", (guint)atoi(colon + 1), NULL);
+  g_free(host);
+  r->framed = g_object_new(THRIFT_TYPE_FRAMED_TRANSPORT, "transport", r->socket, NULL);
+  r->protocol = g_object_new(THRIFT_TYPE_BINARY_PROTOCOL, "transport", r->framed, NULL);
+  r->client = g_object_new(IXIA_TYPE_REPLICATION_SINK_CLIENT, "input_protocol", r->protocol,
+                           "output_protocol", r->protocol, NULL);
+  GError *gerr = NULL;
+  if (!thrift_transport_open(r->framed, &gerr)) {
+    ixia_error_set(err, IXIA_EUNAVAILABLE, "sink %s: %s", addr, gerr ? gerr->message : "connect failed");
+    if (gerr) g_error_free(gerr);
+    disconnect(r);
+    return FALSE;
+  }
+  /* A sink waits for Kafka; bound how long we wait for the sink. */
+  struct timeval tv = {.tv_sec = r->call_timeout_ms / 1000, .tv_usec = (r->call_timeout_ms % 1000) * 1000};
+  setsockopt(THRIFT_SOCKET(r->socket)->sd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(THRIFT_SOCKET(r->socket)->sd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  return TRUE;
+}
+
+/* Sleeps up to ms unless destroy wakes us. Returns FALSE when stopping. */
+static gboolean backoff(ixia_replication_t *r, gint64 ms) {
+  gint64 deadline = g_get_monotonic_time() + ms * 1000;
+  g_mutex_lock(&r->lock);
+  while (!g_atomic_int_get(&r->stopping) && g_cond_wait_until(&r->wake, &r->lock, deadline)) {
+  }
+  g_mutex_unlock(&r->lock);
+  return !g_atomic_int_get(&r->stopping);
+}
+
+typedef struct {
+  GPtrArray *batches; /* IxiaWalBatch */
+  gint64 first, last; /* versions covered */
+  guint64 edits;
+  gboolean gap;
+  gint64 gap_available_from;
+} wal_read_t;
+
+/* Reads whole write batches after `checkpoint`, up to max_batch_bytes. */
+static gboolean read_wal(ixia_replication_t *r, gint64 checkpoint, wal_read_t *out,
+                         ixia_error_t **err) {
+  char *rerr = NULL;
+  rocksdb_wal_iterator_t *it =
+      rocksdb_get_updates_since(ixia_store_db(r->store), (uint64_t)checkpoint + 1, NULL, &rerr);
+  if (!ixia_error_from_rocksdb(err, rerr, "read WAL")) return FALSE;
+  gint64 bytes = 0;
+  for (; rocksdb_wal_iter_valid(it) && bytes < r->max_batch_bytes; rocksdb_wal_iter_next(it)) {
+    uint64_t seq = 0;
+    rocksdb_writebatch_t *wb = rocksdb_wal_iter_get_batch(it, &seq);
+    int count = rocksdb_writebatch_count(wb);
+    size_t size = 0;
+    const char *data = rocksdb_writebatch_data(wb, &size);
+    if (out->batches->len == 0 && (gint64)seq > checkpoint + 1) {
+      /* RocksDB starts at the oldest batch it still has: the ones we need
+       * were purged. */
+      out->gap = TRUE;
+      out->gap_available_from = (gint64)seq;
+      rocksdb_writebatch_destroy(wb);
+      break;
+    }
+    if ((gint64)seq + count - 1 > checkpoint) {
+      IxiaWalBatch *b = g_object_new(IXIA_TYPE_WAL_BATCH, NULL);
+      b->sequence = (gint64)seq;
+      if (!b->data) b->data = g_byte_array_new(); /* generated init leaves binary NULL */
+      g_byte_array_append(b->data, (const guint8 *)data, (guint)size);
+      b->__isset_sequence = b->__isset_data = TRUE;
+      g_ptr_array_add(out->batches, b);
+      if (out->batches->len == 1) out->first = (gint64)seq;
+      out->last = (gint64)seq + count - 1;
+      out->edits += (guint64)count;
+      bytes += (gint64)size;
+    }
+    rocksdb_writebatch_destroy(wb);
+  }
+  rocksdb_wal_iter_status(it, &rerr);
+  rocksdb_wal_iter_destroy(it);
+  return ixia_error_from_rocksdb(err, rerr, "read WAL");
+}
+
+static gboolean ship(ixia_replication_t *r, GPtrArray *batches, ixia_error_t **err) {
+  if (!connect_sink(r, err)) return FALSE;
+  gint64 acked = 0;
+  IxiaIxiaError *xe = NULL;
+  GError *gerr = NULL;
+  gboolean ok = ixia_replication_sink_if_replicate(r->client, &acked, batches, &xe, &gerr);
+  if (xe) {
+    ixia_error_set(err, (ixia_code_t)xe->code, "sink %s: %s", r->sinks[r->current], xe->message);
+    g_object_unref(xe);
+    ok = FALSE;
+  } else if (!ok) {
+    ixia_error_set(err, IXIA_EUNAVAILABLE, "sink %s: %s", r->sinks[r->current],
+                   gerr ? gerr->message : "call failed");
+    disconnect(r); /* the connection's state is unknown now */
+  }
+  if (gerr) g_error_free(gerr);
+  return ok;
+}
+
+/* Consecutive reads that found nothing past the checkpoint although the
+ * store holds newer versions. A committed edit is in the WAL before the
+ * store's sequence moves, so this persisting means the WAL lost them. */
+#define EMPTY_READS_FOR_GAP 20
+
+static void report_gap(ixia_replication_t *r, gint64 missing_from, gint64 available_from) {
+  IXIA_ERROR("replication: WAL gap: version %" G_GINT64_FORMAT
+             " is no longer in the WAL (oldest available: %" G_GINT64_FORMAT
+             ", 0 = none). Shipping stopped; rebuild the index from a snapshot (see docs/OPERATIONS.md).",
+             missing_from, available_from);
+  g_mutex_lock(&r->lock);
+  r->gap = TRUE;
+  r->gap_missing_from = missing_from;
+  r->gap_available_from = available_from;
+  g_mutex_unlock(&r->lock);
+  set_last_error(r, "WAL gap: shipping stopped");
+}
+
+static gpointer replication_main(gpointer data) {
+  ixia_replication_t *r = data;
+  gint64 delay = r->retry_min_ms;
+  int empty_reads = 0;
+  while (!g_atomic_int_get(&r->stopping)) {
+    g_mutex_lock(&r->lock);
+    gint64 checkpoint = r->checkpoint;
+    gboolean gap = r->gap;
+    g_mutex_unlock(&r->lock);
+    if (gap) {
+      backoff(r, 1000); /* stopped for good; stay up for stats */
+      continue;
+    }
+    if (ixia_store_wait_newer(r->store, checkpoint, 200) <= checkpoint) continue;
+    wal_read_t w = {.batches = g_ptr_array_new_with_free_func(g_object_unref)};
+    ixia_error_t *err = NULL;
+    gboolean ok = read_wal(r, checkpoint, &w, &err);
+    empty_reads = ok && !w.gap && w.batches->len == 0 ? empty_reads + 1 : 0;
+    if (ok && w.gap) {
+      report_gap(r, checkpoint + 1, w.gap_available_from);
+    } else if (empty_reads >= EMPTY_READS_FOR_GAP) {
+      report_gap(r, checkpoint + 1, 0);
+    } else if (ok && w.batches->len > 0) {
+      ok = ship(r, w.batches, &err);
+      g_mutex_lock(&r->lock);
+      r->calls++;
+      g_mutex_unlock(&r->lock);
+      ok = ok && save_checkpoint(r, w.last, &err);
+      if (ok) {
+        g_mutex_lock(&r->lock);
+        r->checkpoint = w.last;
+        r->events_published += w.edits;
+        g_mutex_unlock(&r->lock);
+        delay = r->retry_min_ms;
+        set_last_error(r, NULL);
+      }
+    } else if (ok) {
+      /* Nothing readable yet past the checkpoint (e.g. the edit is not in a
+       * WAL file yet); try again shortly. */
+      backoff(r, 5);
+    }
+    if (!ok) {
+      g_mutex_lock(&r->lock);
+      r->failures++;
+      g_mutex_unlock(&r->lock);
+      IXIA_WARN("replication: %s; retrying in %" G_GINT64_FORMAT " ms", err->message, delay);
+      set_last_error(r, err->message);
+      disconnect(r);
+      r->current = (r->current + 1) % r->n_sinks;
+      backoff(r, delay);
+      delay = MIN(delay * 2, r->retry_max_ms);
+    }
+    ixia_error_destroy(err);
+    g_ptr_array_free(w.batches, TRUE);
+  }
+  return NULL;
+}
+
+ixia_replication_t *ixia_replication_new(const ixia_config_t *cfg, ixia_store_t *store,
+                                         ixia_error_t **err) {
+  ixia_replication_t *r = g_new0(ixia_replication_t, 1);
+  g_mutex_init(&r->lock);
+  g_cond_init(&r->wake);
+  r->store = store;
+  r->max_batch_bytes = ixia_config_int(cfg, "replication.max_batch_bytes");
+  r->retry_min_ms = ixia_config_int(cfg, "replication.retry_min_ms");
+  r->retry_max_ms = MAX(r->retry_min_ms, ixia_config_int(cfg, "replication.retry_max_ms"));
+  r->call_timeout_ms = ixia_config_int(cfg, "replication.call_timeout_ms");
+  r->checkpoint_path = g_build_filename(ixia_config_str(cfg, "store.path"), "REPLICATION_CHECKPOINT", NULL);
+  gchar **parts = g_strsplit(ixia_config_str(cfg, "replication.sinks"), ",", -1);
+  GPtrArray *sinks = g_ptr_array_new();
+  for (gchar **p = parts; *p; p++) {
+    char *s = g_strstrip(g_strdup(*p));
+    if (*s)
+      g_ptr_array_add(sinks, s);
+    else
+      g_free(s);
+  }
+  g_strfreev(parts);
+  r->n_sinks = sinks->len;
+  g_ptr_array_add(sinks, NULL);
+  r->sinks = (gchar **)g_ptr_array_free(sinks, FALSE);
+  if (!load_checkpoint(r, err)) {
+    ixia_replication_destroy(r);
+    return NULL;
+  }
+  if (r->n_sinks > 0) {
+    IXIA_INFO("replication: shipping from version %" G_GINT64_FORMAT " to %u sink(s)",
+              r->checkpoint + 1, r->n_sinks);
+    r->thread = g_thread_new("ixia-replication", replication_main, r);
+  } else {
+    IXIA_INFO("replication: off (replication.sinks is empty)");
+  }
+  return r;
+}
+
+void ixia_replication_destroy(ixia_replication_t *r) {
+  if (!r) return;
+  g_mutex_lock(&r->lock);
+  g_atomic_int_set(&r->stopping, 1);
+  g_cond_broadcast(&r->wake);
+  g_mutex_unlock(&r->lock);
+  if (r->thread) g_thread_join(r->thread);
+  disconnect(r);
+  g_strfreev(r->sinks);
+  g_free(r->checkpoint_path);
+  g_free(r->last_error);
+  g_mutex_clear(&r->lock);
+  g_cond_clear(&r->wake);
+  g_free(r);
+}
+
+void ixia_replication_get_stats(ixia_replication_t *r, ixia_replication_stats_t *out) {
+  g_mutex_lock(&r->lock);
+  out->enabled = r->n_sinks > 0;
+  out->checkpoint = r->checkpoint;
+  out->events_published = r->events_published;
+  out->calls = r->calls;
+  out->failures = r->failures;
+  out->gap = r->gap;
+  out->gap_missing_from = r->gap_missing_from;
+  out->gap_available_from = r->gap_available_from;
+  out->last_error = g_strdup(r->last_error);
+  g_mutex_unlock(&r->lock);
+  out->latest = ixia_store_latest_version(r->store);
+}

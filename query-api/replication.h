@@ -1,0 +1,49 @@
+/* The replication source: ships the truth store's WAL to replication sinks.
+ *
+ * One thread follows the store: from the persisted checkpoint (the last
+ * version a sink acknowledged) it reads whole write batches with
+ * rocksdb_get_updates_since, sends them to a sink (ReplicationSink.replicate,
+ * which answers only once Kafka has every event), and only then advances and
+ * durably persists the checkpoint (store.path/REPLICATION_CHECKPOINT). So a
+ * crash at any point re-sends, never skips: delivery is at-least-once and
+ * consumers are idempotent by version.
+ *
+ * Failures: an unreachable or failing sink is retried with exponential
+ * back-off (replication.retry_min_ms .. retry_max_ms), rotating through
+ * replication.sinks; writers never wait for replication. If the WAL no longer
+ * holds checkpoint+1 (purged past its retention), that is a gap: it is
+ * logged, reported in stats, and shipping stops for good. It is never
+ * skipped; the operator rebuilds the index from a snapshot.
+ *
+ * Thread safety: stats may be read from any thread. */
+#ifndef IXIA_REPLICATION_H
+#define IXIA_REPLICATION_H
+
+#include "config.h"
+#include "error.h"
+#include "store.h"
+
+typedef struct ixia_replication ixia_replication_t;
+
+typedef struct {
+  gboolean enabled;
+  gint64 checkpoint;      /* last version acknowledged by a sink */
+  gint64 latest;          /* store's latest version */
+  guint64 events_published; /* edits acknowledged by sinks since start */
+  guint64 calls;
+  guint64 failures;
+  gboolean gap;
+  gint64 gap_missing_from; /* first missing version */
+  gint64 gap_available_from; /* first version the WAL still holds */
+  char *last_error;       /* g_malloc'd copy, NULL if none */
+} ixia_replication_stats_t;
+
+/* Starts the source when replication.sinks is set; otherwise returns a
+ * disabled source (stats only). The store is borrowed and must outlive it. */
+ixia_replication_t *ixia_replication_new(const ixia_config_t *cfg, ixia_store_t *store,
+                                         ixia_error_t **err);
+void ixia_replication_destroy(ixia_replication_t *r);
+/* Fills out; free out->last_error with g_free. */
+void ixia_replication_get_stats(ixia_replication_t *r, ixia_replication_stats_t *out);
+
+#endif

@@ -1,0 +1,52 @@
+/* ixia-replication-sink: parse options, load config, start, wait, stop. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "config.h"
+#include "log.h"
+#include "server.h"
+#include "sink.h"
+
+int main(int argc, char **argv) {
+  ixia_error_t *err = NULL;
+  ixia_config_t *cfg = ixia_config_from_args(
+      &argc, &argv, NULL,
+      "Receives truth-store WAL batches and publishes them to Kafka as change events.", NULL, &err);
+  if (!cfg) {
+    fprintf(stderr, "ixia-replication-sink: %s\n", err->message);
+    ixia_error_destroy(err);
+    return 2;
+  }
+  int rc = 1;
+  ThriftProcessor *proc = NULL;
+  ixia_server_t *srv = NULL;
+  ixia_sink_t *sink = ixia_sink_new(cfg, &err);
+  if (!sink) goto out;
+  proc = ixia_sink_processor_new(sink);
+  const char *host = ixia_config_str(cfg, "sink.host");
+  srv = ixia_server_new(cfg, host, (int)ixia_config_int(cfg, "sink.port"), proc, &err);
+  if (!srv || !ixia_server_start(srv, &err)) goto out;
+  ixia_sink_set_server(sink, srv);
+  const char *port_file = ixia_config_str(cfg, "sink.port_file");
+  if (*port_file) {
+    char port[16];
+    snprintf(port, sizeof port, "%d\n", ixia_server_port(srv));
+    if (!ixia_write_file_atomic(port_file, port, &err)) goto out;
+  }
+  IXIA_INFO("ixia-replication-sink serving on %s:%d", host, ixia_server_port(srv));
+  ixia_wait_for_signal();
+  IXIA_INFO("shutting down");
+  rc = 0;
+out:
+  if (err) {
+    IXIA_ERROR("ixia-replication-sink: %s", err->message);
+    ixia_error_destroy(err);
+  }
+  /* Calls in flight finish first; then the producer flushes (bounded). */
+  ixia_server_stop(srv);
+  ixia_sink_destroy(sink);
+  ixia_server_destroy(srv);
+  if (proc) g_object_unref(proc);
+  ixia_config_destroy(cfg);
+  return rc;
+}

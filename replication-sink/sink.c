@@ -1,0 +1,605 @@
+#include "sink.h"
+
+#include <librdkafka/rdkafka.h>
+#include <rocksdb/c.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "json.h"
+#include "log.h"
+#include "store.h"
+#include "thrift_util.h"
+
+/* ---------- the decoder ---------- */
+
+/* A WriteBatch starts with its sequence (fixed64) and edit count (fixed32),
+ * both little-endian (RocksDB's write_batch.cc). */
+enum { WB_HEADER = 12 };
+
+void ixia_sink_event_free(ixia_sink_event_t *ev) {
+  if (!ev) return;
+  if (ev->event) g_object_unref(ev->event);
+  if (ev->kafka_key) g_bytes_unref(ev->kafka_key);
+  g_free(ev);
+}
+
+static guint64 get_le64(const unsigned char *p) {
+  guint64 v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+typedef struct {
+  gint64 sequence; /* of the batch's first edit */
+  guint index;     /* edits seen so far, skipped ones included */
+  gint64 now_ms;
+  GPtrArray *out;
+  ixia_sink_decode_info_t *info;
+  ixia_error_t *error; /* first error; later edits are only counted */
+} decode_state_t;
+
+static void add_event(decode_state_t *st, IxiaChangeOp op, const char *raw_key, size_t raw_len,
+                      const char *ns, size_t ns_len, const char *table, size_t table_len,
+                      const char *key, size_t key_len, gint64 version, const char *doc,
+                      size_t doc_len, gint64 expire_at) {
+  IxiaChangeEvent *e = g_object_new(IXIA_TYPE_CHANGE_EVENT, NULL);
+  e->format = 1;
+  e->op = op;
+  e->ns = ixia_memdup0(ns, ns_len);
+  e->table = ixia_memdup0(table, table_len);
+  e->key = g_byte_array_sized_new((guint)key_len);
+  g_byte_array_append(e->key, (const guint8 *)key, (guint)key_len);
+  e->version = version;
+  if (doc) {
+    e->doc = ixia_memdup0(doc, doc_len);
+    e->__isset_doc = TRUE;
+  }
+  e->expire_at = expire_at;
+  e->timestamp_ms = st->now_ms;
+  e->__isset_format = e->__isset_op = e->__isset_ns = e->__isset_table = e->__isset_key =
+      e->__isset_version = e->__isset_expire_at = e->__isset_timestamp_ms = TRUE;
+  ixia_sink_event_t *ev = g_new0(ixia_sink_event_t, 1);
+  ev->event = e;
+  ev->kafka_key = g_bytes_new(raw_key, raw_len);
+  g_ptr_array_add(st->out, ev);
+}
+
+static void skip_edit(decode_state_t *st, gint64 seq, const char *why, const char *key, size_t klen) {
+  st->info->skipped++;
+  IXIA_WARN("replication: skipping WAL edit at sequence %" G_GINT64_FORMAT " (%s, key kind 0x%02x)",
+            seq, why, klen ? (unsigned char)key[0] : 0);
+}
+
+static void on_put(void *state, const char *k, size_t klen, const char *v, size_t vlen) {
+  decode_state_t *st = state;
+  gint64 seq = st->sequence + st->index++;
+  st->info->edits++;
+  if (st->error) return;
+  char kind = klen ? k[0] : 0;
+  if (kind != 'd' && kind != 's') {
+    skip_edit(st, seq, "unknown record", k, klen);
+    return;
+  }
+  const char *ns, *table, *key, *json;
+  size_t nl, tl, kl, jl;
+  gint64 version, expire_at;
+  /* The store writes only well-formed records: anything else is corruption
+   * or a foreign writer, and skipping it would lose an edit for good. */
+  if (!ixia_store_parse_key(k, klen, NULL, &ns, &nl, &table, &tl, &key, &kl) ||
+      (kind == 's' && kl != 0) ||
+      !ixia_store_parse_value(v, vlen, &version, &expire_at, &json, &jl)) {
+    ixia_error_set(&st->error, IXIA_EINTERNAL,
+                   "malformed %s record at sequence %" G_GINT64_FORMAT " (key %zu bytes, value %zu bytes)",
+                   kind == 'd' ? "document" : "schema", seq, klen, vlen);
+    return;
+  }
+  if (version != seq) {
+    /* Readers of the store see the header's version, so the event carries
+     * it too; a difference means something wrote around the store's writer. */
+    st->info->version_mismatches++;
+    IXIA_ERROR("replication: record at WAL sequence %" G_GINT64_FORMAT " carries version %" G_GINT64_FORMAT
+               "; the store should write them equal",
+               seq, version);
+  }
+  if (kind == 'd')
+    add_event(st, IXIA_CHANGE_OP_PUT, k, klen, ns, nl, table, tl, key, kl, version, json, jl, expire_at);
+  else
+    add_event(st, IXIA_CHANGE_OP_SCHEMA, k, klen, ns, nl, table, tl, "", 0, version, json, jl, 0);
+}
+
+static void on_delete(void *state, const char *k, size_t klen) {
+  decode_state_t *st = state;
+  gint64 seq = st->sequence + st->index++;
+  st->info->edits++;
+  if (st->error) return;
+  if (klen == 0 || k[0] != 'd') {
+    /* Schemas are never deleted through the store; nothing to tell. */
+    skip_edit(st, seq, klen && k[0] == 's' ? "schema delete" : "unknown record", k, klen);
+    return;
+  }
+  const char *ns, *table, *key;
+  size_t nl, tl, kl;
+  if (!ixia_store_parse_key(k, klen, NULL, &ns, &nl, &table, &tl, &key, &kl)) {
+    ixia_error_set(&st->error, IXIA_EINTERNAL,
+                   "malformed document key deleted at sequence %" G_GINT64_FORMAT " (%zu bytes)", seq, klen);
+    return;
+  }
+  add_event(st, IXIA_CHANGE_OP_DELETE, k, klen, ns, nl, table, tl, key, kl, seq, NULL, 0, 0);
+}
+
+GPtrArray *ixia_sink_decode(const ixia_sink_batch_t *batches, guint n, gint64 now_ms,
+                            gint64 *last_sequence, ixia_sink_decode_info_t *info,
+                            ixia_error_t **err) {
+  ixia_sink_decode_info_t scratch = {0};
+  if (!info) info = &scratch;
+  memset(info, 0, sizeof *info);
+  GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)ixia_sink_event_free);
+  decode_state_t st = {.now_ms = now_ms, .out = out, .info = info};
+  gint64 next = 0; /* lowest sequence the next batch may start at */
+  gint64 last = 0;
+  for (guint b = 0; b < n && !st.error; b++) {
+    const ixia_sink_batch_t *batch = &batches[b];
+    if (!batch->data || batch->len < WB_HEADER) {
+      ixia_error_set(&st.error, IXIA_EINVAL, "WAL batch %u (sequence %" G_GINT64_FORMAT "): %zu bytes, "
+                     "too short for a RocksDB WriteBatch", b, batch->sequence, batch->data ? batch->len : 0);
+      break;
+    }
+    const unsigned char *hdr = batch->data;
+    guint64 hdr_seq = get_le64(hdr);
+    guint32 count = (guint32)hdr[8] | (guint32)hdr[9] << 8 | (guint32)hdr[10] << 16 | (guint32)hdr[11] << 24;
+    if (batch->sequence < 1 || batch->sequence > G_MAXINT64 - (gint64)count) {
+      ixia_error_set(&st.error, IXIA_EINVAL, "WAL batch %u: bad sequence %" G_GINT64_FORMAT, b,
+                     batch->sequence);
+      break;
+    }
+    /* Batches read from the WAL carry their sequence in the header; batches
+     * built in memory carry 0. Either way it must not contradict the caller. */
+    if (hdr_seq != 0 && hdr_seq != (guint64)batch->sequence) {
+      ixia_error_set(&st.error, IXIA_EINVAL, "WAL batch %u: sequence %" G_GINT64_FORMAT
+                     " but its header says %" G_GUINT64_FORMAT, b, batch->sequence, hdr_seq);
+      break;
+    }
+    /* Kafka keeps per-key order only if edits arrive in WAL order. */
+    if (batch->sequence < next) {
+      ixia_error_set(&st.error, IXIA_EINVAL, "WAL batch %u: sequence %" G_GINT64_FORMAT
+                     " overlaps or precedes the previous batch (next free %" G_GINT64_FORMAT ")",
+                     b, batch->sequence, next);
+      break;
+    }
+    rocksdb_writebatch_t *wb = rocksdb_writebatch_create_from(batch->data, batch->len);
+    int records = rocksdb_writebatch_count(wb);
+    st.sequence = batch->sequence;
+    st.index = 0;
+    rocksdb_writebatch_iterate(wb, &st, on_put, on_delete);
+    rocksdb_writebatch_destroy(wb);
+    /* The C API's iterate reports only default-column-family puts and
+     * deletes: merges, single and range deletes are passed over, and an edit
+     * of another column family (or corruption) ends the iteration quietly.
+     * Each of those still consumes a sequence number, so the versions of
+     * later edits would be wrong, or edits lost. Refuse instead. */
+    if (!st.error && (records < 0 || st.index != (guint)records))
+      ixia_error_set(&st.error, IXIA_EINTERNAL,
+                     "WAL batch at sequence %" G_GINT64_FORMAT " holds %d records but only %u are "
+                     "default-column-family puts or deletes; cannot assign versions (is it corrupt, "
+                     "or did something write another column family, a merge or a range delete?)",
+                     batch->sequence, records, st.index);
+    next = batch->sequence + (gint64)count;
+    if (count > 0) last = next - 1;
+  }
+  if (st.error) {
+    g_ptr_array_unref(out);
+    ixia_error_propagate(err, st.error);
+    return NULL;
+  }
+  if (last_sequence) *last_sequence = last;
+  return out;
+}
+
+/* ---------- the producer ---------- */
+
+/* The one place a librdkafka error code becomes an ixia_error_t. Every
+ * Kafka failure is transient from the source's point of view (it re-sends
+ * the call), hence UNAVAILABLE. detail may be NULL (then librdkafka's text
+ * for the code). Always returns FALSE. */
+static gboolean error_from_kafka(ixia_error_t **err, rd_kafka_resp_err_t kerr, const char *what,
+                                 const char *detail) {
+  return ixia_error_set(err, IXIA_EUNAVAILABLE, "%s: kafka %s: %s", what, rd_kafka_err2name(kerr),
+                        detail ? detail : rd_kafka_err2str(kerr));
+}
+
+typedef struct {
+  ixia_sink_t *sink;
+  rd_kafka_t *rk;
+  GThread *poller;
+  gint stop;
+  gint refs;  /* the sink's reference + one per call using it */
+  gint fatal; /* set by the error callback: the instance is unusable */
+} producer_t;
+
+/* One replicate call's view of its deliveries. Reference-counted
+ * (g_atomic_rc_box): the call holds one reference and every message in
+ * librdkafka holds one through its opaque, because reports may arrive after
+ * the call gave up waiting. */
+typedef struct {
+  GMutex lock;
+  GCond cond;
+  guint outstanding;          /* produced, no report yet */
+  guint failures;
+  rd_kafka_resp_err_t failed; /* first failed report */
+} call_t;
+
+struct ixia_sink {
+  char *brokers;
+  char *topic;
+  gint64 delivery_timeout_ms;
+  gint64 linger_ms;
+  gint64 message_timeout_ms;
+  gint64 message_max_bytes;
+  gint64 started_at;
+  GMutex lock; /* guards producer (replaced after a fatal error) */
+  producer_t *producer;
+  ixia_server_t *server;
+  /* Counters, atomics. */
+  guint64 calls;
+  guint64 call_failures;
+  guint64 events_published;
+  guint64 delivery_failures;
+  guint64 events_skipped;
+  guint64 version_mismatches;
+  guint64 producer_restarts;
+  gint64 last_sequence;
+};
+
+static void call_clear(gpointer data) {
+  call_t *c = data;
+  g_mutex_clear(&c->lock);
+  g_cond_clear(&c->cond);
+}
+
+static void call_release(call_t *c) { g_atomic_rc_box_release_full(c, call_clear); }
+
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque) {
+  (void)rk;
+  producer_t *p = opaque;
+  call_t *c = msg->_private;
+  if (msg->err)
+    __atomic_add_fetch(&p->sink->delivery_failures, 1, __ATOMIC_RELAXED);
+  else
+    __atomic_add_fetch(&p->sink->events_published, 1, __ATOMIC_RELAXED);
+  g_mutex_lock(&c->lock);
+  c->outstanding--;
+  if (msg->err) {
+    c->failures++;
+    if (!c->failed) c->failed = msg->err;
+  }
+  /* Wake the waiter on the last report, or at once on a failure: the call
+   * fails anyway, so the source may re-send sooner. */
+  if (c->outstanding == 0 || msg->err) g_cond_broadcast(&c->cond);
+  g_mutex_unlock(&c->lock);
+  call_release(c);
+}
+
+static void on_error(rd_kafka_t *rk, int kerr, const char *reason, void *opaque) {
+  producer_t *p = opaque;
+  if (kerr == RD_KAFKA_RESP_ERR__FATAL) {
+    char buf[512];
+    rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, buf, sizeof buf);
+    IXIA_ERROR("kafka: fatal producer error %s: %s; a new producer replaces it on the next call",
+               rd_kafka_err2name(orig), buf);
+    g_atomic_int_set(&p->fatal, 1);
+    return;
+  }
+  /* Most are transient (brokers down, timeouts) and librdkafka retries. */
+  IXIA_WARN("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)kerr), reason);
+}
+
+static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf) {
+  (void)rk;
+  ixia_log_level_t l = level <= LOG_ERR       ? IXIA_LOG_ERROR
+                       : level == LOG_WARNING ? IXIA_LOG_WARN
+                       : level <= LOG_INFO    ? IXIA_LOG_INFO
+                                              : IXIA_LOG_DEBUG;
+  if (ixia_log_enabled(l)) ixia_log(l, "librdkafka %s: %s", fac, buf);
+}
+
+static gpointer poll_main(gpointer data) {
+  producer_t *p = data;
+  /* Serves delivery reports and error callbacks; the timeout bounds how
+   * long a stop takes to be noticed. */
+  while (!g_atomic_int_get(&p->stop)) rd_kafka_poll(p->rk, 100);
+  return NULL;
+}
+
+static gboolean conf_set(rd_kafka_conf_t *conf, const char *name, const char *value,
+                         ixia_error_t **err) {
+  char errstr[512];
+  if (rd_kafka_conf_set(conf, name, value, errstr, sizeof errstr) == RD_KAFKA_CONF_OK) return TRUE;
+  return ixia_error_set(err, IXIA_EINVAL, "kafka producer setting %s=%s: %s", name, value, errstr);
+}
+
+static producer_t *producer_new(ixia_sink_t *s, ixia_error_t **err) {
+  producer_t *p = g_new0(producer_t, 1);
+  p->sink = s;
+  p->refs = 1;
+  rd_kafka_conf_t *conf = rd_kafka_conf_new();
+  char linger[32], timeout[32], max_bytes[32];
+  g_snprintf(linger, sizeof linger, "%" G_GINT64_FORMAT, s->linger_ms);
+  g_snprintf(timeout, sizeof timeout, "%" G_GINT64_FORMAT, s->message_timeout_ms);
+  g_snprintf(max_bytes, sizeof max_bytes, "%" G_GINT64_FORMAT, s->message_max_bytes);
+  gboolean ok = conf_set(conf, "bootstrap.servers", s->brokers, err) &&
+                conf_set(conf, "client.id", "ixia-replication-sink", err) &&
+                /* No duplicates or reordering from retries within this
+                 * producer; acks=all so an acknowledged event survives a
+                 * broker loss. */
+                conf_set(conf, "enable.idempotence", "true", err) &&
+                conf_set(conf, "acks", "all", err) &&
+                conf_set(conf, "linger.ms", linger, err) &&
+                conf_set(conf, "message.timeout.ms", timeout, err) &&
+                conf_set(conf, "message.max.bytes", max_bytes, err) &&
+                /* librdkafka backs off reconnects up to 10 s by default; a
+                 * sink is useless while disconnected, so after a Kafka
+                 * outage it should be back within a second. */
+                conf_set(conf, "reconnect.backoff.max.ms", "1000", err);
+  if (!ok) {
+    rd_kafka_conf_destroy(conf);
+    g_free(p);
+    return NULL;
+  }
+  rd_kafka_conf_set_opaque(conf, p);
+  rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+  rd_kafka_conf_set_error_cb(conf, on_error);
+  rd_kafka_conf_set_log_cb(conf, on_log);
+  char errstr[512];
+  p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+  if (!p->rk) {
+    rd_kafka_conf_destroy(conf); /* rd_kafka_new owns conf only on success */
+    ixia_error_set(err, IXIA_EINTERNAL, "kafka producer: %s", errstr);
+    g_free(p);
+    return NULL;
+  }
+  p->poller = g_thread_new("ixia-sink-poll", poll_main, p);
+  return p;
+}
+
+/* Called when the last reference goes: no call uses p any more. */
+static void producer_free(producer_t *p, gint64 flush_ms) {
+  g_atomic_int_set(&p->stop, 1);
+  g_thread_join(p->poller);
+  /* Whatever is still queued belongs to calls that already failed (a call
+   * that succeeded has nothing left), so a short bounded flush is enough;
+   * a fatal instance will deliver nothing more. */
+  if (!g_atomic_int_get(&p->fatal) && flush_ms > 0) rd_kafka_flush(p->rk, (int)flush_ms);
+  if (rd_kafka_outq_len(p->rk) > 0) {
+    IXIA_WARN("kafka: dropping %d undelivered messages of failed calls", rd_kafka_outq_len(p->rk));
+    rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    /* Serves the purge reports, which release their calls' state. */
+    rd_kafka_flush(p->rk, 1000);
+  }
+  rd_kafka_destroy(p->rk);
+  g_free(p);
+}
+
+static void producer_unref(producer_t *p, gint64 flush_ms) {
+  if (p && g_atomic_int_dec_and_test(&p->refs)) producer_free(p, flush_ms);
+}
+
+/* The current producer with a reference for the caller; replaces one that
+ * hit a fatal error (librdkafka instances cannot recover from those, and a
+ * sink holds no state worth keeping). */
+static producer_t *producer_acquire(ixia_sink_t *s, ixia_error_t **err) {
+  producer_t *old = NULL;
+  g_mutex_lock(&s->lock);
+  if (g_atomic_int_get(&s->producer->fatal)) {
+    producer_t *fresh = producer_new(s, err);
+    if (!fresh) {
+      g_mutex_unlock(&s->lock);
+      return NULL;
+    }
+    old = s->producer;
+    s->producer = fresh;
+    __atomic_add_fetch(&s->producer_restarts, 1, __ATOMIC_RELAXED);
+    IXIA_WARN("kafka: replaced the producer after a fatal error");
+  }
+  producer_t *p = s->producer;
+  g_atomic_int_inc(&p->refs);
+  g_mutex_unlock(&s->lock);
+  producer_unref(old, 0); /* outside the lock: it joins a thread */
+  return p;
+}
+
+/* Waits for call's reports until deadline (monotonic µs). */
+static gboolean wait_deliveries(producer_t *p, call_t *c, guint total, gint64 deadline,
+                                gint64 timeout_ms, ixia_error_t **err) {
+  g_mutex_lock(&c->lock);
+  while (c->outstanding > 0 && !c->failed && !g_atomic_int_get(&p->fatal)) {
+    gint64 now = g_get_monotonic_time();
+    if (now >= deadline) break;
+    /* Bounded slices: a fatal error is flagged, not signalled to calls. */
+    g_cond_wait_until(&c->cond, &c->lock, MIN(deadline, now + 100 * G_TIME_SPAN_MILLISECOND));
+  }
+  guint outstanding = c->outstanding, failures = c->failures;
+  rd_kafka_resp_err_t failed = c->failed;
+  g_mutex_unlock(&c->lock);
+  if (outstanding == 0 && !failed) return TRUE;
+  /* After a fatal error the queued messages fail as "purged", which would
+   * hide the cause: name the fatal error instead. Asked directly, because
+   * the error callback that raises the flag may not have run yet. */
+  char buf[512];
+  rd_kafka_resp_err_t fatal = rd_kafka_fatal_error(p->rk, buf, sizeof buf);
+  if (fatal) {
+    g_atomic_int_set(&p->fatal, 1);
+    char *what = g_strdup_printf("producer failed with %u of %u events unacknowledged",
+                                 outstanding + failures, total);
+    error_from_kafka(err, fatal, what, buf);
+    g_free(what);
+    return FALSE;
+  }
+  if (failed) {
+    char *what = g_strdup_printf("%u of %u events failed delivery", failures, total);
+    error_from_kafka(err, failed, what, NULL);
+    g_free(what);
+    return FALSE;
+  }
+  return ixia_error_set(err, IXIA_EUNAVAILABLE,
+                        "%u of %u events not acknowledged by Kafka within %" G_GINT64_FORMAT
+                        " ms (sink.delivery_timeout_ms)",
+                        outstanding, total, timeout_ms);
+}
+
+static gboolean publish(ixia_sink_t *s, GPtrArray *events, gint64 deadline, ixia_error_t **err) {
+  producer_t *p = producer_acquire(s, err);
+  if (!p) return FALSE;
+  call_t *c = g_atomic_rc_box_new0(call_t);
+  g_mutex_init(&c->lock);
+  g_cond_init(&c->cond);
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < events->len; i++) {
+    ixia_sink_event_t *ev = g_ptr_array_index(events, i);
+    GByteArray *value = ixia_thrift_serialize(THRIFT_STRUCT(ev->event), TRUE, err);
+    if (!value) {
+      ok = FALSE;
+      break;
+    }
+    size_t klen;
+    const void *key = g_bytes_get_data(ev->kafka_key, &klen);
+    /* Count the message before producing it: its report may arrive first. */
+    g_mutex_lock(&c->lock);
+    c->outstanding++;
+    g_mutex_unlock(&c->lock);
+    g_atomic_rc_box_acquire(c);
+    rd_kafka_resp_err_t kerr;
+    for (;;) {
+      kerr = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(s->topic), RD_KAFKA_V_KEY(key, klen),
+                               RD_KAFKA_V_VALUE(value->data, value->len),
+                               RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(c),
+                               RD_KAFKA_V_END);
+      if (kerr != RD_KAFKA_RESP_ERR__QUEUE_FULL || g_get_monotonic_time() >= deadline) break;
+      /* The local queue drains as Kafka acknowledges; wait for room. */
+      rd_kafka_poll(p->rk, 10);
+    }
+    g_byte_array_unref(value);
+    if (kerr) {
+      g_mutex_lock(&c->lock);
+      c->outstanding--;
+      g_mutex_unlock(&c->lock);
+      call_release(c);
+      char *what = g_strdup_printf("producing event %u of %u", i + 1, events->len);
+      if (kerr == RD_KAFKA_RESP_ERR__FATAL) {
+        char buf[512];
+        rd_kafka_resp_err_t orig = rd_kafka_fatal_error(p->rk, buf, sizeof buf);
+        g_atomic_int_set(&p->fatal, 1);
+        error_from_kafka(err, orig ? orig : kerr, what, orig ? buf : NULL);
+      } else {
+        error_from_kafka(err, kerr, what, NULL);
+      }
+      g_free(what);
+      ok = FALSE;
+    }
+  }
+  if (ok) ok = wait_deliveries(p, c, events->len, deadline, s->delivery_timeout_ms, err);
+  call_release(c);
+  producer_unref(p, 0);
+  return ok;
+}
+
+static gint64 flush_bound_ms(const ixia_sink_t *s) { return MIN(s->delivery_timeout_ms, 5000); }
+
+ixia_sink_t *ixia_sink_new(const ixia_config_t *cfg, ixia_error_t **err) {
+  ixia_sink_t *s = g_new0(ixia_sink_t, 1);
+  s->brokers = g_strdup(ixia_config_str(cfg, "kafka.brokers"));
+  s->topic = g_strdup(ixia_config_str(cfg, "kafka.topic"));
+  s->delivery_timeout_ms = ixia_config_int(cfg, "sink.delivery_timeout_ms");
+  s->linger_ms = ixia_config_int(cfg, "kafka.linger_ms");
+  s->message_timeout_ms = ixia_config_int(cfg, "kafka.message_timeout_ms");
+  /* An event carries a whole document plus its key and a small envelope;
+   * librdkafka's default (1,000,000) would refuse the largest documents
+   * the API accepts. Brokers must allow as much (message.max.bytes). */
+  gint64 need = ixia_config_int(cfg, "limits.max_doc_bytes") +
+                2 * ixia_config_int(cfg, "limits.max_key_bytes") + 64 * 1024;
+  s->message_max_bytes = CLAMP(need, 1000000, 1000000000);
+  s->started_at = g_get_monotonic_time();
+  g_mutex_init(&s->lock);
+  if (!*s->topic) {
+    ixia_error_set(err, IXIA_EINVAL, "kafka.topic is empty");
+    ixia_sink_destroy(s);
+    return NULL;
+  }
+  s->producer = producer_new(s, err);
+  if (!s->producer) {
+    ixia_sink_destroy(s);
+    return NULL;
+  }
+  IXIA_INFO("replication sink: producing to topic %s at %s", s->topic, s->brokers);
+  return s;
+}
+
+void ixia_sink_destroy(ixia_sink_t *s) {
+  if (!s) return;
+  producer_unref(s->producer, flush_bound_ms(s));
+  g_mutex_clear(&s->lock);
+  g_free(s->brokers);
+  g_free(s->topic);
+  g_free(s);
+}
+
+gboolean ixia_sink_replicate(ixia_sink_t *s, const ixia_sink_batch_t *batches, guint n,
+                             gint64 *last_sequence, ixia_error_t **err) {
+  /* The deadline covers the whole call, waiting for queue room included. */
+  gint64 deadline = g_get_monotonic_time() + s->delivery_timeout_ms * G_TIME_SPAN_MILLISECOND;
+  __atomic_add_fetch(&s->calls, 1, __ATOMIC_RELAXED);
+  ixia_error_t *e = NULL;
+  ixia_sink_decode_info_t info;
+  gint64 last = 0;
+  GPtrArray *events = ixia_sink_decode(batches, n, g_get_real_time() / 1000, &last, &info, &e);
+  __atomic_add_fetch(&s->events_skipped, info.skipped, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&s->version_mismatches, info.version_mismatches, __ATOMIC_RELAXED);
+  gboolean ok = events != NULL;
+  if (ok && events->len > 0) ok = publish(s, events, deadline, &e);
+  guint published = events ? events->len : 0;
+  if (events) g_ptr_array_unref(events);
+  if (!ok) {
+    __atomic_add_fetch(&s->call_failures, 1, __ATOMIC_RELAXED);
+    IXIA_WARN("replicate (%u batches) failed: %s", n, e->message);
+    return ixia_error_propagate(err, e);
+  }
+  if (last > 0) {
+    gint64 cur = __atomic_load_n(&s->last_sequence, __ATOMIC_RELAXED);
+    while (cur < last &&
+           !__atomic_compare_exchange_n(&s->last_sequence, &cur, last, TRUE, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+    }
+  }
+  IXIA_DEBUG("replicated %u batches, %u events, through sequence %" G_GINT64_FORMAT, n, published, last);
+  if (last_sequence) *last_sequence = last;
+  return TRUE;
+}
+
+void ixia_sink_set_server(ixia_sink_t *s, ixia_server_t *srv) { s->server = srv; }
+
+char *ixia_sink_stats(ixia_sink_t *s) {
+  cJSON *o = cJSON_CreateObject();
+#define COUNTER(name) \
+  cJSON_AddNumberToObject(o, #name, (double)__atomic_load_n(&s->name, __ATOMIC_RELAXED))
+  cJSON_AddNumberToObject(o, "uptime_s", (double)(g_get_monotonic_time() - s->started_at) / 1e6);
+  COUNTER(calls);
+  COUNTER(call_failures);
+  COUNTER(events_published);
+  COUNTER(delivery_failures);
+  COUNTER(events_skipped);
+  COUNTER(version_mismatches);
+  COUNTER(producer_restarts);
+  COUNTER(last_sequence);
+#undef COUNTER
+  g_mutex_lock(&s->lock);
+  cJSON_AddNumberToObject(o, "kafka_outq", rd_kafka_outq_len(s->producer->rk));
+  g_mutex_unlock(&s->lock);
+  cJSON_AddStringToObject(o, "kafka_brokers", s->brokers);
+  cJSON_AddStringToObject(o, "kafka_topic", s->topic);
+  if (s->server) {
+    cJSON_AddNumberToObject(o, "connections_total", (double)ixia_server_connections_total(s->server));
+    cJSON_AddNumberToObject(o, "rejected_frames", (double)ixia_server_rejected_frames(s->server));
+  }
+  char *out = ixia_json_print(o);
+  cJSON_Delete(o);
+  return out;
+}
