@@ -195,7 +195,7 @@ int main(int argc, char **argv) {
         continue;
       }
       char *doc = product_doc(1);
-      if (ixia_bench_cdc_lag(api, k, ixia_config_str(cfg, "kafka.topic"), rate, seconds, doc)) rc = 1;
+      if (ixia_bench_cdc_lag(api, k, ixia_config_str(cfg, "kafka.topic"), rate, seconds, conns, doc)) rc = 1;
       g_free(doc);
       continue;
     }

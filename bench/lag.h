@@ -5,6 +5,6 @@
 /* Prints one JSON line; returns non-zero when puts failed or events went
  * missing. */
 int ixia_bench_cdc_lag(const char *api, const char *brokers, const char *topic, double rate,
-                       double seconds, const char *doc_json);
+                       double seconds, int conns, const char *doc_json);
 
 #endif

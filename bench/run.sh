@@ -50,6 +50,22 @@ ixia_get=$(field get-hot ops_per_s); ixia_p50=$(field get-hot p50_ms); ixia_p99=
 mc_get=$(field memcached ops_per_s); mc_p50=$(field memcached p50_ms); mc_p99=$(field memcached p99_ms)
 hit_ratio=$("$bin/ixia" stats | sed -n 's/.*"cache_hit_ratio":\([0-9.]*\).*/\1/p')
 
+echo "bench: durable puts with replication on ($CONNS connections, ${DUR}s)" >&2
+put_on=$("$bin/ixia-bench" --duration "$DUR" --conns "$CONNS" --keys 100000 put)
+echo "bench: durable puts with replication off (a second API on its own store, no sinks)" >&2
+"$bin/ixia-query-api" --set api.port=0 --set api.port_file="$dir/off.port" --set store.path="$dir/store-off" \
+  --set cache.servers="$IXIA_MEMCACHED" --set log.level=warn > "$dir/off.log" 2>&1 &
+off_pid=$!
+for _ in $(seq 100); do [ -s "$dir/off.port" ] && break; sleep 0.1; done
+put_off=$("$bin/ixia-bench" --api "127.0.0.1:$(cat "$dir/off.port")" --duration "$DUR" --conns "$CONNS" --keys 100000 put)
+kill "$off_pid"; wait "$off_pid" 2>/dev/null || true
+pfield() { sed -n "s/.*\"$2\":\([0-9.]*\).*/\1/p" <<<"$1"; }
+on_rate=$(pfield "$put_on" ops_per_s); off_rate=$(pfield "$put_off" ops_per_s)
+lag_rate=$(awk -v r="$on_rate" 'BEGIN { printf "%d", r / 2 }')
+echo "bench: put-to-Kafka lag at half the maximum put load ($lag_rate puts/s)" >&2
+lag=$("$bin/ixia-bench" --duration "$DUR" --conns "$CONNS" --rate "$lag_rate" cdc-lag || true)
+lag_p50=$(pfield "$lag" lag_p50_ms); lag_p99=$(pfield "$lag" lag_p99_ms)
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b; else print "n/a" }'; }
 mkdir -p bench/results
 out=bench/results/$(date -u +%Y-%m-%d).md
@@ -64,11 +80,16 @@ out=bench/results/$(date -u +%Y-%m-%d).md
   echo "| durable put (\`ixia load\`, synced WAL, group commit) | ${load_rate} docs/s | db_bench fillrandom sync=1, $LOAD_CONNS threads: ${db_rate} ops/s | $(ratio "$load_rate" "$db_rate") |"
   echo "| cached get throughput | ${ixia_get} gets/s | raw memcached get (libmemcached): ${mc_get} gets/s | $(ratio "$ixia_get" "$mc_get") |"
   echo "| cached get latency p50 / p99 | ${ixia_p50} / ${ixia_p99} ms | ${mc_p50} / ${mc_p99} ms | |"
+  echo "| durable put, replication on ($CONNS conns, 1 doc per call) | ${on_rate} puts/s | same with replication off: ${off_rate} puts/s | $(ratio "$on_rate" "$off_rate") |"
+  echo "| put-to-Kafka lag at ${lag_rate} puts/s, p50 / p99 | ${lag_p50} / ${lag_p99} ms | | |"
   echo
   echo "Cache hit ratio over the run: ${hit_ratio}. Load summary: \`$load_line\`"
   echo
   echo '```'
   echo "$gets"
+  echo "$put_on"
+  echo "$put_off"
+  echo "$lag"
   echo "$db_out"
   echo '```'
 } > "$out"
