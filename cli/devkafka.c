@@ -8,6 +8,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -52,7 +55,45 @@ struct ixia_devkafka {
   int port;
   int wake[2]; /* a byte on wake[1] stops the control thread */
   GThread *thread;
+  GThread *nodelay_thread;
+  gint stopping;
 };
+
+/* ---- TCP_NODELAY on the mock brokers' connections ------------------------ */
+
+/* librdkafka's mock brokers leave Nagle on for the connections they accept.
+ * When a producer has two requests in flight to one broker, the second
+ * response then waits for the client's delayed ACK: about 40 ms added to
+ * every such round trip, which would dominate ixia's measured put-to-Kafka
+ * lag (real Kafka brokers set TCP_NODELAY). The mock gives no hook for its
+ * sockets, but they are this process's file descriptors, so a sweeper sets
+ * TCP_NODELAY on every connected TCP socket we hold. */
+static void devkafka_set_nodelay_all(void) {
+  GDir *d = g_dir_open("/proc/self/fd", 0, NULL);
+  if (!d) return;
+  const char *name;
+  while ((name = g_dir_read_name(d))) {
+    int fd = atoi(name);
+    int type = 0, proto = 0, listening = 0, one = 1;
+    socklen_t l = sizeof type;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) != 0 || type != SOCK_STREAM) continue;
+    l = sizeof proto;
+    if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l) != 0 || proto != IPPROTO_TCP) continue;
+    l = sizeof listening;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &l) != 0 || listening) continue;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  g_dir_close(d);
+}
+
+static gpointer devkafka_nodelay_loop(gpointer data) {
+  ixia_devkafka_t *dk = data;
+  while (!g_atomic_int_get(&dk->stopping)) {
+    devkafka_set_nodelay_all();
+    g_usleep(20000);
+  }
+  return NULL;
+}
 
 /* ---- cluster ------------------------------------------------------------ */
 
@@ -125,6 +166,7 @@ ixia_devkafka_t *ixia_devkafka_new(const ixia_config_t *cfg, ixia_error_t **err)
     return NULL;
   }
   dk->bootstraps = g_strdup(rd_kafka_mock_cluster_bootstraps(dk->mcluster));
+  dk->nodelay_thread = g_thread_new("devkafka-nodelay", devkafka_nodelay_loop, dk);
   return dk;
 }
 
@@ -446,6 +488,8 @@ gboolean ixia_devkafka_control_start(ixia_devkafka_t *dk, ixia_error_t **err) {
 
 void ixia_devkafka_destroy(ixia_devkafka_t *dk) {
   if (!dk) return;
+  g_atomic_int_set(&dk->stopping, 1);
+  if (dk->nodelay_thread) g_thread_join(dk->nodelay_thread);
   if (dk->thread) {
     ssize_t w;
     do {

@@ -30,6 +30,12 @@ struct ixia_replication {
   gboolean gap;
   gint64 gap_missing_from, gap_available_from;
   char *last_error;
+  /* Batches the store committed, in order (IxiaWalBatch), so that a source
+   * that keeps up ships from memory; the WAL is read only when the tail does
+   * not start right after the checkpoint (after a restart, a failure, or an
+   * overflow that dropped the oldest). Guarded by lock. */
+  GQueue tail;
+  gsize tail_bytes;
   /* connection to the current sink */
   ThriftTransport *socket, *framed;
   ThriftProtocol *protocol;
@@ -171,6 +177,62 @@ static gboolean read_wal(ixia_replication_t *r, gint64 checkpoint, wal_read_t *o
   return ixia_error_from_rocksdb(err, rerr, "read WAL");
 }
 
+#define TAIL_MAX_BYTES (64u << 20)
+
+static gint64 batch_last(IxiaWalBatch *b) {
+  /* The edit count is in the WriteBatch header: bytes 8..11, little-endian. */
+  const guint8 *d = b->data->data;
+  guint32 count = b->data->len >= 12 ? (guint32)d[8] | (guint32)d[9] << 8 | (guint32)d[10] << 16 |
+                                           (guint32)d[11] << 24
+                                     : 0;
+  return b->sequence + (gint64)count - 1;
+}
+
+static void on_commit(gint64 first_version, const char *batch, size_t len, gpointer user) {
+  ixia_replication_t *r = user;
+  IxiaWalBatch *b = g_object_new(IXIA_TYPE_WAL_BATCH, NULL);
+  b->sequence = first_version;
+  if (!b->data) b->data = g_byte_array_new();
+  g_byte_array_append(b->data, (const guint8 *)batch, (guint)len);
+  b->__isset_sequence = b->__isset_data = TRUE;
+  g_mutex_lock(&r->lock);
+  g_queue_push_tail(&r->tail, b);
+  r->tail_bytes += len;
+  while (r->tail_bytes > TAIL_MAX_BYTES) { /* far behind: the WAL has it all */
+    IxiaWalBatch *old = g_queue_pop_head(&r->tail);
+    r->tail_bytes -= old->data->len;
+    g_object_unref(old);
+  }
+  g_mutex_unlock(&r->lock);
+}
+
+/* Takes batches continuing right after checkpoint from the in-memory tail.
+ * FALSE when the tail cannot serve (the WAL must be read). */
+static gboolean take_from_tail(ixia_replication_t *r, gint64 checkpoint, wal_read_t *out) {
+  g_mutex_lock(&r->lock);
+  IxiaWalBatch *head;
+  while ((head = g_queue_peek_head(&r->tail)) && batch_last(head) <= checkpoint) {
+    g_queue_pop_head(&r->tail);
+    r->tail_bytes -= head->data->len;
+    g_object_unref(head);
+  }
+  gint64 next = checkpoint + 1;
+  gint64 bytes = 0;
+  while ((head = g_queue_peek_head(&r->tail)) && head->sequence == next &&
+         (bytes == 0 || bytes + head->data->len <= r->max_batch_bytes)) {
+    g_queue_pop_head(&r->tail);
+    r->tail_bytes -= head->data->len;
+    bytes += head->data->len;
+    if (out->batches->len == 0) out->first = head->sequence;
+    out->last = batch_last(head);
+    out->edits += (guint64)(out->last - head->sequence + 1);
+    next = out->last + 1;
+    g_ptr_array_add(out->batches, head);
+  }
+  g_mutex_unlock(&r->lock);
+  return out->batches->len > 0;
+}
+
 static gboolean ship(ixia_replication_t *r, GPtrArray *batches, ixia_error_t **err) {
   if (!connect_sink(r, err)) return FALSE;
   gint64 acked = 0;
@@ -194,6 +256,7 @@ static gboolean ship(ixia_replication_t *r, GPtrArray *batches, ixia_error_t **e
  * store holds newer versions. A committed edit is in the WAL before the
  * store's sequence moves, so this persisting means the WAL lost them. */
 #define EMPTY_READS_FOR_GAP 20
+#define CHECKPOINT_EVERY_US (200 * 1000)
 
 static void report_gap(ixia_replication_t *r, gint64 missing_from, gint64 available_from) {
   IXIA_ERROR("replication: WAL gap: version %" G_GINT64_FORMAT
@@ -212,6 +275,7 @@ static gpointer replication_main(gpointer data) {
   ixia_replication_t *r = data;
   gint64 delay = r->retry_min_ms;
   int empty_reads = 0;
+  gint64 last_persist = 0;
   while (!g_atomic_int_get(&r->stopping)) {
     g_mutex_lock(&r->lock);
     gint64 checkpoint = r->checkpoint;
@@ -224,7 +288,7 @@ static gpointer replication_main(gpointer data) {
     if (ixia_store_wait_newer(r->store, checkpoint, 200) <= checkpoint) continue;
     wal_read_t w = {.batches = g_ptr_array_new_with_free_func(g_object_unref)};
     ixia_error_t *err = NULL;
-    gboolean ok = read_wal(r, checkpoint, &w, &err);
+    gboolean ok = take_from_tail(r, checkpoint, &w) || read_wal(r, checkpoint, &w, &err);
     empty_reads = ok && !w.gap && w.batches->len == 0 ? empty_reads + 1 : 0;
     if (ok && w.gap) {
       report_gap(r, checkpoint + 1, w.gap_available_from);
@@ -235,7 +299,16 @@ static gpointer replication_main(gpointer data) {
       g_mutex_lock(&r->lock);
       r->calls++;
       g_mutex_unlock(&r->lock);
-      ok = ok && save_checkpoint(r, w.last, &err);
+      /* The checkpoint is persisted at most every CHECKPOINT_EVERY_US: an
+       * fsync per shipment would put the disk on the lag's critical path.
+       * After a crash the source restarts from the last persisted one and
+       * re-sends at most that much, which consumers drop by version; it can
+       * never be ahead of what a sink acknowledged. */
+      gint64 now = g_get_monotonic_time();
+      if (ok && now - last_persist >= CHECKPOINT_EVERY_US) {
+        ok = save_checkpoint(r, w.last, &err);
+        last_persist = now;
+      }
       if (ok) {
         g_mutex_lock(&r->lock);
         r->checkpoint = w.last;
@@ -262,6 +335,14 @@ static gpointer replication_main(gpointer data) {
     }
     ixia_error_destroy(err);
     g_ptr_array_free(w.batches, TRUE);
+  }
+  g_mutex_lock(&r->lock);
+  gint64 final = r->checkpoint;
+  g_mutex_unlock(&r->lock);
+  ixia_error_t *err = NULL;
+  if (!save_checkpoint(r, final, &err)) {
+    IXIA_WARN("replication: %s", err->message);
+    ixia_error_destroy(err);
   }
   return NULL;
 }
@@ -294,7 +375,9 @@ ixia_replication_t *ixia_replication_new(const ixia_config_t *cfg, ixia_store_t 
     ixia_replication_destroy(r);
     return NULL;
   }
+  g_queue_init(&r->tail);
   if (r->n_sinks > 0) {
+    ixia_store_set_commit_cb(store, on_commit, r);
     IXIA_INFO("replication: shipping from version %" G_GINT64_FORMAT " to %u sink(s)",
               r->checkpoint + 1, r->n_sinks);
     r->thread = g_thread_new("ixia-replication", replication_main, r);
@@ -311,6 +394,8 @@ void ixia_replication_destroy(ixia_replication_t *r) {
   g_cond_broadcast(&r->wake);
   g_mutex_unlock(&r->lock);
   if (r->thread) g_thread_join(r->thread);
+  if (r->n_sinks > 0) ixia_store_set_commit_cb(r->store, NULL, NULL);
+  g_queue_clear_full(&r->tail, g_object_unref);
   disconnect(r);
   g_strfreev(r->sinks);
   g_free(r->checkpoint_path);

@@ -31,6 +31,8 @@ struct ixia_store {
   GAsyncQueue *queue;
   GThread *writer;
   write_req_t stop_req; /* sentinel pushed by destroy */
+  ixia_store_commit_cb commit_cb;
+  gpointer commit_cb_user;
   GMutex commit_lock; /* with commit_cond: wakes ixia_store_wait_newer */
   GCond commit_cond;
   guint max_group_ops;
@@ -356,6 +358,11 @@ static void commit_group(ixia_store_t *s, GPtrArray *group) {
                    ": something else writes to the store",
                    latest, seq);
       __atomic_add_fetch(&s->stats.write_groups, 1, __ATOMIC_RELAXED);
+      if (s->commit_cb) {
+        size_t len = 0;
+        const char *data = rocksdb_writebatch_data(wb, &len);
+        s->commit_cb((gint64)base + 1, data, len, s->commit_cb_user);
+      }
       g_mutex_lock(&s->commit_lock);
       g_cond_broadcast(&s->commit_cond);
       g_mutex_unlock(&s->commit_lock);
@@ -485,6 +492,11 @@ gint64 ixia_store_wait_newer(ixia_store_t *s, gint64 after, gint64 timeout_ms) {
   }
   g_mutex_unlock(&s->commit_lock);
   return ixia_store_latest_version(s);
+}
+
+void ixia_store_set_commit_cb(ixia_store_t *s, ixia_store_commit_cb cb, gpointer user) {
+  s->commit_cb_user = user;
+  s->commit_cb = cb;
 }
 
 gboolean ixia_store_flush(ixia_store_t *s, ixia_error_t **err) {

@@ -90,6 +90,15 @@ gint64 ixia_store_latest_version(ixia_store_t *store);
  * passes; returns the latest version. Lets the replication source follow
  * writes without polling. */
 gint64 ixia_store_wait_newer(ixia_store_t *store, gint64 after, gint64 timeout_ms);
+/* Called by the writer thread after each committed group with the WAL
+ * record it wrote: the version of its first edit and the RocksDB WriteBatch
+ * bytes (valid only during the call). Lets replication ship fresh edits
+ * from memory instead of re-reading the WAL. Must be fast; set it before the
+ * first write. */
+typedef void (*ixia_store_commit_cb)(gint64 first_version, const char *batch, size_t len,
+                                     gpointer user);
+void ixia_store_set_commit_cb(ixia_store_t *store, ixia_store_commit_cb cb, gpointer user);
+
 /* Flushes memtables to SST files (lets old WAL files be archived/purged). */
 gboolean ixia_store_flush(ixia_store_t *store, ixia_error_t **err);
 void ixia_store_get_stats(ixia_store_t *store, ixia_store_stats_t *out);
