@@ -264,6 +264,13 @@ void ixia_wait_for_signal(void) {
   g_main_loop_unref(loop);
 }
 
+gboolean ixia_server_write_port_file(const ixia_server_t *srv, const char *path, ixia_error_t **err) {
+  if (!path || !*path) return TRUE;
+  char port[16];
+  snprintf(port, sizeof port, "%d\n", srv->port);
+  return ixia_write_file_atomic(path, port, err);
+}
+
 gboolean ixia_write_file_atomic(const char *path, const char *text, ixia_error_t **err) {
   GError *gerr = NULL;
   if (!g_file_set_contents(path, text, -1, &gerr))

@@ -37,6 +37,10 @@ guint64 ixia_server_rejected_frames(const ixia_server_t *srv);
 /* Blocks until SIGINT or SIGTERM. */
 void ixia_wait_for_signal(void);
 
+/* Writes the bound port to path (atomically; nothing when path is empty),
+ * so that scripts and tests starting a daemon on port 0 can find it. */
+gboolean ixia_server_write_port_file(const ixia_server_t *srv, const char *path, ixia_error_t **err);
+
 /* Writes text to path atomically (temp file + rename), so a reader polling
  * for it never sees a partial file. */
 gboolean ixia_write_file_atomic(const char *path, const char *text, ixia_error_t **err);

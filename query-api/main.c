@@ -25,12 +25,7 @@ int main(int argc, char **argv) {
                         proc, &err);
   if (!srv || !ixia_server_start(srv, &err)) goto out;
   ixia_api_set_server(api, srv);
-  const char *port_file = ixia_config_str(cfg, "api.port_file");
-  if (*port_file) {
-    char port[16];
-    snprintf(port, sizeof port, "%d\n", ixia_server_port(srv));
-    if (!ixia_write_file_atomic(port_file, port, &err)) goto out;
-  }
+  if (!ixia_server_write_port_file(srv, ixia_config_str(cfg, "api.port_file"), &err)) goto out;
   IXIA_INFO("ixia-query-api serving on %s:%d", ixia_config_str(cfg, "api.host"), ixia_server_port(srv));
   ixia_wait_for_signal();
   IXIA_INFO("shutting down");

@@ -1,12 +1,15 @@
 /* The replication source: ships the truth store's WAL to replication sinks.
  *
- * One thread follows the store: from the persisted checkpoint (the last
- * version a sink acknowledged) it reads whole write batches with
- * rocksdb_get_updates_since, sends them to a sink (ReplicationSink.replicate,
- * which answers only once Kafka has every event), and only then advances and
- * durably persists the checkpoint (store.path/REPLICATION_CHECKPOINT). So a
- * crash at any point re-sends, never skips: delivery is at-least-once and
- * consumers are idempotent by version.
+ * One thread follows the store: from the checkpoint (the last version a
+ * sink acknowledged) it takes whole write batches, sends them to a sink
+ * (ReplicationSink.replicate, which answers only once Kafka has every event),
+ * and only then advances the checkpoint. Batches come from an in-memory tail
+ * the store fills as it commits, or, when that tail does not continue the
+ * checkpoint (after a restart, a failed shipment or an overflow), from the
+ * WAL itself (rocksdb_get_updates_since). The checkpoint is persisted durably
+ * (store.path/REPLICATION_CHECKPOINT) every 200 ms and at shutdown, so a
+ * crash at any point re-sends at most that much and never skips: delivery is
+ * at-least-once and consumers are idempotent by version.
  *
  * Failures: an unreachable or failing sink is retried with exponential
  * back-off (replication.retry_min_ms .. retry_max_ms), rotating through

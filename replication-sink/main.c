@@ -27,12 +27,7 @@ int main(int argc, char **argv) {
   srv = ixia_server_new(cfg, host, (int)ixia_config_int(cfg, "sink.port"), proc, &err);
   if (!srv || !ixia_server_start(srv, &err)) goto out;
   ixia_sink_set_server(sink, srv);
-  const char *port_file = ixia_config_str(cfg, "sink.port_file");
-  if (*port_file) {
-    char port[16];
-    snprintf(port, sizeof port, "%d\n", ixia_server_port(srv));
-    if (!ixia_write_file_atomic(port_file, port, &err)) goto out;
-  }
+  if (!ixia_server_write_port_file(srv, ixia_config_str(cfg, "sink.port_file"), &err)) goto out;
   IXIA_INFO("ixia-replication-sink serving on %s:%d", host, ixia_server_port(srv));
   ixia_wait_for_signal();
   IXIA_INFO("shutting down");
