@@ -73,7 +73,7 @@ typedef struct {
 } ack_t;
 
 typedef struct {
-  const char *addr;
+  char *addr; /* own copy: a restart replaces the daemon's string (same port) */
   int id, ops, keys;
   GArray *acked; /* ack_t */
   int errors;
@@ -133,7 +133,7 @@ typedef struct {
 
 static void writers_start(writers_t *ws, const char *addr, int ops, int keys, gint64 pause_us) {
   for (int i = 0; i < 4; i++) {
-    ws->w[i] = (writer_t){.addr = addr, .id = i, .ops = ops, .keys = keys, .pause_us = pause_us,
+    ws->w[i] = (writer_t){.addr = g_strdup(addr), .id = i, .ops = ops, .keys = keys, .pause_us = pause_us,
                           .acked = g_array_new(FALSE, FALSE, sizeof(ack_t))};
     ws->t[i] = g_thread_new("writer", writer_main, &ws->w[i]);
   }
@@ -148,6 +148,7 @@ static GArray *writers_join(writers_t *ws, int *errors) {
     g_array_append_vals(all, ws->w[i].acked->data, ws->w[i].acked->len);
     *errors += ws->w[i].errors;
     g_array_free(ws->w[i].acked, TRUE);
+    g_free(ws->w[i].addr);
   }
   return all;
 }
