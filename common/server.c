@@ -79,14 +79,25 @@ ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int p
 
 int ixia_server_port(const ixia_server_t *srv) { return srv->port; }
 
-static gboolean read_full(int fd, void *buf, size_t n) {
-  char *p = buf;
-  while (n > 0) {
-    ssize_t r = recv(fd, p, n, 0);
+/* Makes at least `need` unconsumed bytes available in b (from *pos on),
+ * reading as much as the socket has so that a frame's header and body (and
+ * often the next frame) arrive with one recv. FALSE when the peer closed,
+ * stalled past the timeout, or failed. */
+static gboolean fill(int fd, GByteArray *b, gsize *pos, gsize need) {
+  if (b->len - *pos >= need) return TRUE;
+  if (*pos > 0) {
+    memmove(b->data, b->data + *pos, b->len - *pos);
+    g_byte_array_set_size(b, b->len - (guint)*pos);
+    *pos = 0;
+  }
+  while (b->len < need) {
+    guint have = b->len;
+    gsize want = MAX(need, 65536);
+    g_byte_array_set_size(b, (guint)want);
+    ssize_t r = recv(fd, b->data + have, want - have, 0);
+    g_byte_array_set_size(b, have + (guint)MAX(r, 0));
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return FALSE; /* closed, stalled past the timeout, or failed */
-    p += r;
-    n -= (size_t)r;
+    if (r <= 0) return FALSE;
   }
   return TRUE;
 }
@@ -125,9 +136,11 @@ static void serve_connection(gpointer data, gpointer user_data) {
   ThriftMemoryBuffer *out = ixia_frame_buffer_new(srv->max_frame);
   ThriftProtocol *pin = g_object_new(THRIFT_TYPE_BINARY_PROTOCOL, "transport", in, NULL);
   ThriftProtocol *pout = g_object_new(THRIFT_TYPE_BINARY_PROTOCOL, "transport", out, NULL);
+  GByteArray *rbuf = g_byte_array_new();
+  gsize rpos = 0;
   for (;;) {
-    unsigned char hdr[4];
-    if (!read_full(fd, hdr, 4)) break;
+    if (!fill(fd, rbuf, &rpos, 4)) break;
+    const guint8 *hdr = rbuf->data + rpos;
     guint32 size = ((guint32)hdr[0] << 24) | ((guint32)hdr[1] << 16) | ((guint32)hdr[2] << 8) | hdr[3];
     if (size > srv->max_frame) {
       IXIA_WARN("closing connection: frame of %u bytes is over server.max_frame_bytes=%u", size,
@@ -135,11 +148,13 @@ static void serve_connection(gpointer data, gpointer user_data) {
       __atomic_add_fetch(&srv->rejected_frames, 1, __ATOMIC_RELAXED);
       break;
     }
-    g_byte_array_set_size(in->buf, size);
-    if (!read_full(fd, in->buf->data, size)) {
+    if (!fill(fd, rbuf, &rpos, 4 + (gsize)size)) {
       IXIA_DEBUG("closing connection: truncated frame (%u bytes announced)", size);
       break;
     }
+    g_byte_array_set_size(in->buf, 0);
+    g_byte_array_append(in->buf, rbuf->data + rpos + 4, size);
+    rpos += 4 + (gsize)size;
     /* Strict binary protocol: version word 0x8001 first. */
     if (size < 8 || in->buf->data[0] != 0x80 || in->buf->data[1] != 0x01) {
       IXIA_WARN("closing connection: frame is not a binary-protocol Thrift message");
@@ -163,6 +178,7 @@ static void serve_connection(gpointer data, gpointer user_data) {
   g_mutex_lock(&srv->lock);
   g_hash_table_remove(srv->active, GINT_TO_POINTER(fd + 1));
   g_mutex_unlock(&srv->lock);
+  g_byte_array_unref(rbuf);
   g_object_unref(pin);
   g_object_unref(pout);
   g_object_unref(in);
