@@ -44,6 +44,9 @@ static const ixia_option_t options[] = {
      "Sync the WAL before acknowledging a write. Turning it off loses acknowledged writes on a crash."},
     {"store.max_group_ops", IXIA_OPT_INT, "2048", 1, 1000000,
      "Most operations the writer commits in one synced group (group commit)."},
+    {"store.max_group_bytes", IXIA_OPT_INT, "8388608", 65536, 1024LL * MIB,
+     "Most document bytes the writer commits in one group. A group is one WAL record, shipped to a "
+     "sink in one call, so keep it well below the sink's server.max_frame_bytes."},
     {"store.wal_ttl_seconds", IXIA_OPT_INT, "86400", 0, 31536000,
      "Keep WAL files at least this long, so replication can catch up after an outage."},
     {"store.wal_size_limit_mb", IXIA_OPT_INT, "4096", 0, 1048576,
@@ -74,7 +77,7 @@ static const ixia_option_t options[] = {
     {"replication.sinks", IXIA_OPT_STRING, "", 0, 0,
      "Comma-separated ixia-replication-sink addresses (host:port). Empty turns replication off."},
     {"replication.max_batch_bytes", IXIA_OPT_INT, "4194304", 1024, 1024LL * MIB,
-     "Most WAL bytes shipped to a sink in one call (a single larger write batch is still shipped whole)."},
+     "Most WAL bytes shipped to a sink in one call; the write batch that crosses the limit is still included whole."},
     {"replication.retry_min_ms", IXIA_OPT_INT, "50", 1, 60000,
      "First back-off after a failed shipment; doubles on each failure."},
     {"replication.retry_max_ms", IXIA_OPT_INT, "5000", 1, 600000, "Longest back-off between shipments."},

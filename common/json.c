@@ -130,6 +130,11 @@ cJSON *ixia_json_project(const cJSON *doc, const char *const *paths, guint npath
     gchar **parts = g_strsplit(paths[i], ".", -1);
     cJSON *parent = out;
     guint n = g_strv_length(parts);
+    if (n == 0) { /* "" names the whole document: not a field */
+      g_strfreev(parts);
+      all = FALSE;
+      continue;
+    }
     for (guint j = 0; j + 1 < n; j++) {
       cJSON *child = cJSON_GetObjectItemCaseSensitive(parent, parts[j]);
       if (!cJSON_IsObject(child)) {

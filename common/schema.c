@@ -50,6 +50,14 @@ static gboolean field_path_valid(const char *f) {
   return strlen(f) <= 256;
 }
 
+gboolean ixia_field_path_valid(const char *path, ixia_error_t **err) {
+  if (!path || !field_path_valid(path))
+    return ixia_error_set(err, IXIA_EINVAL,
+                          "bad field path '%s': use dotted names like price or seller.country",
+                          path ? path : "(null)");
+  return TRUE;
+}
+
 ixia_schema_t *ixia_schema_parse(const char *json, size_t len, ixia_error_t **err) {
   cJSON *root = ixia_json_parse_object(json, len, 1 << 20, 8, "schema", err);
   if (!root) return NULL;

@@ -43,6 +43,9 @@ typedef struct ixia_schema {
 /* Namespace and table names: 1-64 of [A-Za-z0-9_-]. */
 gboolean ixia_name_valid(const char *name, const char *what, ixia_error_t **err);
 
+/* A dotted field path: non-empty segments, at most 256 bytes. */
+gboolean ixia_field_path_valid(const char *path, ixia_error_t **err);
+
 /* Parses and validates schema JSON. */
 ixia_schema_t *ixia_schema_parse(const char *json, size_t len, ixia_error_t **err);
 ixia_schema_t *ixia_schema_ref(ixia_schema_t *s);

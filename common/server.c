@@ -92,7 +92,9 @@ static gboolean fill(int fd, GByteArray *b, gsize *pos, gsize need) {
   }
   while (b->len < need) {
     guint have = b->len;
-    gsize want = MAX(need, 65536);
+    /* Grow with the bytes that actually arrive, not with what the header
+     * announces: a client announcing huge frames pins little memory. */
+    gsize want = MIN(MAX(need, 65536), MAX((gsize)have * 2, 65536));
     g_byte_array_set_size(b, (guint)want);
     ssize_t r = recv(fd, b->data + have, want - have, 0);
     g_byte_array_set_size(b, have + (guint)MAX(r, 0));
@@ -152,9 +154,13 @@ static void serve_connection(gpointer data, gpointer user_data) {
       IXIA_DEBUG("closing connection: truncated frame (%u bytes announced)", size);
       break;
     }
-    g_byte_array_set_size(in->buf, 0);
-    g_byte_array_append(in->buf, rbuf->data + rpos + 4, size);
+    ixia_frame_buffer_load(in, rbuf->data + rpos + 4, size);
     rpos += 4 + (gsize)size;
+    if (rpos == rbuf->len && rbuf->len > (1u << 20)) { /* drop a large frame's memory */
+      g_byte_array_unref(rbuf);
+      rbuf = g_byte_array_new();
+      rpos = 0;
+    }
     /* Strict binary protocol: version word 0x8001 first. */
     if (size < 8 || in->buf->data[0] != 0x80 || in->buf->data[1] != 0x01) {
       IXIA_WARN("closing connection: frame is not a binary-protocol Thrift message");

@@ -1,11 +1,14 @@
 #include "thrift_util.h"
 
+#include <string.h>
+
 #include <thrift/c_glib/protocol/thrift_binary_protocol.h>
 #include <thrift/c_glib/protocol/thrift_compact_protocol.h>
 #include <thrift/c_glib/transport/thrift_transport.h>
 
 typedef struct {
   ThriftMemoryBuffer parent;
+  guint pos; /* read cursor into parent.buf */
 } IxiaFrameBuffer;
 typedef struct {
   ThriftMemoryBufferClass parent;
@@ -13,14 +16,19 @@ typedef struct {
 GType ixia_frame_buffer_get_type(void);
 G_DEFINE_TYPE(IxiaFrameBuffer, ixia_frame_buffer, THRIFT_TYPE_MEMORY_BUFFER)
 
+/* Reads advance a cursor instead of removing bytes from the front of the
+ * array (the stock buffer's memmove per read is quadratic in message size). */
 static gint32 frame_buffer_read(ThriftTransport *t, gpointer buf, guint32 len, GError **error) {
-  ThriftMemoryBuffer *m = THRIFT_MEMORY_BUFFER(t);
-  if (len > m->buf->len) {
+  IxiaFrameBuffer *f = (IxiaFrameBuffer *)t;
+  GByteArray *b = f->parent.buf;
+  if (len > b->len - f->pos) {
     g_set_error(error, THRIFT_TRANSPORT_ERROR, THRIFT_TRANSPORT_ERROR_RECEIVE,
-                "message needs %u more bytes than it holds", len - m->buf->len);
+                "message needs %u more bytes than it holds", len - (b->len - f->pos));
     return -1;
   }
-  return THRIFT_TRANSPORT_CLASS(ixia_frame_buffer_parent_class)->read(t, buf, len, error);
+  memcpy(buf, b->data + f->pos, len);
+  f->pos += len;
+  return (gint32)len;
 }
 
 static void ixia_frame_buffer_init(IxiaFrameBuffer *self) { (void)self; }
@@ -30,6 +38,18 @@ static void ixia_frame_buffer_class_init(IxiaFrameBufferClass *klass) {
 
 ThriftMemoryBuffer *ixia_frame_buffer_new(guint32 max_size) {
   return g_object_new(ixia_frame_buffer_get_type(), "buf_size", max_size, NULL);
+}
+
+void ixia_frame_buffer_load(ThriftMemoryBuffer *mb, const guint8 *data, gsize len) {
+  IxiaFrameBuffer *f = (IxiaFrameBuffer *)mb;
+  /* Let a one-off large message's memory go rather than keep it per connection. */
+  if (mb->buf->len > (1u << 20) && len <= (1u << 20)) {
+    g_byte_array_unref(mb->buf);
+    mb->buf = g_byte_array_new();
+  }
+  g_byte_array_set_size(mb->buf, 0);
+  g_byte_array_append(mb->buf, data, (guint)len);
+  f->pos = 0;
 }
 
 static ThriftProtocol *protocol_on(ThriftMemoryBuffer *buf, gboolean compact) {
@@ -54,7 +74,7 @@ GByteArray *ixia_thrift_serialize(ThriftStruct *s, gboolean compact, ixia_error_
 gboolean ixia_thrift_deserialize(ThriftStruct *s, const guint8 *data, gsize len, gboolean compact,
                                  ixia_error_t **err) {
   ThriftMemoryBuffer *buf = ixia_frame_buffer_new((guint32)MIN(len, G_MAXINT32));
-  g_byte_array_append(buf->buf, data, (guint)len);
+  ixia_frame_buffer_load(buf, data, len);
   ThriftProtocol *p = protocol_on(buf, compact);
   GError *gerr = NULL;
   gboolean ok = thrift_struct_read(s, p, &gerr) >= 0;

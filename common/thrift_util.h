@@ -16,6 +16,9 @@
 /* A memory transport holding at most max_size bytes; g_object_unref it. */
 ThriftMemoryBuffer *ixia_frame_buffer_new(guint32 max_size);
 
+/* Replaces the buffer's contents with data and rewinds its read cursor. */
+void ixia_frame_buffer_load(ThriftMemoryBuffer *buf, const guint8 *data, gsize len);
+
 /* Serializes s (binary or compact protocol). Returns a new GByteArray. */
 GByteArray *ixia_thrift_serialize(ThriftStruct *s, gboolean compact, ixia_error_t **err);
 /* Reads data into s (a new, empty struct of the expected type). */

@@ -22,6 +22,7 @@ struct ixia_api {
   guint max_batch_ops;
   guint max_get_keys;
   gint64 started_at;
+  gint64 cache_default_ttl;
   guint64 cache_hits, cache_misses, cache_partial_misses;
 };
 
@@ -89,6 +90,7 @@ ixia_api_t *ixia_api_new(const ixia_config_t *cfg, ixia_error_t **err) {
   api->max_batch_ops = (guint)ixia_config_int(cfg, "limits.max_batch_ops");
   api->max_get_keys = (guint)ixia_config_int(cfg, "limits.max_get_keys");
   api->started_at = g_get_monotonic_time();
+  api->cache_default_ttl = ixia_config_int(cfg, "cache.default_ttl_seconds");
   api->store = ixia_store_open(cfg, err);
   if (!api->store) goto fail;
   if (!ixia_store_foreach_schema(api->store, load_schema_cb, api, err)) goto fail;
@@ -217,7 +219,9 @@ gboolean ixia_api_get(ixia_api_t *api, const char *ns, const char *table, const 
   *found = FALSE;
   ixia_schema_t *schema = lookup_schema(api, ns, table, err);
   if (!schema) return FALSE;
-  if (!check_key(api, key, err)) {
+  gboolean valid = check_key(api, key, err);
+  for (const char *const *f = fields; valid && f && *f; f++) valid = ixia_field_path_valid(*f, err);
+  if (!valid) {
     ixia_schema_unref(schema);
     return FALSE;
   }
@@ -251,10 +255,16 @@ gboolean ixia_api_get(ixia_api_t *api, const char *ns, const char *table, const 
       cr == IXIA_CACHE_ERROR ? NULL : ixia_cache_lease(api->cache, ns, table, key, klen);
   char *doc = NULL;
   size_t dlen = 0;
-  ok = ixia_store_get(api->store, ns, table, key, klen, found, &v, &doc, &dlen, err);
+  gint64 expire_at = 0;
+  ok = ixia_store_get(api->store, ns, table, key, klen, found, &v, &expire_at, &doc, &dlen, err);
   if (ok && *found) {
-    if (lease)
-      ixia_cache_backfill(api->cache, lease, v, doc, dlen, schema->cache_ttl_seconds);
+    /* A cached copy must not outlive the document's own TTL. */
+    gint64 ttl = schema->cache_ttl_seconds > 0 ? schema->cache_ttl_seconds : api->cache_default_ttl;
+    if (expire_at) ttl = MIN(ttl, expire_at - g_get_real_time() / G_USEC_PER_SEC);
+    if (lease && ttl > 0)
+      ixia_cache_backfill(api->cache, lease, v, doc, dlen, ttl);
+    else
+      ixia_cache_lease_release(lease);
     gboolean complete;
     char *out = shape_doc(doc, dlen, fields, &complete, err);
     ok = out != NULL;

@@ -239,6 +239,14 @@ static gboolean ship(ixia_replication_t *r, GPtrArray *batches, ixia_error_t **e
   IxiaIxiaError *xe = NULL;
   GError *gerr = NULL;
   gboolean ok = ixia_replication_sink_if_replicate(r->client, &acked, batches, &xe, &gerr);
+  IxiaWalBatch *last_batch = batches->len ? g_ptr_array_index(batches, batches->len - 1) : NULL;
+  if (ok && !xe && last_batch && acked != batch_last(last_batch)) {
+    /* Only what the sink says it published may move the checkpoint. */
+    ixia_error_set(err, IXIA_EINTERNAL,
+                   "sink %s acknowledged up to version %" G_GINT64_FORMAT ", expected %" G_GINT64_FORMAT,
+                   r->sinks[r->current], acked, batch_last(last_batch));
+    ok = FALSE;
+  }
   if (xe) {
     ixia_error_set(err, (ixia_code_t)xe->code, "sink %s: %s", r->sinks[r->current], xe->message);
     g_object_unref(xe);
@@ -376,6 +384,26 @@ ixia_replication_t *ixia_replication_new(const ixia_config_t *cfg, ixia_store_t 
     return NULL;
   }
   g_queue_init(&r->tail);
+  gint64 latest = ixia_store_latest_version(store);
+  if (r->checkpoint > latest) {
+    /* Versions up to the checkpoint would never be shipped: a store restored
+     * from an older copy, or a hand-edited checkpoint. Never skip silently. */
+    report_gap(r, latest + 1, 0);
+    IXIA_ERROR("replication: checkpoint %" G_GINT64_FORMAT " is ahead of the store (latest %" G_GINT64_FORMAT
+               "); fix %s",
+               r->checkpoint, latest, r->checkpoint_path);
+  }
+  for (guint i = 0; i < r->n_sinks; i++) {
+    const char *colon = strrchr(r->sinks[i], ':');
+    char *end = NULL;
+    guint64 port = colon ? g_ascii_strtoull(colon + 1, &end, 10) : 0;
+    if (!colon || colon == r->sinks[i] || !end || *end || port == 0 || port > 65535) {
+      ixia_error_set(err, IXIA_EINVAL, "replication.sinks: bad address '%s', expected HOST:PORT",
+                     r->sinks[i]);
+      ixia_replication_destroy(r);
+      return NULL;
+    }
+  }
   if (r->n_sinks > 0) {
     ixia_store_set_commit_cb(store, on_commit, r);
     IXIA_INFO("replication: shipping from version %" G_GINT64_FORMAT " to %u sink(s)",
@@ -393,8 +421,8 @@ void ixia_replication_destroy(ixia_replication_t *r) {
   g_atomic_int_set(&r->stopping, 1);
   g_cond_broadcast(&r->wake);
   g_mutex_unlock(&r->lock);
+  if (r->n_sinks > 0 && r->store) ixia_store_set_commit_cb(r->store, NULL, NULL);
   if (r->thread) g_thread_join(r->thread);
-  if (r->n_sinks > 0) ixia_store_set_commit_cb(r->store, NULL, NULL);
   g_queue_clear_full(&r->tail, g_object_unref);
   disconnect(r);
   g_strfreev(r->sinks);

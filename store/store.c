@@ -36,6 +36,7 @@ struct ixia_store {
   GMutex commit_lock; /* with commit_cond: wakes ixia_store_wait_newer */
   GCond commit_cond;
   guint max_group_ops;
+  gsize max_group_bytes;
   gsize max_doc_bytes;
   ixia_store_stats_t stats; /* updated with atomics */
 };
@@ -358,12 +359,13 @@ static void commit_group(ixia_store_t *s, GPtrArray *group) {
                    ": something else writes to the store",
                    latest, seq);
       __atomic_add_fetch(&s->stats.write_groups, 1, __ATOMIC_RELAXED);
+      g_mutex_lock(&s->commit_lock);
+      /* Under commit_lock: once set_commit_cb(NULL) returns, no call runs. */
       if (s->commit_cb) {
         size_t len = 0;
         const char *data = rocksdb_writebatch_data(wb, &len);
         s->commit_cb((gint64)base + 1, data, len, s->commit_cb_user);
       }
-      g_mutex_lock(&s->commit_lock);
       g_cond_broadcast(&s->commit_cond);
       g_mutex_unlock(&s->commit_lock);
       __atomic_add_fetch(&s->stats.write_ops, seq - base, __ATOMIC_RELAXED);
@@ -373,6 +375,12 @@ static void commit_group(ixia_store_t *s, GPtrArray *group) {
   g_ptr_array_free(applied, TRUE);
   rocksdb_writebatch_destroy(wb);
   g_hash_table_destroy(overlay);
+}
+
+static gsize request_bytes(const write_req_t *req) {
+  gsize n = 0;
+  for (guint i = 0; i < req->n; i++) n += req->ops[i].json_len + req->ops[i].key_len;
+  return n;
 }
 
 static gpointer writer_main(gpointer data) {
@@ -385,15 +393,29 @@ static gpointer writer_main(gpointer data) {
     g_ptr_array_set_size(group, 0);
     g_ptr_array_add(group, req);
     guint ops = req->n;
-    while (ops < s->max_group_ops) {
+    gsize bytes = request_bytes(req);
+    write_req_t *held = NULL; /* popped but over the byte budget: next group */
+    while (ops < s->max_group_ops && bytes < s->max_group_bytes) {
       write_req_t *more = g_async_queue_try_pop(s->queue);
       if (!more) break;
       if (more == &s->stop_req) {
         stop = TRUE;
         break;
       }
+      if (bytes + request_bytes(more) > s->max_group_bytes) {
+        held = more;
+        break;
+      }
       g_ptr_array_add(group, more);
       ops += more->n;
+      bytes += request_bytes(more);
+    }
+    commit_group(s, group);
+    if (held) {
+      g_ptr_array_set_size(group, 0);
+      g_ptr_array_add(group, held);
+    } else {
+      continue;
     }
     commit_group(s, group);
   }
@@ -421,8 +443,8 @@ gboolean ixia_store_write(ixia_store_t *s, const ixia_write_op_t *ops, guint n, 
 /* ---------- reads ---------- */
 
 gboolean ixia_store_get(ixia_store_t *s, const char *ns, const char *table, const char *key,
-                        size_t key_len, gboolean *found, gint64 *version, char **json,
-                        size_t *json_len, ixia_error_t **err) {
+                        size_t key_len, gboolean *found, gint64 *version, gint64 *expire_out,
+                        char **json, size_t *json_len, ixia_error_t **err) {
   __atomic_add_fetch(&s->stats.gets, 1, __ATOMIC_RELAXED);
   GBytes *k = ixia_store_doc_key(ns, table, key, key_len);
   size_t klen, vlen = 0;
@@ -444,6 +466,7 @@ gboolean ixia_store_get(ixia_store_t *s, const char *ns, const char *table, cons
   if (!is_expired(expire_at)) {
     *found = TRUE;
     if (version) *version = v;
+    if (expire_out) *expire_out = expire_at;
     if (json) *json = ixia_memdup0(j, jl);
     if (json_len) *json_len = jl;
   }
@@ -495,8 +518,10 @@ gint64 ixia_store_wait_newer(ixia_store_t *s, gint64 after, gint64 timeout_ms) {
 }
 
 void ixia_store_set_commit_cb(ixia_store_t *s, ixia_store_commit_cb cb, gpointer user) {
+  g_mutex_lock(&s->commit_lock);
   s->commit_cb_user = user;
   s->commit_cb = cb;
+  g_mutex_unlock(&s->commit_lock);
 }
 
 gboolean ixia_store_flush(ixia_store_t *s, ixia_error_t **err) {
@@ -531,6 +556,7 @@ ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
   g_mutex_init(&s->commit_lock);
   g_cond_init(&s->commit_cond);
   s->max_group_ops = (guint)ixia_config_int(cfg, "store.max_group_ops");
+  s->max_group_bytes = (gsize)ixia_config_int(cfg, "store.max_group_bytes");
   s->max_doc_bytes = (gsize)ixia_config_int(cfg, "limits.max_doc_bytes");
 
   s->opts = rocksdb_options_create();

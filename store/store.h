@@ -8,10 +8,13 @@
  * with every write to the store and equal the WAL sequence of the edit,
  * which the CDC feed (rocksdb_get_updates_since) relies on.
  *
- * Replicated records (documents, schemas) live in the default column family;
- * the "local" column family holds bookkeeping that must not be replicated.
- * All writes, including local ones, must go through this module so that the
- * writer's sequence numbering stays exact.
+ * Replicated records (documents, schemas) live in the default column family
+ * (rocksdb_writebatch_iterate, which the sink decodes with, stops at edits of
+ * other column families). The "local" column family is reserved for
+ * bookkeeping that must not be replicated; it is unused so far (the
+ * replication checkpoint is a file beside the store, see
+ * query-api/replication.h). All writes must go through this module so that
+ * the writer's sequence numbering stays exact.
  *
  * Key layout (default column family), lengths as single bytes:
  *   'd' nslen ns tablelen table key   -> document
@@ -73,10 +76,11 @@ gboolean ixia_store_write(ixia_store_t *store, const ixia_write_op_t *ops, guint
                           gint64 *versions, ixia_error_t **err);
 
 /* Reads a document. Missing or expired: TRUE with *found = FALSE.
+ * *expire_at (may be NULL) is its expiry in epoch seconds, 0 = never.
  * *json is g_malloc'd, NUL-terminated. */
 gboolean ixia_store_get(ixia_store_t *store, const char *ns, const char *table, const char *key,
-                        size_t key_len, gboolean *found, gint64 *version, char **json,
-                        size_t *json_len, ixia_error_t **err);
+                        size_t key_len, gboolean *found, gint64 *version, gint64 *expire_at,
+                        char **json, size_t *json_len, ixia_error_t **err);
 
 typedef void (*ixia_store_schema_cb)(const char *ns, const char *table, const char *json,
                                      size_t len, gint64 version, gpointer user);

@@ -225,6 +225,30 @@ static void test_read_your_writes_through_cache(void) {
   ixia_client_destroy(c);
 }
 
+static void test_ttl_through_the_cache(void) {
+  ixia_client_t *c = connect_to(api.addr);
+  CU_ASSERT_TRUE_FATAL(ixia_client_apply_schema(
+      c, "{\"namespace\":\"shop\",\"table\":\"flash\",\"ttl_seconds\":1,\"cache_ttl_seconds\":300}",
+      NULL, NULL));
+  CU_ASSERT_TRUE(ixia_client_put(c, "shop", "flash", "deal", "{\"pct\":50}", -1, NULL, NULL));
+  double hits0 = stat_of(c, "cache_hits");
+  gboolean found = FALSE;
+  CU_ASSERT_TRUE(ixia_client_get(c, "shop", "flash", "deal", NULL, &found, NULL, NULL, NULL));
+  CU_ASSERT_TRUE(found);
+  g_usleep(100000); /* backfilled */
+  CU_ASSERT_TRUE(ixia_client_get(c, "shop", "flash", "deal", NULL, &found, NULL, NULL, NULL));
+  CU_ASSERT_TRUE(found);
+  CU_ASSERT_TRUE(stat_of(c, "cache_hits") > hits0); /* served from the cache */
+  g_usleep(2100 * 1000);
+  /* This server closes connections idle for 1 s (server.recv_timeout_ms). */
+  ixia_client_destroy(c);
+  c = connect_to(api.addr);
+  /* Expired: invisible, although the table's cache TTL is 300 s. */
+  CU_ASSERT_TRUE(ixia_client_get(c, "shop", "flash", "deal", NULL, &found, NULL, NULL, NULL));
+  CU_ASSERT_FALSE(found);
+  ixia_client_destroy(c);
+}
+
 static void test_partial_cache_entry_is_a_miss(void) {
   ixia_client_t *c = connect_to(api.addr);
   put_doc(c, "partial", "{\"price\":5,\"category\":\"c\"}");
@@ -341,6 +365,14 @@ static void test_bad_input(void) {
   CU_ASSERT_FALSE(ixia_client_put(c, "bad ns", "t", "k", "{}", -1, NULL, &e));
   CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_EINVAL);
   ixia_error_destroy(e), e = NULL;
+  const char *bad_fields[][2] = {{"", NULL}, {"a..b", NULL}, {".a", NULL}, {"price", ""}};
+  for (guint i = 0; i < G_N_ELEMENTS(bad_fields); i++) {
+    const char *f[3] = {bad_fields[i][0], bad_fields[i][1], NULL};
+    CU_ASSERT_FALSE(ixia_client_get(c, "shop", "products", "keep", f, NULL, NULL, NULL, &e));
+    CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "field path"));
+    ixia_error_destroy(e), e = NULL;
+  }
   ixia_client_destroy(c);
 
   /* Oversize frame: the header alone gets the connection closed. */
@@ -458,6 +490,7 @@ int main(void) {
   IXT_ADD(s, test_schema_show_and_evolution);
   IXT_ADD(s, test_read_your_writes_through_cache);
   IXT_ADD(s, test_partial_cache_entry_is_a_miss);
+  IXT_ADD(s, test_ttl_through_the_cache);
   IXT_ADD(s, test_stale_set_race);
   IXT_ADD(s, test_bad_input);
   IXT_ADD(s, test_memcached_failures); /* last: it restarts memcached */

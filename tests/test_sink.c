@@ -210,7 +210,7 @@ static void test_decode_real_wal(void) {
   gboolean found = FALSE;
   gint64 cur = 0;
   char *json = NULL;
-  CU_ASSERT_TRUE(ixia_store_get(store, "shop", "items", "a", 1, &found, &cur, &json, NULL, NULL));
+  CU_ASSERT_TRUE(ixia_store_get(store, "shop", "items", "a", 1, &found, &cur, NULL, &json, NULL, NULL));
   CU_ASSERT_EQUAL(cur, va2);
   CU_ASSERT_STRING_EQUAL(ev->event->doc, json);
   g_free(json);

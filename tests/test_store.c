@@ -46,7 +46,7 @@ static gint64 put(const char *key, const char *json, gint64 expected, ixia_error
 static char *get(const char *key, gint64 *version) {
   gboolean found = FALSE;
   char *json = NULL;
-  CU_ASSERT_TRUE(ixia_store_get(store, "ns", "t", key, strlen(key), &found, version, &json, NULL, NULL));
+  CU_ASSERT_TRUE(ixia_store_get(store, "ns", "t", key, strlen(key), &found, version, NULL, &json, NULL, NULL));
   return found ? json : NULL;
 }
 
@@ -215,6 +215,58 @@ static void test_group_commit(void) {
   g_free(json);
 }
 
+typedef struct {
+  ixia_store_t *store;
+  int id;
+  const char *doc;
+} big_writer_t;
+
+static gpointer big_writer(gpointer p) {
+  big_writer_t *a = p;
+  for (int i = 0; i < 20; i++) {
+    char key[32];
+    snprintf(key, sizeof key, "big%d-%d", a->id, i);
+    ixia_write_op_t op = {.kind = IXIA_WRITE_PUT, .ns = "ns", .table = "t", .key = key,
+                          .key_len = strlen(key), .json = a->doc, .json_len = strlen(a->doc),
+                          .expected_version = -1};
+    gint64 v;
+    CU_ASSERT_TRUE(ixia_store_write(a->store, &op, 1, &v, NULL));
+  }
+  return NULL;
+}
+
+/* A group is one WAL record shipped in one replication call: its size is
+ * bounded by store.max_group_bytes, not only by the operation count. */
+static void test_group_bytes_bounded(void) {
+  char *d = ixt_tmpdir();
+  ixia_config_t *c = ixia_config_new();
+  char *path = g_build_filename(d, "bytes", NULL);
+  ixia_config_set(c, "store.path", path, NULL);
+  ixia_config_set(c, "store.max_group_bytes", "65536", NULL);
+  ixia_store_t *st = ixia_store_open(c, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(st);
+  GString *doc = g_string_new("{\"pad\":\"");
+  while (doc->len < 30000) g_string_append(doc, "0123456789");
+  g_string_append(doc, "\"}");
+  big_writer_t args[8];
+  GThread *th[8];
+  for (int i = 0; i < 8; i++) {
+    args[i] = (big_writer_t){st, i, doc->str};
+    th[i] = g_thread_new("big", big_writer, &args[i]);
+  }
+  for (int i = 0; i < 8; i++) g_thread_join(th[i]);
+  ixia_store_stats_t stats;
+  ixia_store_get_stats(st, &stats);
+  /* 160 writes of ~30 KB: at most two fit in 64 KiB. */
+  CU_ASSERT_EQUAL(stats.write_requests, 160);
+  CU_ASSERT_TRUE(stats.write_groups >= 80);
+  ixia_store_destroy(st);
+  ixia_config_destroy(c);
+  g_string_free(doc, TRUE);
+  g_free(path);
+  g_free(d);
+}
+
 static void schema_cb(const char *ns, const char *table, const char *json, size_t len,
                       gint64 version, gpointer user) {
   (void)len;
@@ -273,6 +325,7 @@ int main(void) {
   IXT_ADD(s, test_batch_is_atomic);
   IXT_ADD(s, test_ttl);
   IXT_ADD(s, test_group_commit);
+  IXT_ADD(s, test_group_bytes_bounded);
   IXT_ADD(s, test_reopen_keeps_data_and_schemas);
   IXT_ADD(s, test_key_encoding);
   return ixt_run();
