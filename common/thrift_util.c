@@ -88,3 +88,9 @@ gboolean ixia_thrift_deserialize(ThriftStruct *s, const guint8 *data, gsize len,
   g_object_unref(buf);
   return ok;
 }
+
+gboolean ixia_error_to_thrift(IxiaIxiaError **xe, ixia_error_t *err) {
+  *xe = g_object_new(IXIA_TYPE_IXIA_ERROR, "code", (gint32)err->code, "message", err->message, NULL);
+  ixia_error_destroy(err);
+  return FALSE;
+}

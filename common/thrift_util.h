@@ -12,12 +12,17 @@
 #include <thrift/c_glib/transport/thrift_memory_buffer.h>
 
 #include "error.h"
+#include "ixia_ixia_types.h"
 
 /* A memory transport holding at most max_size bytes; g_object_unref it. */
 ThriftMemoryBuffer *ixia_frame_buffer_new(guint32 max_size);
 
 /* Replaces the buffer's contents with data and rewinds its read cursor. */
 void ixia_frame_buffer_load(ThriftMemoryBuffer *buf, const guint8 *data, gsize len);
+
+/* Converts err into the IxiaError exception a handler returns (the one
+ * place ixia_error_t becomes Thrift); frees err. Always returns FALSE. */
+gboolean ixia_error_to_thrift(IxiaIxiaError **xe, ixia_error_t *err);
 
 /* Serializes s (binary or compact protocol). Returns a new GByteArray. */
 GByteArray *ixia_thrift_serialize(ThriftStruct *s, gboolean compact, ixia_error_t **err);

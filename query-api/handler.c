@@ -4,6 +4,7 @@
 
 #include "api.h"
 #include "ixia_ixia.h"
+#include "thrift_util.h"
 
 typedef struct {
   IxiaIxiaHandler parent;
@@ -19,19 +20,12 @@ G_DEFINE_TYPE(IxiaApiHandler, ixia_api_handler, IXIA_TYPE_IXIA_HANDLER)
 
 static ixia_api_t *api_of(IxiaIxiaIf *iface) { return ((IxiaApiHandler *)iface)->api; }
 
-/* Converts err into the declared exception; always returns FALSE. */
-static gboolean fail(IxiaIxiaError **xe, ixia_error_t *err) {
-  *xe = g_object_new(IXIA_TYPE_IXIA_ERROR, "code", (gint32)err->code, "message", err->message, NULL);
-  ixia_error_destroy(err);
-  return FALSE;
-}
-
 static gboolean write_one(IxiaIxiaIf *iface, gint64 *ret, ixia_write_kind_t kind, const gchar *ns,
                           const gchar *table, const gchar *key, const gchar *json, gint64 expected,
                           IxiaIxiaError **xe) {
   ixia_api_op_t op = {kind, ns, table, key, json, expected};
   ixia_error_t *err = NULL;
-  if (!ixia_api_write(api_of(iface), &op, 1, ret, &err)) return fail(xe, err);
+  if (!ixia_api_write(api_of(iface), &op, 1, ret, &err)) return ixia_error_to_thrift(xe, err);
   return TRUE;
 }
 
@@ -62,7 +56,7 @@ static gboolean h_batch(IxiaIxiaIf *iface, GArray **ret, const GPtrArray *ops, I
   ixia_api_t *api = api_of(iface);
   guint n = ops ? ops->len : 0;
   if (n > ixia_api_max_batch_ops(api))
-    return fail(xe, ixia_error_new(IXIA_ETOOLARGE,
+    return ixia_error_to_thrift(xe, ixia_error_new(IXIA_ETOOLARGE,
                                    "batch has %u operations, over the limit of %u (limits.max_batch_ops)",
                                    n, ixia_api_max_batch_ops(api)));
   ixia_api_op_t *aops = g_new0(ixia_api_op_t, n ? n : 1);
@@ -80,7 +74,7 @@ static gboolean h_batch(IxiaIxiaIf *iface, GArray **ret, const GPtrArray *ops, I
   if (ok) g_array_append_vals(*ret, versions, n);
   g_free(versions);
   g_free(aops);
-  return ok ? TRUE : fail(xe, err);
+  return ok ? TRUE : ixia_error_to_thrift(xe, err);
 }
 
 /* NULL-terminated view of a list<string>; free the array only. */
@@ -115,7 +109,7 @@ static gboolean h_get(IxiaIxiaIf *iface, IxiaDocument **ret, const gchar *ns, co
   ixia_error_t *err = NULL;
   gboolean ok = fill_doc(api_of(iface), *ret, ns, table, key, f, &err);
   g_free(f);
-  return ok ? TRUE : fail(xe, err);
+  return ok ? TRUE : ixia_error_to_thrift(xe, err);
 }
 
 static gboolean h_multi_get(IxiaIxiaIf *iface, GPtrArray **ret, const gchar *ns,
@@ -125,7 +119,7 @@ static gboolean h_multi_get(IxiaIxiaIf *iface, GPtrArray **ret, const gchar *ns,
   ixia_api_t *api = api_of(iface);
   guint n = keys ? keys->len : 0;
   if (n > ixia_api_max_get_keys(api))
-    return fail(xe, ixia_error_new(IXIA_ETOOLARGE,
+    return ixia_error_to_thrift(xe, ixia_error_new(IXIA_ETOOLARGE,
                                    "multiGet has %u keys, over the limit of %u (limits.max_get_keys)",
                                    n, ixia_api_max_get_keys(api)));
   const char **f = fields_of(fields);
@@ -137,7 +131,7 @@ static gboolean h_multi_get(IxiaIxiaIf *iface, GPtrArray **ret, const gchar *ns,
     g_ptr_array_add(*ret, doc);
   }
   g_free(f);
-  return ok ? TRUE : fail(xe, err);
+  return ok ? TRUE : ixia_error_to_thrift(xe, err);
 }
 
 static gboolean h_query(IxiaIxiaIf *iface, gchar **ret, const gchar *request_json,
@@ -145,7 +139,7 @@ static gboolean h_query(IxiaIxiaIf *iface, gchar **ret, const gchar *request_jso
   (void)error;
   ixia_error_t *err = NULL;
   char *out = ixia_api_query(api_of(iface), request_json, &err);
-  if (!out) return fail(xe, err);
+  if (!out) return ixia_error_to_thrift(xe, err);
   *ret = out;
   return TRUE;
 }
@@ -154,7 +148,7 @@ static gboolean h_apply_schema(IxiaIxiaIf *iface, gint64 *ret, const gchar *json
                                IxiaIxiaError **xe, GError **error) {
   (void)error;
   ixia_error_t *err = NULL;
-  return ixia_api_apply_schema(api_of(iface), json, ret, &err) ? TRUE : fail(xe, err);
+  return ixia_api_apply_schema(api_of(iface), json, ret, &err) ? TRUE : ixia_error_to_thrift(xe, err);
 }
 
 static gboolean h_get_schema(IxiaIxiaIf *iface, gchar **ret, const gchar *ns, const gchar *table,
@@ -162,7 +156,7 @@ static gboolean h_get_schema(IxiaIxiaIf *iface, gchar **ret, const gchar *ns, co
   (void)error;
   ixia_error_t *err = NULL;
   char *out = ixia_api_get_schema(api_of(iface), ns, table, &err);
-  if (!out) return fail(xe, err);
+  if (!out) return ixia_error_to_thrift(xe, err);
   *ret = out;
   return TRUE;
 }

@@ -136,6 +136,15 @@ typedef struct {
   gint64 gap_available_from;
 } wal_read_t;
 
+static IxiaWalBatch *wal_batch_new(gint64 sequence, const char *data, size_t len) {
+  IxiaWalBatch *b = g_object_new(IXIA_TYPE_WAL_BATCH, NULL);
+  b->sequence = sequence;
+  if (!b->data) b->data = g_byte_array_new(); /* generated init leaves binary NULL */
+  g_byte_array_append(b->data, (const guint8 *)data, (guint)len);
+  b->__isset_sequence = b->__isset_data = TRUE;
+  return b;
+}
+
 /* Reads whole write batches after `checkpoint`, up to max_batch_bytes. */
 static gboolean read_wal(ixia_replication_t *r, gint64 checkpoint, wal_read_t *out,
                          ixia_error_t **err) {
@@ -159,12 +168,7 @@ static gboolean read_wal(ixia_replication_t *r, gint64 checkpoint, wal_read_t *o
       break;
     }
     if ((gint64)seq + count - 1 > checkpoint) {
-      IxiaWalBatch *b = g_object_new(IXIA_TYPE_WAL_BATCH, NULL);
-      b->sequence = (gint64)seq;
-      if (!b->data) b->data = g_byte_array_new(); /* generated init leaves binary NULL */
-      g_byte_array_append(b->data, (const guint8 *)data, (guint)size);
-      b->__isset_sequence = b->__isset_data = TRUE;
-      g_ptr_array_add(out->batches, b);
+      g_ptr_array_add(out->batches, wal_batch_new((gint64)seq, data, size));
       if (out->batches->len == 1) out->first = (gint64)seq;
       out->last = (gint64)seq + count - 1;
       out->edits += (guint64)count;
@@ -190,11 +194,7 @@ static gint64 batch_last(IxiaWalBatch *b) {
 
 static void on_commit(gint64 first_version, const char *batch, size_t len, gpointer user) {
   ixia_replication_t *r = user;
-  IxiaWalBatch *b = g_object_new(IXIA_TYPE_WAL_BATCH, NULL);
-  b->sequence = first_version;
-  if (!b->data) b->data = g_byte_array_new();
-  g_byte_array_append(b->data, (const guint8 *)batch, (guint)len);
-  b->__isset_sequence = b->__isset_data = TRUE;
+  IxiaWalBatch *b = wal_batch_new(first_version, batch, len);
   g_mutex_lock(&r->lock);
   g_queue_push_tail(&r->tail, b);
   r->tail_bytes += len;

@@ -2,6 +2,7 @@
  * the IxiaError exception. No logic lives here. */
 #include "ixia_replication_sink.h"
 #include "sink.h"
+#include "thrift_util.h"
 
 typedef struct {
   IxiaReplicationSinkHandler parent;
@@ -16,13 +17,6 @@ GType ixia_sink_handler_get_type(void);
 G_DEFINE_TYPE(IxiaSinkHandler, ixia_sink_handler, IXIA_TYPE_REPLICATION_SINK_HANDLER)
 
 static ixia_sink_t *sink_of(IxiaReplicationSinkIf *iface) { return ((IxiaSinkHandler *)iface)->sink; }
-
-/* Converts err into the declared exception; always returns FALSE. */
-static gboolean fail(IxiaIxiaError **xe, ixia_error_t *err) {
-  *xe = g_object_new(IXIA_TYPE_IXIA_ERROR, "code", (gint32)err->code, "message", err->message, NULL);
-  ixia_error_destroy(err);
-  return FALSE;
-}
 
 static gboolean h_replicate(IxiaReplicationSinkIf *iface, gint64 *ret, const GPtrArray *batches,
                             IxiaIxiaError **xe, GError **error) {
@@ -39,7 +33,7 @@ static gboolean h_replicate(IxiaReplicationSinkIf *iface, gint64 *ret, const GPt
   ixia_error_t *err = NULL;
   gboolean ok = ixia_sink_replicate(sink_of(iface), b, n, ret, &err);
   g_free(b);
-  return ok ? TRUE : fail(xe, err);
+  return ok ? TRUE : ixia_error_to_thrift(xe, err);
 }
 
 static gboolean h_stats(IxiaReplicationSinkIf *iface, gchar **ret, IxiaIxiaError **xe,
