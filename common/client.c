@@ -2,17 +2,97 @@
 
 #include <string.h>
 
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <thrift/c_glib/protocol/thrift_binary_protocol.h>
-#include <thrift/c_glib/transport/thrift_framed_transport.h>
 #include <thrift/c_glib/transport/thrift_socket.h>
+#include <thrift/c_glib/transport/thrift_framed_transport.h>
 
 struct ixia_client {
   char *address;
-  ThriftTransport *socket;
-  ThriftTransport *framed;
-  ThriftProtocol *protocol;
+  ixia_thrift_conn_t conn;
   IxiaIxiaIf *iface;
 };
+
+gboolean ixia_thrift_conn_open(ixia_thrift_conn_t *c, const char *hostport, gint64 connect_timeout_ms,
+                               gint64 io_timeout_ms, ixia_error_t **err) {
+  memset(c, 0, sizeof *c);
+  c->fd = -1;
+  const char *colon = strrchr(hostport, ':');
+  char *end = NULL;
+  guint64 port = colon ? g_ascii_strtoull(colon + 1, &end, 10) : 0;
+  if (!colon || colon == hostport || !end || *end || port == 0 || port > 65535)
+    return ixia_error_set(err, IXIA_EINVAL, "bad address '%s': expected HOST:PORT", hostport);
+  char *host = g_strndup(hostport, (gsize)(colon - hostport));
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+  struct addrinfo *res = NULL;
+  int rc = getaddrinfo(host, colon + 1, &hints, &res);
+  g_free(host);
+  if (rc != 0)
+    return ixia_error_set(err, IXIA_EUNAVAILABLE, "cannot resolve %s: %s", hostport, gai_strerror(rc));
+  int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int error = fd < 0 ? errno : 0;
+  if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
+    error = errno;
+    if (error == EINPROGRESS) {
+      /* Bounded connect: a black-holed address must not hang the caller. */
+      struct pollfd p = {.fd = fd, .events = POLLOUT};
+      int n;
+      do {
+        n = poll(&p, 1, (int)connect_timeout_ms);
+      } while (n < 0 && errno == EINTR);
+      socklen_t l = sizeof error;
+      if (n == 0)
+        error = ETIMEDOUT;
+      else if (n < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &l) != 0)
+        error = errno;
+    }
+  }
+  freeaddrinfo(res);
+  if (error) {
+    if (fd >= 0) close(fd);
+    return ixia_error_set(err, IXIA_EUNAVAILABLE, "cannot connect to %s: %s", hostport, g_strerror(error));
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (io_timeout_ms > 0) {
+    struct timeval tv = {.tv_sec = io_timeout_ms / 1000, .tv_usec = (io_timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  }
+  c->fd = fd;
+  /* A ThriftSocket adopting our connected fd: its I/O is plain send/recv
+   * (ThriftFDTransport fsyncs on flush, which sockets refuse). */
+  c->fd_transport = g_object_new(THRIFT_TYPE_SOCKET, NULL);
+  THRIFT_SOCKET(c->fd_transport)->sd = fd;
+  c->transport = g_object_new(THRIFT_TYPE_FRAMED_TRANSPORT, "transport", c->fd_transport, NULL);
+  c->protocol = g_object_new(THRIFT_TYPE_BINARY_PROTOCOL, "transport", c->transport, NULL);
+  return TRUE;
+}
+
+void ixia_thrift_conn_interrupt(ixia_thrift_conn_t *c) {
+  if (c->fd >= 0) shutdown(c->fd, SHUT_RDWR);
+}
+
+void ixia_thrift_conn_close(ixia_thrift_conn_t *c) {
+  if (c->protocol) g_object_unref(c->protocol);
+  if (c->transport) g_object_unref(c->transport);
+  if (c->fd_transport) {
+    THRIFT_SOCKET(c->fd_transport)->sd = -1; /* the fd is ours to close */
+    g_object_unref(c->fd_transport);
+  }
+  if (c->fd >= 0) close(c->fd);
+  memset(c, 0, sizeof *c);
+  c->fd = -1;
+}
 
 char *ixia_client_address(const char *explicit_addr, const ixia_config_t *cfg) {
   if (explicit_addr && *explicit_addr) return g_strdup(explicit_addr);
@@ -25,40 +105,25 @@ char *ixia_client_address(const char *explicit_addr, const ixia_config_t *cfg) {
 }
 
 ixia_client_t *ixia_client_new(const char *hostport, ixia_error_t **err) {
-  const char *colon = strrchr(hostport, ':');
-  char *end = NULL;
-  guint64 port = colon ? g_ascii_strtoull(colon + 1, &end, 10) : 0;
-  if (!colon || colon == hostport || !end || *end || port == 0 || port > 65535) {
-    ixia_error_set(err, IXIA_EINVAL, "bad API address '%s': expected HOST:PORT", hostport);
-    return NULL;
-  }
   ixia_client_t *c = g_new0(ixia_client_t, 1);
   c->address = g_strdup(hostport);
-  char *host = g_strndup(hostport, (gsize)(colon - hostport));
-  c->socket = g_object_new(THRIFT_TYPE_SOCKET, "hostname", host, "port", (guint)port, NULL);
-  g_free(host);
-  c->framed = g_object_new(THRIFT_TYPE_FRAMED_TRANSPORT, "transport", c->socket, NULL);
-  c->protocol = g_object_new(THRIFT_TYPE_BINARY_PROTOCOL, "transport", c->framed, NULL);
-  c->iface = g_object_new(IXIA_TYPE_IXIA_CLIENT, "input_protocol", c->protocol, "output_protocol",
-                          c->protocol, NULL);
-  GError *gerr = NULL;
-  if (!thrift_transport_open(c->framed, &gerr)) {
-    ixia_error_set(err, IXIA_EUNAVAILABLE, "cannot connect to ixia API at %s: %s", hostport,
-                   gerr ? gerr->message : "unknown error");
-    if (gerr) g_error_free(gerr);
-    ixia_client_destroy(c);
+  ixia_error_t *e = NULL;
+  if (!ixia_thrift_conn_open(&c->conn, hostport, 5000, 0, &e)) {
+    ixia_error_prefix(e, "ixia API");
+    ixia_error_propagate(err, e);
+    g_free(c->address);
+    g_free(c);
     return NULL;
   }
+  c->iface = g_object_new(IXIA_TYPE_IXIA_CLIENT, "input_protocol", c->conn.protocol,
+                          "output_protocol", c->conn.protocol, NULL);
   return c;
 }
 
 void ixia_client_destroy(ixia_client_t *c) {
   if (!c) return;
-  if (c->framed && thrift_transport_is_open(c->framed)) thrift_transport_close(c->framed, NULL);
   if (c->iface) g_object_unref(c->iface);
-  if (c->protocol) g_object_unref(c->protocol);
-  if (c->framed) g_object_unref(c->framed);
-  if (c->socket) g_object_unref(c->socket);
+  ixia_thrift_conn_close(&c->conn);
   g_free(c->address);
   g_free(c);
 }

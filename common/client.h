@@ -18,6 +18,23 @@
 
 typedef struct ixia_client ixia_client_t;
 
+/* One framed binary-protocol Thrift connection, shared by every client of
+ * an ixia service (the API client, the replication source). */
+typedef struct {
+  int fd;
+  ThriftTransport *transport; /* framed, over fd_transport */
+  ThriftTransport *fd_transport; /* a ThriftSocket adopting fd */
+  ThriftProtocol *protocol;
+} ixia_thrift_conn_t;
+
+/* Connects to "host:port", giving up after connect_timeout_ms; io_timeout_ms
+ * (0 = none) bounds each later send and receive. */
+gboolean ixia_thrift_conn_open(ixia_thrift_conn_t *c, const char *hostport, gint64 connect_timeout_ms,
+                               gint64 io_timeout_ms, ixia_error_t **err);
+/* Wakes a thread blocked on the connection (it sees an error); thread-safe. */
+void ixia_thrift_conn_interrupt(ixia_thrift_conn_t *c);
+void ixia_thrift_conn_close(ixia_thrift_conn_t *c);
+
 /* The API address to use: `explicit_addr` if given, else $IXIA_API, else
  * api.host:api.port from cfg (cfg may be NULL: then 127.0.0.1:9090).
  * Caller frees. */

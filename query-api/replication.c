@@ -6,10 +6,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include <thrift/c_glib/protocol/thrift_binary_protocol.h>
-#include <thrift/c_glib/transport/thrift_framed_transport.h>
-#include <thrift/c_glib/transport/thrift_socket.h>
 
+#include "client.h"
 #include "ixia_replication_sink.h"
 #include "log.h"
 
@@ -36,9 +34,9 @@ struct ixia_replication {
    * overflow that dropped the oldest). Guarded by lock. */
   GQueue tail;
   gsize tail_bytes;
-  /* connection to the current sink */
-  ThriftTransport *socket, *framed;
-  ThriftProtocol *protocol;
+  /* connection to the current sink; conn.fd is read by destroy (under lock)
+   * to interrupt a call in flight */
+  ixia_thrift_conn_t conn;
   IxiaReplicationSinkIf *client;
 };
 
@@ -85,36 +83,26 @@ static void set_last_error(ixia_replication_t *r, const char *msg) {
 }
 
 static void disconnect(ixia_replication_t *r) {
-  if (r->framed && thrift_transport_is_open(r->framed)) thrift_transport_close(r->framed, NULL);
   g_clear_object(&r->client);
-  g_clear_object(&r->protocol);
-  g_clear_object(&r->framed);
-  g_clear_object(&r->socket);
+  g_mutex_lock(&r->lock);
+  ixia_thrift_conn_close(&r->conn);
+  g_mutex_unlock(&r->lock);
 }
 
 static gboolean connect_sink(ixia_replication_t *r, ixia_error_t **err) {
   if (r->client) return TRUE;
-  const char *addr = r->sinks[r->current];
-  const char *colon = strrchr(addr, ':');
-  if (!colon) return ixia_error_set(err, IXIA_EINVAL, "replication.sinks: bad address '%s'", addr);
-  char *host = g_strndup(addr, (gsize)(colon - addr));
-  r->socket = g_object_new(THRIFT_TYPE_SOCKET, "hostname", host, "port", (guint)atoi(colon + 1), NULL);
-  g_free(host);
-  r->framed = g_object_new(THRIFT_TYPE_FRAMED_TRANSPORT, "transport", r->socket, NULL);
-  r->protocol = g_object_new(THRIFT_TYPE_BINARY_PROTOCOL, "transport", r->framed, NULL);
-  r->client = g_object_new(IXIA_TYPE_REPLICATION_SINK_CLIENT, "input_protocol", r->protocol,
-                           "output_protocol", r->protocol, NULL);
-  GError *gerr = NULL;
-  if (!thrift_transport_open(r->framed, &gerr)) {
-    ixia_error_set(err, IXIA_EUNAVAILABLE, "sink %s: %s", addr, gerr ? gerr->message : "connect failed");
-    if (gerr) g_error_free(gerr);
-    disconnect(r);
+  ixia_thrift_conn_t conn;
+  /* A sink waits for Kafka; bound how long we wait for the sink. */
+  if (!ixia_thrift_conn_open(&conn, r->sinks[r->current], MIN(r->call_timeout_ms, 5000),
+                             r->call_timeout_ms, err)) {
+    if (err && *err) ixia_error_prefix(*err, "sink");
     return FALSE;
   }
-  /* A sink waits for Kafka; bound how long we wait for the sink. */
-  struct timeval tv = {.tv_sec = r->call_timeout_ms / 1000, .tv_usec = (r->call_timeout_ms % 1000) * 1000};
-  setsockopt(THRIFT_SOCKET(r->socket)->sd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(THRIFT_SOCKET(r->socket)->sd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  g_mutex_lock(&r->lock);
+  r->conn = conn;
+  g_mutex_unlock(&r->lock);
+  r->client = g_object_new(IXIA_TYPE_REPLICATION_SINK_CLIENT, "input_protocol", r->conn.protocol,
+                           "output_protocol", r->conn.protocol, NULL);
   return TRUE;
 }
 
@@ -358,6 +346,7 @@ static gpointer replication_main(gpointer data) {
 ixia_replication_t *ixia_replication_new(const ixia_config_t *cfg, ixia_store_t *store,
                                          ixia_error_t **err) {
   ixia_replication_t *r = g_new0(ixia_replication_t, 1);
+  r->conn.fd = -1;
   g_mutex_init(&r->lock);
   g_cond_init(&r->wake);
   r->store = store;
@@ -420,6 +409,7 @@ void ixia_replication_destroy(ixia_replication_t *r) {
   g_mutex_lock(&r->lock);
   g_atomic_int_set(&r->stopping, 1);
   g_cond_broadcast(&r->wake);
+  ixia_thrift_conn_interrupt(&r->conn); /* a call waiting on a slow sink */
   g_mutex_unlock(&r->lock);
   if (r->n_sinks > 0 && r->store) ixia_store_set_commit_cb(r->store, NULL, NULL);
   if (r->thread) g_thread_join(r->thread);

@@ -51,8 +51,11 @@ static gboolean stack_start(cdc_stack_t *s, const char *const *api_sets) {
   ok = ixt_api_start(&s->api, s->dir, s->mc.addr, (const char *const *)sets->pdata);
   g_ptr_array_free(sets, TRUE);
   if (!ok) return FALSE;
-  ixia_client_t *c = ixia_client_new(s->api.addr, NULL);
-  ok = c && ixia_client_apply_schema(c, SCHEMA, NULL, NULL);
+  ixia_error_t *e = NULL;
+  ixia_client_t *c = ixia_client_new(s->api.addr, &e);
+  ok = c && ixia_client_apply_schema(c, SCHEMA, NULL, &e);
+  if (e) fprintf(stderr, "\n  stack: %s\n", e->message);
+  ixia_error_destroy(e);
   ixia_client_destroy(c);
   return ok;
 }
