@@ -149,17 +149,12 @@ typedef gboolean (*ixia_cli_write_fn)(ixia_client_t *, const char *, const char 
 static int ixia_cli_write(ixia_cli_t *cli, char **args,
                           ixia_cli_write_fn fn) {
   ixia_error_t *err = NULL;
-  char *json = ixia_cli_json_arg(args[3], "document", &err);
+  g_autofree char *json = ixia_cli_json_arg(args[3], "document", &err);
   if (!json) return ixia_cli_fail(err);
-  int rc = ixia_cli_connect(cli);
-  if (rc != IXIA_EXIT_OK) {
-    g_free(json);
-    return rc;
-  }
+  IXIA_CLI_CONNECT(cli);
   gint64 version = 0;
   gboolean ok =
       fn(cli->client, args[0], args[1], args[2], json, ixia_cli_expected(cli), &version, &err);
-  g_free(json);
   return ok ? ixia_cli_print_version(version) : ixia_cli_fail(err);
 }
 
@@ -223,16 +218,11 @@ static int ixia_cli_cmd_get(ixia_cli_t *cli, char **args) {
 static int ixia_cli_cmd_schema_apply(ixia_cli_t *cli, char **args) {
   (void)cli;
   ixia_error_t *err = NULL;
-  char *json = ixia_cli_read_input(args[0], "schema", NULL, &err);
+  g_autofree char *json = ixia_cli_read_input(args[0], "schema", NULL, &err);
   if (!json) return ixia_cli_fail(err);
-  int rc = ixia_cli_connect(cli);
-  if (rc != IXIA_EXIT_OK) {
-    g_free(json);
-    return rc;
-  }
+  IXIA_CLI_CONNECT(cli);
   gint64 version = 0;
   gboolean ok = ixia_client_apply_schema(cli->client, json, &version, &err);
-  g_free(json);
   return ok ? ixia_cli_print_version(version) : ixia_cli_fail(err);
 }
 
@@ -256,16 +246,11 @@ static int ixia_cli_cmd_schema_show(ixia_cli_t *cli, char **args) {
 static int ixia_cli_cmd_query(ixia_cli_t *cli, char **args) {
   (void)cli;
   ixia_error_t *err = NULL;
-  char *request = ixia_cli_json_arg(args[0], "query", &err);
+  g_autofree char *request = ixia_cli_json_arg(args[0], "query", &err);
   if (!request) return ixia_cli_fail(err);
-  int rc = ixia_cli_connect(cli);
-  if (rc != IXIA_EXIT_OK) {
-    g_free(request);
-    return rc;
-  }
+  IXIA_CLI_CONNECT(cli);
   char *response = NULL;
   gboolean ok = ixia_client_query(cli->client, request, &response, &err);
-  g_free(request);
   return ixia_cli_print_result(ok, response, err);
 }
 
