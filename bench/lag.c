@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "hdr.h"
 #include "ixia_ixia_types.h"
 #include "lag.h"
 #include "thrift_util.h"
@@ -81,11 +82,6 @@ static rd_kafka_t *consumer_new(const char *brokers, const char *topic, char *er
   return rk;
 }
 
-static int cmp_i64(gconstpointer a, gconstpointer b) {
-  gint64 x = *(const gint64 *)a, y = *(const gint64 *)b;
-  return (x > y) - (x < y);
-}
-
 typedef struct {
   lag_state_t *st;
   const char *api, *doc;
@@ -159,10 +155,11 @@ int ixia_bench_cdc_lag(const char *api, const char *brokers, const char *topic, 
   g_usleep(3000000); /* stragglers */
   g_atomic_int_set(&st.stop, 1);
   g_thread_join(th);
-  GArray *lags = g_array_new(FALSE, FALSE, sizeof(gint64));
+  ixia_hdr_t *lags = ixia_hdr_new();
   /* Where the lag goes: ack -> sink decoded it (the source's share), and
-   * sink decoded -> readable by a consumer (Kafka's share). Wall clock. */
-  GArray *to_sink = g_array_new(FALSE, FALSE, sizeof(gint64));
+   * sink decoded -> readable by a consumer (Kafka's share). Wall clock,
+   * millisecond resolution. */
+  ixia_hdr_t *to_sink = ixia_hdr_new();
   guint missing = 0;
   GHashTableIter it;
   gpointer k, v;
@@ -173,32 +170,26 @@ int ixia_bench_cdc_lag(const char *api, const char *brokers, const char *topic, 
       missing++;
       continue;
     }
-    gint64 lag = MAX(0, *arr - *(gint64 *)v);
-    g_array_append_val(lags, lag);
+    ixia_hdr_record(lags, *arr - *(gint64 *)v);
     gint64 *dec = g_hash_table_lookup(st.decoded, k), *aw = g_hash_table_lookup(st.acked_wall, k);
-    if (dec && aw) {
-      gint64 d = MAX(0, *dec - *aw) * 1000;
-      g_array_append_val(to_sink, d);
-    }
+    if (dec && aw) ixia_hdr_record(to_sink, (*dec - *aw) * 1000);
   }
-  g_array_sort(lags, cmp_i64);
-  g_array_sort(to_sink, cmp_i64);
-  double sink_p50 = to_sink->len ? g_array_index(to_sink, gint64, to_sink->len / 2) / 1000.0 : 0;
-  double p50 = lags->len ? g_array_index(lags, gint64, lags->len / 2) / 1000.0 : 0;
-  double p99 = lags->len ? g_array_index(lags, gint64, (guint)(lags->len * 0.99)) / 1000.0 : 0;
   printf("{\"workload\":\"cdc-lag\",\"rate\":%.0f,\"seconds\":%.1f,\"puts\":%" G_GUINT64_FORMAT
-         ",\"errors\":%" G_GUINT64_FORMAT ",\"events_seen\":%u,\"missing\":%u,"
-         "\"lag_p50_ms\":%.2f,\"lag_p99_ms\":%.2f,\"ack_to_sink_p50_ms\":%.0f}\n",
-         rate, seconds, sent, errors, lags->len, missing, p50, p99, sink_p50);
+         ",\"errors\":%" G_GUINT64_FORMAT ",\"events_seen\":%" G_GUINT64_FORMAT ",\"missing\":%u,"
+         "\"lag_p50_ms\":%.2f,\"lag_p99_ms\":%.2f,\"lag_p999_ms\":%.2f,\"ack_to_sink_p50_ms\":%.0f}\n",
+         rate, seconds, sent, errors, ixia_hdr_count(lags), missing,
+         ixia_hdr_value_at(lags, 50) / 1000.0, ixia_hdr_value_at(lags, 99) / 1000.0,
+         ixia_hdr_value_at(lags, 99.9) / 1000.0, ixia_hdr_value_at(to_sink, 50) / 1000.0);
+  fflush(stdout);
   int rc = !connected || errors || missing ? 1 : 0;
-  g_array_free(lags, TRUE);
+  ixia_hdr_destroy(lags);
   rd_kafka_consumer_close(st.consumer);
   rd_kafka_destroy(st.consumer);
   g_hash_table_destroy(st.acked);
   g_hash_table_destroy(st.arrived);
   g_hash_table_destroy(st.decoded);
   g_hash_table_destroy(st.acked_wall);
-  g_array_free(to_sink, TRUE);
+  ixia_hdr_destroy(to_sink);
   g_mutex_clear(&st.lock);
   return rc;
 }

@@ -1,96 +1,152 @@
 #!/usr/bin/env bash
 # Measures ixia beside this machine's physical limits, in one run, and writes
-# bench/results/<date>.md. Usage: bench/run.sh [--quick]
-#   N       documents to load (default 200000; --quick 20000)
-#   DUR     seconds per get workload (default 15; --quick 5)
-#   CONNS   concurrent connections for gets (default 16)
+# bench/results/<date>.md (bench/results/<date>-quick.md with --quick).
+# Usage: bench/run.sh [--quick]
+#   N           documents to load (default 1000000; --quick 20000)
+#   DUR         seconds per timed workload (default 15; --quick 5)
+#   CONNS       connections (one client thread each) for gets and puts (default 16)
+#   LOAD_CONNS  connections of the bulk load, batches of 100 (default 8)
+#   QUERY_CONNS connections of filter and agg (default 4)
+#   IXIA_BIN    binaries to use (default: `make build`, then build/bin)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
-N=${N:-$([ $quick = 1 ] && echo 20000 || echo 200000)}
+N=${N:-$([ $quick = 1 ] && echo 20000 || echo 1000000)}
 DUR=${DUR:-$([ $quick = 1 ] && echo 5 || echo 15)}
 CONNS=${CONNS:-16}
 LOAD_CONNS=${LOAD_CONNS:-8}
+QUERY_CONNS=${QUERY_CONNS:-4}
+HOT_KEYS=1000
+started=$(date +%s)
 
-make build >/dev/null
-bin=$PWD/build/bin
+if [ -z "${IXIA_BIN:-}" ]; then
+  make build >/dev/null
+  IXIA_BIN=$PWD/build/bin
+fi
+bin=$IXIA_BIN
 dir=$(mktemp -d /tmp/ixia-bench-XXXXXX)
 cleanup() { "$bin/ixia-local" down --dir "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"; }
 trap cleanup EXIT
+results=$dir/results.jsonl
+: > "$results"
 
-echo "bench: starting a local stack in $dir" >&2
+say() { echo "bench: $*" >&2; }
+# Runs ixia-bench; its JSON lines go to the results file and stderr.
+bench() { "$bin/ixia-bench" "$@" | tee -a "$results" >&2 || say "ixia-bench $* failed (figures kept)"; }
+# A number from the result line of a workload: get WORKLOAD FIELD.
+get() {
+  local line
+  line=$(grep "\"workload\":\"$1\"" "$results" | tail -1 || true)
+  sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p" <<<"$line"
+}
+skipped() { { grep "\"workload\":\"$1\"" "$results" || true; } | sed -n 's/.*"skipped":"\([^"]*\)".*/\1/p' | tail -1; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b > 0) printf "%.0f%%", 100 * a / b; else print "n/a" }'; }
+half() { awk -v r="$1" 'BEGIN { printf "%d", (r > 2 ? r / 2 : 1) }'; }
+# 1234567 -> 1,234,567
+fmt() {
+  awk -v x="$1" 'BEGIN { if (x == "") { print "n/a"; exit }
+    s = sprintf("%.0f", x); out = ""
+    while (length(s) > 3) { out = "," substr(s, length(s) - 2) out; s = substr(s, 1, length(s) - 3) }
+    print s out }'
+}
+mib() { awk -v b="$1" 'BEGIN { if (b == "") print "n/a"; else printf "%.0f MiB", b / 1048576 }'; }
+
+say "starting a local stack in $dir"
 "$bin/ixia-local" up --dir "$dir" >/dev/null
 set -a; . "$dir/local.env"; set +a
 
-"$bin/ixia" schema apply - >/dev/null <<'JSON'
-{"namespace": "bench", "table": "products", "cache_ttl_seconds": 3600,
- "indexes": [{"field": "category", "type": "keyword"}, {"field": "brand", "type": "keyword"},
-             {"field": "country", "type": "keyword"}, {"field": "price", "type": "double"},
-             {"field": "tags", "type": "keyword"}, {"field": "updated_at", "type": "timestamp"}]}
-JSON
+# ---- physical limits, measured first on a quiet machine ------------------
+say "raw Kafka produce to ixia-devkafka (acks=all, ~1 KB, ${DUR}s)"
+bench --duration "$DUR" kafka-produce
+say "raw memcached gets ($CONNS connections, ${DUR}s)"
+bench --duration "$DUR" --conns "$CONNS" --hot-keys "$HOT_KEYS" memcached
 
-echo "bench: generating $N documents" >&2
-bench/gen-products.sh "$N" > "$dir/products.jsonl"
-bytes=$(wc -c < "$dir/products.jsonl")
+db=$dir/dbbench
+mkdir -p "$db"
+dbb() { db_bench --value_size=950 --key_size=24 --compression_type=lz4 "$@" 2>/dev/null | { grep -E '^(fillrandom|fillseq|readrandom) ' || true; } | tail -1; }
+dbrate() { awk '{for (i = 1; i <= NF; i++) if ($i ~ /^ops\/sec/) print $(i-1)}' <<<"$1"; }
+say "RocksDB: synced single puts ($CONNS threads), synced batches of 100 ($LOAD_CONNS threads), unsynced puts, random gets"
+db_sync=$(dbb --benchmarks=fillrandom --num=10000000 --duration="$DUR" --threads="$CONNS" --sync=1 --db="$db/sync")
+db_batch=$(dbb --benchmarks=fillrandom --num=10000000 --duration="$DUR" --threads="$LOAD_CONNS" --batch_size=100 --sync=1 --db="$db/batch")
+db_nosync=$(dbb --benchmarks=fillrandom --num=10000000 --duration="$DUR" --threads=1 --sync=0 --db="$db/nosync")
+dbb --benchmarks=fillseq --num="$N" --threads=1 --sync=0 --db="$db/read" >/dev/null
+db_read=$(dbb --benchmarks=readrandom --use_existing_db=1 --num="$N" --duration="$DUR" --threads="$CONNS" --db="$db/read")
+rm -rf "$db"
 
-echo "bench: ixia load ($LOAD_CONNS connections, batches of 100)" >&2
-load_line=$("$bin/ixia" load bench products "$dir/products.jsonl" --key-field key --conns "$LOAD_CONNS" --batch 100 | tail -1)
-load_rate=$(sed -n 's/.*(\([0-9.]*\) docs\/s).*/\1/p' <<<"$load_line")
+# ---- ixia ---------------------------------------------------------------------
+say "load: $N documents over $LOAD_CONNS connections, batches of 100; then the index catch-up"
+bench --docs "$N" --conns "$LOAD_CONNS" --batch 100 load index
+index_du=$(du -sb "$dir/index" | cut -f1)
+store_du=$(du -sb "$dir/store" | cut -f1)
 
-echo "bench: RocksDB synced puts, db_bench fillrandom, $LOAD_CONNS threads, 1 KB values" >&2
-db_out=$(db_bench --benchmarks=fillrandom --num=$((N / LOAD_CONNS / 4)) --threads="$LOAD_CONNS" \
-  --value_size=950 --key_size=24 --sync=1 --db="$dir/dbbench" --compression_type=lz4 2>/dev/null | grep '^fillrandom')
-db_rate=$(awk '{for (i = 1; i <= NF; i++) if ($i ~ /^ops\/sec/) print $(i-1)}' <<<"$db_out")
+say "filter and agg queries ($QUERY_CONNS connections, ${DUR}s each)"
+bench --duration "$DUR" --conns "$QUERY_CONNS" filter agg
 
-echo "bench: cached gets through ixia vs raw memcached gets ($CONNS connections, ${DUR}s each)" >&2
-gets=$("$bin/ixia-bench" --duration "$DUR" --conns "$CONNS" --keys 1000 get-hot memcached)
-field() { sed -n "s/.*\"workload\":\"$1\".*\"$2\":\([0-9.]*\).*/\1/p" <<<"$gets"; }
-ixia_get=$(field get-hot ops_per_s); ixia_p50=$(field get-hot p50_ms); ixia_p99=$(field get-hot p99_ms)
-mc_get=$(field memcached ops_per_s); mc_p50=$(field memcached p50_ms); mc_p99=$(field memcached p99_ms)
-hit_ratio=$("$bin/ixia" stats | sed -n 's/.*"cache_hit_ratio":\([0-9.]*\).*/\1/p')
+hit_before=$("$bin/ixia" stats | sed -n 's/.*"cache_hit_ratio":\([0-9.]*\).*/\1/p')
+say "cached gets (get-hot, $CONNS connections, ${DUR}s)"
+bench --duration "$DUR" --conns "$CONNS" --hot-keys "$HOT_KEYS" get-hot
+say "mixed: gets and puts 15:1, Zipf keys over $N documents ($CONNS connections, ${DUR}s)"
+bench --duration "$DUR" --conns "$CONNS" --keys "$N" mixed
+say "durable puts, one per call ($CONNS connections, ${DUR}s)"
+bench --duration "$DUR" --conns "$CONNS" --keys "$N" put
 
-echo "bench: durable puts with replication on ($CONNS connections, ${DUR}s)" >&2
-put_on=$("$bin/ixia-bench" --duration "$DUR" --conns "$CONNS" --keys 100000 put)
-echo "bench: durable puts with replication off (a second API on its own store, no sinks)" >&2
+# The closed-loop puts leave the indexer a backlog: let it catch up first,
+# or freshness would measure the backlog rather than the pipeline.
+settle() { "$bin/ixia-bench" index >/dev/null 2>&1 || true; }
+put_rate=$(get put ops_per_s)
+fresh_rate=$(half "${put_rate:-2}")
+say "freshness and put-to-Kafka lag at half the maximum put load ($fresh_rate puts/s)"
+settle
+bench --duration "$DUR" --conns "$CONNS" --rate "$fresh_rate" freshness
+settle
+bench --duration "$DUR" --conns "$CONNS" --rate "$fresh_rate" cdc-lag
+
+say "durable puts with replication off (a second API on its own store, no sinks)"
 "$bin/ixia-query-api" --set api.port=0 --set api.port_file="$dir/off.port" --set store.path="$dir/store-off" \
   --set cache.servers="$IXIA_MEMCACHED" --set log.level=warn > "$dir/off.log" 2>&1 &
 off_pid=$!
 for _ in $(seq 100); do [ -s "$dir/off.port" ] && break; sleep 0.1; done
-put_off=$("$bin/ixia-bench" --api "127.0.0.1:$(cat "$dir/off.port")" --duration "$DUR" --conns "$CONNS" --keys 100000 put)
+put_off=$("$bin/ixia-bench" --api "127.0.0.1:$(cat "$dir/off.port")" --duration "$DUR" --conns "$CONNS" --keys 100000 put || true)
 kill "$off_pid"; wait "$off_pid" 2>/dev/null || true
-pfield() { sed -n "s/.*\"$2\":\([0-9.]*\).*/\1/p" <<<"$1"; }
-on_rate=$(pfield "$put_on" ops_per_s); off_rate=$(pfield "$put_off" ops_per_s)
-lag_rate=$(awk -v r="$on_rate" 'BEGIN { printf "%d", r / 2 }')
-echo "bench: put-to-Kafka lag at half the maximum put load ($lag_rate puts/s)" >&2
-lag=$("$bin/ixia-bench" --duration "$DUR" --conns "$CONNS" --rate "$lag_rate" cdc-lag || true)
-lag_p50=$(pfield "$lag" lag_p50_ms); lag_p99=$(pfield "$lag" lag_p99_ms)
+off_rate=$(sed -n 's/.*"ops_per_s":\([0-9.]*\).*/\1/p' <<<"$put_off")
+echo "$put_off" | sed 's/"workload":"put"/"workload":"put-replication-off"/' >> "$results"
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b; else print "n/a" }'; }
+# ---- report --------------------------------------------------------------------
+row_skip() { local s; s=$(skipped "$1"); if [ -n "$s" ]; then echo "skipped: $s"; fi; }
 mkdir -p bench/results
-out=bench/results/$(date -u +%Y-%m-%d).md
+out=bench/results/$(date -u +%Y-%m-%d)$([ $quick = 1 ] && echo -quick).md
+raw_bytes=$(get load bytes)
+elapsed=$(( $(date +%s) - started ))
 {
-  echo "# ixia bench, $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "# ixia bench, $(date -u +%Y-%m-%dT%H:%MZ)$([ $quick = 1 ] && echo ' (--quick)')"
   echo
   echo "Machine: $(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GiB, $(. /etc/os-release; echo "$PRETTY_NAME"), $(uname -r)."
-  echo "Run: N=$N documents ($((bytes / 1024 / 1024)) MiB of JSON), load over $LOAD_CONNS connections, gets over $CONNS connections for ${DUR}s."
+  echo "Run: N=$(fmt "$N") generated documents ($(mib "$raw_bytes") of JSON), ${DUR}s per timed workload, $elapsed s in all."
+  echo "Everything (load generator, ixia, memcached, Kafka mock, db_bench) shares this machine."
   echo
   echo "| workload | ixia | physical limit (same run) | ixia / limit |"
   echo "|---|---|---|---|"
-  echo "| durable put (\`ixia load\`, synced WAL, group commit) | ${load_rate} docs/s | db_bench fillrandom sync=1, $LOAD_CONNS threads: ${db_rate} ops/s | $(ratio "$load_rate" "$db_rate") |"
-  echo "| cached get throughput | ${ixia_get} gets/s | raw memcached get (libmemcached): ${mc_get} gets/s | $(ratio "$ixia_get" "$mc_get") |"
-  echo "| cached get latency p50 / p99 | ${ixia_p50} / ${ixia_p99} ms | ${mc_p50} / ${mc_p99} ms | |"
-  echo "| durable put, replication on ($CONNS conns, 1 doc per call) | ${on_rate} puts/s | same with replication off: ${off_rate} puts/s | $(ratio "$on_rate" "$off_rate") |"
-  echo "| put-to-Kafka lag at ${lag_rate} puts/s, p50 / p99 | ${lag_p50} / ${lag_p99} ms | | |"
+  echo "| load: durable puts in batches of 100, $LOAD_CONNS conns | $(fmt "$(get load docs_per_s)") docs/s | db_bench fillrandom sync=1 batch_size=100, $LOAD_CONNS threads: $(fmt "$(dbrate "$db_batch")") ops/s | $(ratio "$(get load docs_per_s)" "$(dbrate "$db_batch")") |"
+  echo "| index catch-up after the load (load start → min_version query answers) | $(fmt "$(get index docs_per_s)") docs/s $(row_skip index) | db_bench fillrandom sync=0, 1 thread: $(fmt "$(dbrate "$db_nosync")") ops/s | $(ratio "$(get index docs_per_s)" "$(dbrate "$db_nosync")") |"
+  echo "| durable put, 1 doc per call, $CONNS conns (goal ≥ 50%) | $(fmt "$put_rate") puts/s, p99 $(get put p99_ms) ms | db_bench fillrandom sync=1, $CONNS threads: $(fmt "$(dbrate "$db_sync")") ops/s | $(ratio "$put_rate" "$(dbrate "$db_sync")") |"
+  echo "| cached get (get-hot), $CONNS conns (goal ≥ 50%, p99 < 5 ms) | $(fmt "$(get get-hot ops_per_s)") gets/s, p50 $(get get-hot p50_ms) / p99 $(get get-hot p99_ms) / p99.9 $(get get-hot p999_ms) ms | raw memcached get: $(fmt "$(get memcached ops_per_s)") gets/s, p50 $(get memcached p50_ms) / p99 $(get memcached p99_ms) ms | $(ratio "$(get get-hot ops_per_s)" "$(get memcached ops_per_s)") |"
+  echo "| mixed 15:1 get:put, Zipf 0.99 over N keys, $CONNS conns | $(fmt "$(get mixed ops_per_s)") ops/s, get p99 $(get mixed get_p99_ms) ms, put p99 $(get mixed put_p99_ms) ms, cache hit ratio $(get mixed cache_hit_ratio) | db_bench readrandom over N keys, $CONNS threads: $(fmt "$(dbrate "$db_read")") ops/s | $(ratio "$(get mixed ops_per_s)" "$(dbrate "$db_read")") |"
+  echo "| durable put with replication on vs off, $CONNS conns | $(fmt "$put_rate") puts/s | replication off: $(fmt "$off_rate") puts/s | $(ratio "$put_rate" "$off_rate") |"
+  echo "| filter: category = X AND price in [a, a+20], 100 hits × 2 fields, $QUERY_CONNS conns | $(fmt "$(get filter ops_per_s)") queries/s, p50 $(get filter p50_ms) / p99 $(get filter p99_ms) ms $(row_skip filter) | | |"
+  echo "| agg: terms by category (count/sum/avg/min/max of price) over $(get agg matched_fraction) of docs, $QUERY_CONNS conns (aim p50 < 100 ms) | p50 $(get agg p50_ms) / p99 $(get agg p99_ms) ms, $(get agg ops_per_s) queries/s $(row_skip agg) | | |"
+  echo "| freshness: put → visible to a query, at $fresh_rate puts/s (goal p99 < 100 ms) | p50 $(get freshness fresh_p50_ms) / p99 $(get freshness fresh_p99_ms) / max $(get freshness fresh_max_ms) ms ($(get freshness visible) probes, $(get freshness lost) lost) $(row_skip freshness) | | |"
+  echo "| put → readable from Kafka, at $fresh_rate puts/s | p50 $(get cdc-lag lag_p50_ms) / p99 $(get cdc-lag lag_p99_ms) ms | raw produce (acks=all): $(fmt "$(get kafka-produce ops_per_s)") msgs/s, p50 $(get kafka-produce p50_ms) / p99 $(get kafka-produce p99_ms) ms | |"
   echo
-  echo "Cache hit ratio over the run: ${hit_ratio}. Load summary: \`$load_line\`"
+  echo "Index size on disk: $(mib "$index_du") for $(fmt "$N") documents ($(mib "$raw_bytes") of JSON; index/raw = $(ratio "$index_du" "$raw_bytes")); truth store: $(mib "$store_du"). Indexer's own count: $(mib "$(get index index_disk_bytes)")."
+  echo "Cache hit ratio over the API's life before get-hot: ${hit_before:-n/a}."
   echo
   echo '```'
-  echo "$gets"
-  echo "$put_on"
-  echo "$put_off"
-  echo "$lag"
-  echo "$db_out"
+  cat "$results"
+  echo "$db_sync"
+  echo "$db_batch"
+  echo "$db_nosync"
+  echo "$db_read"
   echo '```'
 } > "$out"
 cat "$out"

@@ -136,6 +136,7 @@ static void local_memcached_ready(local_t *l) {
 /* Files the daemons write in DIR once they serve. */
 #define LOCAL_API_PORT_FILE "api.port"
 #define LOCAL_SINK_PORT_FILE "sink.port"
+#define LOCAL_INDEXER_PORT_FILE "indexer.port"
 #define LOCAL_KAFKA_BOOTSTRAP_FILE "kafka.bootstrap"
 #define LOCAL_KAFKA_CONTROL_FILE "kafka.control"
 
@@ -296,7 +297,43 @@ static void local_sink_ready(local_t *l) {
   g_hash_table_insert(l->addrs, g_strdup("ixia-replication-sink"), addr);
 }
 
-/* ixia-query-api: the API; ships its WAL to the sink. */
+/* ixia-indexer: one shard over every partition, its index in DIR/index
+ * (failed updates beside it, in DIR/index.failed-updates.jsonl). */
+
+static gboolean local_indexer_command(local_t *l, GPtrArray *argv, ixia_error_t **err) {
+  char *bin = local_ixia_bin(l, "ixia-indexer", err);
+  if (!bin) return FALSE;
+  char *port_file = local_fresh_state_path(l, LOCAL_INDEXER_PORT_FILE);
+  char *index = g_build_filename(l->dir, "index", NULL);
+  g_ptr_array_add(argv, bin);
+  local_ixia_common_args(l, argv);
+  local_add_set(argv, g_strdup("indexer.host=127.0.0.1"));
+  local_add_set(argv, g_strdup("indexer.port=0"));
+  local_add_set(argv, g_strdup_printf("indexer.port_file=%s", port_file));
+  local_add_set(argv, g_strdup("indexer.partitions="));
+  local_add_set(argv, g_strdup_printf("index.path=%s", index));
+  local_add_set(argv, g_strdup_printf("kafka.brokers=%s",
+                                      (char *)g_hash_table_lookup(l->addrs, "ixia-devkafka")));
+  local_add_set(argv, g_strdup_printf("cache.servers=%s",
+                                      (char *)g_hash_table_lookup(l->addrs, "memcached")));
+  g_free(index);
+  g_free(port_file);
+  return TRUE;
+}
+
+/* The port file is written once the indexer has its partitions and serves. */
+static gboolean local_indexer_probe(local_t *l) {
+  l->port = local_read_port(l, LOCAL_INDEXER_PORT_FILE);
+  return l->port && local_tcp_connects(l, l->port);
+}
+
+static void local_indexer_ready(local_t *l) {
+  char *addr = g_strdup_printf("127.0.0.1:%d", l->port);
+  g_string_append_printf(l->env, "IXIA_INDEXER=%s\n", addr);
+  g_hash_table_insert(l->addrs, g_strdup("ixia-indexer"), addr);
+}
+
+/* ixia-query-api: the API; ships its WAL to the sink, queries the indexer. */
 
 static gboolean local_query_api_command(local_t *l, GPtrArray *argv, ixia_error_t **err) {
   char *bin = local_ixia_bin(l, "ixia-query-api", err);
@@ -314,6 +351,8 @@ static gboolean local_query_api_command(local_t *l, GPtrArray *argv, ixia_error_
   local_add_set(argv, g_strdup_printf("replication.sinks=%s",
                                       (char *)g_hash_table_lookup(l->addrs,
                                                                   "ixia-replication-sink")));
+  local_add_set(argv, g_strdup_printf("query.indexers=%s",
+                                      (char *)g_hash_table_lookup(l->addrs, "ixia-indexer")));
   g_free(store);
   g_free(port_file);
   return TRUE;
@@ -344,12 +383,13 @@ static void local_query_api_ready(local_t *l) {
 }
 
 /* Start order: a service may use the addresses of those before it (the
- * sink needs Kafka, the API needs the cache and the sink). Later issues
- * append ixia-indexer here. */
+ * sink and the indexer need Kafka, the API needs the cache, the sink and the
+ * indexer). */
 static const local_service_t local_services[] = {
     {"memcached", 3, local_memcached_command, local_memcached_probe, local_memcached_ready},
     {"ixia-devkafka", 1, local_devkafka_command, local_devkafka_probe, local_devkafka_ready},
     {"ixia-replication-sink", 1, local_sink_command, local_sink_probe, local_sink_ready},
+    {"ixia-indexer", 1, local_indexer_command, local_indexer_probe, local_indexer_ready},
     {"ixia-query-api", 1, local_query_api_command, local_query_api_probe, local_query_api_ready},
 };
 
@@ -617,7 +657,8 @@ static void local_remove_state(local_t *l) {
   unlink(l->pids_path);
   unlink(l->env_path);
   static const char *const files[] = {LOCAL_API_PORT_FILE, LOCAL_SINK_PORT_FILE,
-                                      LOCAL_KAFKA_BOOTSTRAP_FILE, LOCAL_KAFKA_CONTROL_FILE};
+                                      LOCAL_INDEXER_PORT_FILE, LOCAL_KAFKA_BOOTSTRAP_FILE,
+                                      LOCAL_KAFKA_CONTROL_FILE};
   for (guint i = 0; i < G_N_ELEMENTS(files); i++) {
     char *path = local_state_path(l, files[i]);
     unlink(path);
@@ -865,9 +906,9 @@ int ixia_local_main(int argc, char **argv) {
   GOptionContext *ctx = g_option_context_new("up|down|run|status --dir DIR");
   g_option_context_set_summary(
       ctx,
-      "Runs the ixia stack (memcached, ixia-devkafka, ixia-replication-sink, ixia-query-api)\n"
-      "on this machine. ixia-devkafka is an in-memory Kafka for local use: its data is lost\n"
-      "when the stack stops.\n\n"
+      "Runs the ixia stack (memcached, ixia-devkafka, ixia-replication-sink, ixia-indexer,\n"
+      "ixia-query-api) on this machine. ixia-devkafka is an in-memory Kafka for local use: its\n"
+      "data is lost when the stack stops.\n\n"
       "Commands:\n"
       "  up       start the daemons on free loopback ports, write DIR/local.env, return\n"
       "  down     stop exactly the processes `up` started\n"

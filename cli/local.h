@@ -3,15 +3,18 @@
  *   DIR/pids       the processes this tool started: "NAME PID STARTTIME"
  *   DIR/local.env  IXIA_MEMCACHED=, IXIA_KAFKA= (bootstrap list),
  *                  IXIA_KAFKA_CONTROL= (devkafka's fault-injection port),
- *                  IXIA_SINK=, IXIA_API= (`set -a; . DIR/local.env`)
+ *                  IXIA_SINK=, IXIA_INDEXER=, IXIA_API= (`set -a; . DIR/local.env`)
  *   DIR/logs/      NAME.log: stdout and stderr of each daemon
  *   DIR/store/     the truth store of ixia-query-api
- *   DIR/api.port, sink.port, kafka.bootstrap, kafka.control
+ *   DIR/index/     the index of the one ixia-indexer shard (all partitions);
+ *                  DIR/index.failed-updates.jsonl its failed-updates log
+ *   DIR/api.port, sink.port, indexer.port, kafka.bootstrap, kafka.control
  *                  written by the daemons once they serve (readiness)
  *
  * Services, in start order: memcached, ixia-devkafka (in-memory Kafka:
  * its data is lost when the stack stops), ixia-replication-sink (publishes
- * to it), ixia-query-api (ships its WAL to the sink). A missing ixia binary
+ * to it), ixia-indexer (consumes it), ixia-query-api (ships its WAL to the
+ * sink, fans queries out to the indexer). A missing ixia binary
  * is an error, never a silently smaller stack.
  *
  * The daemons form a table of services in start order (local.c); a later

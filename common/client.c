@@ -130,18 +130,80 @@ void ixia_client_destroy(ixia_client_t *c) {
 
 IxiaIxiaIf *ixia_client_iface(ixia_client_t *c) { return c->iface; }
 
-gboolean ixia_client_check(ixia_client_t *c, gboolean ok, IxiaIxiaError *xe, GError *gerr,
-                           ixia_error_t **err) {
+/* A server-side IxiaError keeps its code; anything else is the transport. */
+static gboolean check_call(const char *what, const char *address, gboolean ok, IxiaIxiaError *xe,
+                           GError *gerr, ixia_error_t **err) {
   if (xe) {
     ok = FALSE;
     ixia_error_set(err, (ixia_code_t)xe->code, "%s", xe->message ? xe->message : "(no message)");
     g_object_unref(xe);
   } else if (!ok) {
-    ixia_error_set(err, IXIA_EUNAVAILABLE, "ixia API at %s: %s", c->address,
+    ixia_error_set(err, IXIA_EUNAVAILABLE, "%s at %s: %s", what, address,
                    gerr ? gerr->message : "call failed");
   }
   if (gerr) g_error_free(gerr);
   return ok;
+}
+
+struct ixia_shard_client {
+  char *address;
+  ixia_thrift_conn_t conn;
+  IxiaSearchIf *iface;
+};
+
+ixia_shard_client_t *ixia_shard_client_new(const char *hostport, gint64 io_timeout_ms,
+                                           ixia_error_t **err) {
+  ixia_shard_client_t *c = g_new0(ixia_shard_client_t, 1);
+  c->address = g_strdup(hostport);
+  ixia_error_t *e = NULL;
+  if (!ixia_thrift_conn_open(&c->conn, hostport, 5000, io_timeout_ms, &e)) {
+    ixia_error_prefix(e, "index shard");
+    ixia_error_propagate(err, e);
+    g_free(c->address);
+    g_free(c);
+    return NULL;
+  }
+  c->iface = g_object_new(IXIA_TYPE_SEARCH_CLIENT, "input_protocol", c->conn.protocol,
+                          "output_protocol", c->conn.protocol, NULL);
+  return c;
+}
+
+void ixia_shard_client_destroy(ixia_shard_client_t *c) {
+  if (!c) return;
+  if (c->iface) g_object_unref(c->iface);
+  ixia_thrift_conn_close(&c->conn);
+  g_free(c->address);
+  g_free(c);
+}
+
+IxiaSearchIf *ixia_shard_client_iface(ixia_shard_client_t *c) { return c->iface; }
+const char *ixia_shard_client_address(const ixia_shard_client_t *c) { return c->address; }
+
+gboolean ixia_shard_client_check(ixia_shard_client_t *c, gboolean ok, IxiaIxiaError *xe,
+                                 GError *gerr, ixia_error_t **err) {
+  return check_call("index shard", c->address, ok, xe, gerr, err);
+}
+
+gboolean ixia_shard_client_search(ixia_shard_client_t *c, const char *request_json, char **json,
+                                  ixia_error_t **err) {
+  IxiaIxiaError *xe = NULL;
+  GError *gerr = NULL;
+  *json = NULL;
+  gboolean ok = ixia_search_if_search(c->iface, json, request_json, &xe, &gerr);
+  return ixia_shard_client_check(c, ok, xe, gerr, err);
+}
+
+gboolean ixia_shard_client_status(ixia_shard_client_t *c, char **json, ixia_error_t **err) {
+  IxiaIxiaError *xe = NULL;
+  GError *gerr = NULL;
+  *json = NULL;
+  gboolean ok = ixia_search_if_status(c->iface, json, &xe, &gerr);
+  return ixia_shard_client_check(c, ok, xe, gerr, err);
+}
+
+gboolean ixia_client_check(ixia_client_t *c, gboolean ok, IxiaIxiaError *xe, GError *gerr,
+                           ixia_error_t **err) {
+  return check_call("ixia API", c->address, ok, xe, gerr, err);
 }
 
 
@@ -231,6 +293,19 @@ gboolean ixia_client_get_schema(ixia_client_t *c, const char *ns, const char *ta
 
 gboolean ixia_client_stats(ixia_client_t *c, char **json, ixia_error_t **err) {
   STRING_CALL(c, json, err, ixia_ixia_if_stats(c->iface, &s, &xe, &gerr));
+}
+
+gboolean ixia_client_scan(ixia_client_t *c, const char *ns, const char *table, const char *after,
+                          gint limit, GPtrArray **docs, ixia_error_t **err) {
+  IxiaIxiaError *xe = NULL;
+  GError *gerr = NULL;
+  *docs = g_ptr_array_new_with_free_func(g_object_unref);
+  gboolean ok = ixia_ixia_if_scan(c->iface, docs, ns, table, after ? after : "", limit, &xe, &gerr);
+  if (!ixia_client_check(c, ok, xe, gerr, err)) {
+    g_clear_pointer(docs, g_ptr_array_unref);
+    return FALSE;
+  }
+  return TRUE;
 }
 
 gboolean ixia_client_query(ixia_client_t *c, const char *request_json, char **response_json,

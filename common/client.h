@@ -15,6 +15,7 @@
 #include "config.h"
 #include "error.h"
 #include "ixia_ixia.h"
+#include "ixia_search.h"
 
 typedef struct ixia_client ixia_client_t;
 
@@ -70,7 +71,28 @@ gboolean ixia_client_apply_schema(ixia_client_t *c, const char *schema_json, gin
 gboolean ixia_client_get_schema(ixia_client_t *c, const char *ns, const char *table, char **json,
                                 ixia_error_t **err);
 gboolean ixia_client_stats(ixia_client_t *c, char **json, ixia_error_t **err);
+/* Up to limit documents of a table with key > after (NULL: from the
+ * first), in key order: *docs is a new GPtrArray of IxiaDocument (unref it). */
+gboolean ixia_client_scan(ixia_client_t *c, const char *ns, const char *table, const char *after,
+                          gint limit, GPtrArray **docs, ixia_error_t **err);
 gboolean ixia_client_query(ixia_client_t *c, const char *request_json, char **response_json,
                            ixia_error_t **err);
+
+/* A client of one index shard's Search service (ixia-indexer). Same
+ * ownership and threading rules as ixia_client_t. io_timeout_ms (0 = none)
+ * bounds each send and receive. */
+typedef struct ixia_shard_client ixia_shard_client_t;
+ixia_shard_client_t *ixia_shard_client_new(const char *hostport, gint64 io_timeout_ms,
+                                           ixia_error_t **err);
+void ixia_shard_client_destroy(ixia_shard_client_t *c);
+IxiaSearchIf *ixia_shard_client_iface(ixia_shard_client_t *c);
+const char *ixia_shard_client_address(const ixia_shard_client_t *c);
+/* As ixia_client_check, naming the shard in transport errors. */
+gboolean ixia_shard_client_check(ixia_shard_client_t *c, gboolean ok, IxiaIxiaError *xe,
+                                 GError *gerr, ixia_error_t **err);
+/* Search.search / Search.status: *json is g_malloc'd. */
+gboolean ixia_shard_client_search(ixia_shard_client_t *c, const char *request_json, char **json,
+                                  ixia_error_t **err);
+gboolean ixia_shard_client_status(ixia_shard_client_t *c, char **json, ixia_error_t **err);
 
 #endif

@@ -101,6 +101,55 @@ static const ixia_option_t options[] = {
     {"kafka.message_timeout_ms", IXIA_OPT_INT, "20000", 100, 3600000,
      "librdkafka message.timeout.ms: a delivery not acknowledged by then fails."},
 
+    /* ixia-indexer: one index shard */
+    {"index.path", IXIA_OPT_STRING, "data/index", 0, 0, "Directory of the shard's index RocksDB."},
+    {"index.sync", IXIA_OPT_BOOL, "false", 0, 0,
+     "Sync the index WAL on every applied batch. Off by default: the index is rebuilt from Kafka "
+     "positions stored with it, and an unsynced tail is re-read after a crash."},
+    {"index.block_cache_mb", IXIA_OPT_INT, "256", 8, 1048576, "Index RocksDB block cache size."},
+    {"index.write_buffer_mb", IXIA_OPT_INT, "64", 1, 65536, "Index RocksDB memtable size."},
+    {"index.max_values_per_field", IXIA_OPT_INT, "1000", 1, 1000000,
+     "Most distinct values (or text tokens) one document may have in one indexed field; more "
+     "sends the event to the failed-updates log."},
+    {"indexer.host", IXIA_OPT_STRING, "127.0.0.1", 0, 0, "Address ixia-indexer's Search service listens on."},
+    {"indexer.port", IXIA_OPT_INT, "9093", 0, 65535, "Port of the Search service. 0 picks a free port."},
+    {"indexer.port_file", IXIA_OPT_STRING, "", 0, 0,
+     "If set, the indexer writes its listening port to this file once it serves."},
+    {"indexer.partitions", IXIA_OPT_STRING, "", 0, 0,
+     "Kafka partitions of kafka.topic this shard consumes, e.g. \"0,1\" or \"0-3\"; empty = all."},
+    {"indexer.failed_log", IXIA_OPT_STRING, "", 0, 0,
+     "Failed-updates log (JSON lines). Empty = <index.path>.failed-updates.jsonl (beside the "
+     "index directory, outside it, so it survives an index wipe)."},
+    {"indexer.batch_max_events", IXIA_OPT_INT, "2000", 1, 1000000,
+     "Most events applied in one index write batch."},
+    {"indexer.batch_wait_ms", IXIA_OPT_INT, "5", 0, 10000,
+     "How long the consumer waits for more events before applying a partial batch."},
+    {"indexer.invalidate_cache", IXIA_OPT_BOOL, "true", 0, 0,
+     "Delete each indexed key from memcached (cache.servers) once more after applying it."},
+    {"indexer.retry_max_ms", IXIA_OPT_INT, "5000", 10, 600000,
+     "Longest back-off after the index store fails to write a batch."},
+
+    /* Queries (ixia-query-api fans out; ixia-indexer evaluates) */
+    {"query.indexers", IXIA_OPT_STRING, "", 0, 0,
+     "Comma-separated host:port of every index shard's Search service. Empty: queries answer "
+     "UNAVAILABLE."},
+    {"query.max_clauses", IXIA_OPT_INT, "128", 1, 100000,
+     "Most filter and aggregation nodes in one query."},
+    {"query.max_limit", IXIA_OPT_INT, "1000", 1, 1000000, "Largest \"limit\" (hits per page)."},
+    {"query.max_postings", IXIA_OPT_INT, "200000000", 1000, 1000000000000LL,
+     "Most postings (document ids read from posting lists) one shard may touch for one query."},
+    {"query.max_memory_mb", IXIA_OPT_INT, "256", 1, 1048576,
+     "Most memory one query's aggregation state may use on one shard or when merging."},
+    {"query.max_terms_buckets", IXIA_OPT_INT, "100000", 1, 100000000,
+     "Most buckets one terms aggregation may hold (each shard sends all of its buckets)."},
+    {"query.max_exact_values", IXIA_OPT_INT, "1000000", 0, 1000000000,
+     "Percentiles stay exact while the values they read number at most this; above, a log "
+     "histogram with 1% relative error is used."},
+    {"query.deadline_ms", IXIA_OPT_INT, "5000", 1, 3600000,
+     "Default and largest query deadline (a request's \"timeout_ms\" may lower it)."},
+    {"query.max_wait_ms", IXIA_OPT_INT, "10000", 0, 3600000,
+     "Longest wait for min_version (every shard applying that version)."},
+
     /* ixia-devkafka: the embedded, in-memory broker for local runs and tests */
     {"devkafka.brokers", IXIA_OPT_INT, "3", 1, 16, "Brokers in the mock cluster."},
     {"devkafka.partitions", IXIA_OPT_INT, "4", 1, 1024, "Partitions of kafka.topic."},

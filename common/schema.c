@@ -175,7 +175,7 @@ gboolean ixia_schema_check_evolution(const ixia_schema_t *old_schema,
   return TRUE;
 }
 
-static gboolean value_matches(const cJSON *v, ixia_field_type_t t) {
+gboolean ixia_schema_value_matches(const cJSON *v, ixia_field_type_t t) {
   switch (t) {
     case IXIA_FIELD_KEYWORD:
     case IXIA_FIELD_TEXT:
@@ -211,12 +211,12 @@ gboolean ixia_schema_check_doc(const ixia_schema_t *s, const cJSON *doc, ixia_er
     if (cJSON_IsArray(v)) {
       int k = 0;
       for (const cJSON *e = v->child; e; e = e->next, k++) {
-        if (!cJSON_IsNull(e) && !value_matches(e, ix->type))
+        if (!cJSON_IsNull(e) && !ixia_schema_value_matches(e, ix->type))
           return ixia_error_set(err, IXIA_ETYPE,
                                 "field '%s' is declared %s but element %d is %s", ix->field,
                                 type_names[ix->type], k, json_kind(e));
       }
-    } else if (!value_matches(v, ix->type)) {
+    } else if (!ixia_schema_value_matches(v, ix->type)) {
       return ixia_error_set(err, IXIA_ETYPE, "field '%s' is declared %s but has %s", ix->field,
                             type_names[ix->type], json_kind(v));
     }

@@ -60,6 +60,10 @@ gboolean ixia_schema_check_evolution(const ixia_schema_t *old_schema,
  * multi-valued: each element must match; null counts as absent). */
 gboolean ixia_schema_check_doc(const ixia_schema_t *s, const cJSON *doc, ixia_error_t **err);
 
+/* Whether one scalar JSON value has a field type (long: an integer with
+ * |v| <= 2^53; timestamp: integer epoch seconds 0..1e12). */
+gboolean ixia_schema_value_matches(const cJSON *v, ixia_field_type_t t);
+
 const char *ixia_field_type_name(ixia_field_type_t t);
 gboolean ixia_field_type_parse(const char *name, ixia_field_type_t *out);
 

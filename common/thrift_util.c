@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "json.h"
+
 #include <thrift/c_glib/protocol/thrift_binary_protocol.h>
 #include <thrift/c_glib/protocol/thrift_compact_protocol.h>
 #include <thrift/c_glib/transport/thrift_transport.h>
@@ -93,4 +95,27 @@ gboolean ixia_error_to_thrift(IxiaIxiaError **xe, ixia_error_t *err) {
   *xe = g_object_new(IXIA_TYPE_IXIA_ERROR, "code", (gint32)err->code, "message", err->message, NULL);
   ixia_error_destroy(err);
   return FALSE;
+}
+
+IxiaChangeEvent *ixia_change_event_new(IxiaChangeOp op, const char *ns, size_t ns_len,
+                                       const char *table, size_t table_len, const char *key,
+                                       size_t key_len, gint64 version, const char *doc,
+                                       size_t doc_len, gint64 expire_at, gint64 timestamp_ms) {
+  IxiaChangeEvent *e = g_object_new(IXIA_TYPE_CHANGE_EVENT, NULL);
+  e->format = 1;
+  e->op = op;
+  e->ns = ixia_memdup0(ns, ns_len);
+  e->table = ixia_memdup0(table, table_len);
+  e->key = g_byte_array_sized_new((guint)key_len);
+  g_byte_array_append(e->key, (const guint8 *)key, (guint)key_len);
+  e->version = version;
+  if (doc) {
+    e->doc = ixia_memdup0(doc, doc_len);
+    e->__isset_doc = TRUE;
+  }
+  e->expire_at = expire_at;
+  e->timestamp_ms = timestamp_ms;
+  e->__isset_format = e->__isset_op = e->__isset_ns = e->__isset_table = e->__isset_key =
+      e->__isset_version = e->__isset_expire_at = e->__isset_timestamp_ms = TRUE;
+  return e;
 }

@@ -22,6 +22,13 @@ void ixia_frame_buffer_load(ThriftMemoryBuffer *buf, const guint8 *data, gsize l
 
 /* Converts err into the IxiaError exception a handler returns (the one
  * place ixia_error_t becomes Thrift); frees err. Always returns FALSE. */
+/* A change event with every field set (format 1). Strings are copied; doc
+ * may be NULL (deletes). */
+IxiaChangeEvent *ixia_change_event_new(IxiaChangeOp op, const char *ns, size_t ns_len,
+                                       const char *table, size_t table_len, const char *key,
+                                       size_t key_len, gint64 version, const char *doc,
+                                       size_t doc_len, gint64 expire_at, gint64 timestamp_ms);
+
 gboolean ixia_error_to_thrift(IxiaIxiaError **xe, ixia_error_t *err);
 
 /* Serializes s (binary or compact protocol). Returns a new GByteArray. */

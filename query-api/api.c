@@ -6,11 +6,13 @@
 #include "json.h"
 #include "log.h"
 #include "replication.h"
+#include "search.h"
 #include "schema.h"
 
 struct ixia_api {
   ixia_store_t *store;
   ixia_replication_t *replication;
+  ixia_search_t *search;
   ixia_cache_t *cache;
   ixia_server_t *server;
   GRWLock schemas_lock;
@@ -78,6 +80,8 @@ static gboolean check_key(ixia_api_t *api, const char *key, ixia_error_t **err) 
   return TRUE;
 }
 
+static gint64 acked_version(void *replication) { return ixia_replication_acked(replication); }
+
 ixia_api_t *ixia_api_new(const ixia_config_t *cfg, ixia_error_t **err) {
   ixia_api_t *api = g_new0(ixia_api_t, 1);
   g_rw_lock_init(&api->schemas_lock);
@@ -98,6 +102,8 @@ ixia_api_t *ixia_api_new(const ixia_config_t *cfg, ixia_error_t **err) {
   if (!api->cache) goto fail;
   api->replication = ixia_replication_new(cfg, api->store, err);
   if (!api->replication) goto fail;
+  api->search = ixia_search_new(cfg, api->store, acked_version, api->replication, err);
+  if (!api->search) goto fail;
   IXIA_INFO("loaded %u table schemas", g_hash_table_size(api->schemas));
   return api;
 fail:
@@ -107,6 +113,7 @@ fail:
 
 void ixia_api_destroy(ixia_api_t *api) {
   if (!api) return;
+  ixia_search_destroy(api->search);
   ixia_replication_destroy(api->replication);
   ixia_cache_destroy(api->cache);
   ixia_store_destroy(api->store);
@@ -311,14 +318,38 @@ char *ixia_api_get_schema(ixia_api_t *api, const char *ns, const char *table, ix
   return out;
 }
 
+typedef struct {
+  ixia_store_doc_cb cb;
+  gpointer user;
+  gint left;
+} scan_state_t;
+
+static gboolean scan_one(const char *key, size_t key_len, gint64 version, const char *json,
+                         size_t json_len, gpointer user) {
+  scan_state_t *st = user;
+  return st->cb(key, key_len, version, json, json_len, st->user) && --st->left > 0;
+}
+
+gboolean ixia_api_scan(ixia_api_t *api, const char *ns, const char *table, const char *after,
+                       gint limit, ixia_store_doc_cb cb, gpointer user, ixia_error_t **err) {
+  ixia_schema_t *schema = lookup_schema(api, ns, table, err);
+  if (!schema) return FALSE;
+  ixia_schema_unref(schema);
+  if (limit < 1 || (guint)limit > api->max_get_keys)
+    return ixia_error_set(err, IXIA_EINVAL, "scan limit %d is outside 1..%u (limits.max_get_keys)",
+                          limit, api->max_get_keys);
+  scan_state_t st = {cb, user, limit};
+  return ixia_store_scan(api->store, ns, table, after, after ? strlen(after) : 0, scan_one, &st, err);
+}
+
+static ixia_schema_t *query_schema_lookup(const char *ns, const char *table, void *ud,
+                                          ixia_error_t **err) {
+  return lookup_schema(ud, ns, table, err);
+}
+
 char *ixia_api_query(ixia_api_t *api, const char *request_json, ixia_error_t **err) {
-  (void)api;
-  (void)request_json;
-  /* Queries are answered from the inverted index, which the indexer
-   * maintains; until that component exists the API says so plainly. */
-  ixia_error_set(err, IXIA_EUNSUPPORTED,
-                 "query is not available: this build has no indexer (see issue 4)");
-  return NULL;
+  return ixia_search_run(api->search, request_json, strlen(request_json), query_schema_lookup, api,
+                         err);
 }
 
 char *ixia_api_stats(ixia_api_t *api) {
@@ -361,6 +392,18 @@ char *ixia_api_stats(ixia_api_t *api) {
   }
   if (rs.last_error) cJSON_AddStringToObject(o, "replication_last_error", rs.last_error);
   g_free(rs.last_error);
+  ixia_search_stats_t qs;
+  ixia_search_get_stats(api->search, &qs);
+  cJSON_AddNumberToObject(o, "query_shards", qs.shards);
+  char *shards = ixia_search_shard_list(api->search);
+  cJSON_AddStringToObject(o, "query_indexers", shards);
+  g_free(shards);
+  cJSON_AddNumberToObject(o, "queries", (double)qs.queries);
+  cJSON_AddNumberToObject(o, "query_errors", (double)qs.query_errors);
+  cJSON_AddNumberToObject(o, "query_shard_calls", (double)qs.shard_calls);
+  cJSON_AddNumberToObject(o, "query_shard_errors", (double)qs.shard_errors);
+  cJSON_AddNumberToObject(o, "query_hits_returned", (double)qs.hits_returned);
+  cJSON_AddNumberToObject(o, "query_stale_hits_dropped", (double)qs.stale_hits_dropped);
   g_rw_lock_reader_lock(&api->schemas_lock);
   cJSON_AddNumberToObject(o, "tables", g_hash_table_size(api->schemas));
   g_rw_lock_reader_unlock(&api->schemas_lock);

@@ -48,6 +48,11 @@ gboolean ixia_api_get(ixia_api_t *api, const char *ns, const char *table, const 
                       const char *const *fields, gboolean *found, gint64 *version, char **json,
                       ixia_error_t **err);
 
+/* Documents of a known table with key > after, in key order, at most limit
+ * (1..limits.max_get_keys): cb as for ixia_store_scan. */
+gboolean ixia_api_scan(ixia_api_t *api, const char *ns, const char *table, const char *after,
+                       gint limit, ixia_store_doc_cb cb, gpointer user, ixia_error_t **err);
+
 gboolean ixia_api_apply_schema(ixia_api_t *api, const char *json, gint64 *version,
                                ixia_error_t **err);
 /* g_malloc'd schema JSON, or NULL with IXIA_ENOTFOUND. */

@@ -4,6 +4,7 @@
 
 #include "api.h"
 #include "ixia_ixia.h"
+#include "json.h"
 #include "thrift_util.h"
 
 typedef struct {
@@ -134,6 +135,32 @@ static gboolean h_multi_get(IxiaIxiaIf *iface, GPtrArray **ret, const gchar *ns,
   return ok ? TRUE : ixia_error_to_thrift(xe, err);
 }
 
+static gboolean add_scanned(const char *key, size_t key_len, gint64 version, const char *json,
+                            size_t json_len, gpointer user) {
+  IxiaDocument *doc = g_object_new(IXIA_TYPE_DOCUMENT, NULL);
+  g_free(doc->key);
+  g_free(doc->json);
+  doc->found = TRUE;
+  doc->key = ixia_memdup0(key, key_len);
+  doc->version = version;
+  doc->json = ixia_memdup0(json, json_len);
+  doc->__isset_found = doc->__isset_key = doc->__isset_version = doc->__isset_json = TRUE;
+  g_ptr_array_add(user, doc);
+  return TRUE;
+}
+
+static gboolean h_scan(IxiaIxiaIf *iface, GPtrArray **ret, const gchar *ns, const gchar *table,
+                       const gchar *after_key, const gint32 limit, IxiaIxiaError **xe,
+                       GError **error) {
+  (void)error;
+  ixia_error_t *err = NULL;
+  if (!ixia_api_scan(api_of(iface), ns, table, after_key, limit, add_scanned, *ret, &err)) {
+    g_ptr_array_set_size(*ret, 0);
+    return ixia_error_to_thrift(xe, err);
+  }
+  return TRUE;
+}
+
 static gboolean h_query(IxiaIxiaIf *iface, gchar **ret, const gchar *request_json,
                         IxiaIxiaError **xe, GError **error) {
   (void)error;
@@ -177,6 +204,7 @@ static void ixia_api_handler_class_init(IxiaApiHandlerClass *klass) {
   h->batch = h_batch;
   h->get = h_get;
   h->multi_get = h_multi_get;
+  h->scan = h_scan;
   h->query = h_query;
   h->apply_schema = h_apply_schema;
   h->get_schema = h_get_schema;

@@ -423,6 +423,13 @@ void ixia_replication_destroy(ixia_replication_t *r) {
   g_free(r);
 }
 
+gint64 ixia_replication_acked(ixia_replication_t *r) {
+  g_mutex_lock(&r->lock);
+  gint64 v = r->checkpoint;
+  g_mutex_unlock(&r->lock);
+  return v;
+}
+
 void ixia_replication_get_stats(ixia_replication_t *r, ixia_replication_stats_t *out) {
   g_mutex_lock(&r->lock);
   out->enabled = r->n_sinks > 0;

@@ -46,6 +46,8 @@ typedef struct {
 ixia_replication_t *ixia_replication_new(const ixia_config_t *cfg, ixia_store_t *store,
                                          ixia_error_t **err);
 void ixia_replication_destroy(ixia_replication_t *r);
+/* The last version a sink acknowledged: every edit up to it is in Kafka. */
+gint64 ixia_replication_acked(ixia_replication_t *r);
 /* Fills out; free out->last_error with g_free. */
 void ixia_replication_get_stats(ixia_replication_t *r, ixia_replication_stats_t *out);
 

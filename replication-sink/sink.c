@@ -42,22 +42,8 @@ static void add_event(decode_state_t *st, IxiaChangeOp op, const char *raw_key, 
                       const char *ns, size_t ns_len, const char *table, size_t table_len,
                       const char *key, size_t key_len, gint64 version, const char *doc,
                       size_t doc_len, gint64 expire_at) {
-  IxiaChangeEvent *e = g_object_new(IXIA_TYPE_CHANGE_EVENT, NULL);
-  e->format = 1;
-  e->op = op;
-  e->ns = ixia_memdup0(ns, ns_len);
-  e->table = ixia_memdup0(table, table_len);
-  e->key = g_byte_array_sized_new((guint)key_len);
-  g_byte_array_append(e->key, (const guint8 *)key, (guint)key_len);
-  e->version = version;
-  if (doc) {
-    e->doc = ixia_memdup0(doc, doc_len);
-    e->__isset_doc = TRUE;
-  }
-  e->expire_at = expire_at;
-  e->timestamp_ms = st->now_ms;
-  e->__isset_format = e->__isset_op = e->__isset_ns = e->__isset_table = e->__isset_key =
-      e->__isset_version = e->__isset_expire_at = e->__isset_timestamp_ms = TRUE;
+  IxiaChangeEvent *e = ixia_change_event_new(op, ns, ns_len, table, table_len, key, key_len,
+                                             version, doc, doc_len, expire_at, st->now_ms);
   ixia_sink_event_t *ev = g_new0(ixia_sink_event_t, 1);
   ev->event = e;
   ev->kafka_key = g_bytes_new(raw_key, raw_len);
@@ -214,6 +200,7 @@ typedef struct {
   gint stop;
   gint refs;  /* the sink's reference + one per call using it */
   gint fatal; /* set by the error callback: the instance is unusable */
+  gint partitions; /* of the topic, learnt on the first schema event; 0 = unknown */
 } producer_t;
 
 /* One replicate call's view of its deliveries. Reference-counted
@@ -343,7 +330,10 @@ static producer_t *producer_new(ixia_sink_t *s, ixia_error_t **err) {
                 /* Small produce requests on an idle socket otherwise wait
                  * out Nagle plus the broker's delayed ACK (~40 ms), which
                  * is most of the put-to-Kafka lag. */
-                conf_set(conf, "socket.nagle.disable", "true", err);
+                conf_set(conf, "socket.nagle.disable", "true", err) &&
+                /* The indexer's reindex() and the backfill tool find a key's
+                 * partition with this same function (CRC-32 of the key). */
+                conf_set(conf, "partitioner", "consistent_random", err);
   if (!ok) {
     rd_kafka_conf_destroy(conf);
     g_free(p);
@@ -450,6 +440,29 @@ static gboolean wait_deliveries(producer_t *p, call_t *c, guint total, gint64 de
                         outstanding, total, timeout_ms);
 }
 
+/* The topic's partition count, asked once per producer (partitions can be
+ * added to a topic, but a new producer is made after any fatal error and
+ * ixia documents that adding partitions needs a sink restart). */
+static gint topic_partitions(producer_t *p, const char *topic, gint64 deadline, ixia_error_t **err) {
+  gint n = g_atomic_int_get(&p->partitions);
+  if (n > 0) return n;
+  rd_kafka_topic_t *rkt = rd_kafka_topic_new(p->rk, topic, NULL);
+  if (!rkt) return ixia_error_set(err, IXIA_EINTERNAL, "kafka: cannot make a handle for topic %s", topic);
+  const struct rd_kafka_metadata *md = NULL;
+  gint64 left_ms = MAX((deadline - g_get_monotonic_time()) / 1000, 100);
+  rd_kafka_resp_err_t kerr = rd_kafka_metadata(p->rk, 0, rkt, &md, (int)MIN(left_ms, 10000));
+  if (!kerr && (md->topic_cnt != 1 || md->topics[0].err)) kerr = md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+  if (!kerr) n = md->topics[0].partition_cnt;
+  if (md) rd_kafka_metadata_destroy(md);
+  rd_kafka_topic_destroy(rkt);
+  if (kerr) {
+    error_from_kafka(err, kerr, "reading the topic's partition count for a schema event", NULL);
+    return 0;
+  }
+  g_atomic_int_set(&p->partitions, n);
+  return n;
+}
+
 static gboolean publish(ixia_sink_t *s, GPtrArray *events, gint64 deadline, ixia_error_t **err) {
   producer_t *p = producer_acquire(s, err);
   if (!p) return FALSE;
@@ -466,27 +479,47 @@ static gboolean publish(ixia_sink_t *s, GPtrArray *events, gint64 deadline, ixia
     }
     size_t klen;
     const void *key = g_bytes_get_data(ev->kafka_key, &klen);
-    /* Count the message before producing it: its report may arrive first. */
-    g_mutex_lock(&c->lock);
-    c->outstanding++;
-    g_mutex_unlock(&c->lock);
-    g_atomic_rc_box_acquire(c);
-    rd_kafka_resp_err_t kerr;
-    for (;;) {
-      kerr = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(s->topic), RD_KAFKA_V_KEY(key, klen),
-                               RD_KAFKA_V_VALUE(value->data, value->len),
-                               RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(c),
-                               RD_KAFKA_V_END);
-      if (kerr != RD_KAFKA_RESP_ERR__QUEUE_FULL || g_get_monotonic_time() >= deadline) break;
-      /* The local queue drains as Kafka acknowledges; wait for room. */
-      rd_kafka_poll(p->rk, 10);
+    /* Every index shard needs every schema, and a shard must see a schema
+     * change before the later edits of its own partitions: so a schema event
+     * goes to every partition, in order with the data events there.
+     * Data events use the default (consistent) partitioner on the key. */
+    gint32 first = RD_KAFKA_PARTITION_UA, last = RD_KAFKA_PARTITION_UA;
+    if (ev->event->op == IXIA_CHANGE_OP_SCHEMA) {
+      gint n = topic_partitions(p, s->topic, deadline, err);
+      if (n <= 0) {
+        g_byte_array_unref(value);
+        ok = FALSE;
+        break;
+      }
+      first = 0;
+      last = n - 1;
+    }
+    rd_kafka_resp_err_t kerr = RD_KAFKA_RESP_ERR_NO_ERROR;
+    for (gint32 part = first; !kerr && part <= last; part++) {
+      /* Count the message before producing it: its report may arrive first. */
+      g_mutex_lock(&c->lock);
+      c->outstanding++;
+      g_mutex_unlock(&c->lock);
+      g_atomic_rc_box_acquire(c);
+      for (;;) {
+        kerr = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(s->topic), RD_KAFKA_V_PARTITION(part),
+                                 RD_KAFKA_V_KEY(key, klen),
+                                 RD_KAFKA_V_VALUE(value->data, value->len),
+                                 RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(c),
+                                 RD_KAFKA_V_END);
+        if (kerr != RD_KAFKA_RESP_ERR__QUEUE_FULL || g_get_monotonic_time() >= deadline) break;
+        /* The local queue drains as Kafka acknowledges; wait for room. */
+        rd_kafka_poll(p->rk, 10);
+      }
+      if (kerr) {
+        g_mutex_lock(&c->lock);
+        c->outstanding--;
+        g_mutex_unlock(&c->lock);
+        call_release(c);
+      }
     }
     g_byte_array_unref(value);
     if (kerr) {
-      g_mutex_lock(&c->lock);
-      c->outstanding--;
-      g_mutex_unlock(&c->lock);
-      call_release(c);
       char *what = g_strdup_printf("producing event %u of %u", i + 1, events->len);
       if (kerr == RD_KAFKA_RESP_ERR__FATAL) {
         char buf[512];

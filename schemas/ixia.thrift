@@ -72,6 +72,12 @@ service Ixia {
   list<Document> multiGet(1: string ns, 2: string table, 3: list<string> keys,
                           4: list<string> fields) throws (1: IxiaError err),
 
+  /* Documents of a table with key > after_key (byte order), at most
+   * `limit` (1..limits.max_get_keys), read from one consistent view of the
+   * truth store. For backfills and verification: page with the last key. */
+  list<Document> scan(1: string ns, 2: string table, 3: string after_key, 4: i32 limit)
+      throws (1: IxiaError err),
+
   /* Query request and response are JSON as described in SPEC.md. */
   string query(1: string request_json) throws (1: IxiaError err),
 
@@ -127,4 +133,42 @@ struct ChangeEvent {
   7: optional string doc,
   8: i64 expire_at = 0,  /* epoch seconds, 0 = never */
   9: i64 timestamp_ms    /* wall-clock ms when the sink decoded the edit */
+}
+
+/* ---------------------------------------------------------------------------
+ * Index shards: served by each ixia-indexer for the partitions it consumes.
+ * ------------------------------------------------------------------------ */
+
+/* A document as the index records it (for verify and dump-index). */
+struct IndexedDoc {
+  1: binary key,
+  2: i64 version,
+  3: bool deleted
+}
+
+service Search {
+  /* Request JSON: {"query": <the SPEC query object>, "after_id": N (-1 =
+   * first page), "limit": N, "sync": bool, "deadline_ms": N}. With sync, the
+   * shard first catches up to its partitions' current high watermarks
+   * (bounded by the deadline): the query API sets it for min_version once
+   * replication has acknowledged that version, which makes every earlier
+   * edit visible. Response JSON: {"hits": [{"key": K, "version": N, "id":
+   * N}], "total": N, "aggs": <partial aggregation state>, "max_version": N}. */
+  string search(1: string request_json) throws (1: IxiaError err),
+
+  /* JSON: partitions with positions and lag, partition count, max applied
+   * version, document and event counters, failed-update count. */
+  string status() throws (1: IxiaError err),
+
+  /* Applies events directly, with the same version rule as Kafka events
+   * (backfill after adding an index, replay of failed updates). Events for
+   * keys of partitions this shard does not own are ignored. Returns how
+   * many events were applied. Failing events go to the shard's failed-updates
+   * log and are not counted. */
+  i32 reindex(1: list<ChangeEvent> events) throws (1: IxiaError err),
+
+  /* Documents of a table with key > after_key, in key order (deleted ones
+   * as tombstones), at most `limit`. */
+  list<IndexedDoc> docs(1: string ns, 2: string table, 3: binary after_key, 4: i32 limit)
+      throws (1: IxiaError err)
 }

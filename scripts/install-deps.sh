@@ -10,6 +10,7 @@ PACKAGES=(
   libmemcached-dev libmemcached-tools memcached
   libcjson-dev libcunit1-dev libxxhash-dev
   librdkafka-dev
+  libroaring-dev
   docker-compose
 )
 

@@ -502,6 +502,48 @@ gboolean ixia_store_foreach_schema(ixia_store_t *s, ixia_store_schema_cb cb, gpo
   return ixia_error_from_rocksdb(err, rerr, "schema scan");
 }
 
+gboolean ixia_store_scan(ixia_store_t *s, const char *ns, const char *table, const char *after,
+                         size_t after_len, ixia_store_doc_cb cb, gpointer user, ixia_error_t **err) {
+  GByteArray *prefix = key_prefix('d', ns, table);
+  GByteArray *start = g_byte_array_new();
+  g_byte_array_append(start, prefix->data, prefix->len);
+  if (after && after_len) {
+    g_byte_array_append(start, (const guint8 *)after, (guint)after_len);
+    /* The smallest key after `after`. */
+    guint8 zero = 0;
+    g_byte_array_append(start, &zero, 1);
+  }
+  rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+  const rocksdb_snapshot_t *snap = rocksdb_create_snapshot(s->db);
+  rocksdb_readoptions_set_snapshot(ro, snap);
+  rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, ro, s->cf_default);
+  gboolean more = TRUE;
+  for (rocksdb_iter_seek(it, (const char *)start->data, start->len); more && rocksdb_iter_valid(it);
+       rocksdb_iter_next(it)) {
+    size_t klen, vlen;
+    const char *k = rocksdb_iter_key(it, &klen);
+    if (klen < prefix->len || memcmp(k, prefix->data, prefix->len) != 0) break;
+    const char *v = rocksdb_iter_value(it, &vlen);
+    const char *json;
+    size_t jl;
+    gint64 version, expire_at;
+    if (!ixia_store_parse_value(v, vlen, &version, &expire_at, &json, &jl)) {
+      IXIA_WARN("scan: skipping a malformed document record");
+      continue;
+    }
+    if (is_expired(expire_at)) continue;
+    more = cb(k + prefix->len, klen - prefix->len, version, json, jl, user);
+  }
+  char *rerr = NULL;
+  rocksdb_iter_get_error(it, &rerr);
+  rocksdb_iter_destroy(it);
+  rocksdb_release_snapshot(s->db, snap);
+  rocksdb_readoptions_destroy(ro);
+  g_byte_array_unref(start);
+  g_byte_array_unref(prefix);
+  return ixia_error_from_rocksdb(err, rerr, "document scan");
+}
+
 gint64 ixia_store_latest_version(ixia_store_t *s) {
   return (gint64)rocksdb_get_latest_sequence_number(s->db);
 }

@@ -88,6 +88,16 @@ typedef void (*ixia_store_schema_cb)(const char *ns, const char *table, const ch
 gboolean ixia_store_foreach_schema(ixia_store_t *store, ixia_store_schema_cb cb, gpointer user,
                                    ixia_error_t **err);
 
+/* Called by ixia_store_scan for each live document (valid only during the
+ * call); return FALSE to stop. */
+typedef gboolean (*ixia_store_doc_cb)(const char *key, size_t key_len, gint64 version,
+                                      const char *json, size_t json_len, gpointer user);
+/* Calls cb for the unexpired documents of a table whose key sorts after
+ * `after` (NULL or empty: from the first), in key byte order, from one
+ * consistent view. */
+gboolean ixia_store_scan(ixia_store_t *store, const char *ns, const char *table, const char *after,
+                         size_t after_len, ixia_store_doc_cb cb, gpointer user, ixia_error_t **err);
+
 /* The newest version (RocksDB sequence number) in the store. */
 gint64 ixia_store_latest_version(ixia_store_t *store);
 /* Blocks until the store holds a version newer than `after` or timeout_ms

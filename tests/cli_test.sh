@@ -140,7 +140,7 @@ finish() {
 
 # --- the stack ---------------------------------------------------------------
 
-for b in "$IXIA" "$LOCAL" "$BIN/ixia-query-api" "$BIN/ixia-devkafka" "$BIN/ixia-replication-sink"; do
+for b in "$IXIA" "$LOCAL" "$BIN/ixia-query-api" "$BIN/ixia-devkafka" "$BIN/ixia-replication-sink" "$BIN/ixia-indexer"; do
   [ -x "$b" ] || { echo "cli_test: $b is missing; build first" >&2; exit 1; }
 done
 
@@ -166,8 +166,8 @@ if grep -Eq '^IXIA_KAFKA=127\.0\.0\.1:[0-9]+(,127\.0\.0\.1:[0-9]+)*$' "$DIR/loca
 else
   fail "local.env has IXIA_KAFKA, IXIA_KAFKA_CONTROL and IXIA_SINK" "$(cat "$DIR/local.env")"
 fi
-[ "$(wc -w <<<"$pids_started")" -eq 4 ] && pass "four processes recorded" ||
-  fail "four processes recorded" "$(cat "$DIR/pids")"
+[ "$(wc -w <<<"$pids_started")" -eq 5 ] && pass "five processes recorded" ||
+  fail "five processes recorded" "$(cat "$DIR/pids")"
 
 set -a
 # shellcheck disable=SC1091
@@ -183,7 +183,7 @@ fi
 
 run "$LOCAL" status --dir "$DIR"
 expect_out "ixia-local status" \
-  "memcached +running.*ixia-devkafka +running.*ixia-replication-sink +running.*ixia-query-api +running"
+  "memcached +running.*ixia-devkafka +running.*ixia-replication-sink +running.*ixia-indexer +running.*ixia-query-api +running"
 
 # memcached answers on the advertised port.
 mc_port=${IXIA_MEMCACHED##*:}
@@ -377,6 +377,39 @@ else
   fail "load: a line without the key field is reported" "$(last)"
 fi
 
+# --- query and recovery --------------------------------------------------------
+
+# min_version: the query waits until the index holds the load (read-your-writes).
+vlast=$(json_field "$("$IXIA" put shop products marker '{"category":"cat03","price":5000.5}')" version)
+run "$IXIA" query "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"cat03\"}},\"limit\":5,\"fields\":[\"price\"],\"min_version\":$vlast,\"aggs\":{\"n\":{\"count\":{}},\"top\":{\"max\":\"price\"}}}"
+# k3, k13, ..., k1993 (200 documents) plus the marker.
+if [ $rc -eq 0 ] && is_json "$out" && [ "$(json_field "$out" total)" = "201" ] &&
+  [[ $out == *'"top":{"value":5000.5}'* ]] && [[ $out == *'"next":"'* ]]; then
+  pass "query: total, aggregation and a next cursor"
+else
+  fail "query: total, aggregation and a next cursor" "$(last)"
+fi
+echo '{"namespace":"shop","table":"products","filter":{"range":{"price":{"gte":"cheap"}}}}' >"$WORK/q.json"
+STDIN=$WORK/q.json run "$IXIA" query -
+if [ $rc -eq 1 ] && [[ $err == *INVALID_ARGUMENT* ]] && [[ $err == *'filter.range.price'* ]]; then
+  pass "query -: a bad query names the bad part"
+else
+  fail "query -: a bad query names the bad part" "$(last)"
+fi
+
+run "$BIN/ixia-recovery" backfill --help
+[ $rc -eq 0 ] && [[ $out == *NAMESPACE* ]] && pass "ixia-recovery backfill --help" ||
+  fail "ixia-recovery backfill --help" "$(last)"
+all=$(json_field "$("$IXIA" query '{"namespace":"shop","table":"products","limit":0}')" total)
+run "$BIN/ixia-recovery" backfill shop products --quiet
+if [ $rc -eq 0 ] && is_json "$out" && [ -n "$all" ] && [ "$(json_field "$out" documents)" = "$all" ]; then
+  pass "ixia-recovery backfill finds the stack through local.env"
+else
+  fail "ixia-recovery backfill finds the stack through local.env" "$(last)"
+fi
+run "$BIN/ixia-recovery" frobnicate
+expect_rc "ixia-recovery: unknown subcommand is a usage error" 2
+
 # --- stats ------------------------------------------------------------------
 
 run "$IXIA" stats
@@ -404,12 +437,12 @@ done
 [ -z "$left" ] && pass "down stopped every started process" ||
   fail "down stopped every started process" "still running:$left"
 names=$(awk '!/^#/ && NF == 3 {print $1}' "$WORK/pids.before" | paste -sd' ' -)
-[ "$names" = "memcached ixia-devkafka ixia-replication-sink ixia-query-api" ] && [ -z "$left" ] &&
-  pass "down stopped all four: memcached, devkafka, sink, query-api" ||
-  fail "down stopped all four: memcached, devkafka, sink, query-api" "recorded: $names" \
+[ "$names" = "memcached ixia-devkafka ixia-replication-sink ixia-indexer ixia-query-api" ] && [ -z "$left" ] &&
+  pass "down stopped all five: memcached, devkafka, sink, indexer, query-api" ||
+  fail "down stopped all five: memcached, devkafka, sink, indexer, query-api" "recorded: $names" \
     "still running:$left"
 leftover=""
-for f in pids local.env api.port sink.port kafka.bootstrap kafka.control; do
+for f in pids local.env api.port sink.port indexer.port kafka.bootstrap kafka.control; do
   [ -e "$DIR/$f" ] && leftover="$leftover $f"
 done
 [ -z "$leftover" ] && pass "down removed pids, local.env and the address files" ||

@@ -1,0 +1,144 @@
+/* ixia-bench internals: options, the closed/open-loop driver shared by the
+ * request/response workloads, and result printing.
+ *
+ * Concurrency model: --conns connections are spread over --threads client
+ * threads (threads = min(threads, conns)). The Thrift c_glib client is
+ * blocking, so requests in flight = threads; a thread with several
+ * connections uses them in turn (more server-side connections, same
+ * concurrency). The default is one connection per thread.
+ *
+ * Closed loop (no --rate): every thread sends its next request as soon as
+ * the previous one answered; latency is measured per request.
+ * Open loop (--rate R): thread t of T sends on a fixed timeline, one request
+ * every T/R seconds (phases staggered across threads), whatever the answers
+ * do; latency is measured from the *scheduled* send time, so a stall delays
+ * and counts every request scheduled behind it (no coordinated omission).
+ *
+ * Every workload prints one JSON line: {"workload": NAME, ...} or
+ * {"workload": NAME, "skipped": REASON} when the feature it measures is not
+ * available (e.g. the API answers UNAVAILABLE or UNSUPPORTED for query). */
+#ifndef IXIA_BENCH_H
+#define IXIA_BENCH_H
+
+#include <cjson/cJSON.h>
+#include <glib.h>
+
+#include "client.h"
+#include "config.h"
+#include "error.h"
+#include "hdr.h"
+
+#define IXIA_BENCH_NS "bench"
+#define IXIA_BENCH_TABLE "products"
+
+typedef struct {
+  char *api;       /* host:port of ixia-query-api */
+  char *memcached; /* host:port, for the raw memcached workload */
+  char *kafka;     /* bootstrap servers, for cdc-lag and kafka-produce */
+  const char *topic; /* the change-event topic (kafka.topic) */
+  int threads, conns;
+  double seconds;
+  double rate;       /* 0 = closed loop */
+  gint64 keys;       /* key space of mixed and put */
+  gint64 hot_keys;   /* key space of get-hot */
+  gint64 docs;       /* documents of load */
+  int batch;         /* documents per batch call in load */
+  double theta;      /* Zipf exponent of mixed */
+  int read_ratio;    /* gets per put in mixed */
+  double probe_rate; /* freshness: puts per second whose visibility is tracked */
+  guint32 seed;
+  /* Set by load for a following index workload in the same invocation. */
+  gint64 load_start_us, load_end_us, load_last_version, load_docs, load_bytes;
+  double index_timeout_s; /* index: give up waiting for the catch-up */
+} ixia_bench_opts_t;
+
+typedef struct ixia_bench_run ixia_bench_run_t;
+typedef struct ixia_bench_worker ixia_bench_worker_t;
+
+/* Counters a workload may add to per worker; summed over workers. */
+#define IXIA_BENCH_EXTRA 4
+
+struct ixia_bench_worker {
+  ixia_bench_run_t *run;
+  int id;
+  GRand *rnd;
+  gint64 sched_us; /* scheduled (open loop) or actual send time of this op */
+  int op_class;    /* the op sets it when the workload has two classes */
+  ixia_hdr_t *lat[2];
+  guint64 ops[2], errors;
+  guint64 extra[IXIA_BENCH_EXTRA];
+  ixia_error_t *first_error;
+};
+
+typedef struct {
+  const char *name;
+  /* Names of op classes 0 and 1 (per-class figures); NULL if one class. */
+  const char *class_names[2];
+  /* Run-wide set-up; *state is handed to every later hook. Sets *skip
+   * (g_malloc'd) to skip the workload. */
+  gboolean (*prepare)(ixia_bench_run_t *r, gpointer *state, char **skip, ixia_error_t **err);
+  /* A connection (default: an ixia_client_t to the API). */
+  gpointer (*open)(ixia_bench_run_t *r, ixia_error_t **err);
+  void (*close)(gpointer conn);
+  /* One operation on conn. */
+  gboolean (*op)(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err);
+  /* Adds workload figures to the result; totals holds the summed counters. */
+  void (*report)(ixia_bench_run_t *r, const ixia_bench_worker_t *totals, cJSON *out);
+  void (*cleanup)(gpointer state);
+} ixia_bench_workload_t;
+
+struct ixia_bench_run {
+  ixia_bench_opts_t *o;
+  const ixia_bench_workload_t *wl;
+  gpointer state;
+};
+
+/* Runs the workload: prepare, the threads, the report. Prints its line;
+ * returns FALSE when it failed (errors, or set-up failed). */
+gboolean ixia_bench_run(ixia_bench_opts_t *o, const ixia_bench_workload_t *wl);
+
+/* Result lines. */
+cJSON *ixia_bench_result_new(const char *workload);
+/* Adds PREFIXp50_ms, p99_ms, p999_ms, max_ms, mean_ms (prefix may be ""). */
+void ixia_bench_add_latency(cJSON *out, const char *prefix, const ixia_hdr_t *h);
+/* Prints out on one line and frees it. */
+void ixia_bench_print(cJSON *out);
+void ixia_bench_print_skip(const char *workload, const char *reason);
+
+/* The bench table schema: the product fields plus "key" as a keyword, so a
+ * document can be found by a term query on its key (freshness). */
+extern const char *const IXIA_BENCH_SCHEMA;
+gboolean ixia_bench_apply_schema(const ixia_bench_opts_t *o, ixia_error_t **err);
+
+/* Numbers and strings from the API's stats. The string is g_malloc'd. */
+gboolean ixia_bench_stat(ixia_client_t *c, const char *field, double *value, ixia_error_t **err);
+char *ixia_bench_stat_str(ixia_client_t *c, const char *field, ixia_error_t **err);
+
+/* Runs a query; *resp is the parsed response (cJSON_Delete it). */
+gboolean ixia_bench_query(ixia_client_t *c, const char *request, cJSON **resp, ixia_error_t **err);
+/* Number of documents of the bench table matched by filter_json (NULL: all),
+ * or -1 with err set. Used to check that query works before timing it. */
+gint64 ixia_bench_count(ixia_client_t *c, const char *filter_json, ixia_error_t **err);
+/* TRUE when err means the feature is missing (UNAVAILABLE/UNSUPPORTED). */
+gboolean ixia_bench_is_missing_feature(const ixia_error_t *err);
+
+/* Puts documents first..first+n-1 (ixia_bench_doc) with batch calls of
+ * o->batch over o->conns connections. Returns FALSE on the first failure.
+ * *last_version gets the highest version written, *bytes the documents'
+ * JSON bytes, lat records each batch call's latency (each may be NULL). */
+gboolean ixia_bench_put_docs(const ixia_bench_opts_t *o, gint64 first, gint64 n,
+                             gint64 *last_version, gint64 *bytes, ixia_hdr_t *lat,
+                             ixia_error_t **err);
+/* Makes sure documents 0..n-1 exist (checks the last one, loads all if it
+ * is missing). */
+gboolean ixia_bench_ensure_docs(const ixia_bench_opts_t *o, gint64 n, ixia_error_t **err);
+
+/* The workloads. */
+extern const ixia_bench_workload_t ixia_bench_get_hot, ixia_bench_mixed, ixia_bench_put,
+    ixia_bench_memcached, ixia_bench_filter, ixia_bench_agg, ixia_bench_freshness;
+/* Workloads with their own drivers; return FALSE on failure. */
+gboolean ixia_bench_load(ixia_bench_opts_t *o);
+gboolean ixia_bench_index(ixia_bench_opts_t *o);
+gboolean ixia_bench_kafka_produce(ixia_bench_opts_t *o);
+
+#endif

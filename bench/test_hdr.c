@@ -1,0 +1,218 @@
+/* Unit tests of ixia-bench's histogram and generators: percentiles against
+ * exact sorted samples, merging, Zipf frequencies, document shape. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+#include "data.h"
+#include "hdr.h"
+#include "support.h"
+
+static int cmp_i64(gconstpointer a, gconstpointer b) {
+  gint64 x = *(const gint64 *)a, y = *(const gint64 *)b;
+  return (x > y) - (x < y);
+}
+
+/* The exact percentile under the histogram's rank rule. */
+static gint64 exact_at(GArray *sorted, double p) {
+  guint64 rank = (guint64)ceil(p / 100.0 * sorted->len);
+  rank = CLAMP(rank, 1, sorted->len);
+  return g_array_index(sorted, gint64, rank - 1);
+}
+
+/* Every reported percentile lies in [exact, exact + bucket width): never
+ * below the true sample, and above it by less than 1/128 of it (or exactly
+ * equal below 256 us). */
+static void check_against_exact(ixia_hdr_t *h, GArray *samples) {
+  g_array_sort(samples, cmp_i64);
+  static const double pcts[] = {0, 1, 10, 25, 50, 75, 90, 99, 99.9, 99.99, 100};
+  for (guint i = 0; i < G_N_ELEMENTS(pcts); i++) {
+    gint64 exact = exact_at(samples, pcts[i]), got = ixia_hdr_value_at(h, pcts[i]);
+    CU_ASSERT(got >= exact);
+    if (exact < 256) {
+      CU_ASSERT_EQUAL(got, exact);
+    } else {
+      CU_ASSERT((double)(got - exact) <= (double)exact / 128.0);
+    }
+  }
+  CU_ASSERT_EQUAL(ixia_hdr_count(h), samples->len);
+  CU_ASSERT_EQUAL(ixia_hdr_min(h), g_array_index(samples, gint64, 0));
+  CU_ASSERT_EQUAL(ixia_hdr_max(h), g_array_index(samples, gint64, samples->len - 1));
+}
+
+static void test_percentiles_match_sorted_samples(void) {
+  GRand *rnd = g_rand_new_with_seed(7);
+  /* Log-uniform from 1 us to ~60 s: every bucket size gets used. */
+  ixia_hdr_t *h = ixia_hdr_new();
+  GArray *samples = g_array_new(FALSE, FALSE, sizeof(gint64));
+  double sum = 0;
+  for (int i = 0; i < 200000; i++) {
+    gint64 v = (gint64)exp(g_rand_double_range(rnd, 0, log(6e7)));
+    ixia_hdr_record(h, v);
+    g_array_append_val(samples, v);
+    sum += (double)v;
+  }
+  check_against_exact(h, samples);
+  CU_ASSERT_DOUBLE_EQUAL(ixia_hdr_mean(h), sum / samples->len, 1e-6 * sum / samples->len);
+  ixia_hdr_destroy(h);
+  g_array_free(samples, TRUE);
+  g_rand_free(rnd);
+}
+
+static void test_latency_shaped_and_small(void) {
+  /* A typical latency distribution: a mode near 500 us and a long tail. */
+  GRand *rnd = g_rand_new_with_seed(11);
+  ixia_hdr_t *h = ixia_hdr_new();
+  GArray *samples = g_array_new(FALSE, FALSE, sizeof(gint64));
+  for (int i = 0; i < 50000; i++) {
+    gint64 v = 300 + (gint64)g_rand_int_range(rnd, 0, 400);
+    if (g_rand_int_range(rnd, 0, 100) == 0) v *= 50;
+    ixia_hdr_record(h, v);
+    g_array_append_val(samples, v);
+  }
+  check_against_exact(h, samples);
+  ixia_hdr_destroy(h);
+  g_array_free(samples, TRUE);
+  /* Three samples: p50 is the middle one, exactly (small values are exact). */
+  h = ixia_hdr_new();
+  ixia_hdr_record(h, 30);
+  ixia_hdr_record(h, 10);
+  ixia_hdr_record(h, 20);
+  CU_ASSERT_EQUAL(ixia_hdr_value_at(h, 50), 20);
+  CU_ASSERT_EQUAL(ixia_hdr_value_at(h, 0), 10);
+  CU_ASSERT_EQUAL(ixia_hdr_value_at(h, 100), 30);
+  ixia_hdr_destroy(h);
+  g_rand_free(rnd);
+}
+
+static void test_empty_negative_and_clamped(void) {
+  ixia_hdr_t *h = ixia_hdr_new();
+  CU_ASSERT_EQUAL(ixia_hdr_value_at(h, 99), 0);
+  CU_ASSERT_EQUAL(ixia_hdr_count(h), 0);
+  ixia_hdr_record(h, -5);
+  CU_ASSERT_EQUAL(ixia_hdr_min(h), 0);
+  ixia_hdr_record(h, 2 * IXIA_HDR_MAX_US);
+  CU_ASSERT_EQUAL(ixia_hdr_clamped(h), 1);
+  CU_ASSERT_EQUAL(ixia_hdr_max(h), 2 * IXIA_HDR_MAX_US);
+  /* The clamped sample sits in the top bucket, which ends past 60 s. */
+  CU_ASSERT(ixia_hdr_value_at(h, 100) >= IXIA_HDR_MAX_US);
+  ixia_hdr_destroy(h);
+  ixia_hdr_destroy(NULL);
+}
+
+static void test_merge_equals_single_histogram(void) {
+  GRand *rnd = g_rand_new_with_seed(3);
+  ixia_hdr_t *parts[4], *all = ixia_hdr_new(), *merged = ixia_hdr_new();
+  for (int p = 0; p < 4; p++) parts[p] = ixia_hdr_new();
+  GArray *samples = g_array_new(FALSE, FALSE, sizeof(gint64));
+  for (int i = 0; i < 40000; i++) {
+    /* Each part has its own range, so the merge must interleave them. */
+    int p = i % 4;
+    gint64 v = (gint64)g_rand_int_range(rnd, 1, 1000) * (p * 100 + 1);
+    ixia_hdr_record(parts[p], v);
+    ixia_hdr_record(all, v);
+    g_array_append_val(samples, v);
+  }
+  for (int p = 0; p < 4; p++) ixia_hdr_merge(merged, parts[p]);
+  for (double q = 0; q <= 100; q += 0.5)
+    CU_ASSERT_EQUAL(ixia_hdr_value_at(merged, q), ixia_hdr_value_at(all, q));
+  CU_ASSERT_EQUAL(ixia_hdr_min(merged), ixia_hdr_min(all));
+  CU_ASSERT_EQUAL(ixia_hdr_max(merged), ixia_hdr_max(all));
+  check_against_exact(merged, samples);
+  for (int p = 0; p < 4; p++) ixia_hdr_destroy(parts[p]);
+  ixia_hdr_destroy(all);
+  ixia_hdr_destroy(merged);
+  g_array_free(samples, TRUE);
+  g_rand_free(rnd);
+}
+
+static void test_bucket_bounds(void) {
+  gint64 lo, hi;
+  ixia_hdr_bucket_bounds(255, &lo, &hi);
+  CU_ASSERT(lo == 255 && hi == 255);
+  ixia_hdr_bucket_bounds(256, &lo, &hi);
+  CU_ASSERT(lo == 256 && hi == 257);
+  ixia_hdr_bucket_bounds(1000000, &lo, &hi);
+  CU_ASSERT(lo <= 1000000 && hi >= 1000000 && hi - lo + 1 <= 1000000 / 128 + 1);
+}
+
+static void test_zipf_frequencies(void) {
+  const guint64 n = 1000;
+  ixia_zipf_t *z = ixia_zipf_new(n, 0.99);
+  GRand *rnd = g_rand_new_with_seed(5);
+  guint64 counts[1000] = {0};
+  const int draws = 200000;
+  for (int i = 0; i < draws; i++) {
+    guint64 r = ixia_zipf_rank(z, rnd);
+    CU_ASSERT_FATAL(r < n);
+    counts[r]++;
+  }
+  /* Rank 0 is drawn with probability 1 / H(n, 0.99): within 5%. */
+  double h = 0;
+  for (guint64 r = 1; r <= n; r++) h += 1.0 / pow((double)r, 0.99);
+  CU_ASSERT_DOUBLE_EQUAL(ixia_zipf_p(z, 0), 1.0 / h, 1e-9);
+  CU_ASSERT_DOUBLE_EQUAL((double)counts[0] / draws, 1.0 / h, 0.05 / h);
+  /* Rank 9 is ten times rarer (to 0.99): within 10%. */
+  CU_ASSERT_DOUBLE_EQUAL((double)counts[9] / draws, pow(10, -0.99) / h, 0.1 * pow(10, -0.99) / h);
+  /* The rank -> key map is a permutation. */
+  gboolean *seen = g_new0(gboolean, n);
+  for (guint64 r = 0; r < n; r++) {
+    guint64 k = ixia_zipf_key(z, r);
+    CU_ASSERT_FATAL(k < n);
+    CU_ASSERT_FALSE(seen[k]);
+    seen[k] = TRUE;
+  }
+  g_free(seen);
+  g_rand_free(rnd);
+  ixia_zipf_destroy(z);
+  ixia_zipf_destroy(NULL);
+}
+
+static void test_doc_shape(void) {
+  GHashTable *cats = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  gsize bytes = 0;
+  double below = 0;
+  const int n = 5000;
+  for (int i = 0; i < n; i++) {
+    char *doc = ixia_bench_doc((guint64)i, 42, 0, NULL);
+    bytes += strlen(doc);
+    cJSON *o = cJSON_Parse(doc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    char key[32];
+    ixia_bench_key((guint64)i, key, sizeof key);
+    CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(o, "key")), key);
+    g_hash_table_add(cats, g_strdup(cJSON_GetStringValue(cJSON_GetObjectItem(o, "category"))));
+    double price = cJSON_GetNumberValue(cJSON_GetObjectItem(o, "price"));
+    CU_ASSERT(price >= IXIA_BENCH_PRICE_MIN && price < IXIA_BENCH_PRICE_MAX);
+    below += price < 150.7;
+    int tags = cJSON_GetArraySize(cJSON_GetObjectItem(o, "tags"));
+    CU_ASSERT(tags >= 1 && tags <= 5);
+    /* Deterministic: the same document again. */
+    char *again = ixia_bench_doc((guint64)i, 42, 0, NULL);
+    CU_ASSERT_STRING_EQUAL(doc, again);
+    g_free(again);
+    cJSON_Delete(o);
+    g_free(doc);
+  }
+  CU_ASSERT_EQUAL(g_hash_table_size(cats), IXIA_BENCH_CATEGORIES);
+  CU_ASSERT(bytes / n > 800 && bytes / n < 1300);
+  /* agg's filter (price < 150.7) matches ~30%. */
+  CU_ASSERT_DOUBLE_EQUAL(below / n, 0.30, 0.03);
+  char *custom = ixia_bench_doc(1, 42, 3, "fresh-1");
+  CU_ASSERT_PTR_NOT_NULL(strstr(custom, "\"key\":\"fresh-1\""));
+  g_free(custom);
+  g_hash_table_destroy(cats);
+}
+
+int main(void) {
+  CU_initialize_registry();
+  CU_pSuite s = CU_add_suite("bench", NULL, NULL);
+  IXT_ADD(s, test_percentiles_match_sorted_samples);
+  IXT_ADD(s, test_latency_shaped_and_small);
+  IXT_ADD(s, test_empty_negative_and_clamped);
+  IXT_ADD(s, test_merge_equals_single_histogram);
+  IXT_ADD(s, test_bucket_bounds);
+  IXT_ADD(s, test_zipf_frequencies);
+  IXT_ADD(s, test_doc_shape);
+  return ixt_run();
+}

@@ -1,0 +1,90 @@
+#include "progress.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+struct ixia_progress {
+  char *label;
+  char *unit;
+  guint64 done;  /* atomic */
+  guint64 total; /* atomic */
+  gint64 start_us;
+  gboolean tty;
+  GMutex lock;
+  GCond cond;
+  gboolean stop; /* guarded by lock */
+  GThread *thread;
+};
+
+static void draw(ixia_progress_t *p) {
+  guint64 done = __atomic_load_n(&p->done, __ATOMIC_RELAXED);
+  guint64 total = __atomic_load_n(&p->total, __ATOMIC_RELAXED);
+  double secs = (double)(g_get_monotonic_time() - p->start_us) / G_TIME_SPAN_SECOND;
+  GString *s = g_string_new(p->tty ? "\r" : "");
+  g_string_append_printf(s, "%s: %" G_GUINT64_FORMAT, p->label, done);
+  if (total) g_string_append_printf(s, " / %" G_GUINT64_FORMAT, total);
+  g_string_append_printf(s, " %s", p->unit);
+  if (total) g_string_append_printf(s, " (%d%%)", (int)(100.0 * (double)MIN(done, total) / (double)total));
+  if (secs > 0) g_string_append_printf(s, "  %.0f %s/s", (double)done / secs, p->unit);
+  g_string_append(s, p->tty ? "\033[K" : "\n");
+  fputs(s->str, stderr);
+  fflush(stderr);
+  g_string_free(s, TRUE);
+}
+
+static gpointer draw_main(gpointer data) {
+  ixia_progress_t *p = data;
+  gint64 interval = p->tty ? 200 * G_TIME_SPAN_MILLISECOND : 10 * G_TIME_SPAN_SECOND;
+  g_mutex_lock(&p->lock);
+  while (!p->stop) {
+    gint64 until = g_get_monotonic_time() + interval;
+    while (!p->stop && g_cond_wait_until(&p->cond, &p->lock, until)) {
+    }
+    if (!p->stop) draw(p);
+  }
+  g_mutex_unlock(&p->lock);
+  return NULL;
+}
+
+ixia_progress_t *ixia_progress_new(const char *label, guint64 total, const char *unit,
+                                   gboolean quiet) {
+  ixia_progress_t *p = g_new0(ixia_progress_t, 1);
+  p->label = g_strdup(label);
+  p->unit = g_strdup(unit);
+  p->total = total;
+  p->start_us = g_get_monotonic_time();
+  p->tty = isatty(STDERR_FILENO);
+  g_mutex_init(&p->lock);
+  g_cond_init(&p->cond);
+  if (!quiet) p->thread = g_thread_new("ixia-progress", draw_main, p);
+  return p;
+}
+
+void ixia_progress_add(ixia_progress_t *p, guint64 n) {
+  __atomic_add_fetch(&p->done, n, __ATOMIC_RELAXED);
+}
+
+void ixia_progress_set_total(ixia_progress_t *p, guint64 total) {
+  __atomic_store_n(&p->total, total, __ATOMIC_RELAXED);
+}
+
+guint64 ixia_progress_done(const ixia_progress_t *p) {
+  return __atomic_load_n(&p->done, __ATOMIC_RELAXED);
+}
+
+void ixia_progress_destroy(ixia_progress_t *p) {
+  if (!p) return;
+  if (p->thread) {
+    g_mutex_lock(&p->lock);
+    p->stop = TRUE;
+    g_cond_signal(&p->cond);
+    g_mutex_unlock(&p->lock);
+    g_thread_join(p->thread);
+    if (p->tty) fputs("\r\033[K", stderr);
+  }
+  g_mutex_clear(&p->lock);
+  g_cond_clear(&p->cond);
+  g_free(p->label);
+  g_free(p->unit);
+  g_free(p);
+}

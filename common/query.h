@@ -1,0 +1,209 @@
+/* The query language of SPEC.md: parsing, value encoding, per-document
+ * evaluation, and aggregation state that can be split across shards.
+ *
+ * Everything the index and the brute-force evaluator compare goes through one
+ * byte encoding of field values, so both sides agree by construction on what
+ * "equal", "less than" and "prefix of" mean:
+ *   keyword      the UTF-8 bytes of the string
+ *   text         each token: maximal runs of ASCII letters/digits and bytes
+ *                >= 0x80, ASCII letters lower-cased
+ *   long, double, timestamp
+ *                8 bytes, order-preserving encoding of the IEEE double
+ *                (sign bit flipped for positives, all bits flipped for
+ *                negatives; -0 is stored as +0). Longs are limited to
+ *                |v| <= 2^53 by the schema check, so doubles hold them exactly.
+ *   bool         1 byte, 0 or 1
+ * memcmp order of encodings equals value order within one field type.
+ * A field's values in a document: the value at its dotted path, or each
+ * element when it is an array; null counts as absent; values are
+ * deduplicated.
+ *
+ * Aggregation partials: a shard accumulates an ixia_aggs_t over its matching
+ * documents, serialises it with ixia_aggs_partial_json, the query API merges
+ * the partials of every shard with ixia_aggs_merge_partial and renders the
+ * response with ixia_aggs_result_json. Merging is exact for count, sum, min,
+ * max, avg (as sum and count), terms (each shard sends every bucket, up to
+ * query.max_terms_buckets) and cardinality (64-bit hashes of the distinct
+ * values); percentiles are exact while the merged value count stays within
+ * query.max_exact_values, and beyond that come from a log-bucket histogram
+ * with 1% relative error.
+ *
+ * Thread safety: a parsed ixia_query_t is immutable and may be shared; an
+ * ixia_aggs_t belongs to one thread at a time. */
+#ifndef IXIA_QUERY_H
+#define IXIA_QUERY_H
+
+#include <cjson/cJSON.h>
+#include <glib.h>
+
+#include "config.h"
+#include "error.h"
+#include "schema.h"
+
+/* ---- values ---- */
+
+/* A borrowed encoded value. */
+typedef struct {
+  const guint8 *p;
+  guint32 len;
+} ixia_val_t;
+
+#define IXIA_NUM_BYTES 8
+
+void ixia_num_encode(double d, guint8 out[IXIA_NUM_BYTES]);
+double ixia_num_decode(const guint8 *p);
+
+/* Appends the encoded values (GBytes*) of one declared field of doc to out,
+ * sorted by memcmp and deduplicated. Returns FALSE with IXIA_ETYPE naming
+ * the field and the offending value when a value has the wrong type (the
+ * values already appended are then unspecified). */
+gboolean ixia_doc_values(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out,
+                         ixia_error_t **err);
+
+/* JSON of an encoded value of a field type (string, number or bool). */
+cJSON *ixia_val_to_json(ixia_field_type_t type, const guint8 *p, guint32 len);
+
+/* Appends the lower-cased tokens of text (GBytes*) to out, deduplicated. */
+void ixia_text_tokens(const char *text, size_t len, GPtrArray *out);
+
+/* ---- limits ---- */
+
+typedef struct {
+  guint max_clauses;        /* filter nodes + aggregation nodes */
+  guint max_limit;          /* largest "limit" (result window of one page) */
+  guint64 max_postings;     /* postings a shard may touch for one query */
+  guint64 max_memory_bytes; /* aggregation state of one query */
+  guint max_terms_buckets;  /* buckets one terms aggregation may hold */
+  guint max_exact_values;   /* percentiles stay exact up to this many values */
+  guint deadline_ms;        /* default and largest per-query deadline */
+  guint max_wait_ms;        /* longest min_version wait */
+} ixia_query_limits_t;
+
+/* Reads the query.* options. */
+void ixia_query_limits_from_config(const ixia_config_t *cfg, ixia_query_limits_t *out);
+
+/* ---- parsed query ---- */
+
+typedef enum {
+  IXIA_F_TERM,   /* values: one encoded value */
+  IXIA_F_IN,     /* values: >= 1 encoded values, sorted, deduplicated */
+  IXIA_F_RANGE,  /* lo/hi encoded, NULL when unbounded */
+  IXIA_F_PREFIX, /* values: one raw prefix (keyword bytes, or a lower-cased token prefix) */
+  IXIA_F_EXISTS,
+  IXIA_F_MATCH,  /* values: the tokens; all must be present */
+  IXIA_F_AND,
+  IXIA_F_OR,
+  IXIA_F_NOT,    /* children: exactly one */
+} ixia_filter_kind_t;
+
+typedef struct ixia_filter {
+  ixia_filter_kind_t kind;
+  const ixia_index_t *field; /* leaf kinds; borrowed from the query's schema */
+  GPtrArray *values;         /* GBytes*; TERM, IN, PREFIX, MATCH */
+  GBytes *lo, *hi;           /* RANGE */
+  gboolean lo_incl, hi_incl;
+  struct ixia_filter **children; /* AND, OR, NOT */
+  guint n_children;
+} ixia_filter_t;
+
+typedef enum {
+  IXIA_AGG_COUNT,
+  IXIA_AGG_SUM,
+  IXIA_AGG_AVG,
+  IXIA_AGG_MIN,
+  IXIA_AGG_MAX,
+  IXIA_AGG_TERMS,
+  IXIA_AGG_PERCENTILES,
+  IXIA_AGG_CARDINALITY,
+} ixia_agg_kind_t;
+
+typedef struct ixia_agg {
+  char *name;
+  ixia_agg_kind_t kind;
+  const ixia_index_t *field; /* NULL for COUNT; borrowed from the schema */
+  guint field_slot;          /* index into ixia_query_t.agg_fields */
+  guint size;                /* TERMS: buckets returned (default 10) */
+  double *percents;          /* PERCENTILES: in (0, 100] */
+  guint n_percents;
+  struct ixia_agg **subs;    /* TERMS: nested aggregations */
+  guint n_subs;
+} ixia_agg_t;
+
+typedef struct ixia_query {
+  char *ns, *table;
+  ixia_schema_t *schema;   /* owned reference */
+  ixia_filter_t *filter;   /* NULL matches every document */
+  char **fields;           /* NULL-terminated projection, or NULL for whole documents */
+  guint limit;             /* hits per page; 0 = aggregations only. Default 10. */
+  char *after;             /* opaque cursor from a previous response, or NULL */
+  gint64 min_version;      /* 0 = no wait */
+  guint timeout_ms;        /* deadline; defaults to limits->deadline_ms */
+  ixia_agg_t **aggs;
+  guint n_aggs;
+  /* Every field any aggregation reads, once each; ixia_agg_t.field_slot
+   * indexes this array. The index feeds values in this order. */
+  const ixia_index_t **agg_fields;
+  guint n_agg_fields;
+} ixia_query_t;
+
+/* Looks a table's schema up; returns a new reference or NULL with *err set
+ * (IXIA_ENOTFOUND for an unknown table). */
+typedef ixia_schema_t *(*ixia_schema_lookup_fn)(const char *ns, const char *table, void *ud,
+                                                ixia_error_t **err);
+
+/* Parses a request as in SPEC.md. Errors are IXIA_EINVAL with a message that
+ * names the bad part by its JSON path ("filter.and[2].range.price: ...");
+ * IXIA_ENOTFOUND for an unknown table; IXIA_ETOOLARGE naming the limit
+ * ("query.max_clauses", "query.max_limit"). Filters and aggregations may only
+ * name declared (indexed) fields of the table. */
+ixia_query_t *ixia_query_parse(const char *json, size_t len, ixia_schema_lookup_fn lookup,
+                               void *lookup_ud, const ixia_query_limits_t *lim,
+                               ixia_error_t **err);
+void ixia_query_destroy(ixia_query_t *q);
+
+/* TRUE when doc satisfies the query's filter (brute force, one document). */
+gboolean ixia_query_match_doc(const ixia_query_t *q, const cJSON *doc);
+
+/* ---- aggregations ---- */
+
+typedef struct ixia_aggs ixia_aggs_t;
+
+/* State for q's aggregations. The query must outlive it. */
+ixia_aggs_t *ixia_aggs_new(const ixia_query_t *q, const ixia_query_limits_t *lim);
+void ixia_aggs_destroy(ixia_aggs_t *a);
+
+/* Adds one matching document. vals[i] / nvals[i]: the document's encoded
+ * values of q->agg_fields[i] (borrowed, for the duration of the call).
+ * FALSE with IXIA_ETOOLARGE naming query.max_memory_mb or
+ * query.max_terms_buckets when a limit is exceeded; the state is then
+ * unusable. */
+gboolean ixia_aggs_add(ixia_aggs_t *a, const ixia_val_t *const *vals, const guint *nvals,
+                       ixia_error_t **err);
+
+/* Convenience for brute force: extracts the values from doc and adds it. */
+gboolean ixia_aggs_add_doc(ixia_aggs_t *a, const cJSON *doc, ixia_error_t **err);
+
+/* The shard-side partial state as JSON (mergeable, lossless for exact parts). */
+cJSON *ixia_aggs_partial_json(const ixia_aggs_t *a);
+
+/* Merges a partial produced by ixia_aggs_partial_json for the same query. */
+gboolean ixia_aggs_merge_partial(ixia_aggs_t *a, const cJSON *partial, ixia_error_t **err);
+
+/* The response "aggs" object:
+ *   count                  {"value": N}
+ *   sum                    {"value": X}            (0 when no values)
+ *   avg, min, max          {"value": X | null}     (null when no values)
+ *   terms                  {"buckets": [{"key": K, "count": N, <sub-name>: {...}}, ...],
+ *                           "other_count": N}      (buckets by count desc, then key asc)
+ *   percentiles            {"values": {"50": X | null, ...}, "exact": true|false}
+ *                          (nearest rank: the ceil(p/100*n)-th smallest value)
+ *   cardinality            {"value": N}
+ * sum/avg/min/max/percentiles read every value of multi-valued fields; terms
+ * counts a document once in each distinct value's bucket; count counts
+ * documents. */
+cJSON *ixia_aggs_result_json(const ixia_aggs_t *a);
+
+/* Approximate bytes held, for the memory limit. */
+guint64 ixia_aggs_memory(const ixia_aggs_t *a);
+
+#endif

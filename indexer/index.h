@@ -1,0 +1,141 @@
+/* One shard's secondary index, kept in its own RocksDB.
+ *
+ * Layout (all multi-byte integers big-endian so keys sort numerically):
+ *   - dictionaries: table (ns, table) -> table id; field (table id, path)
+ *     -> field id; value (field id, encoded value) -> value id, so postings
+ *     and columns hold small integers (GokuL);
+ *   - dense 32-bit internal document ids per shard: (table id, key) -> id,
+ *     never reused, kept after a delete so a re-created key gets its old id
+ *     (pagination by id stays stable);
+ *   - postings: (field id, value id, chunk of 65,536 ids) -> roaring bitmap,
+ *     maintained by a merge operator whose operands add or remove a batch of
+ *     ids; one operand per chunk per applied batch. A per-table "live"
+ *     posting holds every existing document (NOT and match-all);
+ *   - columns of every declared non-text field: (field id, chunk) -> packed
+ *     values by id, read by aggregations without decoding documents;
+ *   - per document: last applied version, expire_at, deleted flag and the
+ *     value ids it was indexed under, so an update removes its old postings
+ *     without reading the truth store;
+ *   - schemas as applied from SCHEMA events;
+ *   - consumer positions: partition -> next offset, written in the same
+ *     RocksDB write batch as the index changes they cover.
+ * See docs/INDEX-FORMAT.md.
+ *
+ * Version rule: an event is applied only when its version is >= the version
+ * recorded for the key (equal versions re-index the same document: that is
+ * how a backfill after adding an index and replay-failed work); older events
+ * are skipped. Deleted keys keep a tombstone record with the delete's
+ * version, so a late, older put cannot resurrect them.
+ *
+ * Thread safety: one thread applies (ixia_idx_apply); any number of threads
+ * may search and read concurrently. Searches read a RocksDB snapshot, so a
+ * query never sees half of an applied batch. */
+#ifndef IXIA_INDEX_H
+#define IXIA_INDEX_H
+
+#include <glib.h>
+
+#include "config.h"
+#include "error.h"
+#include "query.h"
+#include "schema.h"
+
+typedef struct ixia_idx ixia_idx_t;
+
+typedef enum {
+  IXIA_IDX_PUT = 1,    /* doc: the whole document after the write */
+  IXIA_IDX_DELETE = 2,
+  IXIA_IDX_SCHEMA = 3, /* doc: the table schema JSON */
+} ixia_idx_op_t;
+
+/* One change event; every pointer is borrowed for the duration of a call. */
+typedef struct {
+  ixia_idx_op_t op;
+  const char *ns;
+  const char *table;
+  const char *key; /* document key bytes; empty for SCHEMA */
+  size_t key_len;
+  gint64 version;
+  const char *doc; /* JSON text, NOT NUL-terminated necessarily */
+  size_t doc_len;
+  gint64 expire_at;
+} ixia_idx_event_t;
+
+/* A consumer position to store with a batch. */
+typedef struct {
+  gint32 partition;
+  gint64 next_offset;
+} ixia_idx_position_t;
+
+/* Called for an event that cannot be indexed (undecodable document, wrong
+ * type for a declared field, unknown table, over a limit). The event is
+ * skipped; the rest of the batch is applied. */
+typedef void (*ixia_idx_failed_fn)(const ixia_idx_event_t *ev, const ixia_error_t *why, void *ud);
+
+/* Opens or creates the index at path (index.* options). */
+ixia_idx_t *ixia_idx_open(const char *path, const ixia_config_t *cfg, ixia_error_t **err);
+void ixia_idx_destroy(ixia_idx_t *idx);
+
+/* Applies events in order, with positions, in one synced RocksDB write
+ * batch. *applied counts events that changed the index (may be NULL).
+ * FALSE only when the index itself failed (disk); then nothing of the batch
+ * is stored and the caller must retry or stop. */
+gboolean ixia_idx_apply(ixia_idx_t *idx, const ixia_idx_event_t *events, guint n,
+                        const ixia_idx_position_t *positions, guint n_positions,
+                        ixia_idx_failed_fn failed, void *failed_ud, guint *applied,
+                        ixia_error_t **err);
+
+/* Stored next offset of a partition, or -1 when none is stored. */
+gint64 ixia_idx_position(ixia_idx_t *idx, gint32 partition);
+
+/* Highest version applied so far (0 when empty). */
+gint64 ixia_idx_max_version(ixia_idx_t *idx);
+
+/* The schema applied for a table: a new reference, or NULL with
+ * IXIA_ENOTFOUND. Matches ixia_schema_lookup_fn with ud = idx. */
+ixia_schema_t *ixia_idx_schema(const char *ns, const char *table, void *idx,
+                               ixia_error_t **err);
+
+typedef struct {
+  char *key; /* g_malloc'd, NUL-terminated (keys are UTF-8) */
+  gint64 version;
+  guint32 id;
+} ixia_idx_hit_t;
+
+/* Clears a GArray of ixia_idx_hit_t (frees the keys). */
+void ixia_idx_hits_clear(GArray *hits);
+
+/* Evaluates q on this shard over one snapshot:
+ *   *total  every existing document matching the filter;
+ *   hits    up to `limit` of them with internal id > after_id (-1: from the
+ *           start), in id order (GArray of ixia_idx_hit_t, appended);
+ *   aggs    when not NULL, every matching document is added to it.
+ * Fails with IXIA_ETOOLARGE naming query.max_postings, or
+ * query.max_memory_mb / query.max_terms_buckets (from aggs), and with
+ * IXIA_EUNAVAILABLE naming the deadline when g_get_monotonic_time() passes
+ * deadline_us. */
+gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, gint64 after_id, guint limit,
+                         gint64 deadline_us, const ixia_query_limits_t *lim, GArray *hits,
+                         guint64 *total, ixia_aggs_t *aggs, ixia_error_t **err);
+
+/* Calls fn for every document (deleted ones too, with deleted = TRUE) of a
+ * table with key > after (NULL: from the first), in key order, until fn
+ * returns FALSE. For verify and dump-index. */
+typedef gboolean (*ixia_idx_doc_fn)(const char *key, size_t key_len, gint64 version,
+                                    gboolean deleted, void *ud);
+gboolean ixia_idx_foreach_doc(ixia_idx_t *idx, const char *ns, const char *table,
+                              const char *after, size_t after_len, ixia_idx_doc_fn fn, void *ud,
+                              ixia_error_t **err);
+
+typedef struct {
+  guint64 documents;   /* live documents, all tables */
+  guint64 events_applied;
+  guint64 events_skipped; /* older than the recorded version */
+  guint64 events_failed;
+  gint64 max_version;
+  guint64 disk_bytes;  /* SST + WAL files */
+} ixia_idx_stats_t;
+
+void ixia_idx_get_stats(ixia_idx_t *idx, ixia_idx_stats_t *out);
+
+#endif

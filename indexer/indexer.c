@@ -1,0 +1,1102 @@
+#include "indexer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <librdkafka/rdkafka.h>
+#include <string.h>
+#include <sys/file.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "json.h"
+#include "log.h"
+#include "store.h"
+#include "thrift_util.h"
+
+/* How long start-up waits for the topic's metadata. */
+#define METADATA_WAIT_US (30 * G_USEC_PER_SEC)
+/* An idle poll returns after this long so queued reindex calls are served. */
+#define IDLE_POLL_MS 100
+/* First back-off after the index failed to write a batch. */
+#define RETRY_MIN_MS 50
+/* Batches of keys waiting for the invalidator beyond which more are dropped. */
+#define INVAL_QUEUE_MAX 16
+/* One Kafka (or memcached) warning per this long; the rest are counted. */
+#define LOG_EVERY_US (5 * G_USEC_PER_SEC)
+
+/* ---------- rate-limited warnings ---------- */
+
+typedef struct {
+  GMutex lock;
+  gint64 last;
+  guint suppressed;
+} ratelimit_t;
+
+static void ratelimited_warn(ratelimit_t *rl, const char *what, const char *msg) {
+  g_mutex_lock(&rl->lock);
+  gint64 now = g_get_monotonic_time();
+  gboolean emit = rl->last == 0 || now - rl->last >= LOG_EVERY_US;
+  guint suppressed = rl->suppressed;
+  if (emit) {
+    rl->last = now;
+    rl->suppressed = 0;
+  } else {
+    rl->suppressed++;
+  }
+  g_mutex_unlock(&rl->lock);
+  if (!emit) return;
+  if (suppressed)
+    IXIA_WARN("%s: %s (%u similar messages suppressed)", what, msg, suppressed);
+  else
+    IXIA_WARN("%s: %s", what, msg);
+}
+
+/* ---------- state ---------- */
+
+/* A reindex() call handed to the apply thread. Reference-counted
+ * (g_atomic_rc_box): the caller and the queue each hold one. */
+typedef struct {
+  GMutex lock;
+  GCond cond;
+  gboolean done;
+  gboolean ok;
+  guint applied;
+  ixia_error_t *err;
+  const ixia_idx_event_t *events;
+  guint n;
+} job_t;
+
+/* Where an event of a batch came from, for the failed-updates log. */
+typedef struct {
+  gint32 partition;
+  gint64 offset;
+} origin_t;
+
+typedef struct {
+  GPtrArray *objs;  /* IxiaChangeEvent *: own what events point into */
+  GArray *events;   /* ixia_idx_event_t */
+  GArray *origins;  /* origin_t, parallel to events */
+  gint64 *next;     /* per partition: offset after the last message, -1 none */
+  gint64 *eof;      /* per partition: end offset reported, -1 none */
+  GString *pending; /* failed-log lines of undecodable messages */
+  guint messages;
+} batch_t;
+
+struct ixia_indexer {
+  ixia_idx_t *idx;
+  char *topic;
+  char *brokers;
+  char *failed_log;
+  gint32 n_partitions;
+  GArray *owned;       /* gint32, sorted */
+  gboolean *owns;      /* by partition */
+  guint max_events;
+  gint64 wait_ms;
+  gint64 retry_max_ms;
+
+  rd_kafka_t *rk;
+  rd_kafka_queue_t *consumer_q; /* for waking the poll */
+  rd_kafka_topic_t *rkt;        /* for the partitioner */
+  GThread *thread;
+  gint stop;
+  gboolean stopped;
+
+  GMutex job_lock; /* guards jobs_closed against pushes after stop */
+  gboolean jobs_closed;
+  GAsyncQueue *jobs; /* job_t *, or &wake_marker */
+
+  GMutex pos_lock;
+  GCond pos_cond;    /* broadcast after every applied batch */
+  gint64 *applied;   /* per partition: next offset to apply, -1 none yet */
+  gint64 *high_seen; /* per partition: last high watermark queried, -1 */
+
+  gboolean log_dir_synced;
+
+  ixia_cache_t *cache;
+  GThread *inval_thread;
+  GAsyncQueue *inval_q; /* GPtrArray of GBytes (truth-store keys), or &wake_marker */
+
+  ratelimit_t kafka_rl, cache_rl;
+
+  /* Counters, atomics. */
+  guint64 batches;
+  guint64 messages;
+  guint64 undecodable;
+  guint64 apply_failures;
+  guint64 kafka_errors;
+  guint64 failed_log_lines;
+  guint64 failed_log_errors;
+  guint64 reindex_calls;
+  guint64 reindex_ignored;
+  guint64 invalidations;
+  guint64 invalidation_failures;
+  guint64 invalidations_dropped;
+  gint64 apply_us; /* time inside ixia_idx_apply */
+};
+
+static char wake_marker;
+
+/* ---------- failed-updates log ---------- */
+
+char *ixia_indexer_failed_log_path(const ixia_config_t *cfg) {
+  const char *set = ixia_config_str(cfg, "indexer.failed_log");
+  if (set && *set) return g_strdup(set);
+  /* Canonical form drops trailing slashes, so "data/index/" names the same
+   * file as "data/index". */
+  char *index = g_canonicalize_filename(ixia_config_str(cfg, "index.path"), NULL);
+  char *path = g_strconcat(index, ".failed-updates.jsonl", NULL);
+  g_free(index);
+  return path;
+}
+
+/* Appends text (whole lines) to the log and syncs it. Opened per append so
+ * that a tool replacing the file is never written around. */
+static gboolean failed_log_write(ixia_indexer_t *ix, const char *text, size_t len,
+                                 ixia_error_t **err) {
+  int fd = open(ix->failed_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return ixia_error_set(err, IXIA_EUNAVAILABLE, "failed-updates log %s: %s", ix->failed_log,
+                          g_strerror(errno));
+  while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+  }
+  const char *p = text;
+  size_t left = len;
+  gboolean ok = TRUE;
+  while (ok && left > 0) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      ok = FALSE;
+      break;
+    }
+    p += w;
+    left -= (size_t)w;
+  }
+  ok = ok && fdatasync(fd) == 0;
+  int saved = errno;
+  close(fd);
+  if (!ok)
+    return ixia_error_set(err, IXIA_EUNAVAILABLE, "failed-updates log %s: write: %s",
+                          ix->failed_log, g_strerror(saved));
+  if (!ix->log_dir_synced) {
+    /* The file may have just been created: make its name durable too. */
+    char *dir = g_path_get_dirname(ix->failed_log);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      ix->log_dir_synced = fsync(dfd) == 0;
+      close(dfd);
+    }
+    g_free(dir);
+  }
+  return TRUE;
+}
+
+static void add_str_or_null(cJSON *o, const char *name, const char *s, size_t len) {
+  if (s && g_utf8_validate(s, (gssize)len, NULL)) {
+    char *copy = ixia_memdup0(s, len);
+    cJSON_AddStringToObject(o, name, copy);
+    g_free(copy);
+  } else {
+    cJSON_AddNullToObject(o, name);
+  }
+}
+
+static const char *op_name(gint op) {
+  switch (op) {
+    case IXIA_IDX_PUT: return "PUT";
+    case IXIA_IDX_DELETE: return "DELETE";
+    case IXIA_IDX_SCHEMA: return "SCHEMA";
+    default: return NULL;
+  }
+}
+
+/* One line of the log (with its newline). Unknown parts: NULL strings,
+ * version/partition/offset < 0, op 0. */
+static char *failed_line(const char *ns, size_t ns_len, const char *table, size_t table_len,
+                         const char *key, size_t key_len, gint64 version, gint op,
+                         ixia_code_t code, const char *error, gint32 partition, gint64 offset) {
+  cJSON *o = cJSON_CreateObject();
+  add_str_or_null(o, "ns", ns, ns_len);
+  add_str_or_null(o, "table", table, table_len);
+  add_str_or_null(o, "key", key, key_len);
+  if (key && !g_utf8_validate(key, (gssize)key_len, NULL)) {
+    char *b64 = g_base64_encode((const guchar *)key, key_len);
+    cJSON_AddStringToObject(o, "key_base64", b64);
+    g_free(b64);
+  }
+  if (version >= 0)
+    cJSON_AddNumberToObject(o, "version", (double)version);
+  else
+    cJSON_AddNullToObject(o, "version");
+  if (op_name(op))
+    cJSON_AddStringToObject(o, "op", op_name(op));
+  else
+    cJSON_AddNullToObject(o, "op");
+  cJSON_AddStringToObject(o, "error", error);
+  cJSON_AddStringToObject(o, "code", ixia_code_name(code));
+  GDateTime *now = g_date_time_new_now_utc();
+  char *stamp = g_date_time_format_iso8601(now);
+  g_date_time_unref(now);
+  cJSON_AddStringToObject(o, "time", stamp);
+  g_free(stamp);
+  if (partition >= 0) {
+    cJSON_AddNumberToObject(o, "partition", partition);
+    cJSON_AddNumberToObject(o, "offset", (double)offset);
+  } else {
+    cJSON_AddNullToObject(o, "partition");
+    cJSON_AddNullToObject(o, "offset");
+  }
+  char *text = ixia_json_print(o);
+  cJSON_Delete(o);
+  char *line = g_strconcat(text, "\n", NULL);
+  g_free(text);
+  return line;
+}
+
+typedef struct {
+  ixia_indexer_t *ix;
+  const ixia_idx_event_t *events;
+  guint n;
+  const origin_t *origins; /* NULL for reindex */
+} fail_ctx_t;
+
+/* Called by ixia_idx_apply before it commits the batch, so the line is on
+ * disk before the event's position is. */
+static void on_failed(const ixia_idx_event_t *ev, const ixia_error_t *why, void *ud) {
+  fail_ctx_t *fc = ud;
+  ixia_indexer_t *ix = fc->ix;
+  gint32 partition = -1;
+  gint64 offset = -1;
+  if (fc->origins && ev >= fc->events && ev < fc->events + fc->n) {
+    const origin_t *o = &fc->origins[ev - fc->events];
+    partition = o->partition;
+    offset = o->offset;
+  }
+  const char *ns = ev->ns ? ev->ns : "", *table = ev->table ? ev->table : "";
+  char *line = failed_line(ns, strlen(ns), table, strlen(table),
+                           ev->op == IXIA_IDX_SCHEMA ? NULL : ev->key, ev->key_len, ev->version,
+                           ev->op, why ? why->code : IXIA_EINTERNAL,
+                           why ? why->message : "unknown", partition, offset);
+  ixia_error_t *err = NULL;
+  if (failed_log_write(ix, line, strlen(line), &err)) {
+    __atomic_add_fetch(&ix->failed_log_lines, 1, __ATOMIC_RELAXED);
+    IXIA_DEBUG("failed update: %s", line);
+  } else {
+    /* The batch commits anyway (the index API cannot be stopped from
+     * here): keep the line in the daemon's log so it is not lost. */
+    __atomic_add_fetch(&ix->failed_log_errors, 1, __ATOMIC_RELAXED);
+    IXIA_ERROR("%s; the failed update was: %s", err->message, g_strchomp(line));
+    ixia_error_destroy(err);
+  }
+  g_free(line);
+}
+
+/* ---------- partitions ---------- */
+
+GArray *ixia_indexer_parse_partitions(const char *spec, gint32 n_partitions, ixia_error_t **err) {
+  gboolean *seen = g_new0(gboolean, n_partitions > 0 ? n_partitions : 1);
+  gboolean ok = TRUE;
+  gboolean any = FALSE;
+  gchar **parts = g_strsplit(spec ? spec : "", ",", -1);
+  gboolean blank = TRUE;
+  for (gchar **p = parts; *p; p++)
+    if (*g_strstrip(*p)) blank = FALSE;
+  for (gchar **p = parts; ok && !blank && *p; p++) {
+    const char *tok = *p;
+    const char *dash = strchr(tok, '-');
+    char *lo_s = dash ? g_strndup(tok, (gsize)(dash - tok)) : g_strdup(tok);
+    char *hi_s = dash ? g_strdup(dash + 1) : g_strdup(tok);
+    g_strstrip(lo_s);
+    g_strstrip(hi_s);
+    guint64 lo = 0, hi = 0;
+    if (!g_ascii_string_to_unsigned(lo_s, 10, 0, G_MAXINT32, &lo, NULL) ||
+        !g_ascii_string_to_unsigned(hi_s, 10, 0, G_MAXINT32, &hi, NULL) || lo > hi) {
+      ok = ixia_error_set(err, IXIA_EINVAL,
+                          "indexer.partitions: '%s' is not a partition or range (expected e.g. "
+                          "\"0,1\" or \"0-3\")",
+                          tok);
+    } else if (hi >= (guint64)n_partitions) {
+      ok = ixia_error_set(err, IXIA_EINVAL,
+                          "indexer.partitions: partition %" G_GUINT64_FORMAT
+                          " does not exist: the topic has %d partitions (0-%d)",
+                          hi, n_partitions, n_partitions - 1);
+    } else {
+      for (guint64 i = lo; i <= hi; i++) seen[i] = TRUE;
+      any = TRUE;
+    }
+    g_free(lo_s);
+    g_free(hi_s);
+  }
+  g_strfreev(parts);
+  if (ok && !blank && !any) ok = ixia_error_set(err, IXIA_EINVAL, "indexer.partitions: empty");
+  GArray *out = NULL;
+  if (ok) {
+    out = g_array_new(FALSE, FALSE, sizeof(gint32));
+    for (gint32 i = 0; i < n_partitions; i++)
+      if (blank || seen[i]) g_array_append_val(out, i);
+  }
+  g_free(seen);
+  return out;
+}
+
+/* The topic's partition count; all topics are asked for, because a request
+ * naming the topic could create it (broker auto-creation). */
+static gint32 topic_partitions(ixia_indexer_t *ix, ixia_error_t **err) {
+  gint64 deadline = g_get_monotonic_time() + METADATA_WAIT_US;
+  char *last = g_strdup("no answer");
+  gint32 n = -1;
+  for (;;) {
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t kerr = rd_kafka_metadata(ix->rk, 1, NULL, &md, 2000);
+    if (kerr) {
+      g_free(last);
+      last = g_strdup(rd_kafka_err2str(kerr));
+    } else {
+      g_free(last);
+      last = g_strdup_printf("topic %s does not exist", ix->topic);
+      for (int i = 0; i < md->topic_cnt; i++) {
+        if (strcmp(md->topics[i].topic, ix->topic) != 0) continue;
+        if (md->topics[i].err) {
+          g_free(last);
+          last = g_strdup(rd_kafka_err2str(md->topics[i].err));
+        } else if (md->topics[i].partition_cnt > 0) {
+          n = md->topics[i].partition_cnt;
+        }
+      }
+    }
+    if (md) rd_kafka_metadata_destroy(md);
+    if (n > 0 || g_get_monotonic_time() >= deadline) break;
+    IXIA_WARN("kafka: waiting for the partitions of topic %s at %s: %s", ix->topic, ix->brokers,
+              last);
+    g_usleep(500000);
+  }
+  if (n <= 0)
+    ixia_error_set(err, IXIA_EUNAVAILABLE,
+                   "cannot read the partitions of topic %s from kafka.brokers %s: %s", ix->topic,
+                   ix->brokers, last);
+  g_free(last);
+  return n;
+}
+
+/* (Re)assigns every owned partition at its stored position: at start, and
+ * after a failed batch so that its messages are read again. */
+static gboolean assign_stored(ixia_indexer_t *ix, ixia_error_t **err) {
+  rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)ix->owned->len);
+  for (guint i = 0; i < ix->owned->len; i++) {
+    gint32 p = g_array_index(ix->owned, gint32, i);
+    gint64 pos = ixia_idx_position(ix->idx, p);
+    rd_kafka_topic_partition_list_add(list, ix->topic, p)->offset =
+        pos >= 0 ? pos : RD_KAFKA_OFFSET_BEGINNING;
+  }
+  rd_kafka_resp_err_t kerr = rd_kafka_assign(ix->rk, list);
+  rd_kafka_topic_partition_list_destroy(list);
+  if (kerr)
+    return ixia_error_set(err, IXIA_EUNAVAILABLE, "kafka assign: %s", rd_kafka_err2str(kerr));
+  return TRUE;
+}
+
+gboolean ixia_indexer_owns_key(ixia_indexer_t *ix, const char *ns, const char *table,
+                               const char *key, size_t key_len) {
+  GBytes *k = ixia_store_doc_key(ns, table, key, key_len);
+  size_t len;
+  const void *data = g_bytes_get_data(k, &len);
+  gint32 p = rd_kafka_msg_partitioner_consistent_random(ix->rkt, data, len, ix->n_partitions,
+                                                        NULL, NULL);
+  g_bytes_unref(k);
+  return p >= 0 && p < ix->n_partitions && ix->owns[p];
+}
+
+/* ---------- decoding ---------- */
+
+gboolean ixia_indexer_event_from_thrift(const IxiaChangeEvent *e, ixia_idx_event_t *out,
+                                        ixia_error_t **err) {
+  if (e->__isset_format && e->format != 1)
+    return ixia_error_set(err, IXIA_EUNSUPPORTED,
+                          "change event format %d is not supported (this indexer reads format 1)",
+                          e->format);
+  if (!e->__isset_op || !e->__isset_version || !e->ns || !e->table)
+    return ixia_error_set(err, IXIA_EINVAL, "change event without op, version, ns or table");
+  if (e->op != IXIA_CHANGE_OP_PUT && e->op != IXIA_CHANGE_OP_DELETE &&
+      e->op != IXIA_CHANGE_OP_SCHEMA)
+    return ixia_error_set(err, IXIA_EINVAL, "change event with unknown op %d", (int)e->op);
+  if (e->op != IXIA_CHANGE_OP_DELETE && !e->doc)
+    return ixia_error_set(err, IXIA_EINVAL, "change event %s without doc",
+                          e->op == IXIA_CHANGE_OP_PUT ? "PUT" : "SCHEMA");
+  memset(out, 0, sizeof *out);
+  out->op = (ixia_idx_op_t)e->op; /* the IDL's values match ixia_idx_op_t */
+  out->ns = e->ns;
+  out->table = e->table;
+  out->key = e->key ? (const char *)e->key->data : "";
+  out->key_len = e->key ? e->key->len : 0;
+  out->version = e->version;
+  out->doc = e->doc;
+  out->doc_len = e->doc ? strlen(e->doc) : 0;
+  out->expire_at = e->expire_at;
+  return TRUE;
+}
+
+/* Decodes a message into e and ev; FALSE with why when it is not an event
+ * this indexer can read. */
+static gboolean decode(const rd_kafka_message_t *m, IxiaChangeEvent *e, ixia_idx_event_t *ev,
+                       ixia_error_t **why) {
+  if (!m->payload || m->len == 0) return ixia_error_set(why, IXIA_EINVAL, "empty message");
+  if (!ixia_thrift_deserialize(THRIFT_STRUCT(e), m->payload, m->len, TRUE, why)) {
+    ixia_error_prefix(*why, "undecodable change event (%zu bytes)", m->len);
+    return FALSE;
+  }
+  return ixia_indexer_event_from_thrift(e, ev, why);
+}
+
+/* ---------- batches ---------- */
+
+static void batch_init(batch_t *b, gint32 n_partitions) {
+  b->objs = g_ptr_array_new_with_free_func(g_object_unref);
+  b->events = g_array_new(FALSE, FALSE, sizeof(ixia_idx_event_t));
+  b->origins = g_array_new(FALSE, FALSE, sizeof(origin_t));
+  b->next = g_new(gint64, n_partitions);
+  b->eof = g_new(gint64, n_partitions);
+  b->pending = g_string_new(NULL);
+  for (gint32 i = 0; i < n_partitions; i++) b->next[i] = b->eof[i] = -1;
+}
+
+static void batch_reset(batch_t *b, gint32 n_partitions) {
+  g_ptr_array_set_size(b->objs, 0);
+  g_array_set_size(b->events, 0);
+  g_array_set_size(b->origins, 0);
+  g_string_truncate(b->pending, 0);
+  for (gint32 i = 0; i < n_partitions; i++) b->next[i] = b->eof[i] = -1;
+  b->messages = 0;
+}
+
+static void batch_clear(batch_t *b) {
+  g_ptr_array_unref(b->objs);
+  g_array_free(b->events, TRUE);
+  g_array_free(b->origins, TRUE);
+  g_free(b->next);
+  g_free(b->eof);
+  g_string_free(b->pending, TRUE);
+}
+
+/* Adds one message: decoded into the batch, or its failed-log line queued. */
+static void batch_add(ixia_indexer_t *ix, batch_t *b, const rd_kafka_message_t *m) {
+  gint32 p = m->partition;
+  b->next[p] = m->offset + 1;
+  b->messages++;
+  IxiaChangeEvent *e = g_object_new(IXIA_TYPE_CHANGE_EVENT, NULL);
+  ixia_error_t *why = NULL;
+  ixia_idx_event_t ev;
+  if (decode(m, e, &ev, &why)) {
+    origin_t o = {p, m->offset};
+    g_ptr_array_add(b->objs, e);
+    g_array_append_val(b->events, ev);
+    g_array_append_val(b->origins, o);
+    return;
+  }
+  g_object_unref(e);
+  __atomic_add_fetch(&ix->undecodable, 1, __ATOMIC_RELAXED);
+  /* The message key is the truth-store key: it still tells replay which
+   * document to re-read. */
+  char kind = 0;
+  const char *ns = NULL, *table = NULL, *key = NULL;
+  size_t nl = 0, tl = 0, kl = 0;
+  if (!m->key || !ixia_store_parse_key(m->key, m->key_len, &kind, &ns, &nl, &table, &tl, &key, &kl))
+    ns = table = key = NULL;
+  char *line = failed_line(ns, nl, table, tl, kind == 'd' ? key : NULL, kl, -1,
+                           kind == 's' ? IXIA_IDX_SCHEMA : 0, why->code, why->message, p,
+                           m->offset);
+  IXIA_WARN("partition %d offset %" G_GINT64_FORMAT ": %s", (int)p, (gint64)m->offset,
+            why->message);
+  g_string_append(b->pending, line);
+  g_free(line);
+  ixia_error_destroy(why);
+}
+
+/* Polls until the batch is full, indexer.batch_wait_ms passed since its
+ * first message, an idle poll timed out, or a stop. */
+static void gather(ixia_indexer_t *ix, batch_t *b) {
+  gint64 first = 0;
+  while (b->messages < ix->max_events && !g_atomic_int_get(&ix->stop)) {
+    int timeout_ms = IDLE_POLL_MS;
+    if (b->messages > 0) {
+      gint64 left_us = first + ix->wait_ms * 1000 - g_get_monotonic_time();
+      /* Past the wait, still take what is already queued locally. */
+      timeout_ms = left_us > 0 ? (int)((left_us + 999) / 1000) : 0;
+    }
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(ix->rk, timeout_ms);
+    if (!m) {
+      if (b->messages == 0 || timeout_ms == 0) return;
+      continue;
+    }
+    gboolean in_range = m->partition >= 0 && m->partition < ix->n_partitions;
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      if (in_range) b->eof[m->partition] = m->offset;
+      rd_kafka_message_destroy(m);
+      /* Nothing more is coming: publish the batch (and the end) now. */
+      if (b->messages == 0) return;
+      continue;
+    }
+    if (m->err) {
+      __atomic_add_fetch(&ix->kafka_errors, 1, __ATOMIC_RELAXED);
+      char *msg = g_strdup_printf("%s (partition %d)", rd_kafka_message_errstr(m), (int)m->partition);
+      ratelimited_warn(&ix->kafka_rl, "kafka consumer", msg);
+      g_free(msg);
+      rd_kafka_message_destroy(m);
+      continue;
+    }
+    if (in_range && ix->owns[m->partition]) {
+      if (b->messages == 0) first = g_get_monotonic_time();
+      batch_add(ix, b, m);
+    }
+    rd_kafka_message_destroy(m);
+  }
+}
+
+/* Queues the PUT/DELETE keys of an applied batch, once each, for deletion
+ * from memcached by the invalidator thread. */
+static void queue_invalidations(ixia_indexer_t *ix, const batch_t *b) {
+  if (!ix->cache || b->events->len == 0) return;
+  GHashTable *seen = g_hash_table_new(g_bytes_hash, g_bytes_equal);
+  GPtrArray *keys = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
+  for (guint i = 0; i < b->events->len; i++) {
+    const ixia_idx_event_t *ev = &g_array_index(b->events, ixia_idx_event_t, i);
+    if (ev->op == IXIA_IDX_SCHEMA) continue;
+    GBytes *k = ixia_store_doc_key(ev->ns, ev->table, ev->key, ev->key_len);
+    if (g_hash_table_add(seen, k))
+      g_ptr_array_add(keys, k);
+    else
+      g_bytes_unref(k);
+  }
+  g_hash_table_destroy(seen);
+  if (keys->len == 0 || g_async_queue_length(ix->inval_q) >= INVAL_QUEUE_MAX) {
+    __atomic_add_fetch(&ix->invalidations_dropped, keys->len, __ATOMIC_RELAXED);
+    g_ptr_array_unref(keys);
+    return;
+  }
+  g_async_queue_push(ix->inval_q, keys);
+}
+
+static gpointer inval_main(gpointer data) {
+  ixia_indexer_t *ix = data;
+  for (;;) {
+    gpointer item = g_async_queue_pop(ix->inval_q);
+    if (item == &wake_marker) break;
+    GPtrArray *keys = item;
+    for (guint i = 0; i < keys->len; i++) {
+      size_t len;
+      const char *k = g_bytes_get_data(g_ptr_array_index(keys, i), &len);
+      const char *ns, *table, *key;
+      size_t nl, tl, kl;
+      if (!ixia_store_parse_key(k, len, NULL, &ns, &nl, &table, &tl, &key, &kl)) continue;
+      char *ns0 = ixia_memdup0(ns, nl), *table0 = ixia_memdup0(table, tl);
+      if (ixia_cache_invalidate(ix->cache, ns0, table0, key, kl)) {
+        __atomic_add_fetch(&ix->invalidations, 1, __ATOMIC_RELAXED);
+      } else {
+        __atomic_add_fetch(&ix->invalidation_failures, 1, __ATOMIC_RELAXED);
+        ratelimited_warn(&ix->cache_rl, "cache", "invalidating an indexed key failed");
+      }
+      g_free(ns0);
+      g_free(table0);
+    }
+    g_ptr_array_unref(keys);
+  }
+  return NULL;
+}
+
+/* Writes the batch's failed lines, then applies it with its positions.
+ * FALSE when either could not be written: nothing of the batch is stored. */
+static gboolean apply_batch(ixia_indexer_t *ix, batch_t *b, ixia_error_t **err) {
+  if (b->pending->len && !failed_log_write(ix, b->pending->str, b->pending->len, err))
+    return FALSE;
+  GArray *pos = g_array_new(FALSE, FALSE, sizeof(ixia_idx_position_t));
+  for (guint i = 0; i < ix->owned->len; i++) {
+    gint32 p = g_array_index(ix->owned, gint32, i);
+    if (b->next[p] < 0) continue;
+    ixia_idx_position_t ip = {p, b->next[p]};
+    g_array_append_val(pos, ip);
+  }
+  fail_ctx_t fc = {ix, (const ixia_idx_event_t *)(void *)b->events->data, b->events->len,
+                   (const origin_t *)(void *)b->origins->data};
+  gint64 t0 = g_get_monotonic_time();
+  gboolean ok = ixia_idx_apply(ix->idx, fc.events, fc.n, (const ixia_idx_position_t *)(void *)pos->data,
+                               pos->len, on_failed, &fc, NULL, err);
+  __atomic_add_fetch(&ix->apply_us, g_get_monotonic_time() - t0, __ATOMIC_RELAXED);
+  g_array_free(pos, TRUE);
+  if (ok && b->pending->len) {
+    /* Count the undecodable lines only once they are certain to stay. */
+    guint lines = 0;
+    for (const char *c = b->pending->str; *c; c++) lines += *c == '\n';
+    __atomic_add_fetch(&ix->failed_log_lines, lines, __ATOMIC_RELAXED);
+  }
+  return ok;
+}
+
+/* Makes the batch's positions visible to sync searches and status. */
+static void publish_positions(ixia_indexer_t *ix, const batch_t *b) {
+  g_mutex_lock(&ix->pos_lock);
+  for (guint i = 0; i < ix->owned->len; i++) {
+    gint32 p = g_array_index(ix->owned, gint32, i);
+    gint64 v = MAX(b->next[p], b->eof[p]);
+    if (v > ix->applied[p]) ix->applied[p] = v;
+  }
+  g_cond_broadcast(&ix->pos_cond);
+  g_mutex_unlock(&ix->pos_lock);
+}
+
+static void job_finish(job_t *job, gboolean ok, guint applied, ixia_error_t *err) {
+  g_mutex_lock(&job->lock);
+  job->ok = ok;
+  job->applied = applied;
+  job->err = err;
+  job->done = TRUE;
+  g_cond_broadcast(&job->cond);
+  g_mutex_unlock(&job->lock);
+}
+
+static void job_clear(gpointer data) {
+  job_t *job = data;
+  g_mutex_clear(&job->lock);
+  g_cond_clear(&job->cond);
+  ixia_error_destroy(job->err);
+}
+
+static void job_release(job_t *job) { g_atomic_rc_box_release_full(job, job_clear); }
+
+static void run_job(ixia_indexer_t *ix, job_t *job) {
+  fail_ctx_t fc = {ix, job->events, job->n, NULL};
+  guint applied = 0;
+  ixia_error_t *err = NULL;
+  gboolean ok = ixia_idx_apply(ix->idx, job->events, job->n, NULL, 0, on_failed, &fc, &applied, &err);
+  job_finish(job, ok, applied, err);
+  job_release(job);
+}
+
+/* Serves queued reindex calls; waits up to timeout_us for one (0: only
+ * those queued now). Returns early on a stop. */
+static void serve_jobs(ixia_indexer_t *ix, gint64 timeout_us) {
+  gint64 deadline = g_get_monotonic_time() + timeout_us;
+  for (;;) {
+    gint64 left = deadline - g_get_monotonic_time();
+    gpointer item = left > 0 ? g_async_queue_timeout_pop(ix->jobs, (guint64)left)
+                             : g_async_queue_try_pop(ix->jobs);
+    if (!item) return;
+    if (item == &wake_marker) {
+      if (g_atomic_int_get(&ix->stop)) return;
+      continue;
+    }
+    run_job(ix, item);
+  }
+}
+
+static gpointer apply_main(gpointer data) {
+  ixia_indexer_t *ix = data;
+  batch_t b;
+  batch_init(&b, ix->n_partitions);
+  gint64 backoff_ms = 0;
+  while (!g_atomic_int_get(&ix->stop)) {
+    serve_jobs(ix, 0);
+    gather(ix, &b);
+    if (b.messages == 0) {
+      /* Ends of partitions only: nothing to store. */
+      publish_positions(ix, &b);
+      batch_reset(&b, ix->n_partitions);
+      continue;
+    }
+    ixia_error_t *err = NULL;
+    if (apply_batch(ix, &b, &err)) {
+      __atomic_add_fetch(&ix->batches, 1, __ATOMIC_RELAXED);
+      __atomic_add_fetch(&ix->messages, b.messages, __ATOMIC_RELAXED);
+      publish_positions(ix, &b);
+      queue_invalidations(ix, &b);
+      batch_reset(&b, ix->n_partitions);
+      backoff_ms = 0;
+      continue;
+    }
+    __atomic_add_fetch(&ix->apply_failures, 1, __ATOMIC_RELAXED);
+    batch_reset(&b, ix->n_partitions);
+    backoff_ms = backoff_ms ? MIN(backoff_ms * 2, ix->retry_max_ms) : MIN(RETRY_MIN_MS, ix->retry_max_ms);
+    IXIA_ERROR("applying a batch failed: %s; retrying from the stored positions in %" G_GINT64_FORMAT
+               " ms",
+               err->message, backoff_ms);
+    ixia_error_destroy(err);
+    if (g_atomic_int_get(&ix->stop)) break;
+    serve_jobs(ix, backoff_ms * 1000);
+    ixia_error_t *aerr = NULL;
+    if (!assign_stored(ix, &aerr)) {
+      ratelimited_warn(&ix->kafka_rl, "kafka", aerr->message);
+      ixia_error_destroy(aerr);
+    }
+  }
+  batch_clear(&b);
+  return NULL;
+}
+
+/* ---------- librdkafka callbacks ---------- */
+
+static void on_error(rd_kafka_t *rk, int kerr, const char *reason, void *opaque) {
+  (void)rk;
+  ixia_indexer_t *ix = opaque;
+  __atomic_add_fetch(&ix->kafka_errors, 1, __ATOMIC_RELAXED);
+  char *msg = g_strdup_printf("%s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)kerr), reason);
+  ratelimited_warn(&ix->kafka_rl, "kafka", msg);
+  g_free(msg);
+}
+
+static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf) {
+  (void)rk;
+  ixia_log_level_t l = level <= LOG_ERR       ? IXIA_LOG_ERROR
+                       : level == LOG_WARNING ? IXIA_LOG_WARN
+                       : level <= LOG_INFO    ? IXIA_LOG_INFO
+                                              : IXIA_LOG_DEBUG;
+  if (ixia_log_enabled(l)) ixia_log(l, "librdkafka %s: %s", fac, buf);
+}
+
+static gboolean conf_set(rd_kafka_conf_t *conf, const char *name, const char *value,
+                         ixia_error_t **err) {
+  char errstr[512];
+  if (rd_kafka_conf_set(conf, name, value, errstr, sizeof errstr) == RD_KAFKA_CONF_OK) return TRUE;
+  return ixia_error_set(err, IXIA_EINVAL, "kafka consumer setting %s=%s: %s", name, value, errstr);
+}
+
+static gboolean consumer_new(ixia_indexer_t *ix, ixia_error_t **err) {
+  rd_kafka_conf_t *conf = rd_kafka_conf_new();
+  gboolean ok = conf_set(conf, "bootstrap.servers", ix->brokers, err) &&
+                conf_set(conf, "client.id", "ixia-indexer", err) &&
+                /* assign() needs no group; librdkafka wants an id anyway.
+                 * Nothing is ever committed: positions live in the index. */
+                conf_set(conf, "group.id", "ixia-indexer", err) &&
+                conf_set(conf, "enable.auto.commit", "false", err) &&
+                conf_set(conf, "enable.auto.offset.store", "false", err) &&
+                /* Ends of partitions tell sync searches that nothing is
+                 * left, even when the last offsets hold no message. */
+                conf_set(conf, "enable.partition.eof", "true", err) &&
+                /* A stored position older than the topic's retention
+                 * restarts at the oldest message still there. */
+                conf_set(conf, "auto.offset.reset", "earliest", err) &&
+                /* Index freshness: a fetch returns soon when idle. */
+                conf_set(conf, "fetch.wait.max.ms", "50", err) &&
+                conf_set(conf, "reconnect.backoff.max.ms", "1000", err) &&
+                conf_set(conf, "socket.nagle.disable", "true", err);
+  if (!ok) {
+    rd_kafka_conf_destroy(conf);
+    return FALSE;
+  }
+  rd_kafka_conf_set_opaque(conf, ix);
+  rd_kafka_conf_set_error_cb(conf, on_error);
+  rd_kafka_conf_set_log_cb(conf, on_log);
+  char errstr[512];
+  ix->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
+  if (!ix->rk) {
+    rd_kafka_conf_destroy(conf);
+    return ixia_error_set(err, IXIA_EINTERNAL, "kafka consumer: %s", errstr);
+  }
+  /* Error and log callbacks are then served by the apply thread's polls. */
+  rd_kafka_poll_set_consumer(ix->rk);
+  ix->consumer_q = rd_kafka_queue_get_consumer(ix->rk);
+  ix->rkt = rd_kafka_topic_new(ix->rk, ix->topic, NULL);
+  if (!ix->rkt)
+    return ixia_error_set(err, IXIA_EINTERNAL, "kafka: cannot make a handle for topic %s: %s",
+                          ix->topic, rd_kafka_err2str(rd_kafka_last_error()));
+  return TRUE;
+}
+
+/* ---------- life cycle ---------- */
+
+ixia_indexer_t *ixia_indexer_new(const ixia_config_t *cfg, ixia_idx_t *idx, ixia_error_t **err) {
+  ixia_indexer_t *ix = g_new0(ixia_indexer_t, 1);
+  ix->idx = idx;
+  ix->topic = g_strdup(ixia_config_str(cfg, "kafka.topic"));
+  ix->brokers = g_strdup(ixia_config_str(cfg, "kafka.brokers"));
+  ix->failed_log = ixia_indexer_failed_log_path(cfg);
+  ix->max_events = (guint)ixia_config_int(cfg, "indexer.batch_max_events");
+  ix->wait_ms = ixia_config_int(cfg, "indexer.batch_wait_ms");
+  ix->retry_max_ms = ixia_config_int(cfg, "indexer.retry_max_ms");
+  g_mutex_init(&ix->job_lock);
+  g_mutex_init(&ix->pos_lock);
+  g_cond_init(&ix->pos_cond);
+  g_mutex_init(&ix->kafka_rl.lock);
+  g_mutex_init(&ix->cache_rl.lock);
+  ix->jobs = g_async_queue_new();
+  ix->inval_q = g_async_queue_new();
+  ix->stopped = TRUE; /* nothing to stop until the threads run */
+
+  gboolean ok = TRUE;
+  if (!*ix->topic) ok = ixia_error_set(err, IXIA_EINVAL, "kafka.topic is empty");
+  /* Fail at start, not at the first bad event, when the log is unusable. */
+  char *dir = g_path_get_dirname(ix->failed_log);
+  if (ok && g_mkdir_with_parents(dir, 0755) != 0)
+    ok = ixia_error_set(err, IXIA_EINVAL, "indexer.failed_log: cannot create %s: %s", dir,
+                        g_strerror(errno));
+  g_free(dir);
+  if (ok) {
+    int fd = open(ix->failed_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+      ok = ixia_error_set(err, IXIA_EINVAL, "indexer.failed_log: cannot open %s: %s",
+                          ix->failed_log, g_strerror(errno));
+    else
+      close(fd);
+  }
+  if (ok && ixia_config_bool(cfg, "indexer.invalidate_cache") &&
+      *ixia_config_str(cfg, "cache.servers")) {
+    ix->cache = ixia_cache_new(cfg, err);
+    ok = ix->cache != NULL;
+  }
+  ok = ok && consumer_new(ix, err);
+  if (ok) {
+    ix->n_partitions = topic_partitions(ix, err);
+    ok = ix->n_partitions > 0;
+  }
+  if (ok) {
+    ix->owned = ixia_indexer_parse_partitions(ixia_config_str(cfg, "indexer.partitions"),
+                                              ix->n_partitions, err);
+    ok = ix->owned != NULL;
+  }
+  if (!ok) {
+    ixia_indexer_destroy(ix);
+    return NULL;
+  }
+  ix->owns = g_new0(gboolean, ix->n_partitions);
+  ix->applied = g_new(gint64, ix->n_partitions);
+  ix->high_seen = g_new(gint64, ix->n_partitions);
+  GString *list = g_string_new(NULL);
+  for (gint32 p = 0; p < ix->n_partitions; p++) ix->applied[p] = ix->high_seen[p] = -1;
+  for (guint i = 0; i < ix->owned->len; i++) {
+    gint32 p = g_array_index(ix->owned, gint32, i);
+    ix->owns[p] = TRUE;
+    ix->applied[p] = ixia_idx_position(idx, p);
+    g_string_append_printf(list, "%s%d@%" G_GINT64_FORMAT, i ? "," : "", (int)p, ix->applied[p]);
+  }
+  if (!assign_stored(ix, err)) {
+    g_string_free(list, TRUE);
+    ixia_indexer_destroy(ix);
+    return NULL;
+  }
+  IXIA_INFO("indexer: consuming %s partitions %s (partition@stored position, -1 = beginning) of %d "
+            "at %s; failed updates to %s%s",
+            ix->topic, list->str, (int)ix->n_partitions, ix->brokers, ix->failed_log,
+            ix->cache ? "; invalidating the cache" : "");
+  g_string_free(list, TRUE);
+  ix->stopped = FALSE;
+  if (ix->cache) ix->inval_thread = g_thread_new("ixia-invalidate", inval_main, ix);
+  ix->thread = g_thread_new("ixia-apply", apply_main, ix);
+  return ix;
+}
+
+void ixia_indexer_stop(ixia_indexer_t *ix) {
+  if (!ix || ix->stopped) return;
+  ix->stopped = TRUE;
+  g_mutex_lock(&ix->job_lock);
+  ix->jobs_closed = TRUE;
+  g_mutex_unlock(&ix->job_lock);
+  g_atomic_int_set(&ix->stop, 1);
+  g_async_queue_push(ix->jobs, &wake_marker);
+  rd_kafka_queue_yield(ix->consumer_q);
+  g_thread_join(ix->thread);
+  ix->thread = NULL;
+  gpointer item;
+  while ((item = g_async_queue_try_pop(ix->jobs)))
+    if (item != &wake_marker) {
+      job_finish(item, FALSE, 0, ixia_error_new(IXIA_EUNAVAILABLE, "the indexer is stopping"));
+      job_release(item);
+    }
+  if (ix->inval_thread) {
+    g_async_queue_push(ix->inval_q, &wake_marker);
+    g_thread_join(ix->inval_thread);
+    ix->inval_thread = NULL;
+  }
+  rd_kafka_resp_err_t kerr = rd_kafka_consumer_close(ix->rk);
+  if (kerr) IXIA_WARN("kafka: closing the consumer: %s", rd_kafka_err2str(kerr));
+  IXIA_INFO("indexer stopped after %" G_GUINT64_FORMAT " batches, %" G_GUINT64_FORMAT " messages",
+            __atomic_load_n(&ix->batches, __ATOMIC_RELAXED),
+            __atomic_load_n(&ix->messages, __ATOMIC_RELAXED));
+}
+
+void ixia_indexer_destroy(ixia_indexer_t *ix) {
+  if (!ix) return;
+  ixia_indexer_stop(ix);
+  if (ix->rkt) rd_kafka_topic_destroy(ix->rkt);
+  if (ix->consumer_q) rd_kafka_queue_destroy(ix->consumer_q);
+  if (ix->rk) rd_kafka_destroy(ix->rk);
+  gpointer item;
+  while ((item = g_async_queue_try_pop(ix->inval_q)))
+    if (item != &wake_marker) g_ptr_array_unref(item);
+  g_async_queue_unref(ix->inval_q);
+  g_async_queue_unref(ix->jobs);
+  ixia_cache_destroy(ix->cache);
+  if (ix->owned) g_array_free(ix->owned, TRUE);
+  g_free(ix->owns);
+  g_free(ix->applied);
+  g_free(ix->high_seen);
+  g_mutex_clear(&ix->job_lock);
+  g_mutex_clear(&ix->pos_lock);
+  g_cond_clear(&ix->pos_cond);
+  g_mutex_clear(&ix->kafka_rl.lock);
+  g_mutex_clear(&ix->cache_rl.lock);
+  g_free(ix->topic);
+  g_free(ix->brokers);
+  g_free(ix->failed_log);
+  g_free(ix);
+}
+
+ixia_idx_t *ixia_indexer_index(ixia_indexer_t *ix) { return ix->idx; }
+
+/* ---------- calls from the Search service ---------- */
+
+gboolean ixia_indexer_wait_caught_up(ixia_indexer_t *ix, gint64 deadline_us, ixia_error_t **err) {
+  guint n = ix->owned->len;
+  gint64 *high = g_new(gint64, n);
+  for (guint i = 0; i < n; i++) {
+    gint32 p = g_array_index(ix->owned, gint32, i);
+    gint64 left_ms = (deadline_us - g_get_monotonic_time()) / 1000;
+    if (left_ms <= 0) {
+      g_free(high);
+      return ixia_error_set(err, IXIA_EUNAVAILABLE, "shard not caught up within the deadline");
+    }
+    int64_t lo = 0, hi = 0;
+    rd_kafka_resp_err_t kerr =
+        rd_kafka_query_watermark_offsets(ix->rk, ix->topic, p, &lo, &hi, (int)MIN(left_ms, G_MAXINT));
+    if (kerr) {
+      g_free(high);
+      return ixia_error_set(err, IXIA_EUNAVAILABLE,
+                            "shard cannot tell whether it is caught up: kafka high watermark of "
+                            "partition %d: %s",
+                            (int)p, rd_kafka_err2str(kerr));
+    }
+    high[i] = hi;
+  }
+  gboolean ok = TRUE;
+  g_mutex_lock(&ix->pos_lock);
+  for (guint i = 0; i < n; i++) {
+    gint32 p = g_array_index(ix->owned, gint32, i);
+    if (high[i] > ix->high_seen[p]) ix->high_seen[p] = high[i];
+  }
+  for (guint i = 0; ok && i < n;) {
+    gint32 p = g_array_index(ix->owned, gint32, i);
+    if (MAX(ix->applied[p], 0) >= high[i]) {
+      i++;
+      continue;
+    }
+    if (!g_cond_wait_until(&ix->pos_cond, &ix->pos_lock, deadline_us) &&
+        g_get_monotonic_time() >= deadline_us)
+      ok = FALSE;
+  }
+  g_mutex_unlock(&ix->pos_lock);
+  g_free(high);
+  if (!ok) return ixia_error_set(err, IXIA_EUNAVAILABLE, "shard not caught up within the deadline");
+  return TRUE;
+}
+
+gboolean ixia_indexer_reindex(ixia_indexer_t *ix, const ixia_idx_event_t *events, guint n,
+                              guint *applied, ixia_error_t **err) {
+  __atomic_add_fetch(&ix->reindex_calls, 1, __ATOMIC_RELAXED);
+  GArray *mine = g_array_sized_new(FALSE, FALSE, sizeof(ixia_idx_event_t), n);
+  for (guint i = 0; i < n; i++) {
+    const ixia_idx_event_t *ev = &events[i];
+    if (ev->op == IXIA_IDX_SCHEMA || ixia_indexer_owns_key(ix, ev->ns, ev->table, ev->key, ev->key_len))
+      g_array_append_val(mine, *ev);
+    else
+      __atomic_add_fetch(&ix->reindex_ignored, 1, __ATOMIC_RELAXED);
+  }
+  if (applied) *applied = 0;
+  if (mine->len == 0) {
+    g_array_free(mine, TRUE);
+    return TRUE;
+  }
+  job_t *job = g_atomic_rc_box_new0(job_t);
+  g_mutex_init(&job->lock);
+  g_cond_init(&job->cond);
+  job->events = (const ixia_idx_event_t *)(void *)mine->data;
+  job->n = mine->len;
+  g_mutex_lock(&ix->job_lock);
+  gboolean closed = ix->jobs_closed;
+  if (!closed) g_async_queue_push(ix->jobs, g_atomic_rc_box_acquire(job));
+  g_mutex_unlock(&ix->job_lock);
+  gboolean ok = FALSE;
+  if (closed) {
+    ixia_error_set(err, IXIA_EUNAVAILABLE, "the indexer is stopping");
+  } else {
+    /* Wake an idle poll so the call is served at once. */
+    rd_kafka_queue_yield(ix->consumer_q);
+    g_mutex_lock(&job->lock);
+    while (!job->done) g_cond_wait(&job->cond, &job->lock);
+    g_mutex_unlock(&job->lock);
+    ok = job->ok;
+    if (ok && applied) *applied = job->applied;
+    if (!ok) {
+      ixia_error_propagate(err, job->err);
+      job->err = NULL;
+    }
+  }
+  job_release(job);
+  g_array_free(mine, TRUE);
+  return ok;
+}
+
+static gint64 count_lines(const char *path) {
+  FILE *f = fopen(path, "re");
+  if (!f) return -1;
+  char buf[65536];
+  gint64 lines = 0;
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+    for (size_t i = 0; i < n; i++) lines += buf[i] == '\n';
+  fclose(f);
+  return lines;
+}
+
+char *ixia_indexer_status(ixia_indexer_t *ix) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON *parts = cJSON_AddArrayToObject(o, "partitions");
+  g_mutex_lock(&ix->pos_lock);
+  for (guint i = 0; i < ix->owned->len; i++) {
+    gint32 p = g_array_index(ix->owned, gint32, i);
+    int64_t lo = RD_KAFKA_OFFSET_INVALID, hi = RD_KAFKA_OFFSET_INVALID;
+    if (rd_kafka_get_watermark_offsets(ix->rk, ix->topic, p, &lo, &hi) ||
+        hi == RD_KAFKA_OFFSET_INVALID || hi < 0)
+      hi = -1;
+    hi = MAX(hi, ix->high_seen[p]);
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddNumberToObject(e, "partition", p);
+    cJSON_AddNumberToObject(e, "next_offset", (double)ix->applied[p]);
+    if (hi >= 0) {
+      cJSON_AddNumberToObject(e, "high_watermark", (double)hi);
+      cJSON_AddNumberToObject(e, "lag", (double)MAX(hi - MAX(ix->applied[p], 0), 0));
+    } else {
+      cJSON_AddNullToObject(e, "high_watermark");
+      cJSON_AddNullToObject(e, "lag");
+    }
+    cJSON_AddItemToArray(parts, e);
+  }
+  g_mutex_unlock(&ix->pos_lock);
+  ixia_idx_stats_t st;
+  ixia_idx_get_stats(ix->idx, &st);
+  cJSON_AddNumberToObject(o, "partition_count", ix->n_partitions);
+  cJSON_AddNumberToObject(o, "max_version", (double)st.max_version);
+  cJSON_AddNumberToObject(o, "documents", (double)st.documents);
+  cJSON_AddNumberToObject(o, "events_applied", (double)st.events_applied);
+  cJSON_AddNumberToObject(o, "events_skipped", (double)st.events_skipped);
+  cJSON_AddNumberToObject(o, "events_failed", (double)st.events_failed);
+  cJSON_AddStringToObject(o, "failed_log", ix->failed_log);
+  cJSON_AddNumberToObject(o, "failed_log_entries", (double)count_lines(ix->failed_log));
+  cJSON_AddNumberToObject(o, "disk_bytes", (double)st.disk_bytes);
+  cJSON_AddStringToObject(o, "kafka_topic", ix->topic);
+#define COUNTER(name) \
+  cJSON_AddNumberToObject(o, #name, (double)__atomic_load_n(&ix->name, __ATOMIC_RELAXED))
+  COUNTER(batches);
+  COUNTER(messages);
+  COUNTER(undecodable);
+  COUNTER(apply_failures);
+  COUNTER(kafka_errors);
+  COUNTER(failed_log_lines);
+  COUNTER(failed_log_errors);
+  COUNTER(reindex_calls);
+  COUNTER(reindex_ignored);
+  COUNTER(invalidations);
+  COUNTER(invalidation_failures);
+  COUNTER(invalidations_dropped);
+#undef COUNTER
+  cJSON_AddNumberToObject(o, "apply_ms", (double)__atomic_load_n(&ix->apply_us, __ATOMIC_RELAXED) / 1000.0);
+  char *out = ixia_json_print(o);
+  cJSON_Delete(o);
+  return out;
+}

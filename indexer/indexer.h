@@ -1,0 +1,138 @@
+/* ixia-indexer: one index shard kept up to date from Kafka, and the Search
+ * service over it.
+ *
+ * Consumer. A librdkafka consumer on kafka.brokers / kafka.topic assign()s
+ * the partitions of indexer.partitions ("0,2", "0-3", "0-1,5"; empty = every
+ * partition of the topic) and starts each at the position stored in the
+ * index (ixia_idx_position), or at the beginning when none is stored.
+ * Nothing is committed to Kafka: the index is the only record of progress,
+ * and it stores positions in the same write batch as the changes they cover,
+ * so a crash at any moment resumes exactly after the last applied batch.
+ *
+ * One apply thread gathers up to indexer.batch_max_events messages (or what
+ * arrived within indexer.batch_wait_ms of the first), decodes them (Thrift
+ * compact ChangeEvent) and calls ixia_idx_apply with the batch's next
+ * offsets. When the index cannot write (disk), nothing advances: the thread
+ * backs off (doubling up to indexer.retry_max_ms), re-seeks every partition
+ * to its stored position and tries again. Kafka errors are logged
+ * (rate-limited) and librdkafka retries them.
+ *
+ * Failed-updates log. Events that cannot be indexed (undecodable message,
+ * unsupported format, wrong type for a declared field, a limit) are skipped
+ * and appended as one JSON object per line:
+ *   {"ns", "table", "key", "version", "op", "error", "code",
+ *    "time" (ISO-8601 UTC), "partition", "offset"}
+ * Unknown parts are null (an undecodable message whose Kafka key is not a
+ * truth-store key has no ns/table/key; events given to reindex() have no
+ * partition/offset). "key" is a string when the key is UTF-8, otherwise the
+ * line has "key": null and "key_base64". Every line is written and
+ * fdatasync'd before the position of its event is committed to the index,
+ * so a crash can duplicate a line but never lose one. The file is opened
+ * for each append (O_APPEND, under an exclusive flock) and closed again, so
+ * a tool may rewrite or replace it (taking the same flock) while the
+ * indexer runs.
+ *
+ * Location (ixia_indexer_failed_log_path): indexer.failed_log when set;
+ * otherwise "<index.path>.failed-updates.jsonl", i.e. a file BESIDE the index
+ * directory in its parent directory (index.path "data/index" gives
+ * "data/index.failed-updates.jsonl"). It is outside index.path so that it
+ * survives wiping and rebuilding the index, and named after the index
+ * directory so that several shards sharing a parent directory never mix
+ * their logs (replaying a line through the wrong shard would drop it).
+ *
+ * Cache. With indexer.invalidate_cache and a non-empty cache.servers, every
+ * PUT/DELETE key of an applied batch is deleted from memcached once more,
+ * by a separate thread so that memcached round trips never delay the next
+ * batch (the query API already deletes on write; this closes the window of
+ * a backfill racing the write). Failures are only logged and counted; when
+ * more than a few batches wait, further invalidations are dropped and
+ * counted (the cache TTL bounds staleness).
+ *
+ * Thread safety: ixia_indexer_new/stop/destroy from one controlling thread;
+ * every other function may be called from any thread (server workers) while
+ * the indexer runs. */
+#ifndef IXIA_INDEXER_H
+#define IXIA_INDEXER_H
+
+#include <thrift/c_glib/processor/thrift_processor.h>
+
+#include "config.h"
+#include "error.h"
+#include "index.h"
+#include "ixia_ixia_types.h"
+
+typedef struct ixia_indexer ixia_indexer_t;
+
+/* The failed-updates log of cfg (rule above). Caller g_free's. */
+char *ixia_indexer_failed_log_path(const ixia_config_t *cfg);
+
+/* Parses an indexer.partitions value for a topic of n_partitions
+ * partitions. Returns a sorted, deduplicated GArray of gint32 (every
+ * partition when spec is empty or blank), or NULL with IXIA_EINVAL naming
+ * indexer.partitions on bad syntax or a partition >= n_partitions. */
+GArray *ixia_indexer_parse_partitions(const char *spec, gint32 n_partitions, ixia_error_t **err);
+
+/* Reads the topic's partition count from Kafka (retrying for up to 30 s:
+ * an indexer cannot choose its partitions without it), assigns them and
+ * starts the apply thread. idx is borrowed and must outlive the indexer;
+ * cfg is borrowed too. Fails with IXIA_EINVAL for a bad option and
+ * IXIA_EUNAVAILABLE when Kafka cannot tell the partitions. */
+ixia_indexer_t *ixia_indexer_new(const ixia_config_t *cfg, ixia_idx_t *idx, ixia_error_t **err);
+
+/* Lets the current batch finish, stops the apply thread and the cache
+ * invalidator, fails queued reindex calls with IXIA_EUNAVAILABLE and closes
+ * the consumer. Idempotent. Stop the server first: its workers may be
+ * waiting for a reindex to complete. */
+void ixia_indexer_stop(ixia_indexer_t *ix);
+/* Stops (if needed) and frees; NULL is accepted. Does not close the index. */
+void ixia_indexer_destroy(ixia_indexer_t *ix);
+
+/* The index (borrowed). */
+ixia_idx_t *ixia_indexer_index(ixia_indexer_t *ix);
+
+/* Asks Kafka for the current high watermark of every owned partition and
+ * waits until the apply thread has applied up to them. Fails with
+ * IXIA_EUNAVAILABLE "shard not caught up within the deadline" (or naming the
+ * Kafka error) when deadline_us (monotonic) passes first. */
+gboolean ixia_indexer_wait_caught_up(ixia_indexer_t *ix, gint64 deadline_us, ixia_error_t **err);
+
+/* TRUE when the truth-store key of (ns, table, key) maps to a partition
+ * this shard consumes (librdkafka's default consistent_random partitioner,
+ * as the replication sink uses). */
+gboolean ixia_indexer_owns_key(ixia_indexer_t *ix, const char *ns, const char *table,
+                               const char *key, size_t key_len);
+
+/* Checks a change event (format 1, op, version, ns, table, doc where the op
+ * needs one) and points out at its members (borrowed from e). FALSE with
+ * IXIA_EINVAL or IXIA_EUNSUPPORTED (another format) otherwise. */
+gboolean ixia_indexer_event_from_thrift(const IxiaChangeEvent *e, ixia_idx_event_t *out,
+                                        ixia_error_t **err);
+
+/* Applies events on the apply thread (the index allows one applying thread)
+ * with the normal version rule and without moving any position, and waits
+ * for it. SCHEMA events always apply; PUT/DELETE events whose key this
+ * shard does not own are ignored. Events the index rejects go to the
+ * failed-updates log (partition and offset null) and are not counted;
+ * *applied (may be NULL) counts events that changed the index. Fails only
+ * when the index could not write (nothing applied) or the indexer stops.
+ * Events are borrowed for the duration of the call. */
+gboolean ixia_indexer_reindex(ixia_indexer_t *ix, const ixia_idx_event_t *events, guint n,
+                              guint *applied, ixia_error_t **err);
+
+/* g_malloc'd JSON object: {"partitions": [{"partition", "next_offset",
+ * "high_watermark", "lag"}], "partition_count", "max_version", "documents",
+ * "events_applied", "events_skipped", "events_failed", "failed_log",
+ * "failed_log_entries", "disk_bytes", and the indexer's own counters}.
+ * next_offset is the next offset the apply thread will apply (-1: nothing
+ * read yet and none stored); high_watermark is the last one librdkafka saw
+ * while fetching, or the last one a sync search asked for (null, and lag
+ * null, when neither is known yet). failed_log_entries counts the lines of
+ * the file now. */
+char *ixia_indexer_status(ixia_indexer_t *ix);
+
+/* The Search Thrift processor over ix (borrowed; it must outlive the
+ * processor). Query limits come from cfg's query.* options. g_object_unref
+ * the result. */
+ThriftProcessor *ixia_search_processor_new(ixia_indexer_t *ix, const ixia_config_t *cfg);
+
+#endif

@@ -1,0 +1,53 @@
+/* ixia-indexer: open the shard's index, consume Kafka into it, serve Search. */
+#include <stdio.h>
+
+#include "config.h"
+#include "indexer.h"
+#include "log.h"
+#include "server.h"
+
+int main(int argc, char **argv) {
+  ixia_error_t *err = NULL;
+  ixia_config_t *cfg = ixia_config_from_args(
+      &argc, &argv, NULL,
+      "Keeps one index shard up to date from Kafka (indexer.partitions of kafka.topic) and "
+      "serves the Search service over it.",
+      NULL, &err);
+  if (!cfg) {
+    fprintf(stderr, "ixia-indexer: %s\n", err->message);
+    ixia_error_destroy(err);
+    return 2;
+  }
+  int rc = 1;
+  ixia_indexer_t *ix = NULL;
+  ThriftProcessor *proc = NULL;
+  ixia_server_t *srv = NULL;
+  ixia_idx_t *idx = ixia_idx_open(ixia_config_str(cfg, "index.path"), cfg, &err);
+  if (!idx) goto out;
+  ix = ixia_indexer_new(cfg, idx, &err);
+  if (!ix) goto out;
+  proc = ixia_search_processor_new(ix, cfg);
+  srv = ixia_server_new(cfg, ixia_config_str(cfg, "indexer.host"),
+                        (int)ixia_config_int(cfg, "indexer.port"), proc, &err);
+  if (!srv || !ixia_server_start(srv, &err)) goto out;
+  if (!ixia_server_write_port_file(srv, ixia_config_str(cfg, "indexer.port_file"), &err)) goto out;
+  IXIA_INFO("ixia-indexer serving on %s:%d, index %s", ixia_config_str(cfg, "indexer.host"),
+            ixia_server_port(srv), ixia_config_str(cfg, "index.path"));
+  ixia_wait_for_signal();
+  IXIA_INFO("shutting down");
+  rc = 0;
+out:
+  if (err) {
+    IXIA_ERROR("ixia-indexer: %s", err->message);
+    ixia_error_destroy(err);
+  }
+  /* The server first: a worker may wait for a reindex on the apply thread.
+   * Then the indexer finishes its current batch before the index closes. */
+  if (srv) ixia_server_stop(srv);
+  ixia_server_destroy(srv);
+  if (proc) g_object_unref(proc);
+  ixia_indexer_destroy(ix);
+  ixia_idx_destroy(idx);
+  ixia_config_destroy(cfg);
+  return rc;
+}

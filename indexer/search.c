@@ -1,0 +1,234 @@
+/* The Search service of one shard: Thrift glue over the index and the
+ * indexer. Every call may run on several server workers at once: searches
+ * read index snapshots, and writes (reindex) go through the apply thread. */
+#include <string.h>
+
+#include "indexer.h"
+#include "ixia_search.h"
+#include "json.h"
+#include "log.h"
+#include "thrift_util.h"
+
+/* Bounds of docs()'s limit. */
+#define DOCS_MAX 10000
+
+typedef struct {
+  IxiaSearchHandler parent;
+  ixia_indexer_t *ix;
+  ixia_query_limits_t lim;
+} IxiaShardHandler;
+
+typedef struct {
+  IxiaSearchHandlerClass parent;
+} IxiaShardHandlerClass;
+
+GType ixia_shard_handler_get_type(void);
+G_DEFINE_TYPE(IxiaShardHandler, ixia_shard_handler, IXIA_TYPE_SEARCH_HANDLER)
+
+static IxiaShardHandler *handler_of(IxiaSearchIf *iface) { return (IxiaShardHandler *)iface; }
+
+/* An optional integer member of the request; FALSE with an error naming it
+ * when present but not an integer in [min, max]. */
+static gboolean opt_int(const cJSON *req, const char *name, gint64 min, gint64 max, gint64 *out,
+                        gboolean *present, ixia_error_t **err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, name);
+  *present = v != NULL && !cJSON_IsNull(v);
+  if (!*present) return TRUE;
+  if (!cJSON_IsNumber(v) || v->valuedouble != (double)(gint64)v->valuedouble ||
+      v->valuedouble < (double)min || v->valuedouble > (double)max)
+    return ixia_error_set(err, IXIA_EINVAL,
+                          "search request: \"%s\" must be an integer from %" G_GINT64_FORMAT
+                          " to %" G_GINT64_FORMAT,
+                          name, min, max);
+  *out = (gint64)v->valuedouble;
+  return TRUE;
+}
+
+/* The request's outer parts, checked. */
+typedef struct {
+  const cJSON *query; /* borrowed from the parsed request */
+  gint64 after_id;
+  gint64 limit;       /* -1: the query's own */
+  gboolean sync;
+  gint64 start_us;
+  gint64 deadline_ms; /* 0: the query's timeout_ms */
+} search_req_t;
+
+static cJSON *parse_request(IxiaShardHandler *h, const char *json, search_req_t *r,
+                            ixia_error_t **err) {
+  const ixia_query_limits_t *lim = &h->lim;
+  r->start_us = g_get_monotonic_time();
+  /* A filter nests two JSON levels per clause ({"and": [...]}). */
+  int depth = (int)MIN(2 * (gint64)lim->max_clauses + 16, 1000);
+  cJSON *req = ixia_json_parse_object(json, strlen(json), G_MAXSIZE, depth, "search request", err);
+  if (!req) return NULL;
+  gboolean ok = TRUE, have_limit = FALSE, have_after = FALSE, have_deadline = FALSE;
+  gint64 limit = 0, after = -1, deadline_ms = 0;
+  r->query = cJSON_GetObjectItemCaseSensitive(req, "query");
+  const cJSON *sync = cJSON_GetObjectItemCaseSensitive(req, "sync");
+  if (!cJSON_IsObject(r->query))
+    ok = ixia_error_set(err, IXIA_EINVAL, "search request: \"query\" must be an object");
+  ok = ok && opt_int(req, "after_id", -1, G_MAXUINT32, &after, &have_after, err);
+  ok = ok && opt_int(req, "limit", 0, G_MAXINT32, &limit, &have_limit, err);
+  ok = ok && opt_int(req, "deadline_ms", 1, G_MAXINT32, &deadline_ms, &have_deadline, err);
+  if (ok && sync && !cJSON_IsNull(sync) && !cJSON_IsBool(sync))
+    ok = ixia_error_set(err, IXIA_EINVAL, "search request: \"sync\" must be true or false");
+  if (ok && have_limit && limit > lim->max_limit)
+    ok = ixia_error_set(err, IXIA_ETOOLARGE,
+                        "limit %" G_GINT64_FORMAT " is over the limit of %u (query.max_limit)",
+                        limit, lim->max_limit);
+  if (!ok) {
+    cJSON_Delete(req);
+    return NULL;
+  }
+  /* The query API pages across shards by internal id; its own limit and
+   * position override the query's. */
+  r->limit = have_limit ? limit : -1;
+  r->after_id = have_after ? after : -1;
+  r->sync = cJSON_IsTrue(sync);
+  r->deadline_ms = have_deadline ? MIN(deadline_ms, (gint64)lim->deadline_ms) : 0;
+  return req;
+}
+
+static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **err) {
+  search_req_t r = {0};
+  cJSON *req = parse_request(h, json, &r, err);
+  if (!req) return NULL;
+  ixia_idx_t *idx = ixia_indexer_index(h->ix);
+  gint64 ms = r.deadline_ms ? r.deadline_ms : (gint64)h->lim.deadline_ms;
+  /* Catch up before parsing: the query may name a field whose index a
+   * schema event just before it added. */
+  if (r.sync && !ixia_indexer_wait_caught_up(h->ix, r.start_us + ms * G_TIME_SPAN_MILLISECOND, err)) {
+    cJSON_Delete(req);
+    return NULL;
+  }
+  char *qtext = ixia_json_print(r.query);
+  cJSON_Delete(req);
+  ixia_query_t *q = ixia_query_parse(qtext, strlen(qtext), ixia_idx_schema, idx, &h->lim, err);
+  g_free(qtext);
+  if (!q) return NULL;
+  if (!r.deadline_ms && q->timeout_ms > 0) ms = MIN((gint64)q->timeout_ms, ms);
+  gint64 deadline_us = r.start_us + ms * G_TIME_SPAN_MILLISECOND;
+  guint limit = r.limit >= 0 ? (guint)r.limit : q->limit;
+  char *out = NULL;
+  ixia_aggs_t *aggs = q->n_aggs ? ixia_aggs_new(q, &h->lim) : NULL;
+  GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
+  guint64 total = 0;
+  if (ixia_idx_search(idx, q, r.after_id, limit, deadline_us, &h->lim, hits, &total, aggs, err)) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = cJSON_AddArrayToObject(o, "hits");
+    for (guint i = 0; i < hits->len; i++) {
+      const ixia_idx_hit_t *hit = &g_array_index(hits, ixia_idx_hit_t, i);
+      cJSON *e = cJSON_CreateObject();
+      cJSON_AddStringToObject(e, "key", hit->key);
+      cJSON_AddNumberToObject(e, "version", (double)hit->version);
+      cJSON_AddNumberToObject(e, "id", hit->id);
+      cJSON_AddItemToArray(arr, e);
+    }
+    cJSON_AddNumberToObject(o, "total", (double)total);
+    if (aggs)
+      cJSON_AddItemToObject(o, "aggs", ixia_aggs_partial_json(aggs));
+    else
+      cJSON_AddNullToObject(o, "aggs");
+    cJSON_AddNumberToObject(o, "max_version", (double)ixia_idx_max_version(idx));
+    out = ixia_json_print(o);
+    cJSON_Delete(o);
+  }
+  ixia_idx_hits_clear(hits);
+  g_array_free(hits, TRUE);
+  ixia_aggs_destroy(aggs);
+  ixia_query_destroy(q);
+  return out;
+}
+
+static gboolean h_search(IxiaSearchIf *iface, gchar **ret, const gchar *request_json,
+                         IxiaIxiaError **xe, GError **error) {
+  (void)error;
+  ixia_error_t *err = NULL;
+  char *out = run_search(handler_of(iface), request_json ? request_json : "", &err);
+  if (!out) return ixia_error_to_thrift(xe, err);
+  *ret = out;
+  return TRUE;
+}
+
+static gboolean h_status(IxiaSearchIf *iface, gchar **ret, IxiaIxiaError **xe, GError **error) {
+  (void)xe, (void)error;
+  *ret = ixia_indexer_status(handler_of(iface)->ix);
+  return TRUE;
+}
+
+static gboolean h_reindex(IxiaSearchIf *iface, gint32 *ret, const GPtrArray *events,
+                          IxiaIxiaError **xe, GError **error) {
+  (void)error;
+  guint n = events ? events->len : 0;
+  ixia_idx_event_t *evs = g_new0(ixia_idx_event_t, n ? n : 1);
+  ixia_error_t *err = NULL;
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < n; i++) {
+    ok = ixia_indexer_event_from_thrift(g_ptr_array_index(events, i), &evs[i], &err);
+    if (!ok) ixia_error_prefix(err, "reindex event %u", i);
+  }
+  guint applied = 0;
+  ok = ok && ixia_indexer_reindex(handler_of(iface)->ix, evs, n, &applied, &err);
+  g_free(evs);
+  if (!ok) return ixia_error_to_thrift(xe, err);
+  *ret = (gint32)MIN(applied, (guint)G_MAXINT32);
+  return TRUE;
+}
+
+typedef struct {
+  GPtrArray *out;
+  guint limit;
+} docs_ctx_t;
+
+static gboolean collect_doc(const char *key, size_t key_len, gint64 version, gboolean deleted,
+                            void *ud) {
+  docs_ctx_t *c = ud;
+  IxiaIndexedDoc *d = g_object_new(IXIA_TYPE_INDEXED_DOC, NULL);
+  if (!d->key) d->key = g_byte_array_new();
+  g_byte_array_append(d->key, (const guint8 *)key, (guint)key_len);
+  d->version = version;
+  d->deleted = deleted;
+  d->__isset_key = d->__isset_version = d->__isset_deleted = TRUE;
+  g_ptr_array_add(c->out, d);
+  return c->out->len < c->limit;
+}
+
+static gboolean h_docs(IxiaSearchIf *iface, GPtrArray **ret, const gchar *ns, const gchar *table,
+                       const GByteArray *after_key, const gint32 limit, IxiaIxiaError **xe,
+                       GError **error) {
+  (void)error;
+  if (limit < 1 || limit > DOCS_MAX)
+    return ixia_error_to_thrift(
+        xe, ixia_error_new(IXIA_EINVAL, "docs: limit must be from 1 to %d, not %d", DOCS_MAX, (int)limit));
+  ixia_error_t *err = NULL;
+  if (!ixia_name_valid(ns ? ns : "", "namespace", &err) ||
+      !ixia_name_valid(table ? table : "", "table", &err))
+    return ixia_error_to_thrift(xe, err);
+  docs_ctx_t c = {*ret, (guint)limit};
+  gboolean have_after = after_key && after_key->len > 0;
+  if (!ixia_idx_foreach_doc(ixia_indexer_index(handler_of(iface)->ix), ns, table,
+                            have_after ? (const char *)after_key->data : NULL,
+                            have_after ? after_key->len : 0, collect_doc, &c, &err))
+    return ixia_error_to_thrift(xe, err);
+  return TRUE;
+}
+
+static void ixia_shard_handler_init(IxiaShardHandler *self) { (void)self; }
+
+static void ixia_shard_handler_class_init(IxiaShardHandlerClass *klass) {
+  IxiaSearchHandlerClass *h = IXIA_SEARCH_HANDLER_CLASS(klass);
+  h->search = h_search;
+  h->status = h_status;
+  h->reindex = h_reindex;
+  h->docs = h_docs;
+}
+
+ThriftProcessor *ixia_search_processor_new(ixia_indexer_t *ix, const ixia_config_t *cfg) {
+  IxiaShardHandler *handler = g_object_new(ixia_shard_handler_get_type(), NULL);
+  handler->ix = ix;
+  ixia_query_limits_from_config(cfg, &handler->lim);
+  ThriftProcessor *p = g_object_new(IXIA_TYPE_SEARCH_PROCESSOR, "handler", handler, NULL);
+  g_object_unref(handler); /* the processor holds its own reference */
+  return p;
+}

@@ -1,0 +1,408 @@
+#include "search.h"
+
+#include <string.h>
+
+#include "client.h"
+#include "json.h"
+#include "log.h"
+
+/* Cursor: "c1:" + base64 of one big-endian int64 per shard: the last
+ * internal id returned from that shard, -1 before its first, -2 once it has
+ * no more hits. Opaque to clients; checked on the way back in. */
+#define CURSOR_PREFIX "c1:"
+#define POS_START (-1)
+#define POS_DONE (-2)
+
+typedef struct {
+  char *address;
+  GAsyncQueue *idle; /* ixia_shard_client_t* ready for reuse */
+} shard_t;
+
+struct ixia_search {
+  ixia_store_t *store;
+  ixia_search_acked_fn acked;
+  void *acked_ud;
+  ixia_query_limits_t lim;
+  shard_t *shards;
+  guint n_shards;
+  GThreadPool *pool; /* parallel shard calls */
+  guint64 queries, query_errors, shard_calls, shard_errors, hits_returned, stale_dropped;
+};
+
+/* One shard call of one query. */
+typedef struct {
+  ixia_search_t *s;
+  guint shard;
+  char *request;
+  cJSON *response;
+  ixia_error_t *err;
+  /* completion, shared by every call of the query */
+  GMutex *lock;
+  GCond *cond;
+  guint *pending;
+} call_t;
+
+static void counter_add(guint64 *c, guint64 n) { __atomic_add_fetch(c, n, __ATOMIC_RELAXED); }
+
+static ixia_shard_client_t *shard_acquire(ixia_search_t *s, shard_t *sh, ixia_error_t **err) {
+  ixia_shard_client_t *c = g_async_queue_try_pop(sh->idle);
+  if (c) return c;
+  /* Each call carries its own deadline; the I/O timeout only guards
+   * against a shard that stopped answering altogether. */
+  return ixia_shard_client_new(sh->address, (gint64)s->lim.deadline_ms + 5000, err);
+}
+
+static void shard_call(ixia_search_t *s, call_t *c) {
+  shard_t *sh = &s->shards[c->shard];
+  counter_add(&s->shard_calls, 1);
+  ixia_shard_client_t *client = shard_acquire(s, sh, &c->err);
+  if (!client) {
+    counter_add(&s->shard_errors, 1);
+    return;
+  }
+  char *json = NULL;
+  IxiaIxiaError *xe = NULL;
+  GError *gerr = NULL;
+  gboolean ok = ixia_search_if_search(ixia_shard_client_iface(client), &json, c->request, &xe, &gerr);
+  /* A server-side error leaves the connection usable; a transport error
+   * does not. */
+  gboolean reusable = ok || xe != NULL;
+  ok = ixia_shard_client_check(client, ok, xe, gerr, &c->err);
+  if (reusable) g_async_queue_push(sh->idle, client);
+  else ixia_shard_client_destroy(client);
+  if (ok) {
+    c->response = json ? cJSON_Parse(json) : NULL;
+    if (!c->response || !cJSON_IsObject(c->response))
+      ixia_error_set(&c->err, IXIA_EINTERNAL, "index shard %s answered with malformed JSON",
+                     sh->address);
+  }
+  g_free(json);
+  if (c->err) {
+    counter_add(&s->shard_errors, 1);
+    ixia_error_prefix(c->err, "shard %u (%s)", c->shard, sh->address);
+  }
+}
+
+static void pool_main(gpointer data, gpointer user) {
+  call_t *c = data;
+  (void)user;
+  shard_call(c->s, c);
+  g_mutex_lock(c->lock);
+  if (--*c->pending == 0) g_cond_signal(c->cond);
+  g_mutex_unlock(c->lock);
+}
+
+ixia_search_t *ixia_search_new(const ixia_config_t *cfg, ixia_store_t *store,
+                               ixia_search_acked_fn acked, void *acked_ud, ixia_error_t **err) {
+  ixia_search_t *s = g_new0(ixia_search_t, 1);
+  s->store = store;
+  s->acked = acked;
+  s->acked_ud = acked_ud;
+  ixia_query_limits_from_config(cfg, &s->lim);
+  g_auto(GStrv) parts = g_strsplit(ixia_config_str(cfg, "query.indexers"), ",", -1);
+  GArray *shards = g_array_new(FALSE, TRUE, sizeof(shard_t));
+  for (guint i = 0; parts[i]; i++) {
+    char *a = g_strstrip(parts[i]);
+    if (!*a) continue;
+    const char *colon = strrchr(a, ':');
+    char *end = NULL;
+    long port = colon ? strtol(colon + 1, &end, 10) : 0;
+    if (!colon || colon == a || !end || *end || port <= 0 || port > 65535) {
+      ixia_error_set(err, IXIA_EINVAL, "query.indexers: '%s' is not host:port", a);
+      for (guint j = 0; j < shards->len; j++) {
+        g_free(g_array_index(shards, shard_t, j).address);
+        g_async_queue_unref(g_array_index(shards, shard_t, j).idle);
+      }
+      g_array_free(shards, TRUE);
+      g_free(s);
+      return NULL;
+    }
+    shard_t sh = {g_strdup(a), g_async_queue_new_full((GDestroyNotify)ixia_shard_client_destroy)};
+    g_array_append_val(shards, sh);
+  }
+  s->n_shards = shards->len;
+  s->shards = (shard_t *)g_array_free(shards, FALSE);
+  if (s->n_shards > 1)
+    s->pool = g_thread_pool_new(pool_main, NULL, (gint)(8 * s->n_shards), FALSE, NULL);
+  return s;
+}
+
+void ixia_search_destroy(ixia_search_t *s) {
+  if (!s) return;
+  if (s->pool) g_thread_pool_free(s->pool, FALSE, TRUE);
+  for (guint i = 0; i < s->n_shards; i++) {
+    g_free(s->shards[i].address);
+    g_async_queue_unref(s->shards[i].idle);
+  }
+  g_free(s->shards);
+  g_free(s);
+}
+
+void ixia_search_get_stats(ixia_search_t *s, ixia_search_stats_t *out) {
+  out->shards = s->n_shards;
+  out->queries = __atomic_load_n(&s->queries, __ATOMIC_RELAXED);
+  out->query_errors = __atomic_load_n(&s->query_errors, __ATOMIC_RELAXED);
+  out->shard_calls = __atomic_load_n(&s->shard_calls, __ATOMIC_RELAXED);
+  out->shard_errors = __atomic_load_n(&s->shard_errors, __ATOMIC_RELAXED);
+  out->hits_returned = __atomic_load_n(&s->hits_returned, __ATOMIC_RELAXED);
+  out->stale_hits_dropped = __atomic_load_n(&s->stale_dropped, __ATOMIC_RELAXED);
+}
+
+char *ixia_search_shard_list(const ixia_search_t *s) {
+  GString *out = g_string_new(NULL);
+  for (guint i = 0; i < s->n_shards; i++)
+    g_string_append_printf(out, "%s%s", i ? "," : "", s->shards[i].address);
+  return g_string_free(out, FALSE);
+}
+
+static gboolean cursor_decode(const ixia_search_t *s, const char *after, gint64 *pos,
+                              ixia_error_t **err) {
+  for (guint i = 0; i < s->n_shards; i++) pos[i] = POS_START;
+  if (!after) return TRUE;
+  gsize n = 0;
+  guchar *raw = NULL;
+  if (g_str_has_prefix(after, CURSOR_PREFIX)) raw = g_base64_decode(after + strlen(CURSOR_PREFIX), &n);
+  gboolean ok = raw && n == 8 * (gsize)s->n_shards;
+  for (guint i = 0; ok && i < s->n_shards; i++) {
+    guint64 v = 0;
+    for (int b = 0; b < 8; b++) v = v << 8 | raw[8 * i + b];
+    pos[i] = (gint64)v;
+    ok = pos[i] >= POS_DONE && pos[i] <= G_MAXUINT32;
+  }
+  g_free(raw);
+  if (!ok)
+    return ixia_error_set(err, IXIA_EINVAL,
+                          "after: not a cursor from this query API's \"next\" (or the number of "
+                          "index shards changed since)");
+  return TRUE;
+}
+
+static char *cursor_encode(const ixia_search_t *s, const gint64 *pos) {
+  guchar *raw = g_malloc(8 * (gsize)s->n_shards);
+  for (guint i = 0; i < s->n_shards; i++)
+    for (int b = 0; b < 8; b++) raw[8 * i + b] = (guchar)((guint64)pos[i] >> (56 - 8 * b));
+  char *b64 = g_base64_encode(raw, 8 * (gsize)s->n_shards);
+  char *out = g_strconcat(CURSOR_PREFIX, b64, NULL);
+  g_free(b64);
+  g_free(raw);
+  return out;
+}
+
+/* Waits, bounded by deadline_us, until replication acknowledged min_version. */
+static gboolean wait_replicated(ixia_search_t *s, gint64 min_version, gint64 deadline_us,
+                                ixia_error_t **err) {
+  gint64 latest = ixia_store_latest_version(s->store);
+  if (min_version > latest)
+    return ixia_error_set(err, IXIA_EINVAL,
+                          "min_version %" G_GINT64_FORMAT " is newer than the store's latest "
+                          "version %" G_GINT64_FORMAT,
+                          min_version, latest);
+  gint64 wait_until = MIN(deadline_us, g_get_monotonic_time() + (gint64)s->lim.max_wait_ms * 1000);
+  gint64 acked;
+  while ((acked = s->acked(s->acked_ud)) < min_version) {
+    if (g_get_monotonic_time() >= wait_until)
+      return ixia_error_set(err, IXIA_EUNAVAILABLE,
+                            "min_version %" G_GINT64_FORMAT " not replicated within the wait "
+                            "(query.max_wait_ms / timeout_ms); replication has acknowledged %" G_GINT64_FORMAT,
+                            min_version, acked);
+    g_usleep(1000);
+  }
+  return TRUE;
+}
+
+/* Re-reads a candidate hit from the truth store; NULL when it no longer
+ * exists or no longer matches. */
+static cJSON *verify_hit(ixia_search_t *s, const ixia_query_t *q, const char *key,
+                         ixia_error_t **err) {
+  gboolean found = FALSE;
+  gint64 version = 0;
+  char *json = NULL;
+  size_t len = 0;
+  if (!ixia_store_get(s->store, q->ns, q->table, key, strlen(key), &found, &version, NULL, &json,
+                      &len, err))
+    return NULL;
+  if (!found) return NULL;
+  cJSON *doc = ixia_json_parse_stored(json, len);
+  g_free(json);
+  if (!doc || !ixia_query_match_doc(q, doc)) {
+    cJSON_Delete(doc);
+    return NULL;
+  }
+  cJSON *hit = cJSON_CreateObject();
+  cJSON_AddStringToObject(hit, "key", key);
+  cJSON_AddNumberToObject(hit, "version", (double)version);
+  if (q->fields) {
+    gboolean all;
+    cJSON *sub = ixia_json_project(doc, (const char *const *)q->fields, g_strv_length(q->fields), &all);
+    cJSON_AddItemToObject(hit, "doc", sub);
+    cJSON_Delete(doc);
+  } else {
+    cJSON_AddItemToObject(hit, "doc", doc);
+  }
+  return hit;
+}
+
+static char *shard_request(const cJSON *request, gint64 after_id, guint limit, gboolean sync,
+                           gint64 deadline_us) {
+  cJSON *r = cJSON_CreateObject();
+  cJSON_AddItemReferenceToObject(r, "query", (cJSON *)request);
+  cJSON_AddNumberToObject(r, "after_id", (double)after_id);
+  cJSON_AddNumberToObject(r, "limit", limit);
+  cJSON_AddBoolToObject(r, "sync", sync);
+  gint64 left_ms = MAX((deadline_us - g_get_monotonic_time()) / 1000, 1);
+  cJSON_AddNumberToObject(r, "deadline_ms", (double)left_ms);
+  char *text = ixia_json_print(r);
+  cJSON_Delete(r);
+  return text;
+}
+
+/* Sends every shard its request; FALSE with the first shard error. */
+static gboolean call_shards(ixia_search_t *s, call_t *calls, ixia_error_t **err) {
+  if (s->n_shards == 1) {
+    shard_call(s, &calls[0]);
+  } else {
+    GMutex lock;
+    GCond cond;
+    g_mutex_init(&lock);
+    g_cond_init(&cond);
+    guint pending = s->n_shards;
+    for (guint i = 0; i < s->n_shards; i++) {
+      calls[i].lock = &lock;
+      calls[i].cond = &cond;
+      calls[i].pending = &pending;
+      g_thread_pool_push(s->pool, &calls[i], NULL);
+    }
+    g_mutex_lock(&lock);
+    while (pending > 0) g_cond_wait(&cond, &lock);
+    g_mutex_unlock(&lock);
+    g_mutex_clear(&lock);
+    g_cond_clear(&cond);
+  }
+  for (guint i = 0; i < s->n_shards; i++)
+    if (calls[i].err) {
+      ixia_error_propagate(err, calls[i].err);
+      calls[i].err = NULL;
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Takes hits shard by shard up to q->limit, verifying each; advances pos. */
+static gboolean collect_hits(ixia_search_t *s, const ixia_query_t *q, call_t *calls, gint64 *pos,
+                             cJSON *out, ixia_error_t **err) {
+  guint taken = 0;
+  for (guint i = 0; i < s->n_shards; i++) {
+    if (pos[i] == POS_DONE) continue;
+    cJSON *hits = cJSON_GetObjectItemCaseSensitive(calls[i].response, "hits");
+    int n = cJSON_GetArraySize(hits);
+    if (taken >= q->limit) break; /* this shard and the rest wait for the next page */
+    int used = 0;
+    for (const cJSON *h = hits ? hits->child : NULL; h && taken < q->limit; h = h->next, used++) {
+      const cJSON *key = cJSON_GetObjectItemCaseSensitive(h, "key");
+      const cJSON *id = cJSON_GetObjectItemCaseSensitive(h, "id");
+      if (!cJSON_IsString(key) || !cJSON_IsNumber(id))
+        return ixia_error_set(err, IXIA_EINTERNAL, "shard %u answered a malformed hit", i);
+      pos[i] = (gint64)id->valuedouble;
+      taken++;
+      cJSON *hit = verify_hit(s, q, key->valuestring, err);
+      if (hit) cJSON_AddItemToArray(out, hit);
+      else if (err && *err) return FALSE;
+      else counter_add(&s->stale_dropped, 1);
+    }
+    /* A shard that sent fewer than asked has nothing after them. */
+    if (used == n && (guint)n < q->limit) pos[i] = POS_DONE;
+  }
+  return TRUE;
+}
+
+static cJSON *merge_aggs(ixia_search_t *s, const ixia_query_t *q, call_t *calls, ixia_error_t **err) {
+  ixia_aggs_t *aggs = ixia_aggs_new(q, &s->lim);
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < s->n_shards; i++) {
+    const cJSON *partial = cJSON_GetObjectItemCaseSensitive(calls[i].response, "aggs");
+    if (!partial || cJSON_IsNull(partial)) continue;
+    ok = ixia_aggs_merge_partial(aggs, partial, err);
+  }
+  cJSON *res = ok ? ixia_aggs_result_json(aggs) : NULL;
+  ixia_aggs_destroy(aggs);
+  return res;
+}
+
+static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, gint64 start_us,
+                 ixia_error_t **err) {
+  gint64 deadline = start_us + (gint64)q->timeout_ms * 1000;
+  gint64 *pos = g_new(gint64, s->n_shards);
+  call_t *calls = g_new0(call_t, s->n_shards);
+  cJSON *resp = NULL;
+  gboolean ok = cursor_decode(s, q->after, pos, err);
+  if (ok && q->min_version > 0) ok = wait_replicated(s, q->min_version, deadline, err);
+  for (guint i = 0; ok && i < s->n_shards; i++) {
+    calls[i].s = s;
+    calls[i].shard = i;
+    /* A finished shard still counts toward totals and aggregations. */
+    guint limit = pos[i] == POS_DONE ? 0 : q->limit;
+    calls[i].request = shard_request(request, pos[i] == POS_DONE ? POS_START : pos[i], limit,
+                                     q->min_version > 0, deadline);
+  }
+  ok = ok && call_shards(s, calls, err);
+  if (ok) {
+    resp = cJSON_CreateObject();
+    cJSON *hits = cJSON_AddArrayToObject(resp, "hits");
+    double total = 0;
+    for (guint i = 0; i < s->n_shards; i++)
+      total += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(calls[i].response, "total"));
+    cJSON_AddNumberToObject(resp, "total", total);
+    ok = collect_hits(s, q, calls, pos, hits, err);
+    cJSON *aggs = ok ? merge_aggs(s, q, calls, err) : NULL;
+    ok = ok && aggs;
+    if (ok) cJSON_AddItemToObject(resp, "aggs", aggs);
+    gboolean more = FALSE;
+    for (guint i = 0; i < s->n_shards; i++) more = more || pos[i] != POS_DONE;
+    if (ok && more && q->limit > 0) {
+      char *next = cursor_encode(s, pos);
+      cJSON_AddStringToObject(resp, "next", next);
+      g_free(next);
+    } else if (ok) {
+      cJSON_AddNullToObject(resp, "next");
+    }
+    if (ok) counter_add(&s->hits_returned, (guint64)cJSON_GetArraySize(hits));
+  }
+  char *text = NULL;
+  if (ok) {
+    cJSON_AddNumberToObject(resp, "took_ms", (double)(g_get_monotonic_time() - start_us) / 1000.0);
+    text = ixia_json_print(resp);
+  }
+  cJSON_Delete(resp);
+  for (guint i = 0; i < s->n_shards; i++) {
+    g_free(calls[i].request);
+    cJSON_Delete(calls[i].response);
+    ixia_error_destroy(calls[i].err);
+  }
+  g_free(calls);
+  g_free(pos);
+  return text;
+}
+
+char *ixia_search_run(ixia_search_t *s, const char *request_json, size_t len,
+                      ixia_schema_lookup_fn lookup, void *lookup_ud, ixia_error_t **err) {
+  gint64 start = g_get_monotonic_time();
+  counter_add(&s->queries, 1);
+  ixia_error_t *e = NULL;
+  char *out = NULL;
+  ixia_query_t *q = ixia_query_parse(request_json, len, lookup, lookup_ud, &s->lim, &e);
+  if (q && s->n_shards == 0)
+    ixia_error_set(&e, IXIA_EUNAVAILABLE,
+                   "query: no index shards are configured (query.indexers is empty)");
+  if (q && !e) {
+    /* The shards parse the same text again, against their own schemas. */
+    cJSON *request = cJSON_ParseWithLength(request_json, len);
+    out = run(s, q, request, start, &e);
+    cJSON_Delete(request);
+  }
+  ixia_query_destroy(q);
+  if (e) {
+    counter_add(&s->query_errors, 1);
+    ixia_error_propagate(err, e);
+  }
+  return out;
+}

@@ -1,0 +1,55 @@
+/* The query path of ixia-query-api: fan-out to every index shard, merge,
+ * verification against the truth store, pagination.
+ *
+ * A query is parsed here first (bad queries never reach a shard), then sent
+ * to every shard of query.indexers in parallel. Totals add up; aggregation
+ * partials merge (see common/query.h for what is exact). Hits are taken
+ * shard by shard in each shard's internal-id order, so the cursor is one
+ * position per shard and pages never repeat or skip a document that stays
+ * matched while paging. Every hit is re-read from the truth store and
+ * re-checked against the filter; missing or no longer matching documents are
+ * dropped (counted in stats as stale_hits_dropped), so a page can hold fewer
+ * than `limit` hits while `next` is still set.
+ *
+ * min_version: first waits until replication has acknowledged that version
+ * (so Kafka holds every edit up to it), then asks each shard to catch up to
+ * its partitions' high watermarks before evaluating.
+ *
+ * Thread safety: all calls may run concurrently. */
+#ifndef IXIA_QUERY_SEARCH_H
+#define IXIA_QUERY_SEARCH_H
+
+#include "config.h"
+#include "error.h"
+#include "query.h"
+#include "store.h"
+
+typedef struct ixia_search ixia_search_t;
+
+/* Version acknowledged by replication (every edit up to it is in Kafka). */
+typedef gint64 (*ixia_search_acked_fn)(void *ud);
+
+/* Reads query.* options. With no query.indexers, queries answer
+ * UNAVAILABLE. store is borrowed and must outlive the search. */
+ixia_search_t *ixia_search_new(const ixia_config_t *cfg, ixia_store_t *store,
+                               ixia_search_acked_fn acked, void *acked_ud, ixia_error_t **err);
+void ixia_search_destroy(ixia_search_t *s);
+
+/* Runs a request; returns the response JSON (g_malloc'd) described in
+ * SPEC.md. lookup resolves table schemas. */
+char *ixia_search_run(ixia_search_t *s, const char *request_json, size_t len,
+                      ixia_schema_lookup_fn lookup, void *lookup_ud, ixia_error_t **err);
+
+typedef struct {
+  guint shards;
+  guint64 queries, query_errors, shard_calls, shard_errors;
+  guint64 hits_returned, stale_hits_dropped;
+} ixia_search_stats_t;
+
+void ixia_search_get_stats(ixia_search_t *s, ixia_search_stats_t *out);
+
+/* The shard addresses, comma-separated (g_malloc'd): tools find the shards
+ * of a running stack through the API's stats. */
+char *ixia_search_shard_list(const ixia_search_t *s);
+
+#endif

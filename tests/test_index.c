@@ -1,0 +1,894 @@
+/* Unit tests of indexer/index.c on a real RocksDB in a temp dir: posting
+ * maintenance through the merge operator, apply + search against a brute
+ * force evaluation of the same documents (filters, totals, paging,
+ * aggregations), idempotent and out-of-order replays, deletes, positions,
+ * failed events and query limits.
+ *
+ * IXIA_INDEX_BENCH=N runs a micro-benchmark instead: N generated ~1 KB
+ * product documents applied in batches of 1,000, then one aggregation over
+ * about 30% of them. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "index.h"
+#include "json.h"
+#include "support.h"
+
+static ixia_config_t *cfg;
+static ixia_query_limits_t lim;
+static char *dir;
+
+#define NS "shop"
+#define TABLE "p"
+
+static const char *schema_json =
+    "{\"namespace\": \"shop\", \"table\": \"p\", \"indexes\": ["
+    "{\"field\": \"cat\", \"type\": \"keyword\"}, {\"field\": \"tags\", \"type\": \"keyword\"},"
+    "{\"field\": \"price\", \"type\": \"double\"}, {\"field\": \"qty\", \"type\": \"long\"},"
+    "{\"field\": \"ok\", \"type\": \"bool\"}, {\"field\": \"title\", \"type\": \"text\"},"
+    "{\"field\": \"ts\", \"type\": \"timestamp\"}, {\"field\": \"s.country\", \"type\": \"keyword\"}]}";
+
+/* ------------------------------------------------------------ helpers */
+
+typedef struct {
+  ixia_idx_op_t op;
+  char *key;
+  gint64 version;
+  char *doc;
+} tev_t;
+
+static void tev_free(gpointer p) {
+  tev_t *e = p;
+  g_free(e->key);
+  g_free(e->doc);
+  g_free(e);
+}
+
+static tev_t *tev_new(ixia_idx_op_t op, const char *key, gint64 version, const char *doc) {
+  tev_t *e = g_new0(tev_t, 1);
+  e->op = op;
+  e->key = g_strdup(key);
+  e->version = version;
+  e->doc = g_strdup(doc);
+  return e;
+}
+
+static ixia_idx_event_t to_event(const tev_t *t) {
+  ixia_idx_event_t ev = {.op = t->op, .ns = NS, .table = TABLE, .key = t->key,
+                         .key_len = t->key ? strlen(t->key) : 0, .version = t->version,
+                         .doc = t->doc, .doc_len = t->doc ? strlen(t->doc) : 0};
+  if (t->op == IXIA_IDX_SCHEMA) ev.key = "", ev.key_len = 0;
+  return ev;
+}
+
+typedef struct {
+  guint n;
+  GPtrArray *codes; /* GINT_TO_POINTER(code) */
+  GPtrArray *keys;
+} failures_t;
+
+static void on_failed(const ixia_idx_event_t *ev, const ixia_error_t *why, void *ud) {
+  failures_t *f = ud;
+  if (!f) return;
+  f->n++;
+  if (f->codes) g_ptr_array_add(f->codes, GINT_TO_POINTER(why->code));
+  if (f->keys) g_ptr_array_add(f->keys, g_strndup(ev->key, ev->key_len));
+}
+
+/* Applies events [from, to) of evs in one batch. */
+static gboolean apply_range(ixia_idx_t *idx, GPtrArray *evs, guint from, guint to, guint *applied) {
+  ixia_idx_event_t *arr = g_new0(ixia_idx_event_t, to - from + 1);
+  for (guint i = from; i < to; i++) arr[i - from] = to_event(evs->pdata[i]);
+  ixia_error_t *e = NULL;
+  gboolean ok = ixia_idx_apply(idx, arr, to - from, NULL, 0, on_failed, NULL, applied, &e);
+  if (!ok) fprintf(stderr, "apply: %s\n", e->message);
+  ixia_error_destroy(e);
+  g_free(arr);
+  return ok;
+}
+
+/* Applies every event in random-sized batches. */
+static gboolean apply_all(ixia_idx_t *idx, GPtrArray *evs, GRand *rng) {
+  for (guint i = 0; i < evs->len;) {
+    guint n = (guint)g_rand_int_range(rng, 1, 200);
+    guint to = MIN(evs->len, i + n);
+    if (!apply_range(idx, evs, i, to, NULL)) return FALSE;
+    i = to;
+  }
+  return TRUE;
+}
+
+static gboolean apply_one(ixia_idx_t *idx, ixia_idx_op_t op, const char *key, gint64 version,
+                          const char *doc, failures_t *fails) {
+  tev_t t = {op, (char *)key, version, (char *)doc};
+  ixia_idx_event_t ev = to_event(&t);
+  ixia_error_t *e = NULL;
+  gboolean ok = ixia_idx_apply(idx, &ev, 1, NULL, 0, on_failed, fails, NULL, &e);
+  ixia_error_destroy(e);
+  return ok;
+}
+
+static ixia_idx_t *open_index(const char *name) {
+  char *path = g_build_filename(dir, name, NULL);
+  ixia_error_t *e = NULL;
+  ixia_idx_t *idx = ixia_idx_open(path, cfg, &e);
+  if (!idx) fprintf(stderr, "open %s: %s\n", path, e->message);
+  ixia_error_destroy(e);
+  g_free(path);
+  return idx;
+}
+
+static ixia_query_t *parse(ixia_idx_t *idx, const char *json) {
+  ixia_error_t *e = NULL;
+  ixia_query_t *q = ixia_query_parse(json, strlen(json), ixia_idx_schema, idx, &lim, &e);
+  if (!q) fprintf(stderr, "parse %s: %s\n", json, e->message);
+  ixia_error_destroy(e);
+  return q;
+}
+
+static gint cmp_str(gconstpointer a, gconstpointer b) {
+  return g_ascii_strcasecmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every matching key, read page by page (ids strictly ascending), joined
+ * sorted with "\n"; *total from the first page. NULL on error. */
+static char *search_keys(ixia_idx_t *idx, const ixia_query_t *q, guint page, guint64 *total,
+                         gboolean *ids_ok) {
+  GPtrArray *keys = g_ptr_array_new_with_free_func(g_free);
+  GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
+  gint64 after = -1;
+  gboolean ok = TRUE;
+  *ids_ok = TRUE;
+  for (guint round = 0; ok; round++) {
+    guint64 t = 0;
+    ixia_error_t *e = NULL;
+    ixia_idx_hits_clear(hits);
+    ok = ixia_idx_search(idx, q, after, page, 0, &lim, hits, &t, NULL, &e);
+    if (!ok) {
+      fprintf(stderr, "search: %s\n", e->message);
+      ixia_error_destroy(e);
+      break;
+    }
+    if (round == 0) *total = t;
+    for (guint i = 0; i < hits->len; i++) {
+      ixia_idx_hit_t *h = &g_array_index(hits, ixia_idx_hit_t, i);
+      if ((gint64)h->id <= after) *ids_ok = FALSE;
+      after = h->id;
+      g_ptr_array_add(keys, g_strdup(h->key));
+    }
+    if (hits->len < page) break;
+  }
+  ixia_idx_hits_clear(hits);
+  g_array_free(hits, TRUE);
+  char *out = NULL;
+  if (ok) {
+    g_ptr_array_sort(keys, cmp_str);
+    g_ptr_array_add(keys, NULL);
+    out = g_strjoinv("\n", (char **)keys->pdata);
+  }
+  g_ptr_array_free(keys, TRUE);
+  return out;
+}
+
+/* Brute force over the model (key -> cJSON doc of live documents). */
+static char *brute_keys(GHashTable *model, const ixia_query_t *q, guint64 *total, ixia_aggs_t *aggs) {
+  GPtrArray *keys = g_ptr_array_new();
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init(&it, model);
+  while (g_hash_table_iter_next(&it, &k, &v))
+    if (ixia_query_match_doc(q, v)) g_ptr_array_add(keys, k);
+  g_ptr_array_sort(keys, cmp_str);
+  /* Feed aggregations in key order; float sums may still differ in the
+   * last bits from the index's id order. */
+  for (guint i = 0; aggs && i < keys->len; i++) {
+    ixia_error_t *e = NULL;
+    CU_ASSERT_TRUE(ixia_aggs_add_doc(aggs, g_hash_table_lookup(model, keys->pdata[i]), &e));
+    ixia_error_destroy(e);
+  }
+  *total = keys->len;
+  g_ptr_array_add(keys, NULL);
+  char *out = g_strjoinv("\n", (char **)keys->pdata);
+  g_ptr_array_free(keys, TRUE);
+  return out;
+}
+
+/* Structural equality with a small relative tolerance for numbers. */
+static gboolean json_close(const cJSON *a, const cJSON *b) {
+  if (cJSON_IsNumber(a) && cJSON_IsNumber(b)) {
+    double x = a->valuedouble, y = b->valuedouble;
+    return fabs(x - y) <= 1e-9 * MAX(1.0, MAX(fabs(x), fabs(y)));
+  }
+  if ((a->type & 0xff) != (b->type & 0xff)) return FALSE;
+  if (cJSON_IsString(a)) return strcmp(a->valuestring, b->valuestring) == 0;
+  if (cJSON_IsArray(a) || cJSON_IsObject(a)) {
+    if (cJSON_GetArraySize(a) != cJSON_GetArraySize(b)) return FALSE;
+    for (const cJSON *x = a->child, *y = b->child; x && y; x = x->next, y = y->next) {
+      if (cJSON_IsObject(a) && strcmp(x->string, y->string) != 0) return FALSE;
+      if (!json_close(x, y)) return FALSE;
+    }
+    return TRUE;
+  }
+  return cJSON_Compare(a, b, TRUE);
+}
+
+/* Documents of the table as "key version deleted" lines. */
+static gboolean collect_doc(const char *key, size_t key_len, gint64 version, gboolean deleted,
+                            void *ud) {
+  g_string_append_printf(ud, "%.*s %" G_GINT64_FORMAT " %d\n", (int)key_len, key, version, deleted);
+  return TRUE;
+}
+
+static char *dump_docs(ixia_idx_t *idx) {
+  GString *s = g_string_new(NULL);
+  CU_ASSERT_TRUE(ixia_idx_foreach_doc(idx, NS, TABLE, NULL, 0, collect_doc, s, NULL));
+  return g_string_free(s, FALSE);
+}
+
+static guint64 count(ixia_idx_t *idx, const char *query) {
+  ixia_query_t *q = parse(idx, query);
+  guint64 total = G_MAXUINT64;
+  if (!q) return total;
+  ixia_error_t *e = NULL;
+  if (!ixia_idx_search(idx, q, -1, 0, 0, &lim, NULL, &total, NULL, &e)) {
+    fprintf(stderr, "search %s: %s\n", query, e->message);
+    total = G_MAXUINT64;
+  }
+  ixia_error_destroy(e);
+  ixia_query_destroy(q);
+  return total;
+}
+
+/* ---------------------------------------------------- random documents */
+
+static const char *words[] = {"Red", "shoe", "blue", "hat", "w1", "w12", "w123", "lamp",
+                              "Desk", "chair", "x9", "café"};
+
+static void add_random_field(GString *s, GRand *r, const char *name, gboolean *first) {
+  if (g_rand_int_range(r, 0, 100) < 20) return; /* missing */
+  g_string_append_printf(s, "%s\"%s\": ", *first ? "" : ", ", name);
+  *first = FALSE;
+  if (g_rand_int_range(r, 0, 100) < 4) {
+    g_string_append(s, "null");
+    return;
+  }
+  if (!strcmp(name, "cat")) {
+    g_string_append_printf(s, "\"c%d\"", g_rand_int_range(r, 0, 12));
+  } else if (!strcmp(name, "tags")) {
+    int n = g_rand_int_range(r, 0, 4);
+    g_string_append_c(s, '[');
+    for (int i = 0; i < n; i++)
+      g_string_append_printf(s, "%s\"t%d\"", i ? ", " : "", g_rand_int_range(r, 0, 15));
+    g_string_append_c(s, ']');
+  } else if (!strcmp(name, "price")) {
+    if (g_rand_int_range(r, 0, 10) == 0)
+      g_string_append_printf(s, "[%g, %g]", g_rand_int_range(r, -20, 200) * 0.5,
+                             g_rand_int_range(r, -20, 200) * 0.5);
+    else
+      g_string_append_printf(s, "%g", g_rand_int_range(r, -20, 200) * 0.5);
+  } else if (!strcmp(name, "qty")) {
+    g_string_append_printf(s, "%d", g_rand_int_range(r, -50, 50));
+  } else if (!strcmp(name, "ok")) {
+    g_string_append(s, g_rand_boolean(r) ? "true" : "false");
+  } else if (!strcmp(name, "title")) {
+    g_string_append_c(s, '"');
+    int n = g_rand_int_range(r, 0, 5);
+    for (int i = 0; i < n; i++)
+      g_string_append_printf(s, "%s%s", i ? (g_rand_boolean(r) ? " " : "-") : "",
+                             words[g_rand_int_range(r, 0, G_N_ELEMENTS(words))]);
+    g_string_append_c(s, '"');
+  } else if (!strcmp(name, "ts")) {
+    g_string_append_printf(s, "%d", 1600000000 + g_rand_int_range(r, 0, 500));
+  } else if (!strcmp(name, "s")) {
+    static const char *c[] = {"US", "CA", "FR", "DE"};
+    g_string_append_printf(s, "{\"country\": \"%s\"}", c[g_rand_int_range(r, 0, 4)]);
+  }
+}
+
+static char *random_doc(GRand *r) {
+  static const char *fields[] = {"cat", "tags", "price", "qty", "ok", "title", "ts", "s"};
+  GString *s = g_string_new("{");
+  gboolean first = TRUE;
+  for (guint i = 0; i < G_N_ELEMENTS(fields); i++) add_random_field(s, r, fields[i], &first);
+  g_string_append_printf(s, "%s\"other\": %d}", first ? "" : ", ", g_rand_int(r) % 100);
+  return g_string_free(s, FALSE);
+}
+
+/* A random filter as JSON text, nested up to depth. */
+static void random_filter(GString *s, GRand *r, int depth) {
+  int kind = g_rand_int_range(r, 0, depth > 0 ? 10 : 7);
+  static const char *countries[] = {"US", "CA", "FR", "DE", "XX"};
+  switch (kind) {
+    case 0: {
+      int f = g_rand_int_range(r, 0, 6);
+      if (f == 0) g_string_append_printf(s, "{\"term\": {\"cat\": \"c%d\"}}", g_rand_int_range(r, 0, 13));
+      else if (f == 1) g_string_append_printf(s, "{\"term\": {\"tags\": \"t%d\"}}", g_rand_int_range(r, 0, 16));
+      else if (f == 2) g_string_append_printf(s, "{\"term\": {\"ok\": %s}}", g_rand_boolean(r) ? "true" : "false");
+      else if (f == 3) g_string_append_printf(s, "{\"term\": {\"qty\": %d}}", g_rand_int_range(r, -50, 50));
+      else if (f == 4) g_string_append_printf(s, "{\"term\": {\"price\": %g}}", g_rand_int_range(r, -20, 200) * 0.5);
+      else g_string_append_printf(s, "{\"term\": {\"s.country\": \"%s\"}}", countries[g_rand_int_range(r, 0, 5)]);
+      break;
+    }
+    case 1: {
+      gboolean tags = g_rand_boolean(r);
+      g_string_append_printf(s, "{\"in\": {\"%s\": [", tags ? "tags" : "qty");
+      int n = g_rand_int_range(r, 1, 4);
+      for (int i = 0; i < n; i++)
+        if (tags) g_string_append_printf(s, "%s\"t%d\"", i ? "," : "", g_rand_int_range(r, 0, 16));
+        else g_string_append_printf(s, "%s%d", i ? "," : "", g_rand_int_range(r, -50, 50));
+      g_string_append(s, "]}}");
+      break;
+    }
+    case 2: {
+      static const char *f[] = {"price", "qty", "ts", "cat"};
+      int which = g_rand_int_range(r, 0, 4);
+      g_string_append_printf(s, "{\"range\": {\"%s\": {", f[which]);
+      int bounds = g_rand_int_range(r, 1, 4); /* 1 lower, 2 upper, 3 both */
+      for (int b = 0; b < 2; b++) {
+        if (!(bounds & (1 << b))) continue;
+        const char *op = b == 0 ? (g_rand_boolean(r) ? "gt" : "gte") : (g_rand_boolean(r) ? "lt" : "lte");
+        if (bounds == 3 && b == 1) g_string_append(s, ", ");
+        if (which == 0) g_string_append_printf(s, "\"%s\": %g", op, g_rand_int_range(r, -20, 200) * 0.5);
+        else if (which == 1) g_string_append_printf(s, "\"%s\": %d", op, g_rand_int_range(r, -50, 50));
+        else if (which == 2) g_string_append_printf(s, "\"%s\": %d", op, 1600000000 + g_rand_int_range(r, 0, 500));
+        else g_string_append_printf(s, "\"%s\": \"c%d\"", op, g_rand_int_range(r, 0, 12));
+      }
+      g_string_append(s, "}}}");
+      break;
+    }
+    case 3: {
+      static const char *pc[] = {"", "c", "c1", "c11", "d"};
+      static const char *pt[] = {"w1", "w12", "c", "re", "caf"};
+      if (g_rand_boolean(r)) g_string_append_printf(s, "{\"prefix\": {\"cat\": \"%s\"}}", pc[g_rand_int_range(r, 0, 5)]);
+      else g_string_append_printf(s, "{\"prefix\": {\"title\": \"%s\"}}", pt[g_rand_int_range(r, 0, 5)]);
+      break;
+    }
+    case 4: {
+      static const char *f[] = {"cat", "tags", "price", "qty", "ok", "title", "ts", "s.country"};
+      g_string_append_printf(s, "{\"exists\": \"%s\"}", f[g_rand_int_range(r, 0, 8)]);
+      break;
+    }
+    case 5:
+    case 6: {
+      const char *a = words[g_rand_int_range(r, 0, G_N_ELEMENTS(words))];
+      if (g_rand_boolean(r)) g_string_append_printf(s, "{\"match\": {\"title\": \"%s\"}}", a);
+      else g_string_append_printf(s, "{\"match\": {\"title\": \"%s %s\"}}", a,
+                                  words[g_rand_int_range(r, 0, G_N_ELEMENTS(words))]);
+      break;
+    }
+    case 7:
+      g_string_append(s, "{\"not\": ");
+      random_filter(s, r, depth - 1);
+      g_string_append_c(s, '}');
+      break;
+    default: {
+      g_string_append_printf(s, "{\"%s\": [", kind == 8 ? "and" : "or");
+      int n = g_rand_int_range(r, 1, 4);
+      for (int i = 0; i < n; i++) {
+        if (i) g_string_append_c(s, ',');
+        random_filter(s, r, depth - 1);
+      }
+      g_string_append(s, "]}");
+    }
+  }
+}
+
+static const char *aggs_json =
+    "\"aggs\": {\"n\": {\"count\": {}}, \"s\": {\"sum\": \"price\"}, \"a\": {\"avg\": \"qty\"},"
+    "\"mn\": {\"min\": \"price\"}, \"mx\": {\"max\": \"ts\"},"
+    "\"by\": {\"terms\": {\"field\": \"cat\", \"size\": 5, \"aggs\": {\"m\": {\"max\": \"price\"},"
+    " \"q\": {\"avg\": \"qty\"}}}},"
+    "\"tg\": {\"terms\": {\"field\": \"tags\", \"size\": 4}}, \"ok\": {\"terms\": {\"field\": \"ok\"}},"
+    "\"c\": {\"cardinality\": \"tags\"}, \"co\": {\"cardinality\": \"s.country\"},"
+    "\"p\": {\"percentiles\": {\"field\": \"price\", \"percents\": [10, 50, 99]}}}";
+
+/* Random stream: puts and deletes over a few hundred keys, versions 2.. */
+static GPtrArray *random_stream(GRand *r, guint n, guint nkeys) {
+  GPtrArray *evs = g_ptr_array_new_with_free_func(tev_free);
+  g_ptr_array_add(evs, tev_new(IXIA_IDX_SCHEMA, "", 1, schema_json));
+  for (guint i = 0; i < n; i++) {
+    char *key = g_strdup_printf("k%03d", g_rand_int_range(r, 0, (gint32)nkeys));
+    gint64 v = (gint64)i + 2;
+    if (g_rand_int_range(r, 0, 100) < 15) {
+      g_ptr_array_add(evs, tev_new(IXIA_IDX_DELETE, key, v, NULL));
+    } else {
+      char *doc = random_doc(r);
+      g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, key, v, doc));
+      g_free(doc);
+    }
+    g_free(key);
+  }
+  return evs;
+}
+
+/* key -> cJSON of every live document after the stream. */
+static GHashTable *model_of(GPtrArray *evs) {
+  GHashTable *m = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)cJSON_Delete);
+  for (guint i = 0; i < evs->len; i++) {
+    tev_t *e = evs->pdata[i];
+    if (e->op == IXIA_IDX_PUT) g_hash_table_insert(m, g_strdup(e->key), cJSON_Parse(e->doc));
+    else if (e->op == IXIA_IDX_DELETE) g_hash_table_remove(m, e->key);
+  }
+  return m;
+}
+
+/* Compares index and brute force for nq random queries; returns the
+ * concatenated results (to compare two indexes). */
+static char *compare_queries(ixia_idx_t *idx, GHashTable *model, guint seed, guint nq) {
+  GRand *r = g_rand_new_with_seed(seed);
+  GString *all = g_string_new(NULL);
+  guint nonempty = 0;
+  for (guint i = 0; i < nq; i++) {
+    GString *qs = g_string_new("{\"namespace\": \"shop\", \"table\": \"p\"");
+    if (i % 10 != 0) {
+      g_string_append(qs, ", \"filter\": ");
+      random_filter(qs, r, 3);
+    }
+    gboolean with_aggs = i % 4 == 0;
+    if (with_aggs) g_string_append_printf(qs, ", %s", aggs_json);
+    g_string_append_c(qs, '}');
+    ixia_query_t *q = parse(idx, qs->str);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    guint64 bt = 0, it = 0;
+    ixia_aggs_t *ba = with_aggs ? ixia_aggs_new(q, &lim) : NULL;
+    char *want = brute_keys(model, q, &bt, ba);
+    gboolean ids_ok;
+    char *got = search_keys(idx, q, (guint)g_rand_int_range(r, 1, 60), &it, &ids_ok);
+    CU_ASSERT_PTR_NOT_NULL(got);
+    CU_ASSERT_TRUE(ids_ok);
+    CU_ASSERT_EQUAL(it, bt);
+    if (got && strcmp(got, want) != 0) {
+      fprintf(stderr, "\nquery %s\n  index: %.200s\n  brute: %.200s\n", qs->str, got, want);
+      CU_FAIL("index and brute force disagree");
+    }
+    nonempty += bt > 0;
+    g_string_append_printf(all, "%s\n%s\n", qs->str, got ? got : "ERROR");
+    if (with_aggs) {
+      ixia_aggs_t *ia = ixia_aggs_new(q, &lim);
+      ixia_error_t *e = NULL;
+      guint64 t2 = 0;
+      CU_ASSERT_TRUE(ixia_idx_search(idx, q, -1, 0, 0, &lim, NULL, &t2, ia, &e));
+      if (e) fprintf(stderr, "aggs: %s\n", e->message);
+      ixia_error_destroy(e);
+      cJSON *gj = ixia_aggs_result_json(ia), *wj = ixia_aggs_result_json(ba);
+      if (!json_close(gj, wj)) {
+        char *a = ixia_json_print(gj), *b = ixia_json_print(wj);
+        fprintf(stderr, "\nquery %s\n  index aggs: %s\n  brute aggs: %s\n", qs->str, a, b);
+        g_free(a), g_free(b);
+        CU_FAIL("aggregations disagree");
+      }
+      char *a = ixia_json_print(gj);
+      g_string_append_printf(all, "%s\n", a);
+      g_free(a);
+      cJSON_Delete(gj), cJSON_Delete(wj);
+      ixia_aggs_destroy(ia);
+    }
+    ixia_aggs_destroy(ba);
+    g_free(got);
+    g_free(want);
+    ixia_query_destroy(q);
+    g_string_free(qs, TRUE);
+  }
+  /* The generator must produce queries that select something. */
+  CU_ASSERT_TRUE(nonempty > nq / 3);
+  g_rand_free(r);
+  return g_string_free(all, FALSE);
+}
+
+/* -------------------------------------------------------------- tests */
+
+/* Many batches add and remove ids of the same posting chunk: every batch
+ * is one merge operand; reopening flushes the memtable, which folds the
+ * operands (partial merges without a base value, full merges with one). */
+static void test_merge_operands(void) {
+  ixia_idx_t *idx = open_index("merge");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_SCHEMA, "", 1, schema_json, NULL));
+  GHashTable *present = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  GRand *r = g_rand_new_with_seed(7);
+  gint64 v = 2;
+  for (int round = 0; round < 3; round++) {
+    for (int batch = 0; batch < 150; batch++) {
+      GPtrArray *evs = g_ptr_array_new_with_free_func(tev_free);
+      int n = g_rand_int_range(r, 1, 20);
+      for (int i = 0; i < n; i++) {
+        char *key = g_strdup_printf("m%03d", g_rand_int_range(r, 0, 300));
+        gboolean add = g_rand_int_range(r, 0, 100) < 60;
+        /* "cat": "x" while present, another value or deleted otherwise. */
+        if (add) g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, key, v++, "{\"cat\": \"x\"}"));
+        else if (g_rand_boolean(r)) g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, key, v++, "{\"cat\": \"y\"}"));
+        else g_ptr_array_add(evs, tev_new(IXIA_IDX_DELETE, key, v++, NULL));
+        if (add) g_hash_table_add(present, key);
+        else g_hash_table_remove(present, key), g_free(key);
+      }
+      CU_ASSERT_TRUE(apply_range(idx, evs, 0, evs->len, NULL));
+      g_ptr_array_free(evs, TRUE);
+    }
+    guint64 want = g_hash_table_size(present);
+    CU_ASSERT_EQUAL(count(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"term\": {\"cat\": \"x\"}}}"), want);
+    ixia_idx_destroy(idx);
+    idx = open_index("merge");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+    CU_ASSERT_EQUAL(count(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"term\": {\"cat\": \"x\"}}}"), want);
+    CU_ASSERT_EQUAL(ixia_idx_max_version(idx), v - 1);
+  }
+  /* Add and remove of one id inside one batch: the later one wins. */
+  GPtrArray *evs = g_ptr_array_new_with_free_func(tev_free);
+  g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, "z1", v++, "{\"cat\": \"z\"}"));
+  g_ptr_array_add(evs, tev_new(IXIA_IDX_DELETE, "z1", v++, NULL));
+  g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, "z2", v++, "{\"cat\": \"w\"}"));
+  g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, "z2", v++, "{\"cat\": \"z\"}"));
+  g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, "z3", v++, "{\"cat\": \"z\"}"));
+  g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, "z3", v++, "{\"cat\": \"w\"}"));
+  CU_ASSERT_TRUE(apply_range(idx, evs, 0, evs->len, NULL));
+  g_ptr_array_free(evs, TRUE);
+  CU_ASSERT_EQUAL(count(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"term\": {\"cat\": \"z\"}}}"), 1);
+  CU_ASSERT_EQUAL(count(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"term\": {\"cat\": \"w\"}}}"), 1);
+  g_rand_free(r);
+  g_hash_table_destroy(present);
+  ixia_idx_destroy(idx);
+}
+
+static void test_random_vs_brute_force(void) {
+  GRand *r = g_rand_new_with_seed(42);
+  GPtrArray *evs = random_stream(r, 4000, 700);
+  GHashTable *model = model_of(evs);
+  ixia_idx_t *a = open_index("rand_a");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+  CU_ASSERT_TRUE(apply_all(a, evs, r));
+  char *res1 = compare_queries(a, model, 1, 300);
+  char *docs1 = dump_docs(a);
+  ixia_idx_stats_t st;
+  ixia_idx_get_stats(a, &st);
+  CU_ASSERT_EQUAL(st.documents, g_hash_table_size(model));
+  CU_ASSERT_EQUAL(st.max_version, ((tev_t *)evs->pdata[evs->len - 1])->version);
+
+  /* The whole stream again: equal versions re-index to the same state. */
+  CU_ASSERT_TRUE(apply_all(a, evs, r));
+  char *res2 = compare_queries(a, model, 1, 300);
+  char *docs2 = dump_docs(a);
+  CU_ASSERT_STRING_EQUAL(res1, res2);
+  CU_ASSERT_STRING_EQUAL(docs1, docs2);
+
+  /* Reopened: the same. */
+  ixia_idx_destroy(a);
+  a = open_index("rand_a");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+  char *res3 = compare_queries(a, model, 1, 300);
+  CU_ASSERT_STRING_EQUAL(res1, res3);
+
+  /* Another index fed the stream with older events shuffled back in. */
+  GPtrArray *mixed = g_ptr_array_new();
+  for (guint i = 0; i < evs->len; i++) {
+    g_ptr_array_add(mixed, evs->pdata[i]);
+    if (i > 1 && g_rand_int_range(r, 0, 100) < 30)
+      g_ptr_array_add(mixed, evs->pdata[g_rand_int_range(r, 1, (gint32)i)]);
+  }
+  ixia_idx_t *b = open_index("rand_b");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+  CU_ASSERT_TRUE(apply_all(b, mixed, r));
+  char *res4 = compare_queries(b, model, 1, 300);
+  char *docs4 = dump_docs(b);
+  CU_ASSERT_STRING_EQUAL(res1, res4);
+  CU_ASSERT_STRING_EQUAL(docs1, docs4);
+  ixia_idx_get_stats(b, &st);
+  CU_ASSERT_TRUE(st.events_skipped > 0);
+
+  /* foreach_doc resumes after a key, in key order. */
+  GString *tail = g_string_new(NULL);
+  CU_ASSERT_TRUE(ixia_idx_foreach_doc(b, NS, TABLE, "k350", 4, collect_doc, tail, NULL));
+  const char *from = strstr(docs1, "\nk351 ");
+  if (!from) from = strstr(docs1, "\nk35");
+  CU_ASSERT_PTR_NOT_NULL(from);
+  CU_ASSERT_TRUE(tail->len > 0 && g_str_has_prefix(tail->str, "k35") && !g_str_has_prefix(tail->str, "k350 "));
+  CU_ASSERT_TRUE(g_str_has_suffix(docs1, tail->str));
+  g_string_free(tail, TRUE);
+
+  g_ptr_array_free(mixed, TRUE);
+  g_free(res1), g_free(res2), g_free(res3), g_free(res4);
+  g_free(docs1), g_free(docs2), g_free(docs4);
+  ixia_idx_destroy(a);
+  ixia_idx_destroy(b);
+  g_hash_table_destroy(model);
+  g_ptr_array_free(evs, TRUE);
+  g_rand_free(r);
+}
+
+static void test_delete_removes_everywhere(void) {
+  ixia_idx_t *idx = open_index("del");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_SCHEMA, "", 1, schema_json, NULL));
+  const char *doc = "{\"cat\": \"c1\", \"tags\": [\"a\", \"b\"], \"price\": 5, \"qty\": 3, \"ok\": true,"
+                    " \"title\": \"Hello World\", \"ts\": 1700000000, \"s\": {\"country\": \"US\"}}";
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "d1", 10, doc, NULL));
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "d2", 11, "{\"cat\": \"c2\"}", NULL));
+  static const char *fields[] = {"cat", "tags", "price", "qty", "ok", "title", "ts", "s.country"};
+  for (guint i = 0; i < G_N_ELEMENTS(fields); i++) {
+    char *q = g_strdup_printf("{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"exists\": \"%s\"}}", fields[i]);
+    CU_ASSERT_EQUAL(count(idx, q), i == 0 ? 2 : 1);
+    g_free(q);
+  }
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_DELETE, "d1", 12, NULL, NULL));
+  for (guint i = 0; i < G_N_ELEMENTS(fields); i++) {
+    char *q = g_strdup_printf("{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"exists\": \"%s\"}}", fields[i]);
+    CU_ASSERT_EQUAL(count(idx, q), i == 0 ? 1 : 0);
+    g_free(q);
+  }
+  CU_ASSERT_EQUAL(count(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"match\": {\"title\": \"hello\"}}}"), 0);
+  CU_ASSERT_EQUAL(count(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"not\": {\"term\": {\"cat\": \"c9\"}}}}"), 1);
+  CU_ASSERT_EQUAL(count(idx, "{\"namespace\": \"shop\", \"table\": \"p\"}"), 1);
+  /* The tombstone keeps an older put out; a newer one re-creates the key with its id. */
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "d1", 11, doc, NULL));
+  CU_ASSERT_EQUAL(count(idx, "{\"namespace\": \"shop\", \"table\": \"p\"}"), 1);
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "d1", 13, doc, NULL));
+  CU_ASSERT_EQUAL(count(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"term\": {\"tags\": \"b\"}}}"), 1);
+  ixia_query_t *q = parse(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"term\": {\"cat\": \"c1\"}}}");
+  GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
+  guint64 total = 0;
+  CU_ASSERT_TRUE(ixia_idx_search(idx, q, -1, 10, 0, &lim, hits, &total, NULL, NULL));
+  CU_ASSERT_EQUAL(hits->len, 1);
+  if (hits->len == 1) {
+    CU_ASSERT_STRING_EQUAL(g_array_index(hits, ixia_idx_hit_t, 0).key, "d1");
+    CU_ASSERT_EQUAL(g_array_index(hits, ixia_idx_hit_t, 0).version, 13);
+    CU_ASSERT_EQUAL(g_array_index(hits, ixia_idx_hit_t, 0).id, 0); /* its old id */
+  }
+  ixia_idx_hits_clear(hits);
+  g_array_free(hits, TRUE);
+  ixia_query_destroy(q);
+  char *docs = dump_docs(idx);
+  CU_ASSERT_STRING_EQUAL(docs, "d1 13 0\nd2 11 0\n");
+  g_free(docs);
+  /* Deleting a key never seen leaves a tombstone. */
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_DELETE, "d0", 14, NULL, NULL));
+  docs = dump_docs(idx);
+  CU_ASSERT_STRING_EQUAL(docs, "d0 14 1\nd1 13 0\nd2 11 0\n");
+  g_free(docs);
+  ixia_idx_destroy(idx);
+}
+
+static void test_positions_persist(void) {
+  ixia_idx_t *idx = open_index("pos");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+  CU_ASSERT_EQUAL(ixia_idx_position(idx, 0), -1);
+  CU_ASSERT_EQUAL(ixia_idx_max_version(idx), 0);
+  tev_t t[2] = {{IXIA_IDX_SCHEMA, "", 5, (char *)schema_json}, {IXIA_IDX_PUT, "a", 6, "{\"cat\": \"c1\"}"}};
+  ixia_idx_event_t evs[2] = {to_event(&t[0]), to_event(&t[1])};
+  ixia_idx_position_t pos[2] = {{0, 100}, {3, 7}};
+  guint applied = 0;
+  CU_ASSERT_TRUE(ixia_idx_apply(idx, evs, 2, pos, 2, on_failed, NULL, &applied, NULL));
+  CU_ASSERT_EQUAL(applied, 2);
+  CU_ASSERT_EQUAL(ixia_idx_position(idx, 0), 100);
+  CU_ASSERT_EQUAL(ixia_idx_position(idx, 3), 7);
+  CU_ASSERT_EQUAL(ixia_idx_position(idx, 1), -1);
+  /* A batch of positions only. */
+  ixia_idx_position_t p2 = {3, 9};
+  CU_ASSERT_TRUE(ixia_idx_apply(idx, NULL, 0, &p2, 1, NULL, NULL, NULL, NULL));
+  ixia_idx_destroy(idx);
+  idx = open_index("pos");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+  CU_ASSERT_EQUAL(ixia_idx_position(idx, 0), 100);
+  CU_ASSERT_EQUAL(ixia_idx_position(idx, 3), 9);
+  CU_ASSERT_EQUAL(ixia_idx_max_version(idx), 6);
+  CU_ASSERT_EQUAL(count(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"term\": {\"cat\": \"c1\"}}}"), 1);
+  ixia_error_t *e = NULL;
+  ixia_schema_t *s = ixia_idx_schema(NS, TABLE, idx, &e);
+  CU_ASSERT_PTR_NOT_NULL(s);
+  if (s) CU_ASSERT_EQUAL(s->version, 5);
+  ixia_schema_unref(s);
+  CU_ASSERT_PTR_NULL(ixia_idx_schema(NS, "nope", idx, &e));
+  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ENOTFOUND);
+  ixia_error_destroy(e);
+  ixia_idx_destroy(idx);
+}
+
+static void test_failed_events(void) {
+  ixia_idx_t *idx = open_index("fail");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+  char many[2048];
+  GString *g = g_string_new("{\"tags\": [");
+  for (int i = 0; i < 60; i++) g_string_append_printf(g, "%s\"x%d\"", i ? "," : "", i);
+  g_string_append(g, "]}");
+  g_strlcpy(many, g->str, sizeof many);
+  g_string_free(g, TRUE);
+  tev_t t[] = {
+      {IXIA_IDX_SCHEMA, "", 1, (char *)schema_json},
+      {IXIA_IDX_PUT, "good1", 2, "{\"cat\": \"c1\", \"price\": 1}"},
+      {IXIA_IDX_PUT, "keep", 3, "{\"cat\": \"old\"}"},
+      {IXIA_IDX_PUT, "keep", 4, "{\"cat\": \"new\", \"price\": \"abc\"}"}, /* wrong type */
+      {IXIA_IDX_PUT, "bad", 5, "{not json"},
+      {IXIA_IDX_PUT, "many", 6, many},                                   /* > max values */
+      {(ixia_idx_op_t)77, "op", 7, "{}"},
+      {IXIA_IDX_PUT, "good2", 8, "{\"cat\": \"c1\"}"},
+  };
+  ixia_idx_event_t evs[G_N_ELEMENTS(t) + 1];
+  for (guint i = 0; i < G_N_ELEMENTS(t); i++) evs[i] = to_event(&t[i]);
+  evs[G_N_ELEMENTS(t)] = to_event(&t[1]);
+  evs[G_N_ELEMENTS(t)].table = "unknown"; /* no schema */
+  failures_t f = {0, g_ptr_array_new(), g_ptr_array_new_with_free_func(g_free)};
+  guint applied = 0;
+  CU_ASSERT_TRUE(ixia_idx_apply(idx, evs, G_N_ELEMENTS(evs), NULL, 0, on_failed, &f, &applied, NULL));
+  CU_ASSERT_EQUAL(applied, 4);
+  CU_ASSERT_EQUAL(f.n, 5);
+  if (f.n == 5) {
+    CU_ASSERT_STRING_EQUAL(f.keys->pdata[0], "keep");
+    CU_ASSERT_EQUAL(GPOINTER_TO_INT(f.codes->pdata[0]), IXIA_ETYPE);
+    CU_ASSERT_STRING_EQUAL(f.keys->pdata[1], "bad");
+    CU_ASSERT_STRING_EQUAL(f.keys->pdata[2], "many");
+    CU_ASSERT_EQUAL(GPOINTER_TO_INT(f.codes->pdata[2]), IXIA_ETOOLARGE);
+    CU_ASSERT_STRING_EQUAL(f.keys->pdata[3], "op");
+    CU_ASSERT_EQUAL(GPOINTER_TO_INT(f.codes->pdata[4]), IXIA_ENOTFOUND);
+  }
+  CU_ASSERT_EQUAL(count(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"term\": {\"cat\": \"c1\"}}}"), 2);
+  /* The failed update left the earlier record alone. */
+  CU_ASSERT_EQUAL(count(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"term\": {\"cat\": \"old\"}}}"), 1);
+  CU_ASSERT_EQUAL(count(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"term\": {\"cat\": \"new\"}}}"), 0);
+  char *docs = dump_docs(idx);
+  CU_ASSERT_STRING_EQUAL(docs, "good1 2 0\ngood2 8 0\nkeep 3 0\n");
+  g_free(docs);
+  ixia_idx_stats_t st;
+  ixia_idx_get_stats(idx, &st);
+  CU_ASSERT_EQUAL(st.events_failed, 5);
+  CU_ASSERT_EQUAL(st.documents, 3);
+  CU_ASSERT_TRUE(st.disk_bytes > 0);
+  g_ptr_array_free(f.codes, TRUE);
+  g_ptr_array_free(f.keys, TRUE);
+  ixia_idx_destroy(idx);
+}
+
+static void test_limits(void) {
+  ixia_idx_t *idx = open_index("limits");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+  GPtrArray *evs = g_ptr_array_new_with_free_func(tev_free);
+  g_ptr_array_add(evs, tev_new(IXIA_IDX_SCHEMA, "", 1, schema_json));
+  for (int i = 0; i < 3000; i++) {
+    char *key = g_strdup_printf("l%05d", i);
+    char *doc = g_strdup_printf("{\"cat\": \"c%d\", \"qty\": %d}", i % 3, i);
+    g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, key, i + 2, doc));
+    g_free(key), g_free(doc);
+  }
+  CU_ASSERT_TRUE(apply_range(idx, evs, 0, evs->len, NULL));
+  g_ptr_array_free(evs, TRUE);
+  ixia_query_t *q = parse(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"range\": {\"qty\": {\"gte\": 0}}}}");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+  ixia_query_limits_t small = lim;
+  small.max_postings = 1000;
+  guint64 total = 0;
+  ixia_error_t *e = NULL;
+  CU_ASSERT_FALSE(ixia_idx_search(idx, q, -1, 10, 0, &small, NULL, &total, NULL, &e));
+  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ETOOLARGE);
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "query.max_postings"));
+  ixia_error_destroy(e), e = NULL;
+  small.max_postings = 6000; /* the range, then the live set */
+  CU_ASSERT_TRUE(ixia_idx_search(idx, q, -1, 10, 0, &small, NULL, &total, NULL, &e));
+  CU_ASSERT_EQUAL(total, 3000);
+  CU_ASSERT_FALSE(ixia_idx_search(idx, q, -1, 10, g_get_monotonic_time() - 1, &lim, NULL, &total, NULL, &e));
+  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_EUNAVAILABLE);
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "deadline"));
+  ixia_error_destroy(e), e = NULL;
+  /* A table without a schema in this index. */
+  ixia_idx_t *other = open_index("limits_other");
+  CU_ASSERT_FALSE(ixia_idx_search(other, q, -1, 10, 0, &lim, NULL, &total, NULL, &e));
+  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ENOTFOUND);
+  ixia_error_destroy(e), e = NULL;
+  ixia_idx_destroy(other);
+  ixia_query_destroy(q);
+  /* An aggregation over too many buckets fails with the aggregation's limit. */
+  q = parse(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"aggs\": {\"t\": {\"terms\": {\"field\": \"qty\"}}}}");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+  small = lim;
+  small.max_terms_buckets = 100;
+  ixia_aggs_t *a = ixia_aggs_new(q, &small);
+  CU_ASSERT_FALSE(ixia_idx_search(idx, q, -1, 0, 0, &small, NULL, &total, a, &e));
+  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ETOOLARGE);
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "query.max_terms_buckets"));
+  ixia_error_destroy(e);
+  ixia_aggs_destroy(a);
+  ixia_query_destroy(q);
+  ixia_idx_destroy(idx);
+}
+
+/* ----------------------------------------------------------- benchmark */
+
+static void bench(guint n) {
+  ixia_idx_t *idx = open_index("bench");
+  if (!idx) return;
+  const char *schema =
+      "{\"namespace\": \"shop\", \"table\": \"p\", \"indexes\": ["
+      "{\"field\": \"category\", \"type\": \"keyword\"}, {\"field\": \"price\", \"type\": \"double\"},"
+      "{\"field\": \"title\", \"type\": \"text\"}, {\"field\": \"tags\", \"type\": \"keyword\"},"
+      "{\"field\": \"updated_at\", \"type\": \"timestamp\"}, {\"field\": \"brand\", \"type\": \"keyword\"}]}";
+  apply_one(idx, IXIA_IDX_SCHEMA, "", 1, schema, NULL);
+  GRand *r = g_rand_new_with_seed(1);
+  guint batch = 1000;
+  ixia_idx_event_t *evs = g_new0(ixia_idx_event_t, batch);
+  char **keys = g_new0(char *, batch), **docs = g_new0(char *, batch);
+  gint64 t0 = g_get_monotonic_time();
+  gsize bytes = 0;
+  for (guint done = 0; done < n;) {
+    guint m = MIN(batch, n - done);
+    for (guint i = 0; i < m; i++) {
+      guint id = done + i;
+      keys[i] = g_strdup_printf("p%08u", id);
+      GString *d = g_string_new(NULL);
+      g_string_append_printf(d, "{\"category\": \"cat%02d\", \"price\": %.2f, \"title\": \"", g_rand_int_range(r, 0, 100),
+                             g_rand_double_range(r, 1, 1000));
+      for (int w = 0; w < 8; w++) g_string_append_printf(d, "%sword%d", w ? " " : "", g_rand_int_range(r, 0, 2000));
+      g_string_append_printf(d, "\", \"tags\": [\"t%03d\", \"t%03d\"], \"updated_at\": %d, \"brand\": \"brand%03d\","
+                                " \"description\": \"", g_rand_int_range(r, 0, 500), g_rand_int_range(r, 0, 500),
+                             1700000000 + g_rand_int_range(r, 0, 1000000), g_rand_int_range(r, 0, 300));
+      while (d->len < 1000) g_string_append_printf(d, "lorem ipsum %u ", g_rand_int(r));
+      g_string_append(d, "\"}");
+      bytes += d->len;
+      docs[i] = g_string_free(d, FALSE);
+      evs[i] = (ixia_idx_event_t){IXIA_IDX_PUT, NS, TABLE, keys[i], strlen(keys[i]), id + 2, docs[i], strlen(docs[i]), 0};
+    }
+    ixia_error_t *e = NULL;
+    if (!ixia_idx_apply(idx, evs, m, NULL, 0, NULL, NULL, NULL, &e)) {
+      fprintf(stderr, "bench apply: %s\n", e->message);
+      ixia_error_destroy(e);
+      break;
+    }
+    for (guint i = 0; i < m; i++) g_free(keys[i]), g_free(docs[i]);
+    done += m;
+  }
+  double secs = (double)(g_get_monotonic_time() - t0) / 1e6;
+  printf("bench: applied %u docs (avg %.0f bytes) in %.2f s: %.0f docs/s\n", n, (double)bytes / n, secs, n / secs);
+  const char *qj =
+      "{\"namespace\": \"shop\", \"table\": \"p\", \"limit\": 10, \"filter\": {\"range\": {\"category\": {\"lt\": \"cat30\"}}},"
+      " \"aggs\": {\"by\": {\"terms\": {\"field\": \"category\", \"size\": 10}}, \"s\": {\"sum\": \"price\"},"
+      " \"a\": {\"avg\": \"price\"}, \"mn\": {\"min\": \"price\"}, \"mx\": {\"max\": \"price\"}}}";
+  ixia_query_t *q = parse(idx, qj);
+  for (int round = 0; q && round < 3; round++) {
+    ixia_aggs_t *a = ixia_aggs_new(q, &lim);
+    GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
+    guint64 total = 0;
+    gint64 s0 = g_get_monotonic_time();
+    gboolean ok = ixia_idx_search(idx, q, -1, 10, 0, &lim, hits, &total, a, NULL);
+    double ms = (double)(g_get_monotonic_time() - s0) / 1e3;
+    guint64 t1 = 0;
+    s0 = g_get_monotonic_time();
+    ixia_idx_search(idx, q, -1, 10, 0, &lim, NULL, &t1, NULL, NULL);
+    double ms_filter = (double)(g_get_monotonic_time() - s0) / 1e3;
+    printf("bench: search+aggs ok=%d total=%" G_GUINT64_FORMAT " in %.1f ms (filter+count alone %.1f ms)\n", ok,
+           total, ms, ms_filter);
+    ixia_idx_hits_clear(hits);
+    g_array_free(hits, TRUE);
+    ixia_aggs_destroy(a);
+  }
+  ixia_idx_stats_t st;
+  ixia_idx_get_stats(idx, &st);
+  printf("bench: %" G_GUINT64_FORMAT " documents, %.1f MB on disk\n", st.documents, st.disk_bytes / 1048576.0);
+  ixia_query_destroy(q);
+  g_free(evs), g_free(keys), g_free(docs);
+  g_rand_free(r);
+  ixia_idx_destroy(idx);
+}
+
+int main(void) {
+  dir = ixt_tmpdir();
+  cfg = ixia_config_new();
+  ixia_config_set(cfg, "index.max_values_per_field", "50", NULL);
+  ixia_config_set(cfg, "index.block_cache_mb", "64", NULL);
+  ixia_config_set(cfg, "index.write_buffer_mb", "16", NULL);
+  ixia_query_limits_from_config(cfg, &lim);
+  const char *b = g_getenv("IXIA_INDEX_BENCH");
+  if (b && atoi(b) > 0) {
+    ixia_config_set(cfg, "index.write_buffer_mb", "64", NULL);
+    bench((guint)atoi(b));
+    ixia_config_destroy(cfg);
+    return 0;
+  }
+  CU_initialize_registry();
+  CU_pSuite s = CU_add_suite("index", NULL, NULL);
+  IXT_ADD(s, test_merge_operands);
+  IXT_ADD(s, test_random_vs_brute_force);
+  IXT_ADD(s, test_delete_removes_everywhere);
+  IXT_ADD(s, test_positions_persist);
+  IXT_ADD(s, test_failed_events);
+  IXT_ADD(s, test_limits);
+  int rc = ixt_run();
+  ixia_config_destroy(cfg);
+  g_free(dir);
+  return rc;
+}

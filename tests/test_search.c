@@ -1,0 +1,649 @@
+/* Search end to end, differential: the whole pipeline runs as real processes
+ * (memcached, ixia-devkafka, ixia-replication-sink, one or two ixia-indexer
+ * shards, ixia-query-api). Random puts, upserts and deletes go through the
+ * API while the test keeps its own model of every document; then hundreds of
+ * random queries built from every filter and aggregation kind run through
+ * the API, page by page, and must equal a brute-force evaluation over the
+ * model (which is first checked to equal the truth store):
+ *   - the union of all pages is exactly the matching keys, without repeats;
+ *   - every hit carries the document's current version and content;
+ *   - total and every aggregation equal the brute-force figures. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+#include "client.h"
+#include "json.h"
+#include "kafka_support.h"
+#include "query.h"
+#include "recovery.h"
+#include "schema.h"
+#include "support.h"
+
+#define NS "shop"
+#define TABLE "products"
+
+static const char *SCHEMA =
+    "{\"namespace\":\"shop\",\"table\":\"products\",\"indexes\":["
+    "{\"field\":\"category\",\"type\":\"keyword\"},{\"field\":\"brand\",\"type\":\"keyword\"},"
+    "{\"field\":\"tags\",\"type\":\"keyword\"},{\"field\":\"seller.country\",\"type\":\"keyword\"},"
+    "{\"field\":\"price\",\"type\":\"double\"},{\"field\":\"stock\",\"type\":\"long\"},"
+    "{\"field\":\"title\",\"type\":\"text\"},{\"field\":\"active\",\"type\":\"bool\"},"
+    "{\"field\":\"updated_at\",\"type\":\"timestamp\"}]}";
+
+static const char *WORDS[] = {"red", "blue", "green", "large", "small", "smart",
+                              "eco", "pro", "mini", "classic", "soft", "heavy"};
+static const char *COUNTRIES[] = {"US", "CA", "DE", "FR", "JP"};
+
+typedef struct {
+  ixt_memcached_t mc;
+  ixt_devkafka_t kafka;
+  ixt_daemon_t sink;
+  ixt_daemon_t indexer[2];
+  char *indexer_dir[2];
+  guint shards;
+  ixt_api_t api;
+  char *dir;
+  ixia_client_t *client;
+} search_stack_t;
+
+static gboolean start_indexer(search_stack_t *s, guint i, const char *partitions) {
+  s->indexer_dir[i] = g_strdup_printf("%s/shard%u", s->dir, i);
+  g_mkdir_with_parents(s->indexer_dir[i], 0700);
+  char *sets[] = {g_strdup_printf("kafka.brokers=%s", s->kafka.bootstrap),
+                  g_strdup_printf("index.path=%s/index", s->indexer_dir[i]),
+                  g_strdup_printf("indexer.partitions=%s", partitions),
+                  g_strdup_printf("cache.servers=%s", s->mc.addr), NULL};
+  gboolean ok = ixt_daemon_start(&s->indexer[i], "ixia-indexer", "indexer", s->indexer_dir[i],
+                                 (const char *const *)sets);
+  for (int k = 0; sets[k]; k++) g_free(sets[k]);
+  return ok;
+}
+
+static gboolean stack_start(search_stack_t *s, guint shards) {
+  memset(s, 0, sizeof *s);
+  s->dir = ixt_tmpdir();
+  s->shards = shards;
+  if (!ixt_memcached_start(&s->mc, 0)) return FALSE;
+  if (!ixt_devkafka_start(&s->kafka, s->dir, 1, 4)) return FALSE;
+  char *brokers = g_strdup_printf("kafka.brokers=%s", s->kafka.bootstrap);
+  const char *sink_sets[] = {brokers, NULL};
+  gboolean ok = ixt_daemon_start(&s->sink, "ixia-replication-sink", "sink", s->dir, sink_sets);
+  g_free(brokers);
+  if (shards == 1) ok = ok && start_indexer(s, 0, "");
+  else ok = ok && start_indexer(s, 0, "0-1") && start_indexer(s, 1, "2-3");
+  if (!ok) return FALSE;
+  char *sinks = g_strdup_printf("replication.sinks=%s", s->sink.addr);
+  char *indexers = shards == 1 ? g_strdup_printf("query.indexers=%s", s->indexer[0].addr)
+                               : g_strdup_printf("query.indexers=%s,%s", s->indexer[0].addr,
+                                                 s->indexer[1].addr);
+  const char *api_sets[] = {sinks, indexers, "replication.retry_max_ms=500", NULL};
+  ok = ixt_api_start(&s->api, s->dir, s->mc.addr, api_sets);
+  g_free(sinks);
+  g_free(indexers);
+  if (!ok) return FALSE;
+  ixia_error_t *e = NULL;
+  s->client = ixia_client_new(s->api.addr, &e);
+  ok = s->client && ixia_client_apply_schema(s->client, SCHEMA, NULL, &e);
+  if (e) fprintf(stderr, "\n  stack: %s\n", e->message);
+  ixia_error_destroy(e);
+  return ok;
+}
+
+static void stack_stop(search_stack_t *s) {
+  ixia_client_destroy(s->client);
+  CU_ASSERT_TRUE(ixt_api_stop(&s->api));
+  for (guint i = 0; i < s->shards; i++) {
+    CU_ASSERT_TRUE(ixt_daemon_stop(&s->indexer[i]));
+    g_free(s->indexer_dir[i]);
+  }
+  CU_ASSERT_TRUE(ixt_daemon_stop(&s->sink));
+  ixt_devkafka_stop(&s->kafka);
+  ixt_memcached_stop(&s->mc);
+  g_free(s->dir);
+}
+
+/* ---------- the model: what the truth store must hold ---------- */
+
+typedef struct {
+  GHashTable *docs;     /* key -> cJSON* (current document) */
+  GHashTable *versions; /* key -> gint64* */
+  gint64 last_version;
+} model_t;
+
+static void model_init(model_t *m) {
+  m->docs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)cJSON_Delete);
+  m->versions = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  m->last_version = 0;
+}
+
+static void model_clear(model_t *m) {
+  g_hash_table_destroy(m->docs);
+  g_hash_table_destroy(m->versions);
+}
+
+static void model_set_version(model_t *m, const char *key, gint64 v) {
+  g_hash_table_replace(m->versions, g_strdup(key), g_memdup2(&v, sizeof v));
+  m->last_version = MAX(m->last_version, v);
+}
+
+static cJSON *random_doc(GRand *r, gboolean partial) {
+  cJSON *d = cJSON_CreateObject();
+  /* Each field is left out now and then: "missing" must work everywhere. */
+#define MAYBE(p) (g_rand_int_range(r, 0, 100) < (partial ? 35 : (p)))
+  char buf[64];
+  if (MAYBE(90)) {
+    snprintf(buf, sizeof buf, "cat%02d", g_rand_int_range(r, 0, 8));
+    cJSON_AddStringToObject(d, "category", buf);
+  }
+  if (MAYBE(85)) {
+    snprintf(buf, sizeof buf, "b%02d", g_rand_int_range(r, 0, 30));
+    cJSON_AddStringToObject(d, "brand", buf);
+  }
+  if (MAYBE(80)) {
+    cJSON *tags = cJSON_AddArrayToObject(d, "tags");
+    int n = g_rand_int_range(r, 0, 5);
+    for (int i = 0; i < n; i++) {
+      snprintf(buf, sizeof buf, "t%d", g_rand_int_range(r, 0, 20));
+      cJSON_AddItemToArray(tags, cJSON_CreateString(buf));
+    }
+  }
+  if (MAYBE(85)) {
+    cJSON *seller = cJSON_AddObjectToObject(d, "seller");
+    cJSON_AddStringToObject(seller, "country", COUNTRIES[g_rand_int_range(r, 0, 5)]);
+  }
+  if (MAYBE(90)) cJSON_AddNumberToObject(d, "price", g_rand_int_range(r, 0, 10000) / 100.0);
+  if (MAYBE(80)) cJSON_AddNumberToObject(d, "stock", g_rand_int_range(r, -5, 50));
+  if (MAYBE(85)) {
+    GString *t = g_string_new(NULL);
+    int n = g_rand_int_range(r, 1, 5);
+    for (int i = 0; i < n; i++) {
+      const char *w = WORDS[g_rand_int_range(r, 0, G_N_ELEMENTS(WORDS))];
+      /* Mixed case and punctuation: the tokenizer must fold them. */
+      if (g_rand_boolean(r)) g_string_append_printf(t, "%s%c", w, ' ');
+      else g_string_append_printf(t, "%c%s, ", g_ascii_toupper(w[0]), w + 1);
+    }
+    cJSON_AddStringToObject(d, "title", t->str);
+    g_string_free(t, TRUE);
+  }
+  if (MAYBE(70)) cJSON_AddBoolToObject(d, "active", g_rand_boolean(r));
+  if (MAYBE(80)) cJSON_AddNumberToObject(d, "updated_at", 1700000000 + g_rand_int_range(r, 0, 1000));
+  if (MAYBE(50)) cJSON_AddStringToObject(d, "note", "not indexed");
+#undef MAYBE
+  return d;
+}
+
+/* Applies n random writes through the API, keeping the model in step. */
+static void random_writes(search_stack_t *s, model_t *m, GRand *r, int n, int keys) {
+  int failures = 0;
+  for (int i = 0; i < n; i++) {
+    char key[32];
+    snprintf(key, sizeof key, "p%04d", g_rand_int_range(r, 0, keys));
+    int kind = g_rand_int_range(r, 0, 100);
+    gint64 v = 0;
+    ixia_error_t *e = NULL;
+    gboolean ok;
+    if (kind < 12) {
+      ok = ixia_client_delete(s->client, NS, TABLE, key, -1, &v, &e);
+      if (ok) g_hash_table_remove(m->docs, key);
+    } else {
+      gboolean upsert = kind < 35;
+      cJSON *doc = random_doc(r, upsert);
+      char *json = ixia_json_print(doc);
+      ok = upsert ? ixia_client_upsert(s->client, NS, TABLE, key, json, -1, &v, &e)
+                  : ixia_client_put(s->client, NS, TABLE, key, json, -1, &v, &e);
+      g_free(json);
+      if (ok && upsert && g_hash_table_contains(m->docs, key)) {
+        cJSON *cur = g_hash_table_lookup(m->docs, key);
+        for (cJSON *f = doc->child; f; f = f->next) {
+          cJSON_DeleteItemFromObjectCaseSensitive(cur, f->string);
+          cJSON_AddItemToObject(cur, f->string, cJSON_Duplicate(f, TRUE));
+        }
+        cJSON_Delete(doc);
+      } else if (ok) {
+        g_hash_table_replace(m->docs, g_strdup(key), doc);
+      } else {
+        cJSON_Delete(doc);
+      }
+    }
+    if (ok) model_set_version(m, key, v);
+    else failures++;
+    if (e && failures < 3) fprintf(stderr, "\n  write %s: %s\n", key, e->message);
+    ixia_error_destroy(e);
+  }
+  CU_ASSERT_EQUAL(failures, 0);
+}
+
+/* The model must equal the truth store, or the differential proves nothing. */
+static void check_model_against_store(search_stack_t *s, model_t *m, int keys) {
+  int mismatches = 0;
+  for (int k = 0; k < keys; k++) {
+    char key[32];
+    snprintf(key, sizeof key, "p%04d", k);
+    gboolean found = FALSE;
+    gint64 v = 0;
+    char *json = NULL;
+    CU_ASSERT_TRUE(ixia_client_get(s->client, NS, TABLE, key, NULL, &found, &v, &json, NULL));
+    cJSON *want = g_hash_table_lookup(m->docs, key);
+    cJSON *got = json ? cJSON_Parse(json) : NULL;
+    if (found != (want != NULL) || (want && !cJSON_Compare(want, got, TRUE))) mismatches++;
+    cJSON_Delete(got);
+    g_free(json);
+  }
+  CU_ASSERT_EQUAL(mismatches, 0);
+}
+
+/* ---------- random queries ---------- */
+
+static cJSON *random_value(GRand *r, const char *field) {
+  char buf[32];
+  if (!strcmp(field, "category")) snprintf(buf, sizeof buf, "cat%02d", g_rand_int_range(r, 0, 9));
+  else if (!strcmp(field, "brand")) snprintf(buf, sizeof buf, "b%02d", g_rand_int_range(r, 0, 31));
+  else if (!strcmp(field, "tags")) snprintf(buf, sizeof buf, "t%d", g_rand_int_range(r, 0, 21));
+  else if (!strcmp(field, "seller.country")) return cJSON_CreateString(COUNTRIES[g_rand_int_range(r, 0, 5)]);
+  else if (!strcmp(field, "title")) return cJSON_CreateString(WORDS[g_rand_int_range(r, 0, G_N_ELEMENTS(WORDS))]);
+  else if (!strcmp(field, "price")) return cJSON_CreateNumber(g_rand_int_range(r, 0, 10000) / 100.0);
+  else if (!strcmp(field, "stock")) return cJSON_CreateNumber(g_rand_int_range(r, -6, 52));
+  else if (!strcmp(field, "active")) return cJSON_CreateBool(g_rand_boolean(r));
+  else return cJSON_CreateNumber(1700000000 + g_rand_int_range(r, -10, 1010));
+  return cJSON_CreateString(buf);
+}
+
+static const char *KEYWORDS[] = {"category", "brand", "tags", "seller.country"};
+static const char *NUMERIC[] = {"price", "stock", "updated_at"};
+static const char *ALL[] = {"category", "brand", "tags", "seller.country", "price",
+                            "stock", "title", "active", "updated_at"};
+
+#define PICK(r, a) (a)[g_rand_int_range((r), 0, G_N_ELEMENTS(a))]
+
+static cJSON *leaf(const char *kind, const char *field, cJSON *arg) {
+  cJSON *inner = cJSON_CreateObject();
+  cJSON_AddItemToObject(inner, field, arg);
+  cJSON *f = cJSON_CreateObject();
+  cJSON_AddItemToObject(f, kind, inner);
+  return f;
+}
+
+static cJSON *random_filter(GRand *r, int depth) {
+  int kind = g_rand_int_range(r, 0, depth > 0 ? 11 : 8);
+  switch (kind) {
+    case 0:
+    case 1: {
+      const char *f = PICK(r, ALL);
+      return leaf("term", f, random_value(r, f));
+    }
+    case 2: {
+      const char *f = PICK(r, ALL);
+      cJSON *vals = cJSON_CreateArray();
+      int n = g_rand_int_range(r, 1, 5);
+      for (int i = 0; i < n; i++) cJSON_AddItemToArray(vals, random_value(r, f));
+      return leaf("in", f, vals);
+    }
+    case 3: {
+      gboolean kw = g_rand_int_range(r, 0, 4) == 0;
+      const char *f = kw ? PICK(r, KEYWORDS) : PICK(r, NUMERIC);
+      cJSON *b = cJSON_CreateObject();
+      cJSON *lo = random_value(r, f), *hi = random_value(r, f);
+      if (g_rand_int_range(r, 0, 4)) cJSON_AddItemToObject(b, g_rand_boolean(r) ? "gt" : "gte", lo);
+      else cJSON_Delete(lo);
+      if (g_rand_int_range(r, 0, 4) || !b->child)
+        cJSON_AddItemToObject(b, g_rand_boolean(r) ? "lt" : "lte", hi);
+      else cJSON_Delete(hi);
+      return leaf("range", f, b);
+    }
+    case 4: {
+      const char *f = g_rand_boolean(r) ? PICK(r, KEYWORDS) : "title";
+      cJSON *v = random_value(r, f);
+      char *p = g_strndup(v->valuestring, (gsize)g_rand_int_range(r, 1, (int)strlen(v->valuestring) + 1));
+      cJSON_Delete(v);
+      cJSON *out = leaf("prefix", f, cJSON_CreateString(p));
+      g_free(p);
+      return out;
+    }
+    case 5: {
+      cJSON *f = cJSON_CreateObject();
+      cJSON_AddStringToObject(f, "exists", PICK(r, ALL));
+      return f;
+    }
+    case 6: {
+      char text[64];
+      snprintf(text, sizeof text, "%s %s", PICK(r, WORDS), g_rand_boolean(r) ? PICK(r, WORDS) : "");
+      if (g_rand_boolean(r)) text[0] = g_ascii_toupper(text[0]); /* queries fold case too */
+      return leaf("match", "title", cJSON_CreateString(text));
+    }
+    case 7: {
+      const char *f = PICK(r, NUMERIC);
+      return leaf("term", f, random_value(r, f));
+    }
+    case 8:
+    case 9: {
+      cJSON *arr = cJSON_CreateArray();
+      int n = g_rand_int_range(r, 1, 4);
+      for (int i = 0; i < n; i++) cJSON_AddItemToArray(arr, random_filter(r, depth - 1));
+      cJSON *f = cJSON_CreateObject();
+      cJSON_AddItemToObject(f, kind == 8 ? "and" : "or", arr);
+      return f;
+    }
+    default: {
+      cJSON *f = cJSON_CreateObject();
+      cJSON_AddItemToObject(f, "not", random_filter(r, depth - 1));
+      return f;
+    }
+  }
+}
+
+static cJSON *random_aggs(GRand *r) {
+  cJSON *aggs = cJSON_CreateObject();
+  cJSON_AddItemToObject(aggs, "n", cJSON_CreateObject());
+  cJSON_AddItemToObject(cJSON_GetObjectItem(aggs, "n"), "count", cJSON_CreateObject());
+  const char *metrics[] = {"sum", "avg", "min", "max"};
+  for (int i = 0; i < 4; i++) {
+    if (!g_rand_boolean(r)) continue;
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddStringToObject(a, metrics[i], PICK(r, NUMERIC));
+    cJSON_AddItemToObject(aggs, metrics[i], a);
+  }
+  if (g_rand_boolean(r)) {
+    const char *fields[] = {"category", "brand", "tags", "active", "stock", "seller.country"};
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "field", PICK(r, fields));
+    cJSON_AddNumberToObject(t, "size", g_rand_int_range(r, 1, 12));
+    cJSON *sub = cJSON_AddObjectToObject(t, "aggs");
+    cJSON *mx = cJSON_AddObjectToObject(sub, "top");
+    cJSON_AddStringToObject(mx, "max", "price");
+    cJSON *av = cJSON_AddObjectToObject(sub, "mean");
+    cJSON_AddStringToObject(av, "avg", PICK(r, NUMERIC));
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddItemToObject(a, "terms", t);
+    cJSON_AddItemToObject(aggs, "groups", a);
+  }
+  if (g_rand_boolean(r)) {
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "field", PICK(r, NUMERIC));
+    cJSON *pc = cJSON_AddArrayToObject(p, "percents");
+    cJSON_AddItemToArray(pc, cJSON_CreateNumber(50));
+    cJSON_AddItemToArray(pc, cJSON_CreateNumber(g_rand_int_range(r, 51, 101)));
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddItemToObject(a, "percentiles", p);
+    cJSON_AddItemToObject(aggs, "pct", a);
+  }
+  if (g_rand_boolean(r)) {
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddStringToObject(a, "cardinality", PICK(r, KEYWORDS));
+    cJSON_AddItemToObject(aggs, "distinct", a);
+  }
+  return aggs;
+}
+
+/* JSON equality with a relative tolerance on numbers (float sums may be
+ * added in another order). */
+static gboolean json_close(const cJSON *a, const cJSON *b) {
+  if (!a || !b) return a == b;
+  if (cJSON_IsNumber(a) && cJSON_IsNumber(b))
+    return fabs(a->valuedouble - b->valuedouble) <= 1e-9 * MAX(1.0, fabs(a->valuedouble));
+  if ((a->type & 0xff) != (b->type & 0xff)) return FALSE;
+  if (cJSON_IsObject(a) || cJSON_IsArray(a)) {
+    if (cJSON_GetArraySize(a) != cJSON_GetArraySize(b)) return FALSE;
+    for (const cJSON *x = a->child, *y = b->child; x && y; x = x->next, y = y->next) {
+      const cJSON *other = cJSON_IsObject(a) ? cJSON_GetObjectItemCaseSensitive(b, x->string) : y;
+      if (!json_close(x, other)) return FALSE;
+    }
+    return TRUE;
+  }
+  return cJSON_Compare(a, b, TRUE);
+}
+
+static ixia_schema_t *schema_lookup(const char *ns, const char *table, void *ud, ixia_error_t **err) {
+  (void)ns;
+  (void)table;
+  (void)err;
+  return ixia_schema_ref(ud);
+}
+
+static cJSON *run_query(search_stack_t *s, const cJSON *req, ixia_error_t **err) {
+  char *text = ixia_json_print(req);
+  char *resp = NULL;
+  gboolean ok = ixia_client_query(s->client, text, &resp, err);
+  g_free(text);
+  cJSON *out = ok ? cJSON_Parse(resp) : NULL;
+  g_free(resp);
+  return out;
+}
+
+/* One random query, all of its pages, against brute force. Returns FALSE
+ * (after printing the query) on any difference. */
+static gboolean check_query(search_stack_t *s, model_t *m, ixia_schema_t *schema, GRand *r,
+                            ixia_query_limits_t *lim) {
+  cJSON *req = cJSON_CreateObject();
+  cJSON_AddStringToObject(req, "namespace", NS);
+  cJSON_AddStringToObject(req, "table", TABLE);
+  if (g_rand_int_range(r, 0, 10)) cJSON_AddItemToObject(req, "filter", random_filter(r, 3));
+  cJSON_AddItemToObject(req, "aggs", random_aggs(r));
+  int limit = g_rand_int_range(r, 1, 60);
+  cJSON_AddNumberToObject(req, "limit", limit);
+  gboolean projected = g_rand_int_range(r, 0, 3) == 0;
+  if (projected) {
+    cJSON *f = cJSON_AddArrayToObject(req, "fields");
+    cJSON_AddItemToArray(f, cJSON_CreateString("price"));
+    cJSON_AddItemToArray(f, cJSON_CreateString("seller.country"));
+  }
+  char *req_text = ixia_json_print(req);
+
+  /* Brute force over the model. */
+  ixia_error_t *e = NULL;
+  ixia_query_t *q = ixia_query_parse(req_text, strlen(req_text), schema_lookup, schema, lim, &e);
+  if (!q) {
+    fprintf(stderr, "\n  test built a bad query %s: %s\n", req_text, e->message);
+    ixia_error_destroy(e);
+    g_free(req_text);
+    cJSON_Delete(req);
+    return FALSE;
+  }
+  GHashTable *want = g_hash_table_new(g_str_hash, g_str_equal);
+  ixia_aggs_t *aggs = ixia_aggs_new(q, lim);
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init(&it, m->docs);
+  while (g_hash_table_iter_next(&it, &k, &v))
+    if (ixia_query_match_doc(q, v)) {
+      g_hash_table_add(want, k);
+      ixia_aggs_add_doc(aggs, v, NULL);
+    }
+  cJSON *want_aggs = ixia_aggs_result_json(aggs);
+  ixia_aggs_destroy(aggs);
+
+  gboolean good = TRUE;
+  GHashTable *got = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  const char *why = NULL;
+  for (int page = 0; good && page < 10000; page++) {
+    cJSON *resp = run_query(s, req, &e);
+    if (!resp) {
+      fprintf(stderr, "\n  query failed: %s\n", e ? e->message : "?");
+      ixia_error_destroy(e);
+      e = NULL;
+      good = FALSE;
+      break;
+    }
+    const cJSON *total = cJSON_GetObjectItem(resp, "total");
+    if (!cJSON_IsNumber(total) || (guint)total->valuedouble != g_hash_table_size(want))
+      why = "total", good = FALSE;
+    if (good && !json_close(want_aggs, cJSON_GetObjectItem(resp, "aggs"))) {
+      char *a = ixia_json_print(want_aggs), *b = ixia_json_print(cJSON_GetObjectItem(resp, "aggs"));
+      fprintf(stderr, "\n  aggs differ:\n  want %s\n  got  %s\n", a, b);
+      g_free(a);
+      g_free(b);
+      why = "aggs", good = FALSE;
+    }
+    const cJSON *hits = cJSON_GetObjectItem(resp, "hits");
+    if (cJSON_GetArraySize(hits) > limit) why = "page over limit", good = FALSE;
+    for (const cJSON *h = hits ? hits->child : NULL; good && h; h = h->next) {
+      const char *key = cJSON_GetStringValue(cJSON_GetObjectItem(h, "key"));
+      const cJSON *doc = cJSON_GetObjectItem(h, "doc");
+      if (!key || g_hash_table_contains(got, key)) {
+        why = "hit repeated across pages", good = FALSE;
+        break;
+      }
+      g_hash_table_add(got, g_strdup(key));
+      gint64 *mv = g_hash_table_lookup(m->versions, key);
+      cJSON *mdoc = g_hash_table_lookup(m->docs, key);
+      if (!mv || !mdoc || (gint64)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "version")) != *mv)
+        why = "hit version", good = FALSE;
+      else if (!projected && !cJSON_Compare(doc, mdoc, TRUE))
+        why = "hit document", good = FALSE;
+      else if (projected && !json_close(cJSON_GetObjectItem(doc, "price"),
+                                        cJSON_GetObjectItem(mdoc, "price")))
+        why = "projected hit", good = FALSE;
+    }
+    const cJSON *next = cJSON_GetObjectItem(resp, "next");
+    gboolean more = cJSON_IsString(next);
+    if (more) {
+      cJSON_DeleteItemFromObjectCaseSensitive(req, "after");
+      cJSON_AddStringToObject(req, "after", next->valuestring);
+    }
+    cJSON_Delete(resp);
+    if (!more) break;
+  }
+  if (good && g_hash_table_size(got) != g_hash_table_size(want)) why = "hit set", good = FALSE;
+  g_hash_table_iter_init(&it, want);
+  while (good && g_hash_table_iter_next(&it, &k, NULL))
+    if (!g_hash_table_contains(got, k)) why = "missing hit", good = FALSE;
+  if (!good)
+    fprintf(stderr, "\n  differs (%s): %s\n  want %u hits, got %u\n", why ? why : "error", req_text,
+            g_hash_table_size(want), g_hash_table_size(got));
+  g_hash_table_destroy(got);
+  g_hash_table_destroy(want);
+  cJSON_Delete(want_aggs);
+  ixia_query_destroy(q);
+  g_free(req_text);
+  cJSON_Delete(req);
+  return good;
+}
+
+/* Waits for the index through min_version: read-your-writes search. */
+static gboolean catch_up(search_stack_t *s, gint64 version) {
+  char req[256];
+  snprintf(req, sizeof req,
+           "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":0,\"min_version\":%" G_GINT64_FORMAT
+           ",\"timeout_ms\":60000}",
+           version);
+  char *resp = NULL;
+  ixia_error_t *e = NULL;
+  gboolean ok = ixia_client_query(s->client, req, &resp, &e);
+  if (!ok) fprintf(stderr, "\n  catch up to %" G_GINT64_FORMAT ": %s\n", version, e->message);
+  ixia_error_destroy(e);
+  g_free(resp);
+  return ok;
+}
+
+static void differential(guint shards) {
+  search_stack_t s;
+  CU_ASSERT_TRUE_FATAL(stack_start(&s, shards));
+  ixia_schema_t *schema = ixia_schema_parse(SCHEMA, strlen(SCHEMA), NULL);
+  ixia_query_limits_t lim;
+  ixia_config_t *cfg = ixia_config_new();
+  ixia_query_limits_from_config(cfg, &lim);
+  ixia_config_destroy(cfg);
+  model_t m;
+  model_init(&m);
+  GRand *r = g_rand_new_with_seed(20261122u + shards);
+  const int keys = 700;
+  /* Two rounds: the second rewrites and deletes documents the index holds. */
+  for (int round = 0; round < 2; round++) {
+    random_writes(&s, &m, r, 1800, keys);
+    check_model_against_store(&s, &m, keys);
+    CU_ASSERT_TRUE_FATAL(catch_up(&s, m.last_version));
+    int bad = 0;
+    for (int i = 0; i < 150 && bad < 3; i++)
+      if (!check_query(&s, &m, schema, r, &lim)) bad++;
+    CU_ASSERT_EQUAL(bad, 0);
+  }
+  g_rand_free(r);
+  model_clear(&m);
+  ixia_schema_unref(schema);
+  stack_stop(&s);
+}
+
+static void test_differential_one_shard(void) { differential(1); }
+static void test_differential_two_shards(void) { differential(2); }
+
+static gboolean query_total_is(search_stack_t *s, const char *filter, gint64 min_version, guint64 expect) {
+  char *req = g_strdup_printf("{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":0,"
+                              "\"min_version\":%" G_GINT64_FORMAT ",\"filter\":%s}",
+                              min_version, filter);
+  char *resp = NULL;
+  ixia_error_t *e = NULL;
+  guint64 total = G_MAXUINT64;
+  if (ixia_client_query(s->client, req, &resp, &e)) {
+    cJSON *o = cJSON_Parse(resp);
+    total = (guint64)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "total"));
+    cJSON_Delete(o);
+  } else {
+    fprintf(stderr, "\n  query %s: %s\n", req, e->message);
+  }
+  ixia_error_destroy(e);
+  g_free(resp);
+  g_free(req);
+  if (total != expect)
+    fprintf(stderr, "\n  %s: total %" G_GUINT64_FORMAT ", expected %" G_GUINT64_FORMAT "\n", filter,
+            total, expect);
+  return total == expect;
+}
+
+/* An index added to a live table covers new writes at once; the backfill
+ * covers the documents written before, while writes go on. */
+static void test_add_index_then_backfill(void) {
+  search_stack_t s;
+  CU_ASSERT_TRUE_FATAL(stack_start(&s, 2));
+  gint64 v = 0;
+  char key[32], json[96];
+  for (int i = 0; i < 300; i++) {
+    snprintf(key, sizeof key, "old%03d", i);
+    snprintf(json, sizeof json, "{\"category\":\"cat01\",\"rating\":%d.5}", i % 5);
+    CU_ASSERT_TRUE(ixia_client_put(s.client, NS, TABLE, key, json, -1, &v, NULL));
+  }
+  char *schema2 = g_strdup(SCHEMA);
+  char *at = strstr(schema2, "]}");
+  *at = 0;
+  char *with_rating = g_strdup_printf("%s,{\"field\":\"rating\",\"type\":\"double\"}]}", schema2);
+  CU_ASSERT_TRUE_FATAL(ixia_client_apply_schema(s.client, with_rating, NULL, NULL));
+  for (int i = 0; i < 40; i++) {
+    snprintf(key, sizeof key, "new%03d", i);
+    snprintf(json, sizeof json, "{\"category\":\"cat02\",\"rating\":%d}", i % 5);
+    CU_ASSERT_TRUE(ixia_client_put(s.client, NS, TABLE, key, json, -1, &v, NULL));
+  }
+  const char *rated = "{\"exists\":\"rating\"}";
+  /* New writes are indexed under the new field at once. (Old documents may
+   * be too, when a shard happens to read them after the schema change from
+   * another partition; only the backfill guarantees them.) */
+  CU_ASSERT_TRUE(query_total_is(
+      &s, "{\"and\":[{\"term\":{\"category\":\"cat02\"}},{\"exists\":\"rating\"}]}", v, 40));
+  /* A write racing the backfill must survive it. */
+  CU_ASSERT_TRUE(ixia_client_put(s.client, NS, TABLE, "old007", "{\"rating\":99}", -1, &v, NULL));
+  ixia_backfill_opts_t bo = {.batch = 64, .quiet = TRUE};
+  ixia_error_t *e = NULL;
+  cJSON *summary = ixia_recovery_backfill(s.api.addr, NS, TABLE, &bo, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(summary);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(summary, "documents")), 340);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(summary, "applied")), 340);
+  cJSON_Delete(summary);
+  CU_ASSERT_TRUE(query_total_is(&s, rated, v, 340));
+  CU_ASSERT_TRUE(query_total_is(&s, "{\"range\":{\"rating\":{\"gte\":99}}}", v, 1));
+  CU_ASSERT_TRUE(query_total_is(&s, "{\"term\":{\"category\":\"cat01\"}}", v, 299));
+  /* Unknown tables are named. */
+  summary = ixia_recovery_backfill(s.api.addr, NS, "nope", &bo, &e);
+  CU_ASSERT_PTR_NULL(summary);
+  CU_ASSERT_TRUE(e && e->code == IXIA_ENOTFOUND);
+  ixia_error_destroy(e);
+  g_free(with_rating);
+  g_free(schema2);
+  stack_stop(&s);
+}
+
+int main(void) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+  CU_pSuite suite = CU_add_suite("search", NULL, NULL);
+  IXT_ADD(suite, test_differential_one_shard);
+  IXT_ADD(suite, test_differential_two_shards);
+  IXT_ADD(suite, test_add_index_then_backfill);
+  return ixt_run();
+}
