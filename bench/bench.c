@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
   char *api_opt = NULL, *mc = NULL, *kafka = NULL;
   int threads = 0, conns = 16, batch = 100, read_ratio = 15, seed = 42;
   gint64 keys = 100000, hot_keys = 1000, docs = 100000;
-  double seconds = 10, rate = 0, theta = 0.99, probe_rate = 100, index_timeout = 1800;
+  double seconds = 10, rate = 0, theta = 0.99, probe_rate = 100, poll_ms = 1, index_timeout = 1800;
   GOptionEntry entries[] = {
       {"api", 0, 0, G_OPTION_ARG_STRING, &api_opt, "ixia API address (default $IXIA_API)", "HOST:PORT"},
       {"memcached", 0, 0, G_OPTION_ARG_STRING, &mc, "memcached (default $IXIA_MEMCACHED)", "HOST:PORT"},
@@ -96,6 +96,7 @@ int main(int argc, char **argv) {
       {"read-ratio", 0, 0, G_OPTION_ARG_INT, &read_ratio, "gets per put in mixed (15)", "N"},
       {"probe-rate", 0, 0, G_OPTION_ARG_DOUBLE, &probe_rate,
        "freshness: tracked puts per second (100)", "R"},
+      {"poll-ms", 0, 0, G_OPTION_ARG_DOUBLE, &poll_ms, "freshness: pause between polls (1)", "MS"},
       {"index-timeout", 0, 0, G_OPTION_ARG_DOUBLE, &index_timeout,
        "index: seconds to wait for the catch-up (1800)", "S"},
       {"seed", 0, 0, G_OPTION_ARG_INT, &seed, "seed of the generated documents (42)", "N"},
@@ -110,7 +111,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (conns < 1 || batch < 1 || keys < 1 || hot_keys < 1 || keys > G_MAXINT32 ||
-      hot_keys > G_MAXINT32 || docs < 0 || seconds <= 0 || rate < 0 || read_ratio < 0) {
+      hot_keys > G_MAXINT32 || docs < 0 || seconds <= 0 || rate < 0 || read_ratio < 0 || poll_ms < 0) {
     fprintf(stderr, "ixia-bench: --conns, --batch, --keys, --hot-keys must be >= 1, --duration > 0\n");
     ixia_config_destroy(cfg);
     return 2;
@@ -131,6 +132,7 @@ int main(int argc, char **argv) {
       .theta = theta,
       .read_ratio = read_ratio,
       .probe_rate = probe_rate,
+      .poll_ms = poll_ms,
       .index_timeout_s = index_timeout,
       .seed = (guint32)seed,
   };

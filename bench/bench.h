@@ -46,6 +46,7 @@ typedef struct {
   double theta;      /* Zipf exponent of mixed */
   int read_ratio;    /* gets per put in mixed */
   double probe_rate; /* freshness: puts per second whose visibility is tracked */
+  double poll_ms;    /* freshness: pause between two polls */
   guint32 seed;
   /* Set by load for a following index workload in the same invocation. */
   gint64 load_start_us, load_end_us, load_last_version, load_docs, load_bytes;

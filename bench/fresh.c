@@ -3,7 +3,7 @@
  * The driver sends puts of new documents (open loop at --rate); a sample of
  * them (--probe-rate per second) become probes. One poller thread queries
  * the index for every pending probe at once ({"in": {"key": [...]}}, no
- * min_version) about every millisecond, and records for each probe the time
+ * min_version) every --poll-ms (1 ms), and records for each probe the time
  * from its put's scheduled send to the end of the first query that returned
  * it. That bounds visibility from above by one poll round trip, which the
  * result reports (poll_ms). Sampling keeps the polling load flat whatever
@@ -30,6 +30,7 @@ typedef struct {
   ixia_client_t *client; /* the poller's */
   gint stop;
   double probe_fraction;
+  gulong poll_pause_us;
   guint64 nonce;
   /* Poller's, read after it joined. */
   ixia_hdr_t *visible;
@@ -98,7 +99,7 @@ static gpointer poller_main(gpointer data) {
       continue;
     }
     poll_once(f, pending);
-    g_usleep(1000);
+    g_usleep(f->poll_pause_us);
   }
   g_ptr_array_unref(pending);
   return NULL;
@@ -123,6 +124,7 @@ static gboolean fresh_prepare(ixia_bench_run_t *r, gpointer *state, char **skip,
   f->probes = g_async_queue_new_full(probe_free);
   f->visible = ixia_hdr_new();
   f->poll_lat = ixia_hdr_new();
+  f->poll_pause_us = (gulong)(o->poll_ms * 1000);
   f->probe_fraction = o->rate > 0 ? MIN(1.0, o->probe_rate / o->rate) : 1.0;
   /* New keys in every run: a key indexed by an earlier run would look
    * visible at once. */
@@ -163,6 +165,7 @@ static void fresh_report(ixia_bench_run_t *r, const ixia_bench_worker_t *tot, cJ
   cJSON_AddNumberToObject(out, "visible", (double)ixia_hdr_count(f->visible));
   cJSON_AddNumberToObject(out, "lost", (double)f->lost);
   ixia_bench_add_latency(out, "fresh_", f->visible);
+  cJSON_AddNumberToObject(out, "poll_pause_ms", r->o->poll_ms);
   cJSON_AddNumberToObject(out, "polls", (double)ixia_hdr_count(f->poll_lat));
   cJSON_AddNumberToObject(out, "poll_errors", (double)f->poll_errors);
   ixia_bench_add_latency(out, "poll_", f->poll_lat);

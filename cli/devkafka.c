@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <syslog.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -18,6 +19,7 @@
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
+#include "kafka_util.h"
 #include "log.h"
 #include "server.h"
 
@@ -99,23 +101,12 @@ static gpointer devkafka_nodelay_loop(gpointer data) {
 
 /* librdkafka logs from its own threads; ixia_log is thread-safe. */
 static void devkafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf) {
-  (void)rk;
   /* The hosting instance has no bootstrap.servers on purpose (it never
    * connects anywhere); librdkafka's warning about it would only mislead. */
-  if (strcmp(fac, "CONFWARN") == 0 && strstr(buf, "bootstrap.servers")) level = 7;
-  ixia_log_level_t l = level <= 3   ? IXIA_LOG_ERROR
-                       : level == 4 ? IXIA_LOG_WARN
-                       : level <= 6 ? IXIA_LOG_INFO
-                                    : IXIA_LOG_DEBUG;
-  if (ixia_log_enabled(l)) ixia_log(l, "librdkafka %s: %s", fac, buf);
+  if (strcmp(fac, "CONFWARN") == 0 && strstr(buf, "bootstrap.servers")) level = LOG_DEBUG;
+  ixia_kafka_log(rk, level, fac, buf);
 }
 
-static gboolean devkafka_conf_set(rd_kafka_conf_t *conf, const char *name, const char *value,
-                                  ixia_error_t **err) {
-  char errstr[512];
-  if (rd_kafka_conf_set(conf, name, value, errstr, sizeof errstr) == RD_KAFKA_CONF_OK) return TRUE;
-  return ixia_error_set(err, IXIA_EINTERNAL, "librdkafka %s=%s: %s", name, value, errstr);
-}
 
 ixia_devkafka_t *ixia_devkafka_new(const ixia_config_t *cfg, ixia_error_t **err) {
   const char *topic = ixia_config_str(cfg, "kafka.topic");
@@ -135,10 +126,10 @@ ixia_devkafka_t *ixia_devkafka_new(const ixia_config_t *cfg, ixia_error_t **err)
 
   rd_kafka_conf_t *conf = rd_kafka_conf_new();
   rd_kafka_conf_set_log_cb(conf, devkafka_log_cb);
-  gboolean ok = devkafka_conf_set(conf, "client.id", "ixia-devkafka", err);
+  gboolean ok = ixia_kafka_conf_set(conf, "librdkafka", "client.id", "ixia-devkafka", err);
   /* The mock's own request log, at log.level=debug only: it is one line
    * per request. */
-  if (ok && ixia_log_enabled(IXIA_LOG_DEBUG)) ok = devkafka_conf_set(conf, "debug", "mock", err);
+  if (ok && ixia_log_enabled(IXIA_LOG_DEBUG)) ok = ixia_kafka_conf_set(conf, "librdkafka", "debug", "mock", err);
   char errstr[512];
   if (ok) {
     dk->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);

@@ -295,6 +295,10 @@ gboolean ixia_client_stats(ixia_client_t *c, char **json, ixia_error_t **err) {
   STRING_CALL(c, json, err, ixia_ixia_if_stats(c->iface, &s, &xe, &gerr));
 }
 
+gboolean ixia_client_snapshot(ixia_client_t *c, const char *dir, char **json, ixia_error_t **err) {
+  STRING_CALL(c, json, err, ixia_ixia_if_snapshot(c->iface, &s, dir, &xe, &gerr));
+}
+
 gboolean ixia_client_scan(ixia_client_t *c, const char *ns, const char *table, const char *after,
                           gint limit, GPtrArray **docs, ixia_error_t **err) {
   IxiaIxiaError *xe = NULL;
@@ -311,4 +315,17 @@ gboolean ixia_client_scan(ixia_client_t *c, const char *ns, const char *table, c
 gboolean ixia_client_query(ixia_client_t *c, const char *request_json, char **response_json,
                            ixia_error_t **err) {
   STRING_CALL(c, response_json, err, ixia_ixia_if_query(c->iface, &s, request_json, &xe, &gerr));
+}
+
+gboolean ixia_client_wal_since(ixia_client_t *c, gint64 after, gint32 max_bytes,
+                               GPtrArray **batches, ixia_error_t **err) {
+  IxiaIxiaError *xe = NULL;
+  GError *gerr = NULL;
+  *batches = g_ptr_array_new_with_free_func(g_object_unref);
+  gboolean ok = ixia_ixia_if_wal_since(c->iface, batches, after, max_bytes, &xe, &gerr);
+  if (!ixia_client_check(c, ok, xe, gerr, err)) {
+    g_clear_pointer(batches, g_ptr_array_unref);
+    return FALSE;
+  }
+  return TRUE;
 }

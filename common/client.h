@@ -71,12 +71,20 @@ gboolean ixia_client_apply_schema(ixia_client_t *c, const char *schema_json, gin
 gboolean ixia_client_get_schema(ixia_client_t *c, const char *ns, const char *table, char **json,
                                 ixia_error_t **err);
 gboolean ixia_client_stats(ixia_client_t *c, char **json, ixia_error_t **err);
+/* Ixia.snapshot: a checkpoint of the truth store written to dir on the
+ * API's host; *json is {"dir", "version"}. */
+gboolean ixia_client_snapshot(ixia_client_t *c, const char *dir, char **json, ixia_error_t **err);
 /* Up to limit documents of a table with key > after (NULL: from the
  * first), in key order: *docs is a new GPtrArray of IxiaDocument (unref it). */
 gboolean ixia_client_scan(ixia_client_t *c, const char *ns, const char *table, const char *after,
                           gint limit, GPtrArray **docs, ixia_error_t **err);
 gboolean ixia_client_query(ixia_client_t *c, const char *request_json, char **response_json,
                            ixia_error_t **err);
+/* Ixia.walSince: the whole WAL batches holding versions > after, in order, up
+ * to about max_bytes: *batches is a new GPtrArray of IxiaWalBatch (unref it).
+ * IXIA_ENOTFOUND when the API's WAL no longer holds version after+1. */
+gboolean ixia_client_wal_since(ixia_client_t *c, gint64 after, gint32 max_bytes,
+                               GPtrArray **batches, ixia_error_t **err);
 
 /* A client of one index shard's Search service (ixia-indexer). Same
  * ownership and threading rules as ixia_client_t. io_timeout_ms (0 = none)

@@ -119,3 +119,12 @@ IxiaChangeEvent *ixia_change_event_new(IxiaChangeOp op, const char *ns, size_t n
       e->__isset_version = e->__isset_expire_at = e->__isset_timestamp_ms = TRUE;
   return e;
 }
+
+IxiaWalBatch *ixia_wal_batch_new(gint64 sequence, const char *data, size_t len) {
+  IxiaWalBatch *b = g_object_new(IXIA_TYPE_WAL_BATCH, NULL);
+  b->sequence = sequence;
+  if (!b->data) b->data = g_byte_array_new(); /* generated init leaves binary NULL */
+  g_byte_array_append(b->data, (const guint8 *)data, (guint)len);
+  b->__isset_sequence = b->__isset_data = TRUE;
+  return b;
+}

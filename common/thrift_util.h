@@ -29,6 +29,9 @@ IxiaChangeEvent *ixia_change_event_new(IxiaChangeOp op, const char *ns, size_t n
                                        size_t key_len, gint64 version, const char *doc,
                                        size_t doc_len, gint64 expire_at, gint64 timestamp_ms);
 
+/* A WAL batch message: the batch's first sequence and a copy of its bytes. */
+IxiaWalBatch *ixia_wal_batch_new(gint64 sequence, const char *data, size_t len);
+
 gboolean ixia_error_to_thrift(IxiaIxiaError **xe, ixia_error_t *err);
 
 /* Serializes s (binary or compact protocol). Returns a new GByteArray. */

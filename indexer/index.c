@@ -16,6 +16,7 @@
 #include <roaring/roaring.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "json.h"
 #include "log.h"
@@ -1654,4 +1655,104 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, gint64 after_id
   rocksdb_readoptions_destroy(e.ro);
   rocksdb_release_snapshot(idx->db, snap);
   return ok;
+}
+
+rocksdb_t *ixia_idx_db(ixia_idx_t *idx) { return idx->db; }
+
+static void hash_len_bytes(XXH3_state_t *h, const void *p, size_t n) {
+  guint8 len[8];
+  be64(len, n);
+  XXH3_128bits_update(h, len, 8);
+  XXH3_128bits_update(h, p, n);
+}
+
+/* Canonical form of a posting/live chunk: the ids big-endian. NULL for an
+ * empty chunk (skipped) or an undecodable one (*bad). */
+static GByteArray *canonical_bitmap(const char *v, size_t vl, gboolean *bad) {
+  roaring_bitmap_t *b = bitmap_load(v, vl);
+  if (!b) {
+    *bad = TRUE;
+    return NULL;
+  }
+  guint64 n = roaring_bitmap_get_cardinality(b);
+  GByteArray *c = NULL;
+  if (n > 0) {
+    guint32 *ids = g_new(guint32, n);
+    roaring_bitmap_to_uint32_array(b, ids);
+    c = g_byte_array_sized_new((guint)(n * 4));
+    for (guint64 i = 0; i < n; i++) append32(c, ids[i]);
+    g_free(ids);
+  }
+  bm_free(b);
+  return c;
+}
+
+/* Canonical form of a column chunk: its non-empty slots in order. */
+static GByteArray *canonical_column(const char *v, size_t vl, gboolean *bad) {
+  col_slot_t *slots = g_new0(col_slot_t, COL_SLOTS);
+  GByteArray *c = NULL;
+  if (!col_scan((const guint8 *)v, vl, slots)) {
+    *bad = TRUE;
+  } else {
+    for (guint s = 0; s < COL_SLOTS; s++) {
+      if (!slots[s].set || slots[s].n == 0) continue;
+      if (!c) c = g_byte_array_new();
+      append32(c, s);
+      append32(c, slots[s].n);
+      g_byte_array_append(c, slots[s].vals, slots[s].n * 4);
+    }
+  }
+  g_free(slots);
+  return c;
+}
+
+gboolean ixia_idx_checksum(ixia_idx_t *idx, ixia_idx_checksum_t *out, ixia_error_t **err) {
+  memset(out, 0, sizeof *out);
+  XXH3_state_t *h = XXH3_createState();
+  if (!h) return ixia_error_set(err, IXIA_EINTERNAL, "out of memory (checksum state)");
+  XXH3_128bits_reset(h);
+  rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+  const rocksdb_snapshot_t *snap = rocksdb_create_snapshot(idx->db);
+  rocksdb_readoptions_set_snapshot(ro, snap);
+  rocksdb_readoptions_set_fill_cache(ro, 0);
+  rocksdb_iterator_t *it = rocksdb_create_iterator(idx->db, ro);
+  rec_t r = {.pairs = g_array_new(FALSE, FALSE, sizeof(guint64))};
+  gboolean bad = FALSE;
+  for (rocksdb_iter_seek_to_first(it); !bad && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+    size_t kl, vl;
+    const char *k = rocksdb_iter_key(it, &kl);
+    if (kl == 0 || k[0] == K_META) continue;
+    const char *v = rocksdb_iter_value(it, &vl);
+    if (k[0] == K_POST || k[0] == K_LIVE || k[0] == K_COL) {
+      GByteArray *c = k[0] == K_COL ? canonical_column(v, vl, &bad) : canonical_bitmap(v, vl, &bad);
+      if (!c) continue;
+      hash_len_bytes(h, k, kl);
+      hash_len_bytes(h, c->data, c->len);
+      g_byte_array_free(c, TRUE);
+      if (k[0] == K_POST) out->postings++;
+    } else {
+      hash_len_bytes(h, k, kl);
+      hash_len_bytes(h, v, vl);
+      if (k[0] == K_TABLE) out->tables++;
+      if (k[0] == K_DOC) {
+        if (!rec_decode(v, vl, &r)) bad = TRUE;
+        else if (r.deleted) out->tombstones++;
+        else out->documents++;
+      }
+    }
+    out->records++;
+  }
+  char *rerr = NULL;
+  rocksdb_iter_get_error(it, &rerr);
+  rocksdb_iter_destroy(it);
+  rocksdb_release_snapshot(idx->db, snap);
+  rocksdb_readoptions_destroy(ro);
+  g_array_free(r.pairs, TRUE);
+  XXH128_hash_t sum = XXH3_128bits_digest(h);
+  XXH3_freeState(h);
+  if (!ixia_error_from_rocksdb(err, rerr, "index checksum scan")) return FALSE;
+  if (bad) return ixia_error_set(err, IXIA_EINTERNAL, "corrupt record in the index (checksum scan)");
+  g_snprintf(out->hex, sizeof out->hex, "%016" G_GINT64_MODIFIER "x%016" G_GINT64_MODIFIER "x",
+             (guint64)sum.high64, (guint64)sum.low64);
+  return TRUE;
 }

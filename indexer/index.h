@@ -34,6 +34,7 @@
 #define IXIA_INDEX_H
 
 #include <glib.h>
+#include <rocksdb/c.h>
 
 #include "config.h"
 #include "error.h"
@@ -137,5 +138,28 @@ typedef struct {
 } ixia_idx_stats_t;
 
 void ixia_idx_get_stats(ixia_idx_t *idx, ixia_idx_stats_t *out);
+
+/* The underlying RocksDB (borrowed), for offline tools that read the whole
+ * index (dump-index checksums). Reads see merged postings. */
+rocksdb_t *ixia_idx_db(ixia_idx_t *idx);
+
+typedef struct {
+  char hex[33];       /* XXH3-128 of the logical contents, 32 hex digits */
+  guint64 records;    /* RocksDB records hashed */
+  guint64 documents;  /* live document records */
+  guint64 tombstones; /* deleted document records */
+  guint64 tables;
+  guint64 postings;   /* non-empty posting and live chunks */
+} ixia_idx_checksum_t;
+
+/* A canonical checksum of the index's logical contents over one snapshot
+ * (a fresh iterator, so merged values): every record in key order except
+ * the volatile ones (consumer positions and the max-version mark), with
+ * postings hashed as their sorted ids and column chunks as their non-empty
+ * slots, so compaction, merge-operand history and container encoding do not
+ * change it; empty chunks (which compaction drops) are skipped. Two indexes
+ * built from the same events in the same order give the same checksum.
+ * Safe while another thread applies (it reads a snapshot). */
+gboolean ixia_idx_checksum(ixia_idx_t *idx, ixia_idx_checksum_t *out, ixia_error_t **err);
 
 #endif

@@ -5,11 +5,11 @@
 #include <librdkafka/rdkafka.h>
 #include <string.h>
 #include <sys/file.h>
-#include <syslog.h>
 #include <unistd.h>
 
 #include "cache.h"
 #include "json.h"
+#include "kafka_util.h"
 #include "log.h"
 #include "store.h"
 #include "thrift_util.h"
@@ -150,13 +150,11 @@ char *ixia_indexer_failed_log_path(const ixia_config_t *cfg) {
   return path;
 }
 
-/* Appends text (whole lines) to the log and syncs it. Opened per append so
- * that a tool replacing the file is never written around. */
-static gboolean failed_log_write(ixia_indexer_t *ix, const char *text, size_t len,
-                                 ixia_error_t **err) {
-  int fd = open(ix->failed_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+gboolean ixia_failed_log_append(const char *path, const char *text, size_t len,
+                                gboolean *dir_synced, ixia_error_t **err) {
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)
-    return ixia_error_set(err, IXIA_EUNAVAILABLE, "failed-updates log %s: %s", ix->failed_log,
+    return ixia_error_set(err, IXIA_EUNAVAILABLE, "failed-updates log %s: %s", path,
                           g_strerror(errno));
   while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
   }
@@ -177,19 +175,25 @@ static gboolean failed_log_write(ixia_indexer_t *ix, const char *text, size_t le
   int saved = errno;
   close(fd);
   if (!ok)
-    return ixia_error_set(err, IXIA_EUNAVAILABLE, "failed-updates log %s: write: %s",
-                          ix->failed_log, g_strerror(saved));
-  if (!ix->log_dir_synced) {
+    return ixia_error_set(err, IXIA_EUNAVAILABLE, "failed-updates log %s: write: %s", path,
+                          g_strerror(saved));
+  if (!dir_synced || !*dir_synced) {
     /* The file may have just been created: make its name durable too. */
-    char *dir = g_path_get_dirname(ix->failed_log);
+    char *dir = g_path_get_dirname(path);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {
-      ix->log_dir_synced = fsync(dfd) == 0;
+      gboolean synced = fsync(dfd) == 0;
+      if (dir_synced) *dir_synced = synced;
       close(dfd);
     }
     g_free(dir);
   }
   return TRUE;
+}
+
+static gboolean failed_log_write(ixia_indexer_t *ix, const char *text, size_t len,
+                                 ixia_error_t **err) {
+  return ixia_failed_log_append(ix->failed_log, text, len, &ix->log_dir_synced, err);
 }
 
 static void add_str_or_null(cJSON *o, const char *name, const char *s, size_t len) {
@@ -211,9 +215,7 @@ static const char *op_name(gint op) {
   }
 }
 
-/* One line of the log (with its newline). Unknown parts: NULL strings,
- * version/partition/offset < 0, op 0. */
-static char *failed_line(const char *ns, size_t ns_len, const char *table, size_t table_len,
+char *ixia_failed_log_line(const char *ns, size_t ns_len, const char *table, size_t table_len,
                          const char *key, size_t key_len, gint64 version, gint op,
                          ixia_code_t code, const char *error, gint32 partition, gint64 offset) {
   cJSON *o = cJSON_CreateObject();
@@ -274,7 +276,7 @@ static void on_failed(const ixia_idx_event_t *ev, const ixia_error_t *why, void 
     offset = o->offset;
   }
   const char *ns = ev->ns ? ev->ns : "", *table = ev->table ? ev->table : "";
-  char *line = failed_line(ns, strlen(ns), table, strlen(table),
+  char *line = ixia_failed_log_line(ns, strlen(ns), table, strlen(table),
                            ev->op == IXIA_IDX_SCHEMA ? NULL : ev->key, ev->key_len, ev->version,
                            ev->op, why ? why->code : IXIA_EINTERNAL,
                            why ? why->message : "unknown", partition, offset);
@@ -502,7 +504,7 @@ static void batch_add(ixia_indexer_t *ix, batch_t *b, const rd_kafka_message_t *
   size_t nl = 0, tl = 0, kl = 0;
   if (!m->key || !ixia_store_parse_key(m->key, m->key_len, &kind, &ns, &nl, &table, &tl, &key, &kl))
     ns = table = key = NULL;
-  char *line = failed_line(ns, nl, table, tl, kind == 'd' ? key : NULL, kl, -1,
+  char *line = ixia_failed_log_line(ns, nl, table, tl, kind == 'd' ? key : NULL, kl, -1,
                            kind == 's' ? IXIA_IDX_SCHEMA : 0, why->code, why->message, p,
                            m->offset);
   IXIA_WARN("partition %d offset %" G_GINT64_FORMAT ": %s", (int)p, (gint64)m->offset,
@@ -742,48 +744,34 @@ static void on_error(rd_kafka_t *rk, int kerr, const char *reason, void *opaque)
   g_free(msg);
 }
 
-static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf) {
-  (void)rk;
-  ixia_log_level_t l = level <= LOG_ERR       ? IXIA_LOG_ERROR
-                       : level == LOG_WARNING ? IXIA_LOG_WARN
-                       : level <= LOG_INFO    ? IXIA_LOG_INFO
-                                              : IXIA_LOG_DEBUG;
-  if (ixia_log_enabled(l)) ixia_log(l, "librdkafka %s: %s", fac, buf);
-}
 
-static gboolean conf_set(rd_kafka_conf_t *conf, const char *name, const char *value,
-                         ixia_error_t **err) {
-  char errstr[512];
-  if (rd_kafka_conf_set(conf, name, value, errstr, sizeof errstr) == RD_KAFKA_CONF_OK) return TRUE;
-  return ixia_error_set(err, IXIA_EINVAL, "kafka consumer setting %s=%s: %s", name, value, errstr);
-}
 
 static gboolean consumer_new(ixia_indexer_t *ix, ixia_error_t **err) {
   rd_kafka_conf_t *conf = rd_kafka_conf_new();
-  gboolean ok = conf_set(conf, "bootstrap.servers", ix->brokers, err) &&
-                conf_set(conf, "client.id", "ixia-indexer", err) &&
+  gboolean ok = ixia_kafka_conf_set(conf, "kafka consumer setting", "bootstrap.servers", ix->brokers, err) &&
+                ixia_kafka_conf_set(conf, "kafka consumer setting", "client.id", "ixia-indexer", err) &&
                 /* assign() needs no group; librdkafka wants an id anyway.
                  * Nothing is ever committed: positions live in the index. */
-                conf_set(conf, "group.id", "ixia-indexer", err) &&
-                conf_set(conf, "enable.auto.commit", "false", err) &&
-                conf_set(conf, "enable.auto.offset.store", "false", err) &&
+                ixia_kafka_conf_set(conf, "kafka consumer setting", "group.id", "ixia-indexer", err) &&
+                ixia_kafka_conf_set(conf, "kafka consumer setting", "enable.auto.commit", "false", err) &&
+                ixia_kafka_conf_set(conf, "kafka consumer setting", "enable.auto.offset.store", "false", err) &&
                 /* Ends of partitions tell sync searches that nothing is
                  * left, even when the last offsets hold no message. */
-                conf_set(conf, "enable.partition.eof", "true", err) &&
+                ixia_kafka_conf_set(conf, "kafka consumer setting", "enable.partition.eof", "true", err) &&
                 /* A stored position older than the topic's retention
                  * restarts at the oldest message still there. */
-                conf_set(conf, "auto.offset.reset", "earliest", err) &&
+                ixia_kafka_conf_set(conf, "kafka consumer setting", "auto.offset.reset", "earliest", err) &&
                 /* Index freshness: a fetch returns soon when idle. */
-                conf_set(conf, "fetch.wait.max.ms", "50", err) &&
-                conf_set(conf, "reconnect.backoff.max.ms", "1000", err) &&
-                conf_set(conf, "socket.nagle.disable", "true", err);
+                ixia_kafka_conf_set(conf, "kafka consumer setting", "fetch.wait.max.ms", "50", err) &&
+                ixia_kafka_conf_set(conf, "kafka consumer setting", "reconnect.backoff.max.ms", "1000", err) &&
+                ixia_kafka_conf_set(conf, "kafka consumer setting", "socket.nagle.disable", "true", err);
   if (!ok) {
     rd_kafka_conf_destroy(conf);
     return FALSE;
   }
   rd_kafka_conf_set_opaque(conf, ix);
   rd_kafka_conf_set_error_cb(conf, on_error);
-  rd_kafka_conf_set_log_cb(conf, on_log);
+  rd_kafka_conf_set_log_cb(conf, ixia_kafka_log);
   char errstr[512];
   ix->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
   if (!ix->rk) {

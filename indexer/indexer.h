@@ -135,4 +135,16 @@ char *ixia_indexer_status(ixia_indexer_t *ix);
  * the result. */
 ThriftProcessor *ixia_search_processor_new(ixia_indexer_t *ix, const ixia_config_t *cfg);
 
+/* The failed-updates log, shared with the recovery tools. One JSON line
+ * (with its newline, g_malloc'd); unknown parts: NULL strings,
+ * version/partition/offset < 0, op 0. */
+char *ixia_failed_log_line(const char *ns, size_t ns_len, const char *table, size_t table_len,
+                           const char *key, size_t key_len, gint64 version, gint op,
+                           ixia_code_t code, const char *error, gint32 partition, gint64 offset);
+/* Appends whole lines under an exclusive flock and fdatasyncs them; the file
+ * is opened per append so a tool that renames it aside is never written
+ * around. *dir_synced (may be NULL) skips the directory fsync once done. */
+gboolean ixia_failed_log_append(const char *path, const char *text, size_t len,
+                                gboolean *dir_synced, ixia_error_t **err);
+
 #endif

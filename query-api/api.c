@@ -1,5 +1,6 @@
 #include "api.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "cache.h"
@@ -352,6 +353,107 @@ char *ixia_api_query(ixia_api_t *api, const char *request_json, ixia_error_t **e
                          err);
 }
 
+char *ixia_api_snapshot(ixia_api_t *api, const char *dir, ixia_error_t **err) {
+  if (!dir || !g_path_is_absolute(dir)) {
+    ixia_error_set(err, IXIA_EINVAL, "snapshot directory must be an absolute path on the API's host, got '%s'",
+                   dir ? dir : "");
+    return NULL;
+  }
+  if (g_file_test(dir, G_FILE_TEST_EXISTS)) {
+    ixia_error_set(err, IXIA_EINVAL, "snapshot directory %s already exists", dir);
+    return NULL;
+  }
+  char *parent = g_path_get_dirname(dir);
+  int rc = g_mkdir_with_parents(parent, 0755);
+  g_free(parent);
+  if (rc != 0) {
+    ixia_error_set(err, IXIA_EUNAVAILABLE, "cannot create the parent of %s: %s", dir, g_strerror(errno));
+    return NULL;
+  }
+  gint64 version = 0;
+  if (!ixia_store_checkpoint(api->store, dir, &version, err)) return NULL;
+  IXIA_INFO("snapshot of the store at version %" G_GINT64_FORMAT " in %s", version, dir);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "dir", dir);
+  cJSON_AddNumberToObject(o, "version", (double)version);
+  char *out = ixia_json_print(o);
+  cJSON_Delete(o);
+  return out;
+}
+
+static gint cmp_strp(gconstpointer a, gconstpointer b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "table_names" lists [namespace, table] pairs in order: verify walks
+ * every table. */
+static void add_table_names(ixia_api_t *api, cJSON *o) {
+  GPtrArray *ids = g_ptr_array_new_with_free_func(g_free);
+  g_rw_lock_reader_lock(&api->schemas_lock);
+  GHashTableIter it;
+  gpointer k;
+  g_hash_table_iter_init(&it, api->schemas);
+  while (g_hash_table_iter_next(&it, &k, NULL)) g_ptr_array_add(ids, g_strdup(k));
+  g_rw_lock_reader_unlock(&api->schemas_lock);
+  g_ptr_array_sort(ids, cmp_strp);
+  cJSON *list = cJSON_AddArrayToObject(o, "table_names");
+  for (guint i = 0; i < ids->len; i++) {
+    char **parts = g_strsplit(g_ptr_array_index(ids, i), "\t", 2);
+    cJSON *pair = cJSON_CreateArray();
+    cJSON_AddItemToArray(pair, cJSON_CreateString(parts[0]));
+    cJSON_AddItemToArray(pair, cJSON_CreateString(parts[1] ? parts[1] : ""));
+    cJSON_AddItemToArray(list, pair);
+    g_strfreev(parts);
+  }
+  g_ptr_array_unref(ids);
+}
+
+typedef struct {
+  ixia_store_wal_cb cb;
+  gpointer user;
+  gboolean any;
+} wal_since_t;
+
+static gboolean wal_since_one(gint64 first, gint64 last, const char *data, size_t len,
+                              gpointer user) {
+  wal_since_t *w = user;
+  w->any = TRUE;
+  return w->cb(first, last, data, len, w->user);
+}
+
+/* Reads that find nothing although the store is newer, retried this long
+ * before calling it a gap: an edit reaches the WAL before the sequence moves,
+ * so only a purge makes this last (the replication source waits likewise). */
+#define WAL_EMPTY_RETRY_MS 100
+
+gboolean ixia_api_wal_since(ixia_api_t *api, gint64 after, gint64 max_bytes, ixia_store_wal_cb cb,
+                            gpointer user, ixia_error_t **err) {
+  gint64 latest = ixia_store_latest_version(api->store);
+  if (after < 0 || max_bytes < 1)
+    return ixia_error_set(err, IXIA_EINVAL, "walSince: after must be >= 0 and max_bytes >= 1");
+  if (after > latest)
+    return ixia_error_set(err, IXIA_EINVAL,
+                          "walSince: version %" G_GINT64_FORMAT " is beyond the store's latest (%" G_GINT64_FORMAT
+                          "): is this the store the archive was taken from?",
+                          after, latest);
+  wal_since_t w = {cb, user, FALSE};
+  gint64 available_from = 0;
+  gint64 deadline = g_get_monotonic_time() + WAL_EMPTY_RETRY_MS * 1000;
+  for (;;) {
+    if (!ixia_store_read_wal(api->store, after, max_bytes, wal_since_one, &w, &available_from, err))
+      return FALSE;
+    if (w.any || available_from > 0 || after >= latest || g_get_monotonic_time() >= deadline) break;
+    g_usleep(5000);
+  }
+  if (available_from > 0 || (!w.any && after < latest))
+    return ixia_error_set(err, IXIA_ENOTFOUND,
+                          "the API's WAL no longer holds version %" G_GINT64_FORMAT
+                          " (oldest available: %" G_GINT64_FORMAT
+                          ", 0 = none): it was purged (store.wal_ttl_seconds, store.wal_size_limit_mb)",
+                          after + 1, available_from);
+  return TRUE;
+}
+
 char *ixia_api_stats(ixia_api_t *api) {
   ixia_store_stats_t ss;
   ixia_cache_stats_t cs;
@@ -407,6 +509,7 @@ char *ixia_api_stats(ixia_api_t *api) {
   g_rw_lock_reader_lock(&api->schemas_lock);
   cJSON_AddNumberToObject(o, "tables", g_hash_table_size(api->schemas));
   g_rw_lock_reader_unlock(&api->schemas_lock);
+  add_table_names(api, o);
   if (api->server) {
     cJSON_AddNumberToObject(o, "connections_total", (double)ixia_server_connections_total(api->server));
     cJSON_AddNumberToObject(o, "rejected_frames", (double)ixia_server_rejected_frames(api->server));

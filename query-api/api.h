@@ -61,8 +61,23 @@ char *ixia_api_get_schema(ixia_api_t *api, const char *ns, const char *table, ix
 /* g_malloc'd request/response JSON as described in SPEC.md. */
 char *ixia_api_query(ixia_api_t *api, const char *request_json, ixia_error_t **err);
 
+/* Ixia.walSince: calls cb (as for ixia_store_read_wal) for the whole WAL
+ * batches holding versions > after, in order, up to about max_bytes (at
+ * least one when any exists). IXIA_ENOTFOUND when the WAL no longer holds
+ * version after+1 (purged past store.wal_ttl_seconds /
+ * store.wal_size_limit_mb); IXIA_EINVAL for after < 0, max_bytes < 1 or an
+ * `after` beyond the store's latest version. */
+gboolean ixia_api_wal_since(ixia_api_t *api, gint64 after, gint64 max_bytes, ixia_store_wal_cb cb,
+                            gpointer user, ixia_error_t **err);
+
 /* g_malloc'd JSON object of counters. */
 char *ixia_api_stats(ixia_api_t *api);
+
+/* A consistent checkpoint of the truth store in dir (an absolute path that
+ * must not exist; missing parents are created). Returns g_malloc'd JSON
+ * {"dir", "version"}: the checkpoint holds exactly the edits up to
+ * version. */
+char *ixia_api_snapshot(ixia_api_t *api, const char *dir, ixia_error_t **err);
 
 /* Limits the handler enforces on list sizes. */
 guint ixia_api_max_batch_ops(const ixia_api_t *api);

@@ -194,6 +194,34 @@ static gboolean h_stats(IxiaIxiaIf *iface, gchar **ret, IxiaIxiaError **xe, GErr
   return TRUE;
 }
 
+static gboolean h_snapshot(IxiaIxiaIf *iface, gchar **ret, const gchar *dir, IxiaIxiaError **xe,
+                           GError **error) {
+  (void)error;
+  ixia_error_t *err = NULL;
+  char *out = ixia_api_snapshot(api_of(iface), dir, &err);
+  if (!out) return ixia_error_to_thrift(xe, err);
+  *ret = out;
+  return TRUE;
+}
+
+static gboolean add_wal_batch(gint64 first, gint64 last, const char *data, size_t len,
+                              gpointer user) {
+  (void)last;
+  g_ptr_array_add(user, ixia_wal_batch_new(first, data, len));
+  return TRUE;
+}
+
+static gboolean h_wal_since(IxiaIxiaIf *iface, GPtrArray **ret, const gint64 after,
+                            const gint32 max_bytes, IxiaIxiaError **xe, GError **error) {
+  (void)error;
+  ixia_error_t *err = NULL;
+  if (!ixia_api_wal_since(api_of(iface), after, max_bytes, add_wal_batch, *ret, &err)) {
+    g_ptr_array_set_size(*ret, 0);
+    return ixia_error_to_thrift(xe, err);
+  }
+  return TRUE;
+}
+
 static void ixia_api_handler_init(IxiaApiHandler *self) { (void)self; }
 
 static void ixia_api_handler_class_init(IxiaApiHandlerClass *klass) {
@@ -209,6 +237,8 @@ static void ixia_api_handler_class_init(IxiaApiHandlerClass *klass) {
   h->apply_schema = h_apply_schema;
   h->get_schema = h_get_schema;
   h->stats = h_stats;
+  h->wal_since = h_wal_since;
+  h->snapshot = h_snapshot;
 }
 
 ThriftProcessor *ixia_api_processor_new(ixia_api_t *api) {

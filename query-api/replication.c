@@ -10,6 +10,7 @@
 #include "client.h"
 #include "ixia_replication_sink.h"
 #include "log.h"
+#include "thrift_util.h"
 
 struct ixia_replication {
   ixia_store_t *store;
@@ -124,65 +125,37 @@ typedef struct {
   gint64 gap_available_from;
 } wal_read_t;
 
-static IxiaWalBatch *wal_batch_new(gint64 sequence, const char *data, size_t len) {
-  IxiaWalBatch *b = g_object_new(IXIA_TYPE_WAL_BATCH, NULL);
-  b->sequence = sequence;
-  if (!b->data) b->data = g_byte_array_new(); /* generated init leaves binary NULL */
-  g_byte_array_append(b->data, (const guint8 *)data, (guint)len);
-  b->__isset_sequence = b->__isset_data = TRUE;
-  return b;
+static gboolean add_wal_batch(gint64 first, gint64 last, const char *data, size_t len,
+                              gpointer user) {
+  wal_read_t *out = user;
+  g_ptr_array_add(out->batches, ixia_wal_batch_new(first, data, len));
+  if (out->batches->len == 1) out->first = first;
+  out->last = last;
+  out->edits += (guint64)(last - first + 1);
+  return TRUE;
 }
 
 /* Reads whole write batches after `checkpoint`, up to max_batch_bytes. */
 static gboolean read_wal(ixia_replication_t *r, gint64 checkpoint, wal_read_t *out,
                          ixia_error_t **err) {
-  char *rerr = NULL;
-  rocksdb_wal_iterator_t *it =
-      rocksdb_get_updates_since(ixia_store_db(r->store), (uint64_t)checkpoint + 1, NULL, &rerr);
-  if (!ixia_error_from_rocksdb(err, rerr, "read WAL")) return FALSE;
-  gint64 bytes = 0;
-  for (; rocksdb_wal_iter_valid(it) && bytes < r->max_batch_bytes; rocksdb_wal_iter_next(it)) {
-    uint64_t seq = 0;
-    rocksdb_writebatch_t *wb = rocksdb_wal_iter_get_batch(it, &seq);
-    int count = rocksdb_writebatch_count(wb);
-    size_t size = 0;
-    const char *data = rocksdb_writebatch_data(wb, &size);
-    if (out->batches->len == 0 && (gint64)seq > checkpoint + 1) {
-      /* RocksDB starts at the oldest batch it still has: the ones we need
-       * were purged. */
-      out->gap = TRUE;
-      out->gap_available_from = (gint64)seq;
-      rocksdb_writebatch_destroy(wb);
-      break;
-    }
-    if ((gint64)seq + count - 1 > checkpoint) {
-      g_ptr_array_add(out->batches, wal_batch_new((gint64)seq, data, size));
-      if (out->batches->len == 1) out->first = (gint64)seq;
-      out->last = (gint64)seq + count - 1;
-      out->edits += (guint64)count;
-      bytes += (gint64)size;
-    }
-    rocksdb_writebatch_destroy(wb);
-  }
-  rocksdb_wal_iter_status(it, &rerr);
-  rocksdb_wal_iter_destroy(it);
-  return ixia_error_from_rocksdb(err, rerr, "read WAL");
+  gint64 available_from = 0;
+  if (!ixia_store_read_wal(r->store, checkpoint, r->max_batch_bytes, add_wal_batch, out,
+                           &available_from, err))
+    return FALSE;
+  out->gap = available_from > 0;
+  out->gap_available_from = available_from;
+  return TRUE;
 }
 
 #define TAIL_MAX_BYTES (64u << 20)
 
 static gint64 batch_last(IxiaWalBatch *b) {
-  /* The edit count is in the WriteBatch header: bytes 8..11, little-endian. */
-  const guint8 *d = b->data->data;
-  guint32 count = b->data->len >= 12 ? (guint32)d[8] | (guint32)d[9] << 8 | (guint32)d[10] << 16 |
-                                           (guint32)d[11] << 24
-                                     : 0;
-  return b->sequence + (gint64)count - 1;
+  return ixia_store_batch_last(b->sequence, (const char *)b->data->data, b->data->len);
 }
 
 static void on_commit(gint64 first_version, const char *batch, size_t len, gpointer user) {
   ixia_replication_t *r = user;
-  IxiaWalBatch *b = wal_batch_new(first_version, batch, len);
+  IxiaWalBatch *b = ixia_wal_batch_new(first_version, batch, len);
   g_mutex_lock(&r->lock);
   g_queue_push_tail(&r->tail, b);
   r->tail_bytes += len;

@@ -44,34 +44,37 @@ typedef struct {
 
 static void counter_add(guint64 *c, guint64 n) { __atomic_add_fetch(c, n, __ATOMIC_RELAXED); }
 
-static ixia_shard_client_t *shard_acquire(ixia_search_t *s, shard_t *sh, ixia_error_t **err) {
-  ixia_shard_client_t *c = g_async_queue_try_pop(sh->idle);
-  if (c) return c;
-  /* Each call carries its own deadline; the I/O timeout only guards
-   * against a shard that stopped answering altogether. */
-  return ixia_shard_client_new(sh->address, (gint64)s->lim.deadline_ms + 5000, err);
-}
-
 static void shard_call(ixia_search_t *s, call_t *c) {
   shard_t *sh = &s->shards[c->shard];
   counter_add(&s->shard_calls, 1);
-  ixia_shard_client_t *client = shard_acquire(s, sh, &c->err);
-  if (!client) {
-    counter_add(&s->shard_errors, 1);
-    return;
-  }
   char *json = NULL;
-  IxiaIxiaError *xe = NULL;
-  GError *gerr = NULL;
-  gboolean ok = ixia_search_if_search(ixia_shard_client_iface(client), &json, c->request, &xe, &gerr);
-  /* A server-side error leaves the connection usable; a transport error
-   * does not. */
-  gboolean reusable = ok || xe != NULL;
-  ok = ixia_shard_client_check(client, ok, xe, gerr, &c->err);
-  if (reusable) g_async_queue_push(sh->idle, client);
-  else ixia_shard_client_destroy(client);
-  if (ok) {
-    c->response = json ? cJSON_Parse(json) : NULL;
+  /* A pooled connection may have died with a shard restart; that shows only
+   * on use, so a transport failure on one is retried once on a new one. */
+  for (int attempt = 0; attempt < 2 && !c->err && !json; attempt++) {
+    ixia_shard_client_t *client = g_async_queue_try_pop(sh->idle);
+    gboolean pooled = client != NULL;
+    /* Each call carries its own deadline; the I/O timeout only guards
+     * against a shard that stopped answering altogether. */
+    if (!client) client = ixia_shard_client_new(sh->address, (gint64)s->lim.deadline_ms + 5000, &c->err);
+    if (!client) break;
+    IxiaIxiaError *xe = NULL;
+    GError *gerr = NULL;
+    gboolean ok = ixia_search_if_search(ixia_shard_client_iface(client), &json, c->request, &xe, &gerr);
+    /* A server-side error leaves the connection usable; a transport error
+     * does not. */
+    gboolean transport = !ok && xe == NULL;
+    if (transport && pooled && attempt == 0) {
+      if (gerr) g_error_free(gerr);
+      ixia_shard_client_destroy(client);
+      g_clear_pointer(&json, g_free);
+      continue;
+    }
+    ixia_shard_client_check(client, ok, xe, gerr, &c->err);
+    if (transport) ixia_shard_client_destroy(client);
+    else g_async_queue_push(sh->idle, client);
+  }
+  if (json && !c->err) {
+    c->response = cJSON_Parse(json);
     if (!c->response || !cJSON_IsObject(c->response))
       ixia_error_set(&c->err, IXIA_EINTERNAL, "index shard %s answered with malformed JSON",
                      sh->address);

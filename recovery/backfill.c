@@ -1,5 +1,6 @@
 #include <string.h>
 
+#include "internal.h"
 #include "progress.h"
 #include "recovery.h"
 #include "thrift_util.h"
@@ -20,10 +21,8 @@ char **ixia_recovery_shards(ixia_client_t *api, ixia_error_t **err) {
   return out;
 }
 
-/* Blocks until every shard has applied `version` (a query with min_version
- * does exactly that, through the API). */
-static gboolean wait_shards(ixia_client_t *api, const char *ns, const char *table, gint64 version,
-                            ixia_error_t **err) {
+gboolean ixia_recovery_wait_shards(ixia_client_t *api, const char *ns, const char *table,
+                                   gint64 version, ixia_error_t **err) {
   cJSON *req = cJSON_CreateObject();
   cJSON_AddStringToObject(req, "namespace", ns);
   cJSON_AddStringToObject(req, "table", table);
@@ -31,22 +30,38 @@ static gboolean wait_shards(ixia_client_t *api, const char *ns, const char *tabl
   cJSON_AddNumberToObject(req, "min_version", (double)version);
   char *text = cJSON_PrintUnformatted(req);
   cJSON_Delete(req);
-  char *resp = NULL;
-  gboolean ok = ixia_client_query(api, text, &resp, err);
-  if (!ok && err && *err) ixia_error_prefix(*err, "waiting for the index shards to reach version %" G_GINT64_FORMAT, version);
+  /* One query waits at most query.max_wait_ms; a shard catching up after a
+   * rebuild or an outage may need longer, so keep asking for a while. */
+  gint64 give_up = g_get_monotonic_time() + 600 * G_TIME_SPAN_SECOND;
+  gboolean ok = FALSE;
+  for (;;) {
+    ixia_error_t *e = NULL;
+    char *resp = NULL;
+    ok = ixia_client_query(api, text, &resp, &e);
+    g_free(resp);
+    if (ok || e->code != IXIA_EUNAVAILABLE || g_get_monotonic_time() >= give_up) {
+      if (e) {
+        ixia_error_prefix(e, "waiting for the index shards to reach version %" G_GINT64_FORMAT, version);
+        ixia_error_propagate(err, e);
+      }
+      break;
+    }
+    ixia_error_destroy(e);
+  }
   cJSON_free(text);
-  g_free(resp);
   return ok;
 }
 
-static gint64 latest_version(ixia_client_t *api, ixia_error_t **err) {
+gint64 ixia_recovery_latest_version(ixia_client_t *api, ixia_error_t **err) {
   char *json = NULL;
   if (!ixia_client_stats(api, &json, err)) return -1;
   cJSON *stats = cJSON_Parse(json);
   g_free(json);
-  gint64 v = (gint64)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(stats, "store_latest_version"));
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(stats, "store_latest_version");
+  gint64 out = cJSON_IsNumber(v) ? (gint64)v->valuedouble : -1;
   cJSON_Delete(stats);
-  return v;
+  if (out < 0) ixia_error_set(err, IXIA_EINTERNAL, "the API's stats lack store_latest_version");
+  return out;
 }
 
 /* Sends one page to every shard; adds the applied counts. */
@@ -76,8 +91,8 @@ cJSON *ixia_recovery_backfill(const char *api_addr, const char *ns, const char *
   char *schema = NULL;
   cJSON *summary = NULL;
   gboolean ok = ixia_client_get_schema(api, ns, table, &schema, err);
-  gint64 version = ok ? latest_version(api, err) : -1;
-  ok = ok && version >= 0 && wait_shards(api, ns, table, version, err);
+  gint64 version = ok ? ixia_recovery_latest_version(api, err) : -1;
+  ok = ok && version >= 0 && ixia_recovery_wait_shards(api, ns, table, version, err);
   if (ok) addrs = ixia_recovery_shards(api, err);
   ok = ok && addrs;
   if (ok) {

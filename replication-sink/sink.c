@@ -3,9 +3,9 @@
 #include <librdkafka/rdkafka.h>
 #include <rocksdb/c.h>
 #include <string.h>
-#include <syslog.h>
 
 #include "json.h"
+#include "kafka_util.h"
 #include "log.h"
 #include "store.h"
 #include "thrift_util.h"
@@ -280,14 +280,6 @@ static void on_error(rd_kafka_t *rk, int kerr, const char *reason, void *opaque)
   IXIA_WARN("kafka: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)kerr), reason);
 }
 
-static void on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf) {
-  (void)rk;
-  ixia_log_level_t l = level <= LOG_ERR       ? IXIA_LOG_ERROR
-                       : level == LOG_WARNING ? IXIA_LOG_WARN
-                       : level <= LOG_INFO    ? IXIA_LOG_INFO
-                                              : IXIA_LOG_DEBUG;
-  if (ixia_log_enabled(l)) ixia_log(l, "librdkafka %s: %s", fac, buf);
-}
 
 static gpointer poll_main(gpointer data) {
   producer_t *p = data;
@@ -297,12 +289,6 @@ static gpointer poll_main(gpointer data) {
   return NULL;
 }
 
-static gboolean conf_set(rd_kafka_conf_t *conf, const char *name, const char *value,
-                         ixia_error_t **err) {
-  char errstr[512];
-  if (rd_kafka_conf_set(conf, name, value, errstr, sizeof errstr) == RD_KAFKA_CONF_OK) return TRUE;
-  return ixia_error_set(err, IXIA_EINVAL, "kafka producer setting %s=%s: %s", name, value, errstr);
-}
 
 static producer_t *producer_new(ixia_sink_t *s, ixia_error_t **err) {
   producer_t *p = g_new0(producer_t, 1);
@@ -313,27 +299,27 @@ static producer_t *producer_new(ixia_sink_t *s, ixia_error_t **err) {
   g_snprintf(linger, sizeof linger, "%" G_GINT64_FORMAT, s->linger_ms);
   g_snprintf(timeout, sizeof timeout, "%" G_GINT64_FORMAT, s->message_timeout_ms);
   g_snprintf(max_bytes, sizeof max_bytes, "%" G_GINT64_FORMAT, s->message_max_bytes);
-  gboolean ok = conf_set(conf, "bootstrap.servers", s->brokers, err) &&
-                conf_set(conf, "client.id", "ixia-replication-sink", err) &&
+  gboolean ok = ixia_kafka_conf_set(conf, "kafka producer setting", "bootstrap.servers", s->brokers, err) &&
+                ixia_kafka_conf_set(conf, "kafka producer setting", "client.id", "ixia-replication-sink", err) &&
                 /* No duplicates or reordering from retries within this
                  * producer; acks=all so an acknowledged event survives a
                  * broker loss. */
-                conf_set(conf, "enable.idempotence", "true", err) &&
-                conf_set(conf, "acks", "all", err) &&
-                conf_set(conf, "linger.ms", linger, err) &&
-                conf_set(conf, "message.timeout.ms", timeout, err) &&
-                conf_set(conf, "message.max.bytes", max_bytes, err) &&
+                ixia_kafka_conf_set(conf, "kafka producer setting", "enable.idempotence", "true", err) &&
+                ixia_kafka_conf_set(conf, "kafka producer setting", "acks", "all", err) &&
+                ixia_kafka_conf_set(conf, "kafka producer setting", "linger.ms", linger, err) &&
+                ixia_kafka_conf_set(conf, "kafka producer setting", "message.timeout.ms", timeout, err) &&
+                ixia_kafka_conf_set(conf, "kafka producer setting", "message.max.bytes", max_bytes, err) &&
                 /* librdkafka backs off reconnects up to 10 s by default; a
                  * sink is useless while disconnected, so after a Kafka
                  * outage it should be back within a second. */
-                conf_set(conf, "reconnect.backoff.max.ms", "1000", err) &&
+                ixia_kafka_conf_set(conf, "kafka producer setting", "reconnect.backoff.max.ms", "1000", err) &&
                 /* Small produce requests on an idle socket otherwise wait
                  * out Nagle plus the broker's delayed ACK (~40 ms), which
                  * is most of the put-to-Kafka lag. */
-                conf_set(conf, "socket.nagle.disable", "true", err) &&
+                ixia_kafka_conf_set(conf, "kafka producer setting", "socket.nagle.disable", "true", err) &&
                 /* The indexer's reindex() and the backfill tool find a key's
                  * partition with this same function (CRC-32 of the key). */
-                conf_set(conf, "partitioner", "consistent_random", err);
+                ixia_kafka_conf_set(conf, "kafka producer setting", "partitioner", "consistent_random", err);
   if (!ok) {
     rd_kafka_conf_destroy(conf);
     g_free(p);
@@ -342,7 +328,7 @@ static producer_t *producer_new(ixia_sink_t *s, ixia_error_t **err) {
   rd_kafka_conf_set_opaque(conf, p);
   rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
   rd_kafka_conf_set_error_cb(conf, on_error);
-  rd_kafka_conf_set_log_cb(conf, on_log);
+  rd_kafka_conf_set_log_cb(conf, ixia_kafka_log);
   char errstr[512];
   p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
   if (!p->rk) {

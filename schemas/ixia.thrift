@@ -49,6 +49,12 @@ struct Document {
   4: string json             /* empty when not found */
 }
 
+/* One WAL write batch exactly as RocksDB stores it (WriteBatch data). */
+struct WalBatch {
+  1: i64 sequence,   /* sequence number (= version) of the batch's first edit */
+  2: binary data
+}
+
 service Ixia {
   /* Replace the document; returns its new version once the WAL is synced. */
   i64 put(1: string ns, 2: string table, 3: string key, 4: string json,
@@ -86,18 +92,25 @@ service Ixia {
   string getSchema(1: string ns, 2: string table) throws (1: IxiaError err),
 
   /* Counters as a JSON object. */
-  string stats() throws (1: IxiaError err)
+  string stats() throws (1: IxiaError err),
+
+  /* Recovery (ixia-recovery). A consistent RocksDB checkpoint of the truth
+   * store written to `dir`, a path on the API's host that must not exist.
+   * Takes no downtime. Returns JSON {"dir": ..., "version": V}: the snapshot
+   * holds exactly the edits up to version V. */
+  string snapshot(1: string dir) throws (1: IxiaError err),
+
+  /* Whole WAL write batches holding versions > after, in order, up to about
+   * max_bytes (at least one batch when any exists): the archive that makes
+   * point-in-time restore possible. NOT_FOUND when the WAL no longer holds
+   * version after+1 (purged: take a new snapshot). */
+  list<WalBatch> walSince(1: i64 after, 2: i32 max_bytes) throws (1: IxiaError err)
 }
 
 /* ---------------------------------------------------------------------------
  * Change data capture: truth-store WAL -> replication sink -> Kafka.
  * ------------------------------------------------------------------------ */
 
-/* One WAL write batch exactly as RocksDB stores it (WriteBatch data). */
-struct WalBatch {
-  1: i64 sequence,   /* sequence number (= version) of the batch's first edit */
-  2: binary data
-}
 
 /* Served by ixia-replication-sink. Sinks are stateless: the query API's
  * replication source may use any of several. */

@@ -34,6 +34,7 @@ struct ixia_store {
   ixia_store_commit_cb commit_cb;
   gpointer commit_cb_user;
   GMutex commit_lock; /* with commit_cond: wakes ixia_store_wait_newer */
+  GMutex write_lock;  /* held by the writer around each group; a checkpoint takes it to pause writes */
   GCond commit_cond;
   guint max_group_ops;
   gsize max_group_bytes;
@@ -305,6 +306,7 @@ static void finish(write_req_t *req) {
 }
 
 static void commit_group(ixia_store_t *s, GPtrArray *group) {
+  g_mutex_lock(&s->write_lock);
   GHashTable *overlay =
       g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref, overlay_entry_free);
   rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
@@ -371,6 +373,7 @@ static void commit_group(ixia_store_t *s, GPtrArray *group) {
       __atomic_add_fetch(&s->stats.write_ops, seq - base, __ATOMIC_RELAXED);
     }
   }
+  g_mutex_unlock(&s->write_lock);
   for (guint r = 0; r < group->len; r++) finish(g_ptr_array_index(group, r));
   g_ptr_array_free(applied, TRUE);
   rocksdb_writebatch_destroy(wb);
@@ -566,6 +569,51 @@ void ixia_store_set_commit_cb(ixia_store_t *s, ixia_store_commit_cb cb, gpointer
   g_mutex_unlock(&s->commit_lock);
 }
 
+gint64 ixia_store_batch_last(gint64 sequence, const char *data, size_t len) {
+  /* WriteBatch header: sequence (8 bytes) then the edit count (4 bytes),
+   * both little-endian. */
+  if (len < 12) return sequence - 1;
+  const unsigned char *d = (const unsigned char *)data;
+  guint32 count = (guint32)d[8] | (guint32)d[9] << 8 | (guint32)d[10] << 16 | (guint32)d[11] << 24;
+  return sequence + (gint64)count - 1;
+}
+
+gboolean ixia_store_read_wal(ixia_store_t *s, gint64 after, gint64 max_bytes,
+                             ixia_store_wal_cb cb, gpointer user, gint64 *gap_available_from,
+                             ixia_error_t **err) {
+  if (gap_available_from) *gap_available_from = 0;
+  /* RocksDB refuses to start past its latest sequence (NotFound). */
+  if (after >= ixia_store_latest_version(s)) return TRUE;
+  char *rerr = NULL;
+  rocksdb_wal_iterator_t *it = rocksdb_get_updates_since(s->db, (uint64_t)after + 1, NULL, &rerr);
+  if (!ixia_error_from_rocksdb(err, rerr, "read WAL")) return FALSE;
+  gint64 bytes = 0;
+  gboolean passed_any = FALSE, more = TRUE;
+  for (; more && rocksdb_wal_iter_valid(it) && bytes < max_bytes; rocksdb_wal_iter_next(it)) {
+    uint64_t seq = 0;
+    rocksdb_writebatch_t *wb = rocksdb_wal_iter_get_batch(it, &seq);
+    size_t size = 0;
+    const char *data = rocksdb_writebatch_data(wb, &size);
+    gint64 last = (gint64)seq + rocksdb_writebatch_count(wb) - 1;
+    if (!passed_any && (gint64)seq > after + 1) {
+      /* RocksDB starts at the oldest batch it still has: the ones asked for
+       * were purged. */
+      if (gap_available_from) *gap_available_from = (gint64)seq;
+      rocksdb_writebatch_destroy(wb);
+      break;
+    }
+    if (last > after) {
+      more = cb((gint64)seq, last, data, size, user);
+      passed_any = TRUE;
+      bytes += (gint64)size;
+    }
+    rocksdb_writebatch_destroy(wb);
+  }
+  rocksdb_wal_iter_status(it, &rerr);
+  rocksdb_wal_iter_destroy(it);
+  return ixia_error_from_rocksdb(err, rerr, "read WAL");
+}
+
 gboolean ixia_store_flush(ixia_store_t *s, ixia_error_t **err) {
   rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
   rocksdb_flushoptions_set_wait(fo, 1);
@@ -585,6 +633,28 @@ void ixia_store_get_stats(ixia_store_t *s, ixia_store_stats_t *out) {
 
 rocksdb_t *ixia_store_db(ixia_store_t *s) { return s->db; }
 
+gboolean ixia_store_checkpoint(ixia_store_t *s, const char *dir, gint64 *version,
+                               ixia_error_t **err) {
+  char *rerr = NULL;
+  rocksdb_checkpoint_t *cp = rocksdb_checkpoint_object_create(s->db, &rerr);
+  if (!ixia_error_from_rocksdb(err, rerr, "checkpoint")) return FALSE;
+  /* The writer is the only source of sequence numbers: with it paused, the
+   * latest sequence is exactly the last edit the checkpoint holds. */
+  g_mutex_lock(&s->write_lock);
+  gint64 v = ixia_store_latest_version(s);
+  /* 0: flush the memtables first, so the checkpoint is SST files (hard
+   * links) and opens without replaying a WAL. */
+  rocksdb_checkpoint_create(cp, dir, 0, &rerr);
+  g_mutex_unlock(&s->write_lock);
+  rocksdb_checkpoint_object_destroy(cp);
+  if (!ixia_error_from_rocksdb(err, rerr, "checkpoint")) {
+    if (err && *err) ixia_error_prefix(*err, "%s", dir);
+    return FALSE;
+  }
+  if (version) *version = v;
+  return TRUE;
+}
+
 /* ---------- open / close ---------- */
 
 ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
@@ -596,6 +666,7 @@ ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
   }
   ixia_store_t *s = g_new0(ixia_store_t, 1);
   g_mutex_init(&s->commit_lock);
+  g_mutex_init(&s->write_lock);
   g_cond_init(&s->commit_cond);
   s->max_group_ops = (guint)ixia_config_int(cfg, "store.max_group_ops");
   s->max_group_bytes = (gsize)ixia_config_int(cfg, "store.max_group_bytes");
@@ -661,6 +732,7 @@ void ixia_store_destroy(ixia_store_t *s) {
   if (s->block_cache) rocksdb_cache_destroy(s->block_cache);
   if (s->ttl_filter) rocksdb_compactionfilter_destroy(s->ttl_filter);
   g_mutex_clear(&s->commit_lock);
+  g_mutex_clear(&s->write_lock);
   g_cond_clear(&s->commit_cond);
   g_free(s);
 }

@@ -113,9 +113,42 @@ typedef void (*ixia_store_commit_cb)(gint64 first_version, const char *batch, si
                                      gpointer user);
 void ixia_store_set_commit_cb(ixia_store_t *store, ixia_store_commit_cb cb, gpointer user);
 
+/* The versions a RocksDB WriteBatch holds: sequence (its first edit's
+ * version) .. the returned value, from the edit count in the batch header.
+ * Returns sequence - 1 for data too short to be a batch. */
+gint64 ixia_store_batch_last(gint64 sequence, const char *data, size_t len);
+
+/* Called by ixia_store_read_wal for each whole WAL batch: its versions
+ * first..last and the RocksDB WriteBatch bytes (valid only during the call).
+ * Return FALSE to stop reading. */
+typedef gboolean (*ixia_store_wal_cb)(gint64 first, gint64 last, const char *data, size_t len,
+                                      gpointer user);
+/* Reads the WAL batches holding versions > after, in order, and calls cb for
+ * each, until the batches passed reach max_bytes (at least one is passed when
+ * any exists; batches are never split). The first batch may start at or
+ * before `after` only if it also holds later versions. None: the WAL has
+ * nothing past `after` yet, or (when the store's latest version is newer)
+ * RocksDB found no file to start from.
+ * Gap: when the WAL no longer holds version after+1 (purged past its
+ * retention, store.wal_ttl_seconds / store.wal_size_limit_mb), cb is not
+ * called, TRUE is returned and *gap_available_from (may be NULL) is set to
+ * the oldest version it still holds; otherwise it is set to 0. FALSE with
+ * *err on a RocksDB error. */
+gboolean ixia_store_read_wal(ixia_store_t *store, gint64 after, gint64 max_bytes,
+                             ixia_store_wal_cb cb, gpointer user, gint64 *gap_available_from,
+                             ixia_error_t **err);
+
 /* Flushes memtables to SST files (lets old WAL files be archived/purged). */
 gboolean ixia_store_flush(ixia_store_t *store, ixia_error_t **err);
 void ixia_store_get_stats(ixia_store_t *store, ixia_store_stats_t *out);
+
+/* Writes a consistent RocksDB checkpoint (hard-linked SST files) of the
+ * whole store to dir, which must not exist (its parent must). Writes wait
+ * while it is taken (a memtable flush, typically milliseconds); reads go on.
+ * *version (may be NULL) receives V: the checkpoint holds exactly the edits
+ * up to version V. */
+gboolean ixia_store_checkpoint(ixia_store_t *store, const char *dir, gint64 *version,
+                               ixia_error_t **err);
 
 /* Raw handle for the CDC feed and checkpoints; owned by the store. */
 rocksdb_t *ixia_store_db(ixia_store_t *store);

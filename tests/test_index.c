@@ -434,7 +434,7 @@ static char *compare_queries(ixia_idx_t *idx, GHashTable *model, guint seed, gui
     ixia_aggs_t *ba = with_aggs ? ixia_aggs_new(q, &lim) : NULL;
     char *want = brute_keys(model, q, &bt, ba);
     gboolean ids_ok;
-    char *got = search_keys(idx, q, (guint)g_rand_int_range(r, 1, 60), &it, &ids_ok);
+    char *got = search_keys(idx, q, (guint)g_rand_int_range(r, 1, 100), &it, &ids_ok);
     CU_ASSERT_PTR_NOT_NULL(got);
     CU_ASSERT_TRUE(ids_ok);
     CU_ASSERT_EQUAL(it, bt);
@@ -537,7 +537,7 @@ static void test_random_vs_brute_force(void) {
   ixia_idx_t *a = open_index("rand_a");
   CU_ASSERT_PTR_NOT_NULL_FATAL(a);
   CU_ASSERT_TRUE(apply_all(a, evs, r));
-  char *res1 = compare_queries(a, model, 1, 300);
+  char *res1 = compare_queries(a, model, 1, 150);
   char *docs1 = dump_docs(a);
   ixia_idx_stats_t st;
   ixia_idx_get_stats(a, &st);
@@ -546,7 +546,7 @@ static void test_random_vs_brute_force(void) {
 
   /* The whole stream again: equal versions re-index to the same state. */
   CU_ASSERT_TRUE(apply_all(a, evs, r));
-  char *res2 = compare_queries(a, model, 1, 300);
+  char *res2 = compare_queries(a, model, 1, 150);
   char *docs2 = dump_docs(a);
   CU_ASSERT_STRING_EQUAL(res1, res2);
   CU_ASSERT_STRING_EQUAL(docs1, docs2);
@@ -555,7 +555,7 @@ static void test_random_vs_brute_force(void) {
   ixia_idx_destroy(a);
   a = open_index("rand_a");
   CU_ASSERT_PTR_NOT_NULL_FATAL(a);
-  char *res3 = compare_queries(a, model, 1, 300);
+  char *res3 = compare_queries(a, model, 1, 150);
   CU_ASSERT_STRING_EQUAL(res1, res3);
 
   /* Another index fed the stream with older events shuffled back in. */
@@ -568,7 +568,7 @@ static void test_random_vs_brute_force(void) {
   ixia_idx_t *b = open_index("rand_b");
   CU_ASSERT_PTR_NOT_NULL_FATAL(b);
   CU_ASSERT_TRUE(apply_all(b, mixed, r));
-  char *res4 = compare_queries(b, model, 1, 300);
+  char *res4 = compare_queries(b, model, 1, 150);
   char *docs4 = dump_docs(b);
   CU_ASSERT_STRING_EQUAL(res1, res4);
   CU_ASSERT_STRING_EQUAL(docs1, docs4);
