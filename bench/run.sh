@@ -121,11 +121,13 @@ echo "$put_off" | sed 's/"workload":"put"/"workload":"put-replication-off"/' >> 
 row_err() { local e; e=$({ grep "\"workload\":\"$1\"" "$results" || true; } | sed -n 's/.*"error":"\([^"]*\)".*/\1/p' | tail -1); if [ -n "$e" ]; then echo "**error: $e**"; fi; }
 row_skip() { local s; s=$(skipped "$1"); if [ -n "$s" ]; then echo "skipped: $s"; fi; }
 mkdir -p bench/results
-out=bench/results/$(date -u +%Y-%m-%d)$([ $quick = 1 ] && echo -quick).md
+suffix=""
+if [ $quick = 1 ]; then suffix=-quick; fi
+out=bench/results/$(date -u +%Y-%m-%d)$suffix.md
 raw_bytes=$(get load bytes)
 elapsed=$(( $(date +%s) - started ))
 {
-  echo "# ixia bench, $(date -u +%Y-%m-%dT%H:%MZ)$([ $quick = 1 ] && echo ' (--quick)')"
+  echo "# ixia bench, $(date -u +%Y-%m-%dT%H:%MZ)${suffix:+ (--quick)}"
   echo
   echo "Machine: $(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GiB, $(. /etc/os-release; echo "$PRETTY_NAME"), $(uname -r)."
   echo "Run: N=$(fmt "$N") generated documents ($(mib "$raw_bytes") of JSON), ${DUR}s per timed workload, $elapsed s in all."

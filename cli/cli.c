@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -254,6 +255,38 @@ static int ixia_cli_cmd_query(ixia_cli_t *cli, char **args) {
   return ixia_cli_print_result(ok, response, err);
 }
 
+static int ixia_cli_cmd_shards(ixia_cli_t *cli, char **args) {
+  (void)args;
+  ixia_error_t *err = NULL;
+  IXIA_CLI_CONNECT(cli);
+  char **addrs = ixia_client_shards(cli->client, &err);
+  if (!addrs) return ixia_cli_fail(err);
+  cJSON *out = cJSON_CreateArray();
+  gboolean all_up = TRUE;
+  for (char **a = addrs; *a; a++) {
+    cJSON *item = cJSON_CreateObject();
+    cJSON_AddStringToObject(item, "address", g_strstrip(*a));
+    ixia_shard_client_t *sc = ixia_shard_client_new(*a, 10000, &err);
+    char *json = NULL;
+    if (sc && ixia_shard_client_status(sc, &json, &err))
+      cJSON_AddItemToObject(item, "status", cJSON_Parse(json));
+    if (err) {
+      all_up = FALSE;
+      cJSON_AddStringToObject(item, "error", err->message);
+      g_clear_pointer(&err, ixia_error_destroy);
+    }
+    g_free(json);
+    ixia_shard_client_destroy(sc);
+    cJSON_AddItemToArray(out, item);
+  }
+  g_strfreev(addrs);
+  char *text = cJSON_Print(out);
+  printf("%s\n", text);
+  cJSON_free(text);
+  cJSON_Delete(out);
+  return all_up ? IXIA_EXIT_OK : IXIA_EXIT_UNREACHABLE;
+}
+
 static int ixia_cli_cmd_stats(ixia_cli_t *cli, char **args) {
   (void)cli;
   (void)args;
@@ -353,6 +386,8 @@ static const ixia_cli_command_t commands[] = {
      OPT_KEY_FIELD | OPT_CONNS | OPT_BATCH, ixia_cli_cmd_load},
     {"query", "JSON|-", "run a query; prints the response", 1, 0, ixia_cli_cmd_query},
     {"stats", "", "print server counters as JSON", 0, 0, ixia_cli_cmd_stats},
+    {"shards", "", "print every index shard's status (positions, lag, failed updates); exit 4 "
+     "if one is unreachable", 0, 0, ixia_cli_cmd_shards},
     {"config-doc", "", "print the configuration reference (docs/CONFIG.md)", 0, 0,
      ixia_cli_cmd_config_doc},
     {"help", "", "show this help", 0, 0, ixia_cli_cmd_help},

@@ -1,5 +1,7 @@
 #include "client.h"
 
+#include <cjson/cJSON.h>
+
 #include <string.h>
 
 #include <errno.h>
@@ -328,4 +330,20 @@ gboolean ixia_client_wal_since(ixia_client_t *c, gint64 after, gint32 max_bytes,
     return FALSE;
   }
   return TRUE;
+}
+
+char **ixia_client_shards(ixia_client_t *api, ixia_error_t **err) {
+  char *json = NULL;
+  if (!ixia_client_stats(api, &json, err)) return NULL;
+  cJSON *stats = cJSON_Parse(json);
+  g_free(json);
+  const char *list = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(stats, "query_indexers"));
+  char **out = NULL;
+  if (!list || !*list)
+    ixia_error_set(err, IXIA_EUNAVAILABLE,
+                   "the API reports no index shards (query.indexers is empty on the API)");
+  else
+    out = g_strsplit(list, ",", -1);
+  cJSON_Delete(stats);
+  return out;
 }

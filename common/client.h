@@ -78,6 +78,10 @@ gboolean ixia_client_snapshot(ixia_client_t *c, const char *dir, char **json, ix
  * first), in key order: *docs is a new GPtrArray of IxiaDocument (unref it). */
 gboolean ixia_client_scan(ixia_client_t *c, const char *ns, const char *table, const char *after,
                           gint limit, GPtrArray **docs, ixia_error_t **err);
+/* The index shard addresses the API fans queries out to (its stats'
+ * "query_indexers"), as a NULL-terminated array (g_strfreev); an error when
+ * it has none. */
+char **ixia_client_shards(ixia_client_t *c, ixia_error_t **err);
 gboolean ixia_client_query(ixia_client_t *c, const char *request_json, char **response_json,
                            ixia_error_t **err);
 /* Ixia.walSince: the whole WAL batches holding versions > after, in order, up

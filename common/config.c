@@ -124,6 +124,10 @@ static const ixia_option_t options[] = {
      "Most events applied in one index write batch."},
     {"indexer.batch_wait_ms", IXIA_OPT_INT, "5", 0, 10000,
      "How long the consumer waits for more events before applying a partial batch."},
+    {"indexer.fetch_wait_ms", IXIA_OPT_INT, "10", 1, 10000,
+     "librdkafka fetch.wait.max.ms: the longest a fetch waits on an idle partition. Brokers that "
+     "answer a waiting fetch only at its timeout (the mock cluster) add up to this to "
+     "put-to-searchable latency."},
     {"indexer.invalidate_cache", IXIA_OPT_BOOL, "true", 0, 0,
      "Delete each indexed key from memcached (cache.servers) once more after applying it."},
     {"indexer.retry_max_ms", IXIA_OPT_INT, "5000", 10, 600000,

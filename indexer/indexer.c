@@ -117,12 +117,14 @@ struct ixia_indexer {
   GThread *inval_thread;
   GAsyncQueue *inval_q; /* GPtrArray of GBytes (truth-store keys), or &wake_marker */
 
-  ratelimit_t kafka_rl, cache_rl;
+  ratelimit_t kafka_rl, cache_rl, failed_rl;
+  char fetch_wait[24]; /* indexer.fetch_wait_ms, as librdkafka wants it */
 
   /* Counters, atomics. */
   guint64 batches;
   guint64 messages;
   guint64 undecodable;
+  guint64 offsets_lost; /* events Kafka deleted before this shard read them */
   guint64 apply_failures;
   guint64 kafka_errors;
   guint64 failed_log_lines;
@@ -283,7 +285,7 @@ static void on_failed(const ixia_idx_event_t *ev, const ixia_error_t *why, void 
   ixia_error_t *err = NULL;
   if (failed_log_write(ix, line, strlen(line), &err)) {
     __atomic_add_fetch(&ix->failed_log_lines, 1, __ATOMIC_RELAXED);
-    IXIA_DEBUG("failed update: %s", line);
+    ratelimited_warn(&ix->failed_rl, "failed update (in the failed-updates log)", g_strchomp(line));
   } else {
     /* The batch commits anyway (the index API cannot be stopped from
      * here): keep the line in the daemon's log so it is not lost. */
@@ -483,6 +485,18 @@ static void batch_clear(batch_t *b) {
 /* Adds one message: decoded into the batch, or its failed-log line queued. */
 static void batch_add(ixia_indexer_t *ix, batch_t *b, const rd_kafka_message_t *m) {
   gint32 p = m->partition;
+  /* Offsets of a partition are contiguous (no transactions, no compaction
+   * on the change topic): a jump means Kafka deleted events (retention)
+   * before this shard read them, and the reset to the earliest offset
+   * skipped them. That is data loss for the index; say so loudly. */
+  gint64 expect = b->next[p] >= 0 ? b->next[p] : ix->applied[p];
+  if (expect >= 0 && m->offset > expect) {
+    __atomic_add_fetch(&ix->offsets_lost, (guint64)(m->offset - expect), __ATOMIC_RELAXED);
+    IXIA_ERROR("partition %d: offsets %" G_GINT64_FORMAT "..%" G_GINT64_FORMAT
+               " were deleted from Kafka before this shard read them; the index misses those "
+               "edits: rebuild this shard from a snapshot (docs/OPERATIONS.md)",
+               (int)p, expect, (gint64)m->offset - 1);
+  }
   b->next[p] = m->offset + 1;
   b->messages++;
   IxiaChangeEvent *e = g_object_new(IXIA_TYPE_CHANGE_EVENT, NULL);
@@ -762,7 +776,7 @@ static gboolean consumer_new(ixia_indexer_t *ix, ixia_error_t **err) {
                  * restarts at the oldest message still there. */
                 ixia_kafka_conf_set(conf, "kafka consumer setting", "auto.offset.reset", "earliest", err) &&
                 /* Index freshness: a fetch returns soon when idle. */
-                ixia_kafka_conf_set(conf, "kafka consumer setting", "fetch.wait.max.ms", "50", err) &&
+                ixia_kafka_conf_set(conf, "kafka consumer setting", "fetch.wait.max.ms", ix->fetch_wait, err) &&
                 ixia_kafka_conf_set(conf, "kafka consumer setting", "reconnect.backoff.max.ms", "1000", err) &&
                 ixia_kafka_conf_set(conf, "kafka consumer setting", "socket.nagle.disable", "true", err);
   if (!ok) {
@@ -798,12 +812,15 @@ ixia_indexer_t *ixia_indexer_new(const ixia_config_t *cfg, ixia_idx_t *idx, ixia
   ix->failed_log = ixia_indexer_failed_log_path(cfg);
   ix->max_events = (guint)ixia_config_int(cfg, "indexer.batch_max_events");
   ix->wait_ms = ixia_config_int(cfg, "indexer.batch_wait_ms");
+  g_snprintf(ix->fetch_wait, sizeof ix->fetch_wait, "%" G_GINT64_FORMAT,
+             ixia_config_int(cfg, "indexer.fetch_wait_ms"));
   ix->retry_max_ms = ixia_config_int(cfg, "indexer.retry_max_ms");
   g_mutex_init(&ix->job_lock);
   g_mutex_init(&ix->pos_lock);
   g_cond_init(&ix->pos_cond);
   g_mutex_init(&ix->kafka_rl.lock);
   g_mutex_init(&ix->cache_rl.lock);
+  g_mutex_init(&ix->failed_rl.lock);
   ix->jobs = g_async_queue_new();
   ix->inval_q = g_async_queue_new();
   ix->stopped = TRUE; /* nothing to stop until the threads run */
@@ -920,6 +937,7 @@ void ixia_indexer_destroy(ixia_indexer_t *ix) {
   g_cond_clear(&ix->pos_cond);
   g_mutex_clear(&ix->kafka_rl.lock);
   g_mutex_clear(&ix->cache_rl.lock);
+  g_mutex_clear(&ix->failed_rl.lock);
   g_free(ix->topic);
   g_free(ix->brokers);
   g_free(ix->failed_log);
@@ -1064,6 +1082,8 @@ char *ixia_indexer_status(ixia_indexer_t *ix) {
   cJSON_AddNumberToObject(o, "events_applied", (double)st.events_applied);
   cJSON_AddNumberToObject(o, "events_skipped", (double)st.events_skipped);
   cJSON_AddNumberToObject(o, "events_failed", (double)st.events_failed);
+  cJSON_AddNumberToObject(o, "offsets_lost",
+                          (double)__atomic_load_n(&ix->offsets_lost, __ATOMIC_RELAXED));
   cJSON_AddStringToObject(o, "failed_log", ix->failed_log);
   cJSON_AddNumberToObject(o, "failed_log_entries", (double)count_lines(ix->failed_log));
   cJSON_AddNumberToObject(o, "disk_bytes", (double)st.disk_bytes);

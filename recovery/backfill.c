@@ -5,22 +5,6 @@
 #include "recovery.h"
 #include "thrift_util.h"
 
-char **ixia_recovery_shards(ixia_client_t *api, ixia_error_t **err) {
-  char *json = NULL;
-  if (!ixia_client_stats(api, &json, err)) return NULL;
-  cJSON *stats = cJSON_Parse(json);
-  g_free(json);
-  const char *list = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(stats, "query_indexers"));
-  char **out = NULL;
-  if (!list || !*list)
-    ixia_error_set(err, IXIA_EUNAVAILABLE,
-                   "the API reports no index shards (query.indexers is empty on the API)");
-  else
-    out = g_strsplit(list, ",", -1);
-  cJSON_Delete(stats);
-  return out;
-}
-
 gboolean ixia_recovery_wait_shards(ixia_client_t *api, const char *ns, const char *table,
                                    gint64 version, ixia_error_t **err) {
   cJSON *req = cJSON_CreateObject();
@@ -93,7 +77,7 @@ cJSON *ixia_recovery_backfill(const char *api_addr, const char *ns, const char *
   gboolean ok = ixia_client_get_schema(api, ns, table, &schema, err);
   gint64 version = ok ? ixia_recovery_latest_version(api, err) : -1;
   ok = ok && version >= 0 && ixia_recovery_wait_shards(api, ns, table, version, err);
-  if (ok) addrs = ixia_recovery_shards(api, err);
+  if (ok) addrs = ixia_client_shards(api, err);
   ok = ok && addrs;
   if (ok) {
     n = g_strv_length(addrs);

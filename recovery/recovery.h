@@ -16,8 +16,6 @@
 #include "client.h"
 #include "error.h"
 
-/* The shard addresses a running API fans out to (g_strfreev). */
-char **ixia_recovery_shards(ixia_client_t *api, ixia_error_t **err);
 
 typedef struct {
   guint batch;    /* documents per scan page and reindex call */

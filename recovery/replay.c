@@ -232,7 +232,7 @@ cJSON *ixia_recovery_replay_failed(const char *api_addr, const char *log, guint 
   ixia_error_t *conn = NULL;
   if (ok && items->len) {
     api = ixia_client_new(api_addr, &conn);
-    if (api) addrs = ixia_recovery_shards(api, &conn);
+    if (api) addrs = ixia_client_shards(api, &conn);
     if (addrs) {
       n = g_strv_length(addrs);
       shards = g_new0(ixia_shard_client_t *, n);

@@ -465,7 +465,7 @@ cJSON *ixia_recovery_verify(const char *api_addr, const ixia_verify_opts_t *opts
   gboolean ok = stats != NULL;
   if (ok && !cJSON_IsArray(tables))
     ok = ixia_error_set(err, IXIA_EUNSUPPORTED, "the API's stats have no \"table_names\" (an older ixia-query-api?)");
-  if (ok) ok = (addrs = ixia_recovery_shards(api, err)) != NULL;
+  if (ok) ok = (addrs = ixia_client_shards(api, err)) != NULL;
   if (ok) {
     n = g_strv_length(addrs);
     shards = g_new0(ixia_shard_client_t *, n);

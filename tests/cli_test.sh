@@ -397,6 +397,13 @@ else
   fail "query -: a bad query names the bad part" "$(last)"
 fi
 
+run "$IXIA" shards
+if [ $rc -eq 0 ] && is_json "$out" && [[ $out == *'"partition_count"'* ]] && [[ $out == *"$IXIA_INDEXER"* ]]; then
+  pass "shards prints each shard's status"
+else
+  fail "shards prints each shard's status" "$(last)"
+fi
+
 run "$BIN/ixia-recovery" backfill --help
 [ $rc -eq 0 ] && [[ $out == *NAMESPACE* ]] && pass "ixia-recovery backfill --help" ||
   fail "ixia-recovery backfill --help" "$(last)"
