@@ -1,4 +1,5 @@
 #include "client.h"
+#include "thrift_util.h"
 
 #include <cjson/cJSON.h>
 
@@ -25,6 +26,7 @@ struct ixia_client {
 
 gboolean ixia_thrift_conn_open(ixia_thrift_conn_t *c, const char *hostport, gint64 connect_timeout_ms,
                                gint64 io_timeout_ms, ixia_error_t **err) {
+  ixia_thrift_init();
   memset(c, 0, sizeof *c);
   c->fd = -1;
   const char *colon = strrchr(hostport, ':');

@@ -39,6 +39,8 @@ struct ixia_server {
 
 ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int port,
                                ThriftProcessor *processor, ixia_error_t **err) {
+  /* Workers build request objects concurrently from the first request on. */
+  ixia_thrift_init();
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                            .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
   struct addrinfo *res = NULL;

@@ -101,6 +101,7 @@ IxiaChangeEvent *ixia_change_event_new(IxiaChangeOp op, const char *ns, size_t n
                                        const char *table, size_t table_len, const char *key,
                                        size_t key_len, gint64 version, const char *doc,
                                        size_t doc_len, gint64 expire_at, gint64 timestamp_ms) {
+  ixia_thrift_init();
   IxiaChangeEvent *e = g_object_new(IXIA_TYPE_CHANGE_EVENT, NULL);
   e->format = 1;
   e->op = op;
@@ -121,10 +122,21 @@ IxiaChangeEvent *ixia_change_event_new(IxiaChangeOp op, const char *ns, size_t n
 }
 
 IxiaWalBatch *ixia_wal_batch_new(gint64 sequence, const char *data, size_t len) {
+  ixia_thrift_init();
   IxiaWalBatch *b = g_object_new(IXIA_TYPE_WAL_BATCH, NULL);
   b->sequence = sequence;
   if (!b->data) b->data = g_byte_array_new(); /* generated init leaves binary NULL */
   g_byte_array_append(b->data, (const guint8 *)data, (guint)len);
   b->__isset_sequence = b->__isset_data = TRUE;
   return b;
+}
+
+void ixia_thrift_register_types(void); /* generated: schemas/gen-types-init.cmake */
+
+void ixia_thrift_init(void) {
+  static gsize done = 0;
+  if (g_once_init_enter(&done)) {
+    ixia_thrift_register_types();
+    g_once_init_leave(&done, 1);
+  }
 }

@@ -22,6 +22,12 @@ void ixia_frame_buffer_load(ThriftMemoryBuffer *buf, const guint8 *data, gsize l
 
 /* Converts err into the IxiaError exception a handler returns (the one
  * place ixia_error_t becomes Thrift); frees err. Always returns FALSE. */
+/* Registers every generated Thrift type once (thread-safe, idempotent). The
+ * generated *_get_type() functions race when two threads make the first
+ * object of a type at once; every entry point that may run Thrift code on
+ * several threads (servers, clients) calls this first. */
+void ixia_thrift_init(void);
+
 /* A change event with every field set (format 1). Strings are copied; doc
  * may be NULL (deletes). */
 IxiaChangeEvent *ixia_change_event_new(IxiaChangeOp op, const char *ns, size_t ns_len,
