@@ -787,6 +787,14 @@ static void col_set(batch_t *b, guint32 field, guint32 id, const guint32 *vids, 
   for (guint i = 0; i < n; i++) append32(op, vids[i]);
 }
 
+/* Queues a new dictionary entry (key -> 32-bit id) for the batch's write. */
+static void dict_add(batch_t *b, GByteArray *key, guint32 id) {
+  guint8 v[4];
+  be32(v, id);
+  g_ptr_array_add(b->new_dict, g_byte_array_free_to_bytes(key));
+  g_ptr_array_add(b->new_dict, g_bytes_new(v, 4));
+}
+
 static table_t *table_get_or_create(batch_t *b, const char *ns, const char *name) {
   ixia_idx_t *idx = b->idx;
   table_t *t = table_find(idx, ns, name);
@@ -798,10 +806,7 @@ static table_t *table_get_or_create(batch_t *b, const char *ns, const char *name
   g_byte_array_append(k, (const guint8 *)ns, (guint)strlen(ns));
   g_byte_array_append(k, &zero, 1);
   g_byte_array_append(k, (const guint8 *)name, (guint)strlen(name));
-  guint8 v[4];
-  be32(v, t->id);
-  g_ptr_array_add(b->new_dict, g_byte_array_free_to_bytes(k));
-  g_ptr_array_add(b->new_dict, g_bytes_new(v, 4));
+  dict_add(b, k, t->id);
   g_rw_lock_writer_lock(&idx->lock);
   table_register(idx, t);
   g_rw_lock_writer_unlock(&idx->lock);
@@ -824,10 +829,7 @@ static field_t *field_get_or_create(batch_t *b, table_t *t, const ixia_index_t *
   append32(k, t->id);
   g_byte_array_append(k, &type, 1);
   g_byte_array_append(k, (const guint8 *)ix->field, (guint)strlen(ix->field));
-  guint8 v[4];
-  be32(v, f->id);
-  g_ptr_array_add(b->new_dict, g_byte_array_free_to_bytes(k));
-  g_ptr_array_add(b->new_dict, g_bytes_new(v, 4));
+  dict_add(b, k, f->id);
   g_rw_lock_writer_lock(&idx->lock);
   field_register(idx, f);
   g_rw_lock_writer_unlock(&idx->lock);

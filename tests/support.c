@@ -268,3 +268,15 @@ int ixt_run(void) {
   CU_cleanup_registry();
   return failed ? 1 : 0;
 }
+
+gboolean ixt_indexer_start(ixt_daemon_t *d, const char *dir, const char *bootstrap,
+                           const char *partitions, const char *cache_servers) {
+  g_mkdir_with_parents(dir, 0700);
+  char *sets[] = {g_strdup_printf("kafka.brokers=%s", bootstrap),
+                  g_strdup_printf("index.path=%s/index", dir),
+                  g_strdup_printf("indexer.partitions=%s", partitions),
+                  g_strdup_printf("cache.servers=%s", cache_servers), NULL};
+  gboolean ok = ixt_daemon_start(d, "ixia-indexer", "indexer", dir, (const char *const *)sets);
+  for (int k = 0; sets[k]; k++) g_free(sets[k]);
+  return ok;
+}

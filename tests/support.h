@@ -57,6 +57,11 @@ gboolean ixt_api_start(ixt_api_t *a, const char *dir, const char *cache_servers,
                        const char *const *sets);
 #define ixt_api_stop ixt_daemon_stop
 
+/* An ixia-indexer in dir (index at dir/index) consuming `partitions` ("" =
+ * all) of the Kafka at bootstrap, invalidating memcached at cache. */
+gboolean ixt_indexer_start(ixt_daemon_t *d, const char *dir, const char *bootstrap,
+                           const char *partitions, const char *cache_servers);
+
 /* Runs a CUnit registry with the basic interface; returns the exit code. */
 int ixt_run(void);
 

@@ -54,15 +54,8 @@ static rstack_t S; /* one stack for the suite: startup is the slow part */
 
 static gboolean start_indexer(rstack_t *s, guint i, const char *partitions) {
   s->indexer_dir[i] = g_strdup_printf("%s/shard%u", s->dir, i);
-  g_mkdir_with_parents(s->indexer_dir[i], 0700);
-  char *sets[] = {g_strdup_printf("kafka.brokers=%s", s->kafka.bootstrap),
-                  g_strdup_printf("index.path=%s/index", s->indexer_dir[i]),
-                  g_strdup_printf("indexer.partitions=%s", partitions),
-                  g_strdup_printf("cache.servers=%s", s->mc.addr), NULL};
-  gboolean ok = ixt_daemon_start(&s->indexer[i], "ixia-indexer", "indexer", s->indexer_dir[i],
-                                 (const char *const *)sets);
-  for (int k = 0; sets[k]; k++) g_free(sets[k]);
-  return ok;
+  return ixt_indexer_start(&s->indexer[i], s->indexer_dir[i], s->kafka.bootstrap, partitions,
+                           s->mc.addr);
 }
 
 static int suite_init(void) {
