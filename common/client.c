@@ -14,9 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <thrift/c_glib/protocol/thrift_binary_protocol.h>
-#include <thrift/c_glib/transport/thrift_socket.h>
-#include <thrift/c_glib/transport/thrift_framed_transport.h>
+#include <thrift/c_glib/thrift_application_exception.h>
 
 struct ixia_client {
   char *address;
@@ -73,12 +71,9 @@ gboolean ixia_thrift_conn_open(ixia_thrift_conn_t *c, const char *hostport, gint
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   }
   c->fd = fd;
-  /* A ThriftSocket adopting our connected fd: its I/O is plain send/recv
-   * (ThriftFDTransport fsyncs on flush, which sockets refuse). */
-  c->fd_transport = g_object_new(THRIFT_TYPE_SOCKET, NULL);
-  THRIFT_SOCKET(c->fd_transport)->sd = fd;
-  c->transport = g_object_new(THRIFT_TYPE_FRAMED_TRANSPORT, "transport", c->fd_transport, NULL);
-  c->protocol = g_object_new(THRIFT_TYPE_BINARY_PROTOCOL, "transport", c->transport, NULL);
+  ixia_wire_limits_t lim = ixia_wire_limits();
+  c->transport = ixia_wire_socket_new(fd, &lim);
+  c->protocol = ixia_wire_protocol_new(c->transport, FALSE, &lim);
   return TRUE;
 }
 
@@ -89,10 +84,6 @@ void ixia_thrift_conn_interrupt(ixia_thrift_conn_t *c) {
 void ixia_thrift_conn_close(ixia_thrift_conn_t *c) {
   if (c->protocol) g_object_unref(c->protocol);
   if (c->transport) g_object_unref(c->transport);
-  if (c->fd_transport) {
-    THRIFT_SOCKET(c->fd_transport)->sd = -1; /* the fd is ours to close */
-    g_object_unref(c->fd_transport);
-  }
   if (c->fd >= 0) close(c->fd);
   memset(c, 0, sizeof *c);
   c->fd = -1;
@@ -134,13 +125,18 @@ void ixia_client_destroy(ixia_client_t *c) {
 
 IxiaIxiaIf *ixia_client_iface(ixia_client_t *c) { return c->iface; }
 
-/* A server-side IxiaError keeps its code; anything else is the transport. */
+/* A server-side IxiaError keeps its code (the server also answers calls it
+ * cannot decode or serve with one); a TApplicationException (an unknown
+ * method: client and server of different versions) is INVALID_ARGUMENT;
+ * anything else is the transport. */
 static gboolean check_call(const char *what, const char *address, gboolean ok, IxiaIxiaError *xe,
                            GError *gerr, ixia_error_t **err) {
   if (xe) {
     ok = FALSE;
     ixia_error_set(err, (ixia_code_t)xe->code, "%s", xe->message ? xe->message : "(no message)");
     g_object_unref(xe);
+  } else if (!ok && gerr && gerr->domain == THRIFT_APPLICATION_EXCEPTION_ERROR) {
+    ixia_error_set(err, IXIA_EINVAL, "%s at %s: %s", what, address, gerr->message);
   } else if (!ok) {
     ixia_error_set(err, IXIA_EUNAVAILABLE, "%s at %s: %s", what, address,
                    gerr ? gerr->message : "call failed");

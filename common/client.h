@@ -23,13 +23,14 @@ typedef struct ixia_client ixia_client_t;
  * an ixia service (the API client, the replication source). */
 typedef struct {
   int fd;
-  ThriftTransport *transport; /* framed, over fd_transport */
-  ThriftTransport *fd_transport; /* a ThriftSocket adopting fd */
-  ThriftProtocol *protocol;
+  ThriftTransport *transport; /* ixia_wire_socket_new on fd */
+  ThriftProtocol *protocol;   /* bounded binary protocol (wire.h) */
 } ixia_thrift_conn_t;
 
 /* Connects to "host:port", giving up after connect_timeout_ms; io_timeout_ms
- * (0 = none) bounds each later send and receive. */
+ * (0 = none) bounds each later send and receive. Answers are decoded with
+ * the process's wire limits (ixia_wire_limits: server.max_frame_bytes and
+ * friends, as the servers use them). */
 gboolean ixia_thrift_conn_open(ixia_thrift_conn_t *c, const char *hostport, gint64 connect_timeout_ms,
                                gint64 io_timeout_ms, ixia_error_t **err);
 /* Wakes a thread blocked on the connection (it sees an error); thread-safe. */

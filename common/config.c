@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "wire.h"
 
 #define MIB (1024 * 1024)
 
@@ -21,12 +22,30 @@ static const ixia_option_t options[] = {
      "If set, ixia-query-api writes the port it listens on to this file once it serves."},
 
     /* server: the Thrift server shared by every daemon */
+    {"server.io_threads", IXIA_OPT_INT, "2", 1, 64,
+     "Threads that own the server's connections (epoll): they accept, read whole frames and "
+     "write answers; an idle connection costs no thread."},
     {"server.workers", IXIA_OPT_INT, "128", 1, 4096,
-     "Maximum connections served at once; each has a worker thread. Further connections wait."},
+     "Threads that run requests. A request waits in a queue when all are busy; idle connections "
+     "hold none."},
+    {"server.max_connections", IXIA_OPT_INT, "20000", 1, 1000000,
+     "Most open connections. Beyond it a new connection is answered with an error naming this "
+     "option and closed. Also bounded by the process's open-file limit, which the server raises "
+     "to its hard maximum at start."},
     {"server.max_frame_bytes", IXIA_OPT_INT, "67108864", 1024, 1024LL * MIB,
-     "Largest Thrift frame (and so message, string or list) accepted. A larger frame header closes the connection."},
-    {"server.recv_timeout_ms", IXIA_OPT_INT, "300000", 100, 86400000,
-     "An idle or stalled connection (for example a truncated frame) is closed after this long."},
+     "Largest Thrift frame, in both directions: a server closes a connection whose frame header "
+     "announces more; a client (CLI, tools, the API calling shards and sinks) refuses a larger "
+     "answer with an error naming this option. Set it the same on every process."},
+    {"server.max_depth", IXIA_OPT_INT, "32", 4, 10000,
+     "Deepest nesting of structs, lists, sets and maps in one Thrift message (requests, answers, "
+     "change events). Deeper messages are refused before they are decoded further."},
+    {"server.max_items", IXIA_OPT_INT, "250000", 1000, 1000000000,
+     "Most list, set and map elements in one Thrift message, all containers together."},
+    {"server.request_timeout_ms", IXIA_OPT_INT, "30000", 100, 86400000,
+     "A frame must arrive whole within this long of its first byte, and an answer must be taken "
+     "by the client within this long; otherwise the connection is closed (slow clients)."},
+    {"server.idle_timeout_ms", IXIA_OPT_INT, "300000", 100, 86400000,
+     "A connection with no request for this long is closed. Clients reconnect."},
 
     /* limits on input */
     {"limits.max_doc_bytes", IXIA_OPT_INT, "1048576", 2, 256LL * MIB,
@@ -377,6 +396,11 @@ ixia_config_t *ixia_config_from_args(int *argc, char ***argv, const char *parame
   if (ok && !ixia_log_set_level_name(ixia_config_str(cfg, "log.level")))
     ok = ixia_error_set(err, IXIA_EINVAL, "config log.level: unknown level '%s'",
                         ixia_config_str(cfg, "log.level"));
+  if (ok) {
+    /* Clients and in-memory decoding use the same wire limits as servers. */
+    ixia_wire_limits_t lim = ixia_wire_limits_from_config(cfg);
+    ixia_wire_set_limits(&lim);
+  }
   if (!ok) {
     ixia_config_destroy(cfg);
     cfg = NULL;

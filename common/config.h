@@ -56,8 +56,9 @@ char *ixia_config_doc_markdown(void);
 
 /* Common command line of every daemon and tool: --config FILE, --set K=V
  * (repeatable), plus `extra` entries. Removes what it parses from argv, loads
- * the config and applies log.level. Returns NULL with *err set on a bad
- * option; the caller prints the message and exits 2. */
+ * the config and applies log.level and the wire limits (wire.h). Returns
+ * NULL with *err set on a bad option; the caller prints the message and
+ * exits 2. */
 ixia_config_t *ixia_config_from_args(int *argc, char ***argv, const char *parameter_string,
                                      const char *summary, const GOptionEntry *extra,
                                      ixia_error_t **err);

@@ -1,3 +1,28 @@
+/* The Thrift server of every ixia daemon: event-driven connections, a
+ * worker pool for requests.
+ *
+ * Connections belong to a few I/O threads (server.io_threads), each with
+ * its own epoll set. An I/O thread accepts, reads bytes until it holds one
+ * whole frame (framed transport, size checked from the header before the
+ * body is read), and hands the connection to the worker pool
+ * (server.workers). A worker decodes the frame through the bounded
+ * protocols of wire.h, runs the processor, writes the answer straight to
+ * the socket (non-blocking) and gives the connection back to its I/O
+ * thread through a queue and an eventfd; whatever did not fit in the
+ * socket is sent by the I/O thread when the socket drains.
+ *
+ * Ownership is simple on purpose: a connection is touched by exactly one
+ * thread at a time, its I/O thread while reading or writing, one worker
+ * while a request runs (the I/O thread then only records events for it).
+ * Idle connections cost memory, not threads, so thousands of idle or slow
+ * clients cannot lock others out. Limits: server.max_connections (beyond it
+ * a connection gets an answer naming the option and is closed),
+ * server.request_timeout_ms (a frame must arrive whole, and an answer be
+ * taken, within it: slowloris), server.idle_timeout_ms, and the frame,
+ * depth and item limits of wire.h. A frame that cannot be decoded, or whose
+ * answer would be over the frame limit, gets an IxiaError naming the
+ * problem (INVALID_ARGUMENT, TOO_LARGE); the connection stays usable because
+ * frames delimit messages. */
 #include "server.h"
 
 #include <arpa/inet.h>
@@ -7,35 +32,502 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <thrift/c_glib/protocol/thrift_binary_protocol.h>
-#include <thrift/c_glib/transport/thrift_memory_buffer.h>
 
 #include "log.h"
 #include "thrift_util.h"
+#include "wire.h"
+
+/* How often an I/O thread looks for timed-out connections. */
+#define TICK_MS 250
+/* Connections accepted per wake-up of one I/O thread (fairness). */
+#define ACCEPT_BATCH 64
+/* Connections over server.max_connections still accepted to be told why;
+ * beyond these they are closed at once. */
+#define REFUSED_MAX 256
+/* File descriptors kept for everything else (RocksDB files, Kafka, cache)
+ * when the open-file limit caps connections. */
+#define FD_RESERVE 512
+/* One warning per this long for refusals; the rest are counted. */
+#define WARN_EVERY_US (5 * G_USEC_PER_SEC)
+
+typedef enum { CONN_READING, CONN_RUNNING, CONN_WRITING } conn_state_t;
+
+typedef struct io_thread io_t;
+
+typedef struct {
+  int fd;
+  io_t *io;
+  conn_state_t state;
+  GByteArray *in;      /* received bytes, NULL while none are held */
+  guint in_pos;        /* start of the first frame not yet run */
+  GByteArray *out;     /* answer bytes not yet sent, NULL when none */
+  guint out_pos;
+  gint64 frame_start;  /* µs: first byte of the incomplete frame, 0 = none */
+  gint64 since;        /* µs: accepted, last answer sent, or writing began */
+  gboolean readable;   /* input may be waiting in the socket */
+  gboolean gone;       /* the peer hung up or the socket failed (I/O thread) */
+  gboolean send_failed; /* the worker could not send the answer (worker) */
+  gboolean close_after; /* close once the answer is out */
+  gboolean refused;    /* over server.max_connections: answer with an error */
+  gboolean closed;     /* closed; freed once the current epoll batch is done */
+  GList link;          /* in io->conns */
+} conn_t;
+
+struct io_thread {
+  ixia_server_t *srv;
+  int epfd;
+  int evfd;           /* wakes the thread: finished requests, stop */
+  GThread *thread;
+  GAsyncQueue *done;  /* conn_t * whose request finished */
+  GQueue conns;       /* every connection of this thread */
+  GPtrArray *closed;  /* conn_t * closed during this epoll batch: events of
+                         the same batch may still name them */
+};
 
 struct ixia_server {
   ThriftProcessor *processor;
+  ixia_wire_limits_t lim;
   int listen_fd;
-  int wake[2]; /* pipe: wakes the accept loop on stop */
+  int spare_fd; /* kept open, given up to accept-and-close on EMFILE */
   int port;
-  GThread *accept_thread;
+  io_t *io;
+  guint n_io;
   GThreadPool *pool;
   gint workers;
-  GMutex lock;
-  GHashTable *active; /* fd -> fd, connections being served */
+  gint max_conns;
+  gint64 request_timeout_us;
+  gint64 idle_timeout_us;
   gint stopping;
-  guint32 max_frame;
-  gint64 recv_timeout_ms;
+  gint open;          /* connections open, refused ones included */
+  gint64 warned_at;   /* µs, guarded by atomics: last refusal warning */
   guint64 connections_total;
+  guint64 connections_refused;
+  guint64 timeouts;
   guint64 rejected_frames;
+  guint64 requests;
 };
+
+/* Markers told apart from connections in epoll data. */
+static char listen_marker, wake_marker;
+
+/* ---------- workers ---------- */
+
+/* A worker thread's decoding state, reused across requests (and across
+ * servers: GThreadPool threads may serve several pools). */
+typedef struct {
+  ixia_wire_limits_t lim;
+  ThriftMemoryBuffer *in, *out;
+  ThriftProtocol *pin, *pout;
+} worker_t;
+
+static void worker_free(gpointer data) {
+  worker_t *w = data;
+  if (!w) return;
+  g_object_unref(w->pin);
+  g_object_unref(w->pout);
+  g_object_unref(w->in);
+  g_object_unref(w->out);
+  g_free(w);
+}
+
+static GPrivate worker_key = G_PRIVATE_INIT(worker_free);
+
+static worker_t *worker_get(const ixia_wire_limits_t *lim) {
+  worker_t *w = g_private_get(&worker_key);
+  if (w && memcmp(&w->lim, lim, sizeof *lim) == 0) return w;
+  w = g_new0(worker_t, 1);
+  w->lim = *lim;
+  w->in = ixia_frame_buffer_new(lim->max_frame);
+  w->out = ixia_frame_buffer_new(lim->max_frame + 4); /* + the frame header */
+  w->pin = ixia_wire_protocol_new(THRIFT_TRANSPORT(w->in), FALSE, lim);
+  w->pout = ixia_wire_protocol_new(THRIFT_TRANSPORT(w->out), FALSE, lim);
+  g_private_replace(&worker_key, w);
+  return w;
+}
+
+static guint32 frame_size(const guint8 *p) {
+  guint32 be;
+  memcpy(&be, p, 4);
+  return GUINT32_FROM_BE(be);
+}
+
+static void set_frame_size(guint8 *p, guint32 size) {
+  guint32 be = GUINT32_TO_BE(size);
+  memcpy(p, &be, 4);
+}
+
+/* Sends what the socket takes now; FALSE on a broken connection. */
+static gboolean send_some(int fd, const guint8 *data, guint len, guint *pos) {
+  while (*pos < len) {
+    ssize_t w = send(fd, data + *pos, len - *pos, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      *pos += (guint)w;
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    return w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+  return TRUE;
+}
+
+/* Replaces whatever the processor wrote with an error answer (an
+ * IxiaError reply: wire.h). */
+static void answer_error(GByteArray *out, const guint8 *frame, guint32 size, ixia_code_t code,
+                         const char *message) {
+  const char *name = "";
+  guint32 name_len = 0;
+  gint32 seqid = 0;
+  ixia_wire_peek_call(frame, size, &name, &name_len, &seqid);
+  g_byte_array_set_size(out, 4);
+  ixia_wire_append_error(out, name, name_len, seqid, code, message);
+}
+
+static void hand_back(conn_t *c) {
+  g_async_queue_push(c->io->done, c);
+  guint64 one = 1;
+  ssize_t w = write(c->io->evfd, &one, sizeof one);
+  (void)w; /* a full counter still wakes the thread */
+}
+
+/* Runs the frame at c->in[in_pos]: decode, process, answer. */
+static void run_request(gpointer data, gpointer user_data) {
+  conn_t *c = data;
+  ixia_server_t *srv = user_data;
+  worker_t *w = worker_get(&srv->lim);
+  const guint8 *frame = c->in->data + c->in_pos + 4;
+  guint32 size = frame_size(c->in->data + c->in_pos);
+  ixia_frame_buffer_load(w->in, frame, size);
+  ixia_frame_buffer_reset(w->out);
+  g_byte_array_set_size(w->out->buf, 4); /* room for the answer's frame header */
+  GError *gerr = NULL;
+  if (!thrift_processor_process(srv->processor, w->pin, w->pout, &gerr)) {
+    /* Reads come from memory: a failed send is the answer outgrowing its
+     * frame. */
+    gboolean too_big = gerr && gerr->domain == THRIFT_TRANSPORT_ERROR &&
+                       gerr->code == THRIFT_TRANSPORT_ERROR_SEND;
+    char *msg = too_big ? g_strdup_printf("the answer is over server.max_frame_bytes=%u; ask for "
+                                          "less (fewer keys, a smaller limit or fields)",
+                                          srv->lim.max_frame)
+                        : g_strdup_printf("cannot serve this call: %s",
+                                          gerr ? gerr->message : "not a call of this service");
+    IXIA_DEBUG("%s", msg);
+    answer_error(w->out->buf, frame, size, too_big ? IXIA_ETOOLARGE : IXIA_EINVAL, msg);
+    g_free(msg);
+    if (gerr) g_error_free(gerr);
+  }
+  c->in_pos += 4 + size;
+  __atomic_add_fetch(&srv->requests, 1, __ATOMIC_RELAXED);
+  GByteArray *out = w->out->buf;
+  set_frame_size(out->data, out->len - 4);
+  guint sent = 0;
+  if (!send_some(c->fd, out->data, out->len, &sent)) {
+    c->send_failed = TRUE;
+  } else if (sent < out->len) {
+    c->out = g_byte_array_sized_new(out->len - sent);
+    g_byte_array_append(c->out, out->data + sent, out->len - sent);
+    c->out_pos = 0;
+  }
+  hand_back(c);
+}
+
+/* ---------- connections (on their I/O thread) ---------- */
+
+static void conn_free(gpointer data) {
+  conn_t *c = data;
+  if (c->in) g_byte_array_unref(c->in);
+  if (c->out) g_byte_array_unref(c->out);
+  g_free(c);
+}
+
+static void conn_close(conn_t *c) {
+  io_t *io = c->io;
+  g_queue_unlink(&io->conns, &c->link);
+  epoll_ctl(io->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+  close(c->fd);
+  c->closed = TRUE;
+  g_ptr_array_add(io->closed, c);
+  g_atomic_int_add(&io->srv->open, -1);
+}
+
+/* Refusals and timeouts come in floods when they come: one warning per
+ * WARN_EVERY_US, the rest only counted. */
+static void warn_limited(ixia_server_t *srv, const char *why) {
+  gint64 now = g_get_monotonic_time();
+  gint64 last = __atomic_load_n(&srv->warned_at, __ATOMIC_RELAXED);
+  if (last && now - last < WARN_EVERY_US) return;
+  if (!__atomic_compare_exchange_n(&srv->warned_at, &last, now, FALSE, __ATOMIC_RELAXED,
+                                   __ATOMIC_RELAXED))
+    return;
+  IXIA_WARN("%s (for 5 s, further ones are only counted in stats)", why);
+}
+
+static gboolean flush_out(conn_t *c, gint64 now);
+
+/* A whole frame is held at in_pos: run it (or, for a refused connection,
+ * answer why and close). FALSE when the connection must be closed. */
+static gboolean dispatch(conn_t *c, guint32 size, gint64 now) {
+  ixia_server_t *srv = c->io->srv;
+  c->frame_start = c->in->len > c->in_pos + 4 + size ? now : 0;
+  if (c->refused) {
+    char *msg = g_strdup_printf("server busy: %d connections are open, the limit is "
+                                "server.max_connections=%d; try again later",
+                                g_atomic_int_get(&srv->open), srv->max_conns);
+    c->out = g_byte_array_new();
+    answer_error(c->out, c->in->data + c->in_pos + 4, size, IXIA_EUNAVAILABLE, msg);
+    g_free(msg);
+    set_frame_size(c->out->data, c->out->len - 4);
+    c->out_pos = 0;
+    c->close_after = TRUE;
+    c->since = now;
+    return flush_out(c, now);
+  }
+  c->state = CONN_RUNNING;
+  g_thread_pool_push(srv->pool, c, NULL);
+  return TRUE;
+}
+
+/* Reads until the socket is drained or one whole frame is held, and runs
+ * that frame. Epoll is edge-triggered: stopping earlier with input left
+ * would wait for an edge that never comes, so a connection whose frame is
+ * run keeps `readable` and is read on once its answer is out. FALSE when
+ * the connection must be closed. */
+static gboolean advance(conn_t *c, gint64 now) {
+  ixia_server_t *srv = c->io->srv;
+  for (;;) {
+    guint have = c->in ? c->in->len - c->in_pos : 0;
+    guint32 size = 0;
+    if (have >= 4) {
+      size = frame_size(c->in->data + c->in_pos);
+      if (size > srv->lim.max_frame) {
+        IXIA_WARN("closing a connection: frame of %u bytes is over server.max_frame_bytes=%u",
+                  size, srv->lim.max_frame);
+        __atomic_add_fetch(&srv->rejected_frames, 1, __ATOMIC_RELAXED);
+        return FALSE;
+      }
+      if (have >= 4 + size) {
+        const guint8 *f = c->in->data + c->in_pos + 4;
+        if (size < 8 || f[0] != 0x80 || f[1] != 0x01) {
+          IXIA_WARN("closing a connection: its frame is not a binary-protocol Thrift message "
+                    "(ixia serves framed binary Thrift on this port)");
+          __atomic_add_fetch(&srv->rejected_frames, 1, __ATOMIC_RELAXED);
+          return FALSE;
+        }
+        return dispatch(c, size, now);
+      }
+    }
+    if (!c->readable) return TRUE;
+    /* Compact the buffer, then read towards the frame's end. */
+    if (!c->in) c->in = g_byte_array_new();
+    if (c->in_pos > 0) {
+      memmove(c->in->data, c->in->data + c->in_pos, c->in->len - c->in_pos);
+      g_byte_array_set_size(c->in, c->in->len - c->in_pos);
+      c->in_pos = 0;
+    }
+    /* Grow with the bytes that arrive, not with what a header announces:
+     * a client announcing huge frames pins little memory. */
+    guint want = have >= 4 ? MIN(4 + size - have, MAX(65536u, c->in->len)) : 65536u;
+    guint len = c->in->len;
+    g_byte_array_set_size(c->in, len + want);
+    ssize_t r = recv(c->fd, c->in->data + len, want, 0);
+    g_byte_array_set_size(c->in, len + (guint)MAX(r, 0));
+    if (r > 0) {
+      if (!c->frame_start) c->frame_start = now;
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      c->readable = FALSE;
+      if (c->in->len == 0) g_clear_pointer(&c->in, g_byte_array_unref); /* idle: hold nothing */
+      return TRUE;
+    }
+    return FALSE; /* closed by the peer (any whole frame was run before) or failed */
+  }
+}
+
+/* Sends the pending answer; then reads on. FALSE when the connection must
+ * be closed. */
+static gboolean flush_out(conn_t *c, gint64 now) {
+  if (!send_some(c->fd, c->out->data, c->out->len, &c->out_pos)) return FALSE;
+  if (c->out_pos < c->out->len) {
+    c->state = CONN_WRITING;
+    return TRUE;
+  }
+  g_clear_pointer(&c->out, g_byte_array_unref);
+  if (c->close_after) return FALSE;
+  c->state = CONN_READING;
+  c->since = now;
+  return advance(c, now);
+}
+
+static void finish_request(conn_t *c, gint64 now) {
+  gboolean keep = !c->gone && !c->send_failed;
+  if (keep && c->out) {
+    c->since = now;
+    keep = flush_out(c, now);
+  } else if (keep) {
+    c->state = CONN_READING;
+    c->since = now;
+    if (c->in && c->in_pos == c->in->len) {
+      if (c->in->len > (1u << 20)) g_clear_pointer(&c->in, g_byte_array_unref);
+      else g_byte_array_set_size(c->in, 0);
+      c->in_pos = 0;
+    }
+    keep = advance(c, now);
+  }
+  if (!keep) conn_close(c);
+}
+
+static void on_conn_event(conn_t *c, guint32 events, gint64 now) {
+  if (c->closed) return;
+  if (events & (EPOLLERR | EPOLLHUP)) c->gone = TRUE;
+  if (events & (EPOLLIN | EPOLLRDHUP)) c->readable = TRUE;
+  if (c->state == CONN_RUNNING) return; /* a worker owns it: recorded only */
+  gboolean keep = !c->gone;
+  if (keep && c->state == CONN_WRITING && (events & EPOLLOUT)) keep = flush_out(c, now);
+  else if (keep && c->state == CONN_READING) keep = advance(c, now);
+  if (!keep) conn_close(c);
+}
+
+static void add_conn(io_t *io, int fd, gboolean refused, gint64 now) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  conn_t *c = g_new0(conn_t, 1);
+  c->fd = fd;
+  c->io = io;
+  c->state = CONN_READING;
+  c->since = now;
+  c->refused = refused;
+  c->link.data = c;
+  g_queue_push_tail_link(&io->conns, &c->link);
+  struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = c};
+  if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    IXIA_WARN("epoll_ctl: %s", g_strerror(errno));
+    conn_close(c);
+  }
+}
+
+static void accept_some(io_t *io, gint64 now) {
+  ixia_server_t *srv = io->srv;
+  for (int i = 0; i < ACCEPT_BATCH; i++) {
+    int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE) {
+        /* Out of descriptors: take one back, accept and close, so the
+         * listen queue does not wake us forever. */
+        warn_limited(srv, "closing new connections: out of file descriptors");
+        __atomic_add_fetch(&srv->connections_refused, 1, __ATOMIC_RELAXED);
+        if (srv->spare_fd >= 0) close(srv->spare_fd);
+        int x = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (x >= 0) close(x);
+        srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        continue;
+      }
+      return; /* EAGAIN: another thread took it, or the queue is empty */
+    }
+    __atomic_add_fetch(&srv->connections_total, 1, __ATOMIC_RELAXED);
+    gint open = g_atomic_int_add(&srv->open, 1) + 1;
+    gboolean refused = open > srv->max_conns;
+    if (refused) {
+      __atomic_add_fetch(&srv->connections_refused, 1, __ATOMIC_RELAXED);
+      char *why = g_strdup_printf("refusing a connection: %d are open, server.max_connections=%d",
+                                  open - 1, srv->max_conns);
+      warn_limited(srv, why);
+      g_free(why);
+      if (open > srv->max_conns + REFUSED_MAX) {
+        close(fd);
+        g_atomic_int_add(&srv->open, -1);
+        continue;
+      }
+    }
+    add_conn(io, fd, refused, now);
+  }
+}
+
+/* Closes connections past their deadlines. */
+static void expire(io_t *io, gint64 now) {
+  ixia_server_t *srv = io->srv;
+  for (GList *l = io->conns.head; l;) {
+    conn_t *c = l->data;
+    l = l->next;
+    if (c->state == CONN_RUNNING) continue;
+    const char *why = NULL;
+    if (c->state == CONN_WRITING && now - c->since > srv->request_timeout_us)
+      why = "the client did not take its answer within server.request_timeout_ms";
+    else if (c->state == CONN_READING && c->frame_start &&
+             now - c->frame_start > srv->request_timeout_us)
+      why = "a frame did not arrive whole within server.request_timeout_ms";
+    if (why) {
+      char *msg = g_strdup_printf("closing a connection: %s", why);
+      warn_limited(srv, msg);
+      g_free(msg);
+      __atomic_add_fetch(&srv->timeouts, 1, __ATOMIC_RELAXED);
+      conn_close(c);
+    } else if (c->state == CONN_READING && !c->frame_start &&
+               now - c->since > srv->idle_timeout_us) {
+      conn_close(c); /* idle past server.idle_timeout_ms: clients reconnect */
+    }
+  }
+}
+
+static gpointer io_main(gpointer data) {
+  io_t *io = data;
+  ixia_server_t *srv = io->srv;
+  struct epoll_event evs[256];
+  gint64 next_tick = g_get_monotonic_time() + TICK_MS * 1000;
+  while (!g_atomic_int_get(&srv->stopping)) {
+    int n = epoll_wait(io->epfd, evs, G_N_ELEMENTS(evs), TICK_MS);
+    if (n < 0 && errno != EINTR) {
+      IXIA_ERROR("epoll_wait: %s", g_strerror(errno));
+      break;
+    }
+    gint64 now = g_get_monotonic_time();
+    for (int i = 0; i < n; i++) {
+      void *p = evs[i].data.ptr;
+      if (p == &listen_marker) {
+        accept_some(io, now);
+      } else if (p == &wake_marker) {
+        guint64 v;
+        ssize_t r = read(io->evfd, &v, sizeof v);
+        (void)r;
+        conn_t *c;
+        while ((c = g_async_queue_try_pop(io->done))) finish_request(c, now);
+      } else {
+        on_conn_event(p, evs[i].events, now);
+      }
+    }
+    if (now >= next_tick) {
+      expire(io, now);
+      next_tick = now + TICK_MS * 1000;
+    }
+    g_ptr_array_set_size(io->closed, 0);
+  }
+  return NULL;
+}
+
+/* ---------- life cycle ---------- */
+
+/* Raises the open-file limit to its hard maximum and returns how many
+ * connections it leaves room for. */
+static gint fd_room(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return G_MAXINT;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (rlim_t)G_MAXINT) return G_MAXINT;
+  return (gint)MAX((gint64)rl.rlim_cur - FD_RESERVE - REFUSED_MAX, 16);
+}
 
 ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int port,
                                ThriftProcessor *processor, ixia_error_t **err) {
@@ -51,10 +543,10 @@ ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int p
     ixia_error_set(err, IXIA_EINVAL, "cannot resolve listen address %s: %s", host, gai_strerror(rc));
     return NULL;
   }
-  int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   int one = 1;
   if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+  if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
     ixia_error_set(err, IXIA_EUNAVAILABLE, "cannot listen on %s:%d: %s", host, port,
                    g_strerror(errno));
     if (fd >= 0) close(fd);
@@ -67,210 +559,105 @@ ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int p
   getsockname(fd, (struct sockaddr *)&ss, &sl);
   ixia_server_t *srv = g_new0(ixia_server_t, 1);
   srv->listen_fd = fd;
+  srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   srv->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
                                        : ntohs(((struct sockaddr_in *)&ss)->sin_port);
   srv->processor = g_object_ref(processor);
-  srv->wake[0] = srv->wake[1] = -1;
-  g_mutex_init(&srv->lock);
-  srv->active = g_hash_table_new(g_direct_hash, g_direct_equal);
-  srv->max_frame = (guint32)ixia_config_int(cfg, "server.max_frame_bytes");
-  srv->recv_timeout_ms = ixia_config_int(cfg, "server.recv_timeout_ms");
+  srv->lim = ixia_wire_limits_from_config(cfg);
   srv->workers = (gint)ixia_config_int(cfg, "server.workers");
+  srv->n_io = (guint)ixia_config_int(cfg, "server.io_threads");
+  srv->request_timeout_us = ixia_config_int(cfg, "server.request_timeout_ms") * 1000;
+  srv->idle_timeout_us = ixia_config_int(cfg, "server.idle_timeout_ms") * 1000;
+  gint want = (gint)ixia_config_int(cfg, "server.max_connections");
+  gint room = fd_room();
+  srv->max_conns = MIN(want, room);
+  if (room < want)
+    IXIA_INFO("server.max_connections=%d is over what the open-file limit leaves; serving at "
+              "most %d connections",
+              want, room);
   return srv;
 }
 
 int ixia_server_port(const ixia_server_t *srv) { return srv->port; }
 
-/* Makes at least `need` unconsumed bytes available in b (from *pos on),
- * reading as much as the socket has so that a frame's header and body (and
- * often the next frame) arrive with one recv. FALSE when the peer closed,
- * stalled past the timeout, or failed. */
-static gboolean fill(int fd, GByteArray *b, gsize *pos, gsize need) {
-  if (b->len - *pos >= need) return TRUE;
-  if (*pos > 0) {
-    memmove(b->data, b->data + *pos, b->len - *pos);
-    g_byte_array_set_size(b, b->len - (guint)*pos);
-    *pos = 0;
-  }
-  while (b->len < need) {
-    guint have = b->len;
-    /* Grow with the bytes that actually arrive, not with what the header
-     * announces: a client announcing huge frames pins little memory. */
-    gsize want = MIN(MAX(need, 65536), MAX((gsize)have * 2, 65536));
-    g_byte_array_set_size(b, (guint)want);
-    ssize_t r = recv(fd, b->data + have, want - have, 0);
-    g_byte_array_set_size(b, have + (guint)MAX(r, 0));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return FALSE;
-  }
-  return TRUE;
-}
-
-static gboolean write_full(int fd, const void *buf, size_t n) {
-  const char *p = buf;
-  while (n > 0) {
-    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return FALSE;
-    p += w;
-    n -= (size_t)w;
-  }
-  return TRUE;
-}
-
-/* The server reads each frame itself and hands the processor a memory
- * buffer holding exactly one complete, size-checked message. c_glib's
- * processor dereferences a NULL error on some failed reads (truncated or
- * unversioned input), so it must never see a partial or foreign frame. */
-static void serve_connection(gpointer data, gpointer user_data) {
-  int fd = GPOINTER_TO_INT(data) - 1;
-  ixia_server_t *srv = user_data;
-  if (g_atomic_int_get(&srv->stopping)) {
-    close(fd);
-    return;
-  }
-  struct timeval tv = {.tv_sec = srv->recv_timeout_ms / 1000,
-                       .tv_usec = (srv->recv_timeout_ms % 1000) * 1000};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-
-  ThriftMemoryBuffer *in = ixia_frame_buffer_new(srv->max_frame);
-  ThriftMemoryBuffer *out = ixia_frame_buffer_new(srv->max_frame);
-  ThriftProtocol *pin = g_object_new(THRIFT_TYPE_BINARY_PROTOCOL, "transport", in, NULL);
-  ThriftProtocol *pout = g_object_new(THRIFT_TYPE_BINARY_PROTOCOL, "transport", out, NULL);
-  GByteArray *rbuf = g_byte_array_new();
-  gsize rpos = 0;
-  for (;;) {
-    if (!fill(fd, rbuf, &rpos, 4)) break;
-    const guint8 *hdr = rbuf->data + rpos;
-    guint32 size = ((guint32)hdr[0] << 24) | ((guint32)hdr[1] << 16) | ((guint32)hdr[2] << 8) | hdr[3];
-    if (size > srv->max_frame) {
-      IXIA_WARN("closing connection: frame of %u bytes is over server.max_frame_bytes=%u", size,
-                srv->max_frame);
-      __atomic_add_fetch(&srv->rejected_frames, 1, __ATOMIC_RELAXED);
-      break;
-    }
-    if (!fill(fd, rbuf, &rpos, 4 + (gsize)size)) {
-      IXIA_DEBUG("closing connection: truncated frame (%u bytes announced)", size);
-      break;
-    }
-    ixia_frame_buffer_load(in, rbuf->data + rpos + 4, size);
-    rpos += 4 + (gsize)size;
-    if (rpos == rbuf->len && rbuf->len > (1u << 20)) { /* drop a large frame's memory */
-      g_byte_array_unref(rbuf);
-      rbuf = g_byte_array_new();
-      rpos = 0;
-    }
-    /* Strict binary protocol: version word 0x8001 first. */
-    if (size < 8 || in->buf->data[0] != 0x80 || in->buf->data[1] != 0x01) {
-      IXIA_WARN("closing connection: frame is not a binary-protocol Thrift message");
-      __atomic_add_fetch(&srv->rejected_frames, 1, __ATOMIC_RELAXED);
-      break;
-    }
-    g_byte_array_set_size(out->buf, 4); /* room for the response's frame header */
-    GError *gerr = NULL;
-    if (!thrift_processor_process(srv->processor, pin, pout, &gerr)) {
-      IXIA_DEBUG("closing connection: %s", gerr ? gerr->message : "processor failed");
-      if (gerr) g_error_free(gerr);
-      break;
-    }
-    guint32 rsize = out->buf->len - 4;
-    out->buf->data[0] = (guint8)(rsize >> 24);
-    out->buf->data[1] = (guint8)(rsize >> 16);
-    out->buf->data[2] = (guint8)(rsize >> 8);
-    out->buf->data[3] = (guint8)rsize;
-    if (!write_full(fd, out->buf->data, out->buf->len)) break;
-  }
-  g_mutex_lock(&srv->lock);
-  g_hash_table_remove(srv->active, GINT_TO_POINTER(fd + 1));
-  g_mutex_unlock(&srv->lock);
-  g_byte_array_unref(rbuf);
-  g_object_unref(pin);
-  g_object_unref(pout);
-  g_object_unref(in);
-  g_object_unref(out);
-  close(fd);
-}
-
-static gpointer accept_loop(gpointer data) {
-  ixia_server_t *srv = data;
-  struct pollfd pfd[2] = {{.fd = srv->listen_fd, .events = POLLIN}, {.fd = srv->wake[0], .events = POLLIN}};
-  while (!g_atomic_int_get(&srv->stopping)) {
-    if (poll(pfd, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      IXIA_ERROR("accept loop: poll: %s", g_strerror(errno));
-      break;
-    }
-    if (pfd[1].revents) break;
-    if (!(pfd[0].revents & POLLIN)) continue;
-    int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
-        IXIA_WARN("accept: %s", g_strerror(errno));
-        g_usleep(10000); /* e.g. EMFILE: back off instead of spinning */
-      }
-      continue;
-    }
-    __atomic_add_fetch(&srv->connections_total, 1, __ATOMIC_RELAXED);
-    g_mutex_lock(&srv->lock);
-    g_hash_table_add(srv->active, GINT_TO_POINTER(fd + 1));
-    g_mutex_unlock(&srv->lock);
-    g_thread_pool_push(srv->pool, GINT_TO_POINTER(fd + 1), NULL);
-  }
-  return NULL;
-}
-
 gboolean ixia_server_start(ixia_server_t *srv, ixia_error_t **err) {
   signal(SIGPIPE, SIG_IGN);
-  if (pipe2(srv->wake, O_CLOEXEC) != 0)
-    return ixia_error_set(err, IXIA_EINTERNAL, "pipe: %s", g_strerror(errno));
   GError *gerr = NULL;
-  srv->pool = g_thread_pool_new(serve_connection, srv, srv->workers, FALSE, &gerr);
+  srv->pool = g_thread_pool_new(run_request, srv, srv->workers, FALSE, &gerr);
   if (!srv->pool) return ixia_error_from_gerror(err, gerr, IXIA_EINTERNAL, "worker pool");
-  srv->accept_thread = g_thread_new("ixia-accept", accept_loop, srv);
+  srv->io = g_new0(io_t, srv->n_io);
+  for (guint i = 0; i < srv->n_io; i++) {
+    io_t *io = &srv->io[i];
+    io->srv = srv;
+    io->done = g_async_queue_new();
+    io->closed = g_ptr_array_new_with_free_func(conn_free);
+    g_queue_init(&io->conns);
+    io->epfd = epoll_create1(EPOLL_CLOEXEC);
+    io->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    struct epoll_event wake = {.events = EPOLLIN, .data.ptr = &wake_marker};
+    struct epoll_event lst = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &listen_marker};
+    if (io->epfd < 0 || io->evfd < 0 || epoll_ctl(io->epfd, EPOLL_CTL_ADD, io->evfd, &wake) != 0 ||
+        epoll_ctl(io->epfd, EPOLL_CTL_ADD, srv->listen_fd, &lst) != 0)
+      return ixia_error_set(err, IXIA_EINTERNAL, "server event loop: %s", g_strerror(errno));
+  }
+  for (guint i = 0; i < srv->n_io; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "ixia-io-%u", i);
+    srv->io[i].thread = g_thread_new(name, io_main, &srv->io[i]);
+  }
   return TRUE;
 }
 
 void ixia_server_stop(ixia_server_t *srv) {
   if (!srv || g_atomic_int_get(&srv->stopping)) return;
   g_atomic_int_set(&srv->stopping, 1);
-  if (srv->wake[1] >= 0) {
-    ssize_t w = write(srv->wake[1], "x", 1);
+  for (guint i = 0; srv->io && i < srv->n_io; i++) {
+    guint64 one = 1;
+    ssize_t w = write(srv->io[i].evfd, &one, sizeof one);
     (void)w;
   }
-  if (srv->accept_thread) g_thread_join(srv->accept_thread);
-  srv->accept_thread = NULL;
-  /* Wake workers blocked in recv; they close their own fds. */
-  g_mutex_lock(&srv->lock);
-  GHashTableIter it;
-  gpointer key;
-  g_hash_table_iter_init(&it, srv->active);
-  while (g_hash_table_iter_next(&it, &key, NULL)) shutdown(GPOINTER_TO_INT(key) - 1, SHUT_RDWR);
-  g_mutex_unlock(&srv->lock);
+  for (guint i = 0; srv->io && i < srv->n_io; i++)
+    if (srv->io[i].thread) g_thread_join(srv->io[i].thread), srv->io[i].thread = NULL;
+  /* Requests running finish (their answers are sent); then every
+   * connection closes. */
   if (srv->pool) g_thread_pool_free(srv->pool, FALSE, TRUE);
   srv->pool = NULL;
+  for (guint i = 0; srv->io && i < srv->n_io; i++) {
+    io_t *io = &srv->io[i];
+    while (g_async_queue_try_pop(io->done)) {
+    }
+    while (io->conns.head) conn_close(io->conns.head->data);
+    g_ptr_array_set_size(io->closed, 0);
+  }
 }
 
 void ixia_server_destroy(ixia_server_t *srv) {
   if (!srv) return;
   ixia_server_stop(srv);
-  if (srv->pool) g_thread_pool_free(srv->pool, TRUE, TRUE);
+  for (guint i = 0; srv->io && i < srv->n_io; i++) {
+    io_t *io = &srv->io[i];
+    if (io->epfd >= 0) close(io->epfd);
+    if (io->evfd >= 0) close(io->evfd);
+    if (io->done) g_async_queue_unref(io->done);
+    if (io->closed) g_ptr_array_unref(io->closed);
+  }
+  g_free(srv->io);
   if (srv->listen_fd >= 0) close(srv->listen_fd);
-  for (int i = 0; i < 2; i++)
-    if (srv->wake[i] >= 0) close(srv->wake[i]);
-  g_hash_table_destroy(srv->active);
-  g_mutex_clear(&srv->lock);
+  if (srv->spare_fd >= 0) close(srv->spare_fd);
   g_object_unref(srv->processor);
   g_free(srv);
 }
 
-guint64 ixia_server_connections_total(const ixia_server_t *srv) {
-  return __atomic_load_n(&srv->connections_total, __ATOMIC_RELAXED);
-}
-guint64 ixia_server_rejected_frames(const ixia_server_t *srv) {
-  return __atomic_load_n(&srv->rejected_frames, __ATOMIC_RELAXED);
+void ixia_server_add_stats(const ixia_server_t *srv, cJSON *o) {
+  if (!srv) return;
+#define STAT(name, value) cJSON_AddNumberToObject(o, name, (double)(value))
+  STAT("connections_total", __atomic_load_n(&srv->connections_total, __ATOMIC_RELAXED));
+  STAT("connections_open", g_atomic_int_get(&srv->open));
+  STAT("connections_refused", __atomic_load_n(&srv->connections_refused, __ATOMIC_RELAXED));
+  STAT("connections_timed_out", __atomic_load_n(&srv->timeouts, __ATOMIC_RELAXED));
+  STAT("rejected_frames", __atomic_load_n(&srv->rejected_frames, __ATOMIC_RELAXED));
+  STAT("requests", __atomic_load_n(&srv->requests, __ATOMIC_RELAXED));
+#undef STAT
 }
 
 static gboolean on_signal(gpointer loop) {

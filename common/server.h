@@ -1,17 +1,22 @@
 /* A concurrent Thrift server (framed transport, binary protocol).
  *
- * Thrift c_glib ships only a one-connection-at-a-time server. This one runs
- * an accept loop on its own thread and hands each connection to a GThreadPool
- * worker that serves requests on it until the client hangs up. Limits
- * (server.* in the config): frame size checked from the frame header before
- * anything is read, string and list sizes inside messages, an idle/stall
- * timeout per connection, and a cap on connections served at once.
+ * Thrift c_glib ships only a one-connection-at-a-time server. This one owns
+ * its connections on a few epoll I/O threads (server.io_threads) and runs
+ * each whole request frame on a worker pool (server.workers); an idle
+ * connection holds no thread. Every frame is decoded through the bounded
+ * protocols of wire.h. Limits (server.* in the config): frame size checked
+ * from the frame header, nesting depth and container items inside
+ * messages, open connections (server.max_connections: beyond it a client is
+ * told so), a deadline for a frame to arrive and an answer to be taken
+ * (server.request_timeout_ms), and an idle timeout.
  *
  * The processor must be safe to call from several threads at once.
- * Thread safety: new/start/stop/destroy from one controlling thread. */
+ * Thread safety: new/start/stop/destroy from one controlling thread;
+ * ixia_server_add_stats from any thread. */
 #ifndef IXIA_SERVER_H
 #define IXIA_SERVER_H
 
+#include <cjson/cJSON.h>
 #include <thrift/c_glib/processor/thrift_processor.h>
 
 #include "config.h"
@@ -30,9 +35,11 @@ gboolean ixia_server_start(ixia_server_t *srv, ixia_error_t **err);
 void ixia_server_stop(ixia_server_t *srv);
 void ixia_server_destroy(ixia_server_t *srv);
 
-/* Counters for stats. */
-guint64 ixia_server_connections_total(const ixia_server_t *srv);
-guint64 ixia_server_rejected_frames(const ixia_server_t *srv);
+/* Adds the server's counters to a stats object: connections_total,
+ * connections_open, connections_refused (over server.max_connections),
+ * connections_timed_out (server.request_timeout_ms), rejected_frames
+ * (oversized or not Thrift), requests. srv may be NULL (adds nothing). */
+void ixia_server_add_stats(const ixia_server_t *srv, cJSON *o);
 
 /* Blocks until SIGINT or SIGTERM. */
 void ixia_wait_for_signal(void);

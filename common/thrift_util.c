@@ -1,67 +1,15 @@
 #include "thrift_util.h"
 
+#include <stdarg.h>
 #include <string.h>
 
 #include "json.h"
 
-#include <thrift/c_glib/protocol/thrift_binary_protocol.h>
-#include <thrift/c_glib/protocol/thrift_compact_protocol.h>
-#include <thrift/c_glib/transport/thrift_transport.h>
-
-typedef struct {
-  ThriftMemoryBuffer parent;
-  guint pos; /* read cursor into parent.buf */
-} IxiaFrameBuffer;
-typedef struct {
-  ThriftMemoryBufferClass parent;
-} IxiaFrameBufferClass;
-GType ixia_frame_buffer_get_type(void);
-G_DEFINE_TYPE(IxiaFrameBuffer, ixia_frame_buffer, THRIFT_TYPE_MEMORY_BUFFER)
-
-/* Reads advance a cursor instead of removing bytes from the front of the
- * array (the stock buffer's memmove per read is quadratic in message size). */
-static gint32 frame_buffer_read(ThriftTransport *t, gpointer buf, guint32 len, GError **error) {
-  IxiaFrameBuffer *f = (IxiaFrameBuffer *)t;
-  GByteArray *b = f->parent.buf;
-  if (len > b->len - f->pos) {
-    g_set_error(error, THRIFT_TRANSPORT_ERROR, THRIFT_TRANSPORT_ERROR_RECEIVE,
-                "message needs %u more bytes than it holds", len - (b->len - f->pos));
-    return -1;
-  }
-  memcpy(buf, b->data + f->pos, len);
-  f->pos += len;
-  return (gint32)len;
-}
-
-static void ixia_frame_buffer_init(IxiaFrameBuffer *self) { (void)self; }
-static void ixia_frame_buffer_class_init(IxiaFrameBufferClass *klass) {
-  THRIFT_TRANSPORT_CLASS(klass)->read = frame_buffer_read;
-}
-
-ThriftMemoryBuffer *ixia_frame_buffer_new(guint32 max_size) {
-  return g_object_new(ixia_frame_buffer_get_type(), "buf_size", max_size, NULL);
-}
-
-void ixia_frame_buffer_load(ThriftMemoryBuffer *mb, const guint8 *data, gsize len) {
-  IxiaFrameBuffer *f = (IxiaFrameBuffer *)mb;
-  /* Let a one-off large message's memory go rather than keep it per connection. */
-  if (mb->buf->len > (1u << 20) && len <= (1u << 20)) {
-    g_byte_array_unref(mb->buf);
-    mb->buf = g_byte_array_new();
-  }
-  g_byte_array_set_size(mb->buf, 0);
-  g_byte_array_append(mb->buf, data, (guint)len);
-  f->pos = 0;
-}
-
-static ThriftProtocol *protocol_on(ThriftMemoryBuffer *buf, gboolean compact) {
-  return g_object_new(compact ? THRIFT_TYPE_COMPACT_PROTOCOL : THRIFT_TYPE_BINARY_PROTOCOL,
-                      "transport", buf, NULL);
-}
 
 GByteArray *ixia_thrift_serialize(ThriftStruct *s, gboolean compact, ixia_error_t **err) {
   ThriftMemoryBuffer *buf = ixia_frame_buffer_new(G_MAXINT32);
-  ThriftProtocol *p = protocol_on(buf, compact);
+  ixia_wire_limits_t lim = ixia_wire_limits();
+  ThriftProtocol *p = ixia_wire_protocol_new(THRIFT_TRANSPORT(buf), compact, &lim);
   GError *gerr = NULL;
   GByteArray *out = NULL;
   if (thrift_struct_write(s, p, &gerr) >= 0)
@@ -77,7 +25,8 @@ gboolean ixia_thrift_deserialize(ThriftStruct *s, const guint8 *data, gsize len,
                                  ixia_error_t **err) {
   ThriftMemoryBuffer *buf = ixia_frame_buffer_new((guint32)MIN(len, G_MAXINT32));
   ixia_frame_buffer_load(buf, data, len);
-  ThriftProtocol *p = protocol_on(buf, compact);
+  ixia_wire_limits_t lim = ixia_wire_limits();
+  ThriftProtocol *p = ixia_wire_protocol_new(THRIFT_TRANSPORT(buf), compact, &lim);
   GError *gerr = NULL;
   gboolean ok = thrift_struct_read(s, p, &gerr) >= 0;
   if (!ok) {
@@ -95,6 +44,19 @@ gboolean ixia_error_to_thrift(IxiaIxiaError **xe, ixia_error_t *err) {
   *xe = g_object_new(IXIA_TYPE_IXIA_ERROR, "code", (gint32)err->code, "message", err->message, NULL);
   ixia_error_destroy(err);
   return FALSE;
+}
+
+ixia_error_t *ixia_thrift_missing(const char *method, ...) {
+  va_list ap;
+  va_start(ap, method);
+  ixia_error_t *err = NULL;
+  const char *name;
+  while (!err && (name = va_arg(ap, const char *))) {
+    const void *value = va_arg(ap, const void *);
+    if (!value) err = ixia_error_new(IXIA_EINVAL, "%s: missing argument %s", method, name);
+  }
+  va_end(ap);
+  return err;
 }
 
 IxiaChangeEvent *ixia_change_event_new(IxiaChangeOp op, const char *ns, size_t ns_len,

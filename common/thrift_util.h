@@ -1,10 +1,7 @@
-/* Thrift helpers: in-memory (de)serialization of structs, and a memory
- * transport that is safe on untrusted bytes.
- *
- * Stock ThriftMemoryBuffer returns 0 bytes when a message's length fields
- * ask for more than it holds, and Thrift's read_all then spins forever; the
- * buffer here fails such reads with an error instead. Thread-safe: no shared
- * state. */
+/* Thrift helpers: in-memory (de)serialization of structs through the
+ * bounded protocols of wire.h, the messages ixia builds (change events, WAL
+ * batches) and the one conversion of ixia_error_t into IxiaError.
+ * Thread-safe: no shared state. */
 #ifndef IXIA_THRIFT_UTIL_H
 #define IXIA_THRIFT_UTIL_H
 
@@ -13,12 +10,7 @@
 
 #include "error.h"
 #include "ixia_ixia_types.h"
-
-/* A memory transport holding at most max_size bytes; g_object_unref it. */
-ThriftMemoryBuffer *ixia_frame_buffer_new(guint32 max_size);
-
-/* Replaces the buffer's contents with data and rewinds its read cursor. */
-void ixia_frame_buffer_load(ThriftMemoryBuffer *buf, const guint8 *data, gsize len);
+#include "wire.h"
 
 /* Converts err into the IxiaError exception a handler returns (the one
  * place ixia_error_t becomes Thrift); frees err. Always returns FALSE. */
@@ -40,9 +32,22 @@ IxiaWalBatch *ixia_wal_batch_new(gint64 sequence, const char *data, size_t len);
 
 gboolean ixia_error_to_thrift(IxiaIxiaError **xe, ixia_error_t *err);
 
+/* Generated handlers receive NULL for an argument the caller left out. The
+ * first NULL among the named arguments of a call, as an INVALID_ARGUMENT
+ * error naming it ("put: missing argument key"); NULL when all are there.
+ * After method: pairs of (const char *name, const void *value), then NULL.
+ * IXIA_THRIFT_REQUIRE returns that error from a handler. */
+ixia_error_t *ixia_thrift_missing(const char *method, ...) G_GNUC_NULL_TERMINATED;
+#define IXIA_THRIFT_REQUIRE(xe, ...)                                \
+  do {                                                              \
+    ixia_error_t *missing_ = ixia_thrift_missing(__VA_ARGS__, NULL); \
+    if (missing_) return ixia_error_to_thrift((xe), missing_);      \
+  } while (0)
+
 /* Serializes s (binary or compact protocol). Returns a new GByteArray. */
 GByteArray *ixia_thrift_serialize(ThriftStruct *s, gboolean compact, ixia_error_t **err);
-/* Reads data into s (a new, empty struct of the expected type). */
+/* Reads data into s (a new, empty struct of the expected type), bounded by
+ * the process's wire limits (ixia_wire_limits). */
 gboolean ixia_thrift_deserialize(ThriftStruct *s, const guint8 *data, gsize len, gboolean compact,
                                  ixia_error_t **err);
 

@@ -144,8 +144,9 @@ static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **er
 static gboolean h_search(IxiaSearchIf *iface, gchar **ret, const gchar *request_json,
                          IxiaIxiaError **xe, GError **error) {
   (void)error;
+  IXIA_THRIFT_REQUIRE(xe, "search", "request_json", request_json);
   ixia_error_t *err = NULL;
-  char *out = run_search(handler_of(iface), request_json ? request_json : "", &err);
+  char *out = run_search(handler_of(iface), request_json, &err);
   if (!out) return ixia_error_to_thrift(xe, err);
   *ret = out;
   return TRUE;
@@ -198,12 +199,12 @@ static gboolean h_docs(IxiaSearchIf *iface, GPtrArray **ret, const gchar *ns, co
                        const GByteArray *after_key, const gint32 limit, IxiaIxiaError **xe,
                        GError **error) {
   (void)error;
+  IXIA_THRIFT_REQUIRE(xe, "docs", "ns", ns, "table", table);
   if (limit < 1 || limit > DOCS_MAX)
     return ixia_error_to_thrift(
         xe, ixia_error_new(IXIA_EINVAL, "docs: limit must be from 1 to %d, not %d", DOCS_MAX, (int)limit));
   ixia_error_t *err = NULL;
-  if (!ixia_name_valid(ns ? ns : "", "namespace", &err) ||
-      !ixia_name_valid(table ? table : "", "table", &err))
+  if (!ixia_name_valid(ns, "namespace", &err) || !ixia_name_valid(table, "table", &err))
     return ixia_error_to_thrift(xe, err);
   docs_ctx_t c = {*ret, (guint)limit};
   gboolean have_after = after_key && after_key->len > 0;

@@ -24,6 +24,7 @@ struct ixia_api {
   gsize max_key_bytes;
   guint max_batch_ops;
   guint max_get_keys;
+  gsize scan_max_bytes; /* half of server.max_frame_bytes: a scan page fits an answer */
   gint64 started_at;
   gint64 cache_default_ttl;
   guint64 cache_hits, cache_misses, cache_partial_misses;
@@ -94,6 +95,7 @@ ixia_api_t *ixia_api_new(const ixia_config_t *cfg, ixia_error_t **err) {
   api->max_key_bytes = (gsize)ixia_config_int(cfg, "limits.max_key_bytes");
   api->max_batch_ops = (guint)ixia_config_int(cfg, "limits.max_batch_ops");
   api->max_get_keys = (guint)ixia_config_int(cfg, "limits.max_get_keys");
+  api->scan_max_bytes = (gsize)ixia_config_int(cfg, "server.max_frame_bytes") / 2;
   api->started_at = g_get_monotonic_time();
   api->cache_default_ttl = ixia_config_int(cfg, "cache.default_ttl_seconds");
   api->store = ixia_store_open(cfg, err);
@@ -323,12 +325,16 @@ typedef struct {
   ixia_store_doc_cb cb;
   gpointer user;
   gint left;
+  gsize bytes_left;
 } scan_state_t;
 
 static gboolean scan_one(const char *key, size_t key_len, gint64 version, const char *json,
                          size_t json_len, gpointer user) {
   scan_state_t *st = user;
-  return st->cb(key, key_len, version, json, json_len, st->user) && --st->left > 0;
+  gsize size = key_len + json_len + 32; /* + the Document's framing */
+  st->bytes_left = size < st->bytes_left ? st->bytes_left - size : 0;
+  return st->cb(key, key_len, version, json, json_len, st->user) && --st->left > 0 &&
+         st->bytes_left > 0;
 }
 
 gboolean ixia_api_scan(ixia_api_t *api, const char *ns, const char *table, const char *after,
@@ -339,7 +345,7 @@ gboolean ixia_api_scan(ixia_api_t *api, const char *ns, const char *table, const
   if (limit < 1 || (guint)limit > api->max_get_keys)
     return ixia_error_set(err, IXIA_EINVAL, "scan limit %d is outside 1..%u (limits.max_get_keys)",
                           limit, api->max_get_keys);
-  scan_state_t st = {cb, user, limit};
+  scan_state_t st = {cb, user, limit, api->scan_max_bytes};
   return ixia_store_scan(api->store, ns, table, after, after ? strlen(after) : 0, scan_one, &st, err);
 }
 
@@ -510,10 +516,7 @@ char *ixia_api_stats(ixia_api_t *api) {
   cJSON_AddNumberToObject(o, "tables", g_hash_table_size(api->schemas));
   g_rw_lock_reader_unlock(&api->schemas_lock);
   add_table_names(api, o);
-  if (api->server) {
-    cJSON_AddNumberToObject(o, "connections_total", (double)ixia_server_connections_total(api->server));
-    cJSON_AddNumberToObject(o, "rejected_frames", (double)ixia_server_rejected_frames(api->server));
-  }
+  ixia_server_add_stats(api->server, o);
   char *out = ixia_json_print(o);
   cJSON_Delete(o);
   return out;

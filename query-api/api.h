@@ -49,7 +49,9 @@ gboolean ixia_api_get(ixia_api_t *api, const char *ns, const char *table, const 
                       ixia_error_t **err);
 
 /* Documents of a known table with key > after, in key order, at most limit
- * (1..limits.max_get_keys): cb as for ixia_store_scan. */
+ * (1..limits.max_get_keys), and fewer once they reach half of
+ * server.max_frame_bytes (so a page always fits one answer; callers page on
+ * from the last key until a page is empty): cb as for ixia_store_scan. */
 gboolean ixia_api_scan(ixia_api_t *api, const char *ns, const char *table, const char *after,
                        gint limit, ixia_store_doc_cb cb, gpointer user, ixia_error_t **err);
 

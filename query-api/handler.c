@@ -1,5 +1,6 @@
 /* Thrift glue: converts generated types to api.c calls and ixia_error_t to
- * the IxiaError exception. No logic lives here. */
+ * the IxiaError exception, and refuses calls that leave out an argument
+ * (generated handlers get NULL for it). No logic lives here. */
 #include <string.h>
 
 #include "api.h"
@@ -34,6 +35,7 @@ static gboolean h_put(IxiaIxiaIf *iface, gint64 *ret, const gchar *ns, const gch
                       const gchar *key, const gchar *json, const gint64 expected,
                       IxiaIxiaError **xe, GError **error) {
   (void)error;
+  IXIA_THRIFT_REQUIRE(xe, "put", "ns", ns, "table", table, "key", key, "json", json);
   return write_one(iface, ret, IXIA_WRITE_PUT, ns, table, key, json, expected, xe);
 }
 
@@ -41,6 +43,7 @@ static gboolean h_upsert(IxiaIxiaIf *iface, gint64 *ret, const gchar *ns, const 
                          const gchar *key, const gchar *json, const gint64 expected,
                          IxiaIxiaError **xe, GError **error) {
   (void)error;
+  IXIA_THRIFT_REQUIRE(xe, "upsert", "ns", ns, "table", table, "key", key, "json", json);
   return write_one(iface, ret, IXIA_WRITE_UPSERT, ns, table, key, json, expected, xe);
 }
 
@@ -48,6 +51,7 @@ static gboolean h_delete(IxiaIxiaIf *iface, gint64 *ret, const gchar *ns, const 
                          const gchar *key, const gint64 expected, IxiaIxiaError **xe,
                          GError **error) {
   (void)error;
+  IXIA_THRIFT_REQUIRE(xe, "deleteDoc", "ns", ns, "table", table, "key", key);
   return write_one(iface, ret, IXIA_WRITE_DELETE, ns, table, key, NULL, expected, xe);
 }
 
@@ -106,6 +110,7 @@ static gboolean h_get(IxiaIxiaIf *iface, IxiaDocument **ret, const gchar *ns, co
                       const gchar *key, const GPtrArray *fields, IxiaIxiaError **xe,
                       GError **error) {
   (void)error;
+  IXIA_THRIFT_REQUIRE(xe, "get", "ns", ns, "table", table, "key", key);
   const char **f = fields_of(fields);
   ixia_error_t *err = NULL;
   gboolean ok = fill_doc(api_of(iface), *ret, ns, table, key, f, &err);
@@ -117,6 +122,7 @@ static gboolean h_multi_get(IxiaIxiaIf *iface, GPtrArray **ret, const gchar *ns,
                             const gchar *table, const GPtrArray *keys, const GPtrArray *fields,
                             IxiaIxiaError **xe, GError **error) {
   (void)error;
+  IXIA_THRIFT_REQUIRE(xe, "multiGet", "ns", ns, "table", table, "keys", keys);
   ixia_api_t *api = api_of(iface);
   guint n = keys ? keys->len : 0;
   if (n > ixia_api_max_get_keys(api))
@@ -153,6 +159,7 @@ static gboolean h_scan(IxiaIxiaIf *iface, GPtrArray **ret, const gchar *ns, cons
                        const gchar *after_key, const gint32 limit, IxiaIxiaError **xe,
                        GError **error) {
   (void)error;
+  IXIA_THRIFT_REQUIRE(xe, "scan", "ns", ns, "table", table);
   ixia_error_t *err = NULL;
   if (!ixia_api_scan(api_of(iface), ns, table, after_key, limit, add_scanned, *ret, &err)) {
     g_ptr_array_set_size(*ret, 0);
@@ -164,6 +171,7 @@ static gboolean h_scan(IxiaIxiaIf *iface, GPtrArray **ret, const gchar *ns, cons
 static gboolean h_query(IxiaIxiaIf *iface, gchar **ret, const gchar *request_json,
                         IxiaIxiaError **xe, GError **error) {
   (void)error;
+  IXIA_THRIFT_REQUIRE(xe, "query", "request_json", request_json);
   ixia_error_t *err = NULL;
   char *out = ixia_api_query(api_of(iface), request_json, &err);
   if (!out) return ixia_error_to_thrift(xe, err);
@@ -174,6 +182,7 @@ static gboolean h_query(IxiaIxiaIf *iface, gchar **ret, const gchar *request_jso
 static gboolean h_apply_schema(IxiaIxiaIf *iface, gint64 *ret, const gchar *json,
                                IxiaIxiaError **xe, GError **error) {
   (void)error;
+  IXIA_THRIFT_REQUIRE(xe, "applySchema", "schema_json", json);
   ixia_error_t *err = NULL;
   return ixia_api_apply_schema(api_of(iface), json, ret, &err) ? TRUE : ixia_error_to_thrift(xe, err);
 }
@@ -181,6 +190,7 @@ static gboolean h_apply_schema(IxiaIxiaIf *iface, gint64 *ret, const gchar *json
 static gboolean h_get_schema(IxiaIxiaIf *iface, gchar **ret, const gchar *ns, const gchar *table,
                              IxiaIxiaError **xe, GError **error) {
   (void)error;
+  IXIA_THRIFT_REQUIRE(xe, "getSchema", "ns", ns, "table", table);
   ixia_error_t *err = NULL;
   char *out = ixia_api_get_schema(api_of(iface), ns, table, &err);
   if (!out) return ixia_error_to_thrift(xe, err);
@@ -197,6 +207,7 @@ static gboolean h_stats(IxiaIxiaIf *iface, gchar **ret, IxiaIxiaError **xe, GErr
 static gboolean h_snapshot(IxiaIxiaIf *iface, gchar **ret, const gchar *dir, IxiaIxiaError **xe,
                            GError **error) {
   (void)error;
+  IXIA_THRIFT_REQUIRE(xe, "snapshot", "dir", dir);
   ixia_error_t *err = NULL;
   char *out = ixia_api_snapshot(api_of(iface), dir, &err);
   if (!out) return ixia_error_to_thrift(xe, err);

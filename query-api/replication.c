@@ -117,6 +117,10 @@ static gboolean backoff(ixia_replication_t *r, gint64 ms) {
   return !g_atomic_int_get(&r->stopping);
 }
 
+/* Most WAL batches in one shipment, well under the sink's server.max_items
+ * (each batch is one list element of the call). */
+#define SHIP_MAX_BATCHES 10000
+
 typedef struct {
   GPtrArray *batches; /* IxiaWalBatch */
   gint64 first, last; /* versions covered */
@@ -132,7 +136,7 @@ static gboolean add_wal_batch(gint64 first, gint64 last, const char *data, size_
   if (out->batches->len == 1) out->first = first;
   out->last = last;
   out->edits += (guint64)(last - first + 1);
-  return TRUE;
+  return out->batches->len < SHIP_MAX_BATCHES;
 }
 
 /* Reads whole write batches after `checkpoint`, up to max_batch_bytes. */
@@ -180,6 +184,7 @@ static gboolean take_from_tail(ixia_replication_t *r, gint64 checkpoint, wal_rea
   gint64 next = checkpoint + 1;
   gint64 bytes = 0;
   while ((head = g_queue_peek_head(&r->tail)) && head->sequence == next &&
+         out->batches->len < SHIP_MAX_BATCHES &&
          (bytes == 0 || bytes + head->data->len <= r->max_batch_bytes)) {
     g_queue_pop_head(&r->tail);
     r->tail_bytes -= head->data->len;

@@ -618,10 +618,7 @@ char *ixia_sink_stats(ixia_sink_t *s) {
   g_mutex_unlock(&s->lock);
   cJSON_AddStringToObject(o, "kafka_brokers", s->brokers);
   cJSON_AddStringToObject(o, "kafka_topic", s->topic);
-  if (s->server) {
-    cJSON_AddNumberToObject(o, "connections_total", (double)ixia_server_connections_total(s->server));
-    cJSON_AddNumberToObject(o, "rejected_frames", (double)ixia_server_rejected_frames(s->server));
-  }
+  ixia_server_add_stats(s->server, o);
   char *out = ixia_json_print(o);
   cJSON_Delete(o);
   return out;

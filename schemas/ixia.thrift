@@ -79,8 +79,10 @@ service Ixia {
                           4: list<string> fields) throws (1: IxiaError err),
 
   /* Documents of a table with key > after_key (byte order), at most
-   * `limit` (1..limits.max_get_keys), read from one consistent view of the
-   * truth store. For backfills and verification: page with the last key. */
+   * `limit` (1..limits.max_get_keys) and fewer when they would fill half of
+   * server.max_frame_bytes, read from one consistent view of the truth
+   * store. For backfills and verification: page with the last key until a
+   * page comes back empty. */
   list<Document> scan(1: string ns, 2: string table, 3: string after_key, 4: i32 limit)
       throws (1: IxiaError err),
 

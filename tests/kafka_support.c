@@ -589,3 +589,48 @@ gint64 ixt_producer_requests(ixt_producer_t *p, const char *api, int timeout_ms)
   cJSON_Delete(root);
   return total;
 }
+
+/* ---------- the whole pipeline ---------- */
+
+gboolean ixt_stack_start(ixt_stack_t *s, guint shards, const char *const *api_sets) {
+  memset(s, 0, sizeof *s);
+  s->dir = ixt_tmpdir();
+  s->shards = shards;
+  if (!ixt_memcached_start(&s->mc, 0)) return FALSE;
+  if (!ixt_devkafka_start(&s->kafka, s->dir, 1, 4)) return FALSE;
+  char *brokers = g_strdup_printf("kafka.brokers=%s", s->kafka.bootstrap);
+  const char *sink_sets[] = {brokers, NULL};
+  gboolean ok = ixt_daemon_start(&s->sink, "ixia-replication-sink", "sink", s->dir, sink_sets);
+  g_free(brokers);
+  const char *parts[2] = {shards == 1 ? "" : "0-1", "2-3"};
+  for (guint i = 0; ok && i < shards; i++) {
+    s->indexer_dir[i] = g_strdup_printf("%s/shard%u", s->dir, i);
+    ok = ixt_indexer_start(&s->indexer[i], s->indexer_dir[i], s->kafka.bootstrap, parts[i],
+                           s->mc.addr);
+  }
+  if (!ok) return FALSE;
+  GPtrArray *sets = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(sets, g_strdup_printf("replication.sinks=%s", s->sink.addr));
+  g_ptr_array_add(sets, shards == 1 ? g_strdup_printf("query.indexers=%s", s->indexer[0].addr)
+                                    : g_strdup_printf("query.indexers=%s,%s", s->indexer[0].addr,
+                                                      s->indexer[1].addr));
+  g_ptr_array_add(sets, g_strdup("replication.retry_max_ms=500"));
+  for (const char *const *a = api_sets; a && *a; a++) g_ptr_array_add(sets, g_strdup(*a));
+  g_ptr_array_add(sets, NULL);
+  ok = ixt_api_start(&s->api, s->dir, s->mc.addr, (const char *const *)sets->pdata);
+  g_ptr_array_unref(sets);
+  return ok;
+}
+
+gboolean ixt_stack_stop(ixt_stack_t *s) {
+  gboolean clean = ixt_api_stop(&s->api);
+  for (guint i = 0; i < s->shards; i++) {
+    clean = ixt_daemon_stop(&s->indexer[i]) && clean;
+    g_free(s->indexer_dir[i]);
+  }
+  clean = ixt_daemon_stop(&s->sink) && clean;
+  clean = ixt_devkafka_stop(&s->kafka) && clean;
+  ixt_memcached_stop(&s->mc);
+  g_free(s->dir);
+  return clean;
+}

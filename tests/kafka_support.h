@@ -21,6 +21,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "ixia_ixia_types.h"
+#include "support.h"
 
 /* ---- ixia-devkafka ------------------------------------------------------ */
 
@@ -112,5 +113,28 @@ rd_kafka_resp_err_t ixt_producer_last_error(const ixt_producer_t *p);
  * none came. Shows that injected errors reached this producer: each one
  * costs an extra request. */
 gint64 ixt_producer_requests(ixt_producer_t *p, const char *api, int timeout_ms);
+
+/* ---- the whole pipeline ------------------------------------------------- */
+
+/* memcached, ixia-devkafka (1 broker, 4 partitions), ixia-replication-sink,
+ * one index shard (all partitions) or two (0-1 and 2-3) and ixia-query-api
+ * wired together, everything under one temporary directory (shard i's
+ * files in DIR/shardI). api_sets: extra "--set" assignments for the API
+ * (NULL-terminated, may be NULL). FALSE (with a message) when a process did
+ * not start; call ixt_stack_stop anyway. */
+typedef struct {
+  ixt_memcached_t mc;
+  ixt_devkafka_t kafka;
+  ixt_daemon_t sink;
+  ixt_daemon_t indexer[2];
+  char *indexer_dir[2];
+  guint shards;
+  ixt_api_t api;
+  char *dir;
+} ixt_stack_t;
+
+gboolean ixt_stack_start(ixt_stack_t *s, guint shards, const char *const *api_sets);
+/* Stops everything; FALSE when a daemon's log holds a sanitizer report. */
+gboolean ixt_stack_stop(ixt_stack_t *s);
 
 #endif

@@ -25,7 +25,7 @@ static const char *SCHEMA =
     "{\"field\":\"tags\",\"type\":\"keyword\"}]}";
 
 static const char *const API_SETS[] = {"limits.max_doc_bytes=4096", "limits.max_json_depth=8",
-                                       "server.recv_timeout_ms=1000", "cache.retry_timeout_s=1",
+                                       "server.request_timeout_ms=1000", "server.idle_timeout_ms=1000", "cache.retry_timeout_s=1",
                                        NULL};
 
 static ixia_client_t *connect_to(const char *addr) {
@@ -243,7 +243,7 @@ static void test_ttl_through_the_cache(void) {
   }
   CU_ASSERT_TRUE(hit); /* the document really was served from the cache */
   g_usleep((gulong)MAX(0, put_at + 3200 * 1000 - g_get_monotonic_time()));
-  /* This server closes connections idle for 1 s (server.recv_timeout_ms). */
+  /* This server closes connections idle for 1 s (server.idle_timeout_ms). */
   ixia_client_destroy(c);
   c = connect_to(api.addr);
   /* Expired: invisible, although the table's cache TTL is 300 s. */
@@ -390,7 +390,7 @@ static void test_bad_input(void) {
   CU_ASSERT_EQUAL(write(fd, trunc, sizeof trunc), (ssize_t)sizeof trunc);
   close(fd);
   /* Truncated frame from a client that stays connected: closed after
-   * server.recv_timeout_ms (1 s here). */
+   * server.request_timeout_ms (1 s here). */
   fd = raw_connect();
   CU_ASSERT_EQUAL(write(fd, trunc, sizeof trunc), (ssize_t)sizeof trunc);
   CU_ASSERT_TRUE(server_closes(fd));

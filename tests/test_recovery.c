@@ -40,65 +40,27 @@ static const char *REVIEWS_RATED =
     "{\"field\":\"rating\",\"type\":\"long\"}]}";
 
 typedef struct {
-  ixt_memcached_t mc;
-  ixt_devkafka_t kafka;
-  ixt_daemon_t sink;
-  ixt_daemon_t indexer[2];
-  char *indexer_dir[2];
-  ixt_api_t api;
-  char *dir;
+  ixt_stack_t st; /* two shards: partitions 0-1 and 2-3 */
   ixia_client_t *client;
 } rstack_t;
 
 static rstack_t S; /* one stack for the suite: startup is the slow part */
 
-static gboolean start_indexer(rstack_t *s, guint i, const char *partitions) {
-  s->indexer_dir[i] = g_strdup_printf("%s/shard%u", s->dir, i);
-  return ixt_indexer_start(&s->indexer[i], s->indexer_dir[i], s->kafka.bootstrap, partitions,
-                           s->mc.addr);
-}
-
 static int suite_init(void) {
-  rstack_t *s = &S;
-  memset(s, 0, sizeof *s);
-  s->dir = ixt_tmpdir();
-  if (!ixt_memcached_start(&s->mc, 0)) return 1;
-  if (!ixt_devkafka_start(&s->kafka, s->dir, 1, 4)) return 1;
-  char *brokers = g_strdup_printf("kafka.brokers=%s", s->kafka.bootstrap);
-  const char *sink_sets[] = {brokers, NULL};
-  gboolean ok = ixt_daemon_start(&s->sink, "ixia-replication-sink", "sink", s->dir, sink_sets);
-  g_free(brokers);
-  ok = ok && start_indexer(s, 0, "0-1") && start_indexer(s, 1, "2-3");
-  if (!ok) return 1;
-  char *sinks = g_strdup_printf("replication.sinks=%s", s->sink.addr);
-  char *indexers = g_strdup_printf("query.indexers=%s,%s", s->indexer[0].addr, s->indexer[1].addr);
-  const char *api_sets[] = {sinks, indexers, "replication.retry_max_ms=500", NULL};
-  ok = ixt_api_start(&s->api, s->dir, s->mc.addr, api_sets);
-  g_free(sinks);
-  g_free(indexers);
-  if (!ok) return 1;
+  S.client = NULL;
+  if (!ixt_stack_start(&S.st, 2, NULL)) return 1;
   ixia_error_t *e = NULL;
-  s->client = ixia_client_new(s->api.addr, &e);
-  ok = s->client && ixia_client_apply_schema(s->client, SCHEMA, NULL, &e) &&
-       ixia_client_apply_schema(s->client, REVIEWS, NULL, &e);
+  S.client = ixia_client_new(S.st.api.addr, &e);
+  gboolean ok = S.client && ixia_client_apply_schema(S.client, SCHEMA, NULL, &e) &&
+                ixia_client_apply_schema(S.client, REVIEWS, NULL, &e);
   if (e) fprintf(stderr, "\n  stack: %s\n", e->message);
   ixia_error_destroy(e);
   return ok ? 0 : 1;
 }
 
 static int suite_clean(void) {
-  rstack_t *s = &S;
-  ixia_client_destroy(s->client);
-  gboolean clean = ixt_api_stop(&s->api);
-  for (guint i = 0; i < 2; i++) {
-    clean = ixt_daemon_stop(&s->indexer[i]) && clean;
-    g_free(s->indexer_dir[i]);
-  }
-  clean = ixt_daemon_stop(&s->sink) && clean;
-  ixt_devkafka_stop(&s->kafka);
-  ixt_memcached_stop(&s->mc);
-  g_free(s->dir);
-  return clean ? 0 : 1;
+  ixia_client_destroy(S.client);
+  return ixt_stack_stop(&S.st) ? 0 : 1;
 }
 
 /* ---------- helpers ---------- */
@@ -195,7 +157,7 @@ static GPtrArray *record_queries(gint64 min_version) {
 static cJSON *verify_live(void) {
   ixia_verify_opts_t vo = {.page = 1000, .examples = 5, .recheck_ms = 200, .quiet = TRUE};
   ixia_error_t *e = NULL;
-  cJSON *r = ixia_recovery_verify(S.api.addr, &vo, &e);
+  cJSON *r = ixia_recovery_verify(S.st.api.addr, &vo, &e);
   if (!r) fprintf(stderr, "\n  verify: %s\n", e->message);
   ixia_error_destroy(e);
   return r;
@@ -239,7 +201,7 @@ static char *rebuild(const char *snapshot, const char *index_dir, const char *pa
 
 static gint64 take_snapshot(const char *dir) {
   ixia_error_t *e = NULL;
-  cJSON *r = ixia_recovery_snapshot(S.api.addr, dir, &e);
+  cJSON *r = ixia_recovery_snapshot(S.st.api.addr, dir, &e);
   if (!r) {
     fprintf(stderr, "\n  snapshot: %s\n", e->message);
     ixia_error_destroy(e);
@@ -257,7 +219,7 @@ static int run_cli(char **argv_tail, char **out) {
   g_ptr_array_add(argv, IXIA_BIN_DIR "/ixia-recovery");
   for (char **a = argv_tail; *a; a++) g_ptr_array_add(argv, *a);
   g_ptr_array_add(argv, NULL);
-  char *api_env = g_strdup_printf("IXIA_API=%s", S.api.addr);
+  char *api_env = g_strdup_printf("IXIA_API=%s", S.st.api.addr);
   GPtrArray *env = g_ptr_array_new_with_free_func(g_free);
   g_ptr_array_add(env, g_strdup(api_env));
   const char *keep[] = {"PATH", "ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS", "TMPDIR"};
@@ -310,7 +272,7 @@ static void test_dr_drill(void) {
              (i * 37) % 100, words[i % 4], words[(i / 4) % 4]);
     CU_ASSERT_TRUE(put(TABLE, key, json) > 0);
   }
-  g_snapshot_dir = g_strdup_printf("%s/snap1", S.dir);
+  g_snapshot_dir = g_strdup_printf("%s/snap1", S.st.dir);
   gint64 before = latest_version();
   g_snapshot_version = take_snapshot(g_snapshot_dir);
   CU_ASSERT_EQUAL(g_snapshot_version, before); /* no write in between */
@@ -334,15 +296,15 @@ static void test_dr_drill(void) {
   CU_ASSERT_TRUE(verify_ok());
 
   /* Lose shard 1 entirely, rebuild it from the snapshot, restart it. */
-  ixt_daemon_kill(&S.indexer[1]);
-  char *index1 = g_strdup_printf("%s/index", S.indexer_dir[1]);
+  ixt_daemon_kill(&S.st.indexer[1]);
+  char *index1 = g_strdup_printf("%s/index", S.st.indexer_dir[1]);
   char *cmd = g_strdup_printf("rm -rf '%s'", index1);
   CU_ASSERT_EQUAL(system(cmd), 0);
   g_free(cmd);
   char *sum = rebuild(g_snapshot_dir, index1, "2-3");
   CU_ASSERT_PTR_NOT_NULL(sum);
   g_free(sum);
-  CU_ASSERT_TRUE_FATAL(ixt_daemon_restart(&S.indexer[1]));
+  CU_ASSERT_TRUE_FATAL(ixt_daemon_restart(&S.st.indexer[1]));
   GPtrArray *after_q = record_queries(v);
   CU_ASSERT_EQUAL_FATAL(after_q->len, before_q->len);
   for (guint i = 0; i < before_q->len; i++) {
@@ -359,7 +321,7 @@ static void test_dr_drill(void) {
 
 static void test_rebuild_is_deterministic(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(g_snapshot_dir);
-  char *a_dir = g_strdup_printf("%s/det-a", S.dir), *b_dir = g_strdup_printf("%s/det-b", S.dir);
+  char *a_dir = g_strdup_printf("%s/det-a", S.st.dir), *b_dir = g_strdup_printf("%s/det-b", S.st.dir);
   char *a = rebuild(g_snapshot_dir, a_dir, NULL);
   char *b = rebuild(g_snapshot_dir, b_dir, NULL);
   CU_ASSERT_PTR_NOT_NULL(a);
@@ -371,7 +333,7 @@ static void test_rebuild_is_deterministic(void) {
   CU_ASSERT_EQUAL(num(dump, "documents"), 400);
   cJSON_Delete(dump);
   /* The same snapshot on two shards splits its documents. */
-  char *s0 = g_strdup_printf("%s/det-s0", S.dir), *s1 = g_strdup_printf("%s/det-s1", S.dir);
+  char *s0 = g_strdup_printf("%s/det-s0", S.st.dir), *s1 = g_strdup_printf("%s/det-s1", S.st.dir);
   g_free(rebuild(g_snapshot_dir, s0, "0-1"));
   g_free(rebuild(g_snapshot_dir, s1, "2-3"));
   cJSON *d0 = ixia_recovery_dump_index(s0, cfg, NULL), *d1 = ixia_recovery_dump_index(s1, cfg, NULL);
@@ -387,7 +349,7 @@ static void test_rebuild_is_deterministic(void) {
   cJSON_Delete(off);
   /* One more write, a new snapshot: another checksum. */
   CU_ASSERT_TRUE(put(TABLE, "p9999", "{\"category\":\"c9\",\"price\":1}") > 0);
-  char *snap2 = g_strdup_printf("%s/snap2", S.dir), *c_dir = g_strdup_printf("%s/det-c", S.dir);
+  char *snap2 = g_strdup_printf("%s/snap2", S.st.dir), *c_dir = g_strdup_printf("%s/det-c", S.st.dir);
   CU_ASSERT_TRUE(take_snapshot(snap2) > g_snapshot_version);
   char *c = rebuild(snap2, c_dir, NULL);
   CU_ASSERT_PTR_NOT_NULL(c);
@@ -413,7 +375,7 @@ static gint64 log_lines(const char *path) {
 
 static cJSON *replay(const char *log) {
   ixia_error_t *e = NULL;
-  cJSON *r = ixia_recovery_replay_failed(S.api.addr, log, 50, &e);
+  cJSON *r = ixia_recovery_replay_failed(S.st.api.addr, log, 50, &e);
   if (!r) fprintf(stderr, "\n  replay-failed: %s\n", e->message);
   ixia_error_destroy(e);
   return r;
@@ -431,12 +393,12 @@ static void test_poison_then_replay(void) {
   }
   CU_ASSERT_TRUE_FATAL(ixia_client_apply_schema(S.client, REVIEWS_RATED, NULL, NULL));
   ixia_backfill_opts_t bo = {.batch = 25, .quiet = TRUE};
-  cJSON *bf = ixia_recovery_backfill(S.api.addr, NS, "reviews", &bo, NULL);
+  cJSON *bf = ixia_recovery_backfill(S.st.api.addr, NS, "reviews", &bo, NULL);
   CU_ASSERT_PTR_NOT_NULL_FATAL(bf);
   CU_ASSERT_EQUAL(num(bf, "applied"), n - bad); /* the others were indexed */
   cJSON_Delete(bf);
   char *logs[2];
-  for (int i = 0; i < 2; i++) logs[i] = g_strdup_printf("%s/index.failed-updates.jsonl", S.indexer_dir[i]);
+  for (int i = 0; i < 2; i++) logs[i] = g_strdup_printf("%s/index.failed-updates.jsonl", S.st.indexer_dir[i]);
   CU_ASSERT_EQUAL(log_lines(logs[0]) + log_lines(logs[1]), bad);
   /* Still bad: replay re-logs every entry (the indexer logs them again). */
   for (int i = 0; i < 2; i++) {
@@ -494,7 +456,7 @@ static void test_poison_then_replay(void) {
 }
 
 static void test_cli_with_only_ixia_api(void) {
-  char *snap = g_strdup_printf("%s/snap-cli", S.dir);
+  char *snap = g_strdup_printf("%s/snap-cli", S.st.dir);
   char *out = NULL;
   char *a1[] = {"snapshot", "--to", snap, NULL};
   CU_ASSERT_EQUAL(run_cli(a1, &out), 0);
@@ -526,7 +488,7 @@ static gboolean reindex_everywhere(IxiaChangeEvent *ev) {
   g_ptr_array_add(events, ev);
   for (int i = 0; i < 2; i++) {
     ixia_error_t *e = NULL;
-    ixia_shard_client_t *c = ixia_shard_client_new(S.indexer[i].addr, 10000, &e);
+    ixia_shard_client_t *c = ixia_shard_client_new(S.st.indexer[i].addr, 10000, &e);
     gint32 count = 0;
     IxiaIxiaError *xe = NULL;
     GError *gerr = NULL;

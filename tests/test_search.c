@@ -36,48 +36,16 @@ static const char *WORDS[] = {"red", "blue", "green", "large", "small", "smart",
 static const char *COUNTRIES[] = {"US", "CA", "DE", "FR", "JP"};
 
 typedef struct {
-  ixt_memcached_t mc;
-  ixt_devkafka_t kafka;
-  ixt_daemon_t sink;
-  ixt_daemon_t indexer[2];
-  char *indexer_dir[2];
-  guint shards;
-  ixt_api_t api;
-  char *dir;
+  ixt_stack_t st;
   ixia_client_t *client;
 } search_stack_t;
 
-static gboolean start_indexer(search_stack_t *s, guint i, const char *partitions) {
-  s->indexer_dir[i] = g_strdup_printf("%s/shard%u", s->dir, i);
-  return ixt_indexer_start(&s->indexer[i], s->indexer_dir[i], s->kafka.bootstrap, partitions,
-                           s->mc.addr);
-}
-
 static gboolean stack_start(search_stack_t *s, guint shards) {
-  memset(s, 0, sizeof *s);
-  s->dir = ixt_tmpdir();
-  s->shards = shards;
-  if (!ixt_memcached_start(&s->mc, 0)) return FALSE;
-  if (!ixt_devkafka_start(&s->kafka, s->dir, 1, 4)) return FALSE;
-  char *brokers = g_strdup_printf("kafka.brokers=%s", s->kafka.bootstrap);
-  const char *sink_sets[] = {brokers, NULL};
-  gboolean ok = ixt_daemon_start(&s->sink, "ixia-replication-sink", "sink", s->dir, sink_sets);
-  g_free(brokers);
-  if (shards == 1) ok = ok && start_indexer(s, 0, "");
-  else ok = ok && start_indexer(s, 0, "0-1") && start_indexer(s, 1, "2-3");
-  if (!ok) return FALSE;
-  char *sinks = g_strdup_printf("replication.sinks=%s", s->sink.addr);
-  char *indexers = shards == 1 ? g_strdup_printf("query.indexers=%s", s->indexer[0].addr)
-                               : g_strdup_printf("query.indexers=%s,%s", s->indexer[0].addr,
-                                                 s->indexer[1].addr);
-  const char *api_sets[] = {sinks, indexers, "replication.retry_max_ms=500", NULL};
-  ok = ixt_api_start(&s->api, s->dir, s->mc.addr, api_sets);
-  g_free(sinks);
-  g_free(indexers);
-  if (!ok) return FALSE;
+  s->client = NULL;
+  if (!ixt_stack_start(&s->st, shards, NULL)) return FALSE;
   ixia_error_t *e = NULL;
-  s->client = ixia_client_new(s->api.addr, &e);
-  ok = s->client && ixia_client_apply_schema(s->client, SCHEMA, NULL, &e);
+  s->client = ixia_client_new(s->st.api.addr, &e);
+  gboolean ok = s->client && ixia_client_apply_schema(s->client, SCHEMA, NULL, &e);
   if (e) fprintf(stderr, "\n  stack: %s\n", e->message);
   ixia_error_destroy(e);
   return ok;
@@ -85,15 +53,7 @@ static gboolean stack_start(search_stack_t *s, guint shards) {
 
 static void stack_stop(search_stack_t *s) {
   ixia_client_destroy(s->client);
-  CU_ASSERT_TRUE(ixt_api_stop(&s->api));
-  for (guint i = 0; i < s->shards; i++) {
-    CU_ASSERT_TRUE(ixt_daemon_stop(&s->indexer[i]));
-    g_free(s->indexer_dir[i]);
-  }
-  CU_ASSERT_TRUE(ixt_daemon_stop(&s->sink));
-  ixt_devkafka_stop(&s->kafka);
-  ixt_memcached_stop(&s->mc);
-  g_free(s->dir);
+  CU_ASSERT_TRUE(ixt_stack_stop(&s->st));
 }
 
 /* ---------- the model: what the truth store must hold ---------- */
@@ -614,7 +574,7 @@ static void test_add_index_then_backfill(void) {
   CU_ASSERT_TRUE(ixia_client_put(s.client, NS, TABLE, "old007", "{\"rating\":99}", -1, &v, NULL));
   ixia_backfill_opts_t bo = {.batch = 64, .quiet = TRUE};
   ixia_error_t *e = NULL;
-  cJSON *summary = ixia_recovery_backfill(s.api.addr, NS, TABLE, &bo, &e);
+  cJSON *summary = ixia_recovery_backfill(s.st.api.addr, NS, TABLE, &bo, &e);
   CU_ASSERT_PTR_NOT_NULL_FATAL(summary);
   CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(summary, "documents")), 340);
   CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(summary, "applied")), 340);
@@ -623,7 +583,7 @@ static void test_add_index_then_backfill(void) {
   CU_ASSERT_TRUE(query_total_is(&s, "{\"range\":{\"rating\":{\"gte\":99}}}", v, 1));
   CU_ASSERT_TRUE(query_total_is(&s, "{\"term\":{\"category\":\"cat01\"}}", v, 299));
   /* Unknown tables are named. */
-  summary = ixia_recovery_backfill(s.api.addr, NS, "nope", &bo, &e);
+  summary = ixia_recovery_backfill(s.st.api.addr, NS, "nope", &bo, &e);
   CU_ASSERT_PTR_NULL(summary);
   CU_ASSERT_TRUE(e && e->code == IXIA_ENOTFOUND);
   ixia_error_destroy(e);

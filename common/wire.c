@@ -1,0 +1,565 @@
+/* Bounded decoding of Thrift bytes from outside the process (see wire.h).
+ *
+ * Three GObject subclasses of c_glib types live here:
+ *
+ *  - IxiaFrameBuffer (a ThriftMemoryBuffer) holds one message and reads it
+ *    through a cursor, so the protocols can ask how many bytes are left;
+ *  - IxiaWireSocket (an IxiaFrameBuffer) is a client's framed connection:
+ *    it receives a whole response frame, size-checked, into itself;
+ *  - IxiaWireBinaryProtocol / IxiaWireCompactProtocol override the read
+ *    methods through which untrusted lengths and nesting enter: strings and
+ *    binaries are read here entirely (length checked against the bytes
+ *    left, out-parameters always initialised), container headers are
+ *    checked after the parent parsed them, and a depth and item count per
+ *    message bound what thrift_protocol_skip and the generated readers do.
+ *
+ * Everything else (field headers, scalars, the compact protocol's bool and
+ * delta state) is c_glib's own code, which cannot read out of bounds once
+ * its transport refuses reads past the message. */
+#include "wire.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <thrift/c_glib/protocol/thrift_binary_protocol.h>
+#include <thrift/c_glib/protocol/thrift_compact_protocol.h>
+
+/* ---------- limits ---------- */
+
+ixia_wire_limits_t ixia_wire_limits_from_config(const ixia_config_t *cfg) {
+  return (ixia_wire_limits_t){
+      .max_frame = (guint32)ixia_config_int(cfg, "server.max_frame_bytes"),
+      .max_depth = (guint32)ixia_config_int(cfg, "server.max_depth"),
+      .max_items = (guint32)ixia_config_int(cfg, "server.max_items"),
+  };
+}
+
+static ixia_wire_limits_t process_limits;
+static gsize process_limits_set;
+
+ixia_wire_limits_t ixia_wire_limits(void) {
+  if (g_once_init_enter(&process_limits_set)) {
+    ixia_config_t *defaults = ixia_config_new();
+    process_limits = ixia_wire_limits_from_config(defaults);
+    ixia_config_destroy(defaults);
+    g_once_init_leave(&process_limits_set, 1);
+  }
+  return process_limits;
+}
+
+void ixia_wire_set_limits(const ixia_wire_limits_t *lim) {
+  (void)ixia_wire_limits();
+  process_limits = *lim;
+}
+
+static gint32 fail(GError **error, gint code, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static gint32 fail(GError **error, gint code, const char *fmt, ...) {
+  if (error && !*error) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_set_error_literal(error, THRIFT_PROTOCOL_ERROR, code, msg);
+    g_free(msg);
+  }
+  return -1;
+}
+
+/* ---------- IxiaFrameBuffer ---------- */
+
+typedef struct {
+  ThriftMemoryBuffer parent;
+  guint pos; /* read cursor into parent.buf */
+} IxiaFrameBuffer;
+typedef struct {
+  ThriftMemoryBufferClass parent;
+} IxiaFrameBufferClass;
+GType ixia_frame_buffer_get_type(void);
+G_DEFINE_TYPE(IxiaFrameBuffer, ixia_frame_buffer, THRIFT_TYPE_MEMORY_BUFFER)
+#define IXIA_IS_FRAME_BUFFER(o) G_TYPE_CHECK_INSTANCE_TYPE((o), ixia_frame_buffer_get_type())
+
+/* Reads advance a cursor instead of removing bytes from the front of the
+ * array (the stock buffer's memmove per read is quadratic in message size). */
+static gint32 frame_buffer_read(ThriftTransport *t, gpointer buf, guint32 len, GError **error) {
+  IxiaFrameBuffer *f = (IxiaFrameBuffer *)t;
+  GByteArray *b = f->parent.buf;
+  if (len > b->len - f->pos) {
+    g_set_error(error, THRIFT_TRANSPORT_ERROR, THRIFT_TRANSPORT_ERROR_RECEIVE,
+                "message needs %u more bytes than it holds", len - (b->len - f->pos));
+    return -1;
+  }
+  memcpy(buf, b->data + f->pos, len);
+  f->pos += len;
+  return (gint32)len;
+}
+
+static void ixia_frame_buffer_init(IxiaFrameBuffer *self) { (void)self; }
+static void ixia_frame_buffer_class_init(IxiaFrameBufferClass *klass) {
+  THRIFT_TRANSPORT_CLASS(klass)->read = frame_buffer_read;
+}
+
+ThriftMemoryBuffer *ixia_frame_buffer_new(guint32 max_size) {
+  return g_object_new(ixia_frame_buffer_get_type(), "buf_size", max_size, NULL);
+}
+
+void ixia_frame_buffer_reset(ThriftMemoryBuffer *mb) {
+  /* Let a one-off large message's memory go rather than keep it. */
+  if (mb->buf->len > (1u << 20)) {
+    g_byte_array_unref(mb->buf);
+    mb->buf = g_byte_array_new();
+  }
+  g_byte_array_set_size(mb->buf, 0);
+  ((IxiaFrameBuffer *)mb)->pos = 0;
+}
+
+void ixia_frame_buffer_load(ThriftMemoryBuffer *mb, const guint8 *data, gsize len) {
+  ixia_frame_buffer_reset(mb);
+  g_byte_array_append(mb->buf, data, (guint)len);
+}
+
+guint32 ixia_frame_buffer_remaining(ThriftMemoryBuffer *mb) {
+  IxiaFrameBuffer *f = (IxiaFrameBuffer *)mb;
+  return mb->buf->len - f->pos;
+}
+
+/* ---------- IxiaWireSocket ---------- */
+
+typedef struct {
+  IxiaFrameBuffer parent;
+  int fd;
+  guint32 max_frame;
+  GByteArray *out; /* 4 bytes of room for the frame header, then the message */
+} IxiaWireSocket;
+typedef struct {
+  IxiaFrameBufferClass parent;
+} IxiaWireSocketClass;
+GType ixia_wire_socket_get_type(void);
+G_DEFINE_TYPE(IxiaWireSocket, ixia_wire_socket, ixia_frame_buffer_get_type())
+
+static gboolean recv_all(IxiaWireSocket *s, guint8 *p, gsize n, GError **error) {
+  while (n > 0) {
+    ssize_t r = recv(s->fd, p, n, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      g_set_error(error, THRIFT_TRANSPORT_ERROR, THRIFT_TRANSPORT_ERROR_RECEIVE, "%s",
+                  r == 0 ? "connection closed by the server"
+                  : errno == EAGAIN || errno == EWOULDBLOCK ? "no answer within the I/O timeout"
+                                                            : g_strerror(errno));
+      return FALSE;
+    }
+    p += r;
+    n -= (gsize)r;
+  }
+  return TRUE;
+}
+
+/* Receives the next whole frame into the buffer. */
+static gboolean socket_fill(IxiaWireSocket *s, GError **error) {
+  ThriftMemoryBuffer *mb = (ThriftMemoryBuffer *)s;
+  guint8 hdr[4];
+  if (!recv_all(s, hdr, 4, error)) return FALSE;
+  guint32 size = GUINT32_FROM_BE(*(guint32 *)(void *)hdr);
+  if (size > s->max_frame) {
+    g_set_error(error, THRIFT_TRANSPORT_ERROR, THRIFT_TRANSPORT_ERROR_RECEIVE,
+                "the answer is a frame of %u bytes, over server.max_frame_bytes=%u on this "
+                "client (set the same limit on both sides)",
+                size, s->max_frame);
+    return FALSE;
+  }
+  ixia_frame_buffer_reset(mb);
+  g_byte_array_set_size(mb->buf, size);
+  return recv_all(s, mb->buf->data, size, error);
+}
+
+static gint32 socket_read(ThriftTransport *t, gpointer buf, guint32 len, GError **error) {
+  IxiaWireSocket *s = (IxiaWireSocket *)t;
+  /* A message's first read brings its frame; it never spans two frames. */
+  if (ixia_frame_buffer_remaining((ThriftMemoryBuffer *)s) == 0 && len > 0 &&
+      !socket_fill(s, error))
+    return -1;
+  return frame_buffer_read(t, buf, len, error);
+}
+
+static gboolean socket_read_end(ThriftTransport *t, GError **error) {
+  (void)error;
+  IxiaFrameBuffer *f = (IxiaFrameBuffer *)t;
+  f->pos = f->parent.buf->len; /* the rest of this frame is not ours */
+  return TRUE;
+}
+
+static gboolean socket_write(ThriftTransport *t, const gpointer buf, const guint32 len,
+                             GError **error) {
+  IxiaWireSocket *s = (IxiaWireSocket *)t;
+  if ((guint64)s->out->len - 4 + len > s->max_frame) {
+    g_set_error(error, THRIFT_TRANSPORT_ERROR, THRIFT_TRANSPORT_ERROR_SEND,
+                "the request is over server.max_frame_bytes=%u", s->max_frame);
+    return FALSE;
+  }
+  g_byte_array_append(s->out, buf, len);
+  return TRUE;
+}
+
+static gboolean socket_flush(ThriftTransport *t, GError **error) {
+  IxiaWireSocket *s = (IxiaWireSocket *)t;
+  guint32 be = GUINT32_TO_BE(s->out->len - 4);
+  memcpy(s->out->data, &be, 4);
+  const guint8 *p = s->out->data;
+  gsize n = s->out->len;
+  gboolean ok = TRUE;
+  while (n > 0) {
+    ssize_t w = send(s->fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      g_set_error(error, THRIFT_TRANSPORT_ERROR, THRIFT_TRANSPORT_ERROR_SEND, "send: %s",
+                  w == 0 ? "nothing sent" : g_strerror(errno));
+      ok = FALSE;
+      break;
+    }
+    p += w;
+    n -= (gsize)w;
+  }
+  g_byte_array_set_size(s->out, 4);
+  return ok;
+}
+
+static gboolean socket_write_end(ThriftTransport *t, GError **error) {
+  (void)t, (void)error;
+  return TRUE;
+}
+
+static gboolean socket_is_open(ThriftTransport *t) { return ((IxiaWireSocket *)t)->fd >= 0; }
+static gboolean socket_open_close(ThriftTransport *t, GError **error) {
+  (void)t, (void)error;
+  return TRUE;
+}
+
+static void ixia_wire_socket_init(IxiaWireSocket *s) {
+  s->fd = -1;
+  s->out = g_byte_array_new();
+  g_byte_array_set_size(s->out, 4);
+}
+
+static void socket_finalize(GObject *o) {
+  g_byte_array_unref(((IxiaWireSocket *)o)->out);
+  G_OBJECT_CLASS(ixia_wire_socket_parent_class)->finalize(o);
+}
+
+static void ixia_wire_socket_class_init(IxiaWireSocketClass *klass) {
+  ThriftTransportClass *t = THRIFT_TRANSPORT_CLASS(klass);
+  t->read = socket_read;
+  t->read_end = socket_read_end;
+  t->write = socket_write;
+  t->write_end = socket_write_end;
+  t->flush = socket_flush;
+  t->is_open = socket_is_open;
+  t->open = socket_open_close;
+  t->close = socket_open_close;
+  G_OBJECT_CLASS(klass)->finalize = socket_finalize;
+}
+
+ThriftTransport *ixia_wire_socket_new(int fd, const ixia_wire_limits_t *lim) {
+  IxiaWireSocket *s = g_object_new(ixia_wire_socket_get_type(), "buf_size", lim->max_frame, NULL);
+  s->fd = fd;
+  s->max_frame = lim->max_frame;
+  return THRIFT_TRANSPORT(s);
+}
+
+/* ---------- the guard shared by both protocols ---------- */
+
+typedef struct {
+  ixia_wire_limits_t lim;
+  guint32 depth;
+  guint64 items;
+} guard_t;
+
+static guint32 bytes_left(ThriftProtocol *p) {
+  return IXIA_IS_FRAME_BUFFER(p->transport)
+             ? ixia_frame_buffer_remaining((ThriftMemoryBuffer *)p->transport)
+             : G_MAXUINT32;
+}
+
+static void guard_reset(guard_t *g) {
+  g->depth = 0;
+  g->items = 0;
+}
+
+static gint32 guard_enter(guard_t *g, GError **error) {
+  if (++g->depth > g->lim.max_depth)
+    return fail(error, THRIFT_PROTOCOL_ERROR_DEPTH_LIMIT,
+                "message nests structs and containers deeper than server.max_depth=%u",
+                g->lim.max_depth);
+  return 0;
+}
+
+static void guard_leave(guard_t *g) {
+  if (g->depth > 0) g->depth--;
+}
+
+/* A container of n elements, each at least min_bytes on the wire. */
+static gint32 guard_container(guard_t *g, ThriftProtocol *p, guint32 n, guint32 min_bytes,
+                              GError **error) {
+  g->items += n;
+  if (g->items > g->lim.max_items)
+    return fail(error, THRIFT_PROTOCOL_ERROR_SIZE_LIMIT,
+                "message holds more than server.max_items=%u container elements",
+                g->lim.max_items);
+  guint32 left = bytes_left(p);
+  if ((guint64)n * min_bytes > left)
+    return fail(error, THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                "a container announces %u elements but only %u bytes of the message are left",
+                n, left);
+  return guard_enter(g, error);
+}
+
+/* Checks a string length read off the wire, then reads the bytes into a
+ * new buffer (terminated when nul is set). */
+static gint32 guard_bytes(ThriftProtocol *p, gint64 len, gboolean nul, gpointer *out,
+                          guint32 *out_len, GError **error) {
+  guint32 left = bytes_left(p);
+  if (len < 0)
+    return fail(error, THRIFT_PROTOCOL_ERROR_NEGATIVE_SIZE, "string with negative length %" G_GINT64_FORMAT, len);
+  if (len > left)
+    return fail(error, THRIFT_PROTOCOL_ERROR_INVALID_DATA,
+                "string of %" G_GINT64_FORMAT " bytes runs past the end of the message (%u bytes left)",
+                len, left);
+  if (len == 0 && !nul) return 0;
+  guint8 *buf = g_malloc((gsize)len + (nul ? 1 : 0));
+  if (len > 0 && thrift_transport_read_all(p->transport, buf, (guint32)len, error) < 0) {
+    g_free(buf);
+    return -1;
+  }
+  if (nul) buf[len] = 0;
+  *out = buf;
+  if (out_len) *out_len = (guint32)len;
+  return (gint32)len;
+}
+
+static guint32 min_bytes(ThriftType t, gboolean compact) {
+  switch (t) {
+    case T_DOUBLE: return 8;
+    case T_I64: return compact ? 1 : 8;
+    case T_I32: return compact ? 1 : 4;
+    case T_I16: return compact ? 1 : 2;
+    case T_STRING: return compact ? 1 : 4;
+    case T_LIST:
+    case T_SET: return compact ? 1 : 5;
+    case T_MAP: return compact ? 1 : 6;
+    default: return 1;
+  }
+}
+
+/* The overrides, written once for both protocols: P is the protocol's
+ * prefix, PARENT its c_glib class. */
+#define GUARD_METHODS(P, Type, PARENT_CLASS, COMPACT)                                              \
+  static gint32 P##_read_message_begin(ThriftProtocol *p, gchar **name, ThriftMessageType *mt,    \
+                                       gint32 *seqid, GError **error) {                           \
+    guard_reset(&((Type *)p)->g);                                                                  \
+    *name = NULL;                                                                                  \
+    return THRIFT_PROTOCOL_CLASS(PARENT_CLASS)->read_message_begin(p, name, mt, seqid, error);    \
+  }                                                                                                \
+  static gint32 P##_read_struct_begin(ThriftProtocol *p, gchar **name, GError **error) {          \
+    *name = NULL;                                                                                  \
+    if (guard_enter(&((Type *)p)->g, error) < 0) return -1;                                        \
+    return THRIFT_PROTOCOL_CLASS(PARENT_CLASS)->read_struct_begin(p, name, error);                \
+  }                                                                                                \
+  static gint32 P##_read_struct_end(ThriftProtocol *p, GError **error) {                          \
+    guard_leave(&((Type *)p)->g);                                                                  \
+    return THRIFT_PROTOCOL_CLASS(PARENT_CLASS)->read_struct_end(p, error);                        \
+  }                                                                                                \
+  static gint32 P##_read_list_begin(ThriftProtocol *p, ThriftType *et, guint32 *size,             \
+                                    GError **error) {                                             \
+    *size = 0;                                                                                     \
+    *et = T_STOP;                                                                                  \
+    gint32 r = THRIFT_PROTOCOL_CLASS(PARENT_CLASS)->read_list_begin(p, et, size, error);          \
+    if (r < 0) return fail(error, THRIFT_PROTOCOL_ERROR_INVALID_DATA, "bad list header");         \
+    if (guard_container(&((Type *)p)->g, p, *size, min_bytes(*et, COMPACT), error) < 0) {          \
+      *size = 0;                                                                                   \
+      return -1;                                                                                   \
+    }                                                                                              \
+    return r;                                                                                      \
+  }                                                                                                \
+  static gint32 P##_read_list_end(ThriftProtocol *p, GError **error) {                            \
+    guard_leave(&((Type *)p)->g);                                                                  \
+    return THRIFT_PROTOCOL_CLASS(PARENT_CLASS)->read_list_end(p, error);                          \
+  }                                                                                                \
+  static gint32 P##_read_set_begin(ThriftProtocol *p, ThriftType *et, guint32 *size,              \
+                                   GError **error) {                                              \
+    *size = 0;                                                                                     \
+    *et = T_STOP;                                                                                  \
+    gint32 r = THRIFT_PROTOCOL_CLASS(PARENT_CLASS)->read_set_begin(p, et, size, error);           \
+    if (r < 0) return fail(error, THRIFT_PROTOCOL_ERROR_INVALID_DATA, "bad set header");          \
+    if (guard_container(&((Type *)p)->g, p, *size, min_bytes(*et, COMPACT), error) < 0) {          \
+      *size = 0;                                                                                   \
+      return -1;                                                                                   \
+    }                                                                                              \
+    return r;                                                                                      \
+  }                                                                                                \
+  static gint32 P##_read_set_end(ThriftProtocol *p, GError **error) {                             \
+    guard_leave(&((Type *)p)->g);                                                                  \
+    return THRIFT_PROTOCOL_CLASS(PARENT_CLASS)->read_set_end(p, error);                           \
+  }                                                                                                \
+  static gint32 P##_read_map_begin(ThriftProtocol *p, ThriftType *kt, ThriftType *vt,             \
+                                   guint32 *size, GError **error) {                               \
+    *size = 0;                                                                                     \
+    *kt = *vt = T_STOP;                                                                            \
+    gint32 r = THRIFT_PROTOCOL_CLASS(PARENT_CLASS)->read_map_begin(p, kt, vt, size, error);       \
+    if (r < 0) return fail(error, THRIFT_PROTOCOL_ERROR_INVALID_DATA, "bad map header");          \
+    if (guard_container(&((Type *)p)->g, p, *size,                                                 \
+                        min_bytes(*kt, COMPACT) + min_bytes(*vt, COMPACT), error) < 0) {           \
+      *size = 0;                                                                                   \
+      return -1;                                                                                   \
+    }                                                                                              \
+    return r;                                                                                      \
+  }                                                                                                \
+  static gint32 P##_read_map_end(ThriftProtocol *p, GError **error) {                             \
+    guard_leave(&((Type *)p)->g);                                                                  \
+    return THRIFT_PROTOCOL_CLASS(PARENT_CLASS)->read_map_end(p, error);                           \
+  }                                                                                                \
+  static gint32 P##_read_string(ThriftProtocol *p, gchar **str, GError **error) {                 \
+    *str = NULL;                                                                                   \
+    gint64 len;                                                                                    \
+    gint32 h = P##_read_length(p, &len, error);                                                    \
+    if (h < 0) return -1;                                                                          \
+    gint32 r = guard_bytes(p, len, TRUE, (gpointer *)str, NULL, error);                            \
+    return r < 0 ? -1 : h + r;                                                                     \
+  }                                                                                                \
+  static gint32 P##_read_binary(ThriftProtocol *p, gpointer *buf, guint32 *len, GError **error) { \
+    *buf = NULL;                                                                                   \
+    *len = 0;                                                                                      \
+    gint64 n;                                                                                      \
+    gint32 h = P##_read_length(p, &n, error);                                                      \
+    if (h < 0) return -1;                                                                          \
+    gint32 r = guard_bytes(p, n, FALSE, buf, len, error);                                          \
+    return r < 0 ? -1 : h + r;                                                                     \
+  }                                                                                                \
+  static void P##_install(ThriftProtocolClass *c) {                                                \
+    c->read_message_begin = P##_read_message_begin;                                                \
+    c->read_struct_begin = P##_read_struct_begin;                                                  \
+    c->read_struct_end = P##_read_struct_end;                                                      \
+    c->read_list_begin = P##_read_list_begin;                                                      \
+    c->read_list_end = P##_read_list_end;                                                          \
+    c->read_set_begin = P##_read_set_begin;                                                        \
+    c->read_set_end = P##_read_set_end;                                                            \
+    c->read_map_begin = P##_read_map_begin;                                                        \
+    c->read_map_end = P##_read_map_end;                                                            \
+    c->read_string = P##_read_string;                                                              \
+    c->read_binary = P##_read_binary;                                                              \
+  }
+
+/* ---------- IxiaWireBinaryProtocol ---------- */
+
+typedef struct {
+  ThriftBinaryProtocol parent;
+  guard_t g;
+} IxiaWireBinaryProtocol;
+typedef struct {
+  ThriftBinaryProtocolClass parent;
+} IxiaWireBinaryProtocolClass;
+GType ixia_wire_binary_protocol_get_type(void);
+G_DEFINE_TYPE(IxiaWireBinaryProtocol, ixia_wire_binary_protocol, THRIFT_TYPE_BINARY_PROTOCOL)
+
+/* Binary protocol lengths: a big-endian i32. */
+static gint32 binary_read_length(ThriftProtocol *p, gint64 *len, GError **error) {
+  gint32 n = 0;
+  if (thrift_protocol_read_i32(p, &n, error) < 0) return -1;
+  *len = n;
+  return 4;
+}
+
+GUARD_METHODS(binary, IxiaWireBinaryProtocol, ixia_wire_binary_protocol_parent_class, FALSE)
+
+static void ixia_wire_binary_protocol_init(IxiaWireBinaryProtocol *self) { (void)self; }
+static void ixia_wire_binary_protocol_class_init(IxiaWireBinaryProtocolClass *klass) {
+  binary_install(THRIFT_PROTOCOL_CLASS(klass));
+}
+
+/* ---------- IxiaWireCompactProtocol ---------- */
+
+typedef struct {
+  ThriftCompactProtocol parent;
+  guard_t g;
+} IxiaWireCompactProtocol;
+typedef struct {
+  ThriftCompactProtocolClass parent;
+} IxiaWireCompactProtocolClass;
+GType ixia_wire_compact_protocol_get_type(void);
+G_DEFINE_TYPE(IxiaWireCompactProtocol, ixia_wire_compact_protocol, THRIFT_TYPE_COMPACT_PROTOCOL)
+
+/* Compact protocol lengths: an unsigned varint (at most 5 bytes for 32
+ * bits). */
+static gint32 compact_read_length(ThriftProtocol *p, gint64 *len, GError **error) {
+  guint64 v = 0;
+  for (gint32 i = 0; i < 5; i++) {
+    guint8 b;
+    if (thrift_transport_read_all(p->transport, &b, 1, error) < 0) return -1;
+    v |= (guint64)(b & 0x7f) << (7 * i);
+    if (!(b & 0x80)) {
+      if (v > G_MAXINT32)
+        return fail(error, THRIFT_PROTOCOL_ERROR_SIZE_LIMIT, "string length %" G_GUINT64_FORMAT " is over 2^31", v);
+      *len = (gint64)v;
+      return i + 1;
+    }
+  }
+  return fail(error, THRIFT_PROTOCOL_ERROR_INVALID_DATA, "string length varint longer than 5 bytes");
+}
+
+GUARD_METHODS(compact, IxiaWireCompactProtocol, ixia_wire_compact_protocol_parent_class, TRUE)
+
+static void ixia_wire_compact_protocol_init(IxiaWireCompactProtocol *self) { (void)self; }
+static void ixia_wire_compact_protocol_class_init(IxiaWireCompactProtocolClass *klass) {
+  compact_install(THRIFT_PROTOCOL_CLASS(klass));
+}
+
+ThriftProtocol *ixia_wire_protocol_new(ThriftTransport *transport, gboolean compact,
+                                       const ixia_wire_limits_t *lim) {
+  ThriftProtocol *p = g_object_new(compact ? ixia_wire_compact_protocol_get_type()
+                                           : ixia_wire_binary_protocol_get_type(),
+                                   "transport", transport, NULL);
+  guard_t *g = compact ? &((IxiaWireCompactProtocol *)p)->g : &((IxiaWireBinaryProtocol *)p)->g;
+  g->lim = *lim;
+  guard_reset(g);
+  return p;
+}
+
+/* ---------- frames ---------- */
+
+gboolean ixia_wire_peek_call(const guint8 *frame, gsize len, const char **name, guint32 *name_len,
+                             gint32 *seqid) {
+  if (len < 12 || frame[0] != 0x80 || frame[1] != 0x01) return FALSE;
+  guint32 n;
+  memcpy(&n, frame + 4, 4);
+  n = GUINT32_FROM_BE(n);
+  if (n > len - 12) return FALSE;
+  guint32 s;
+  memcpy(&s, frame + 8 + n, 4);
+  *name = (const char *)frame + 8;
+  *name_len = n;
+  *seqid = (gint32)GUINT32_FROM_BE(s);
+  return TRUE;
+}
+
+static void put_be32(GByteArray *out, guint32 v) {
+  v = GUINT32_TO_BE(v);
+  g_byte_array_append(out, (const guint8 *)&v, 4);
+}
+
+void ixia_wire_append_error(GByteArray *out, const char *name, guint32 name_len, gint32 seqid,
+                            gint32 code, const char *message) {
+  put_be32(out, 0x80010000u | T_REPLY);
+  put_be32(out, name_len);
+  g_byte_array_append(out, (const guint8 *)name, name_len);
+  put_be32(out, (guint32)seqid);
+  /* result { 1: IxiaError err { 1: i32 code, 2: string message } } */
+  const guint8 err_field[3] = {T_STRUCT, 0, 1}, code_field[3] = {T_I32, 0, 1},
+               msg_field[3] = {T_STRING, 0, 2}, stop = T_STOP;
+  g_byte_array_append(out, err_field, 3);
+  g_byte_array_append(out, code_field, 3);
+  put_be32(out, (guint32)code);
+  g_byte_array_append(out, msg_field, 3);
+  guint32 mlen = (guint32)strlen(message);
+  put_be32(out, mlen);
+  g_byte_array_append(out, (const guint8 *)message, mlen);
+  g_byte_array_append(out, &stop, 1);
+  g_byte_array_append(out, &stop, 1);
+}

@@ -1,0 +1,98 @@
+/* Thrift bytes from outside the process: bounded transports and protocols.
+ *
+ * Every Thrift message ixia reads (a request frame on any server port, a
+ * response frame in a client, a change event from Kafka) is decoded through
+ * this layer and never through c_glib's stock protocols alone. The stock
+ * 0.17 protocols trust the lengths a message announces: a string length
+ * past the end of the message, a negative length, a list of 2^31 elements
+ * or an unknown struct nested 400,000 deep reach g_new/free on bad values
+ * or overflow the stack in thrift_protocol_skip. Here:
+ *
+ *  - a message is read from one complete, size-checked frame held in
+ *    memory (IxiaFrameBuffer), so "bytes left in this message" is known;
+ *  - the protocols (binary and compact subclasses of c_glib's) check every
+ *    string and container length against the bytes left before anything
+ *    is allocated, always leave out-parameters initialised on failure,
+ *    count nesting (structs, lists, sets, maps: thrift_protocol_skip recurses
+ *    through these) and the container items of one message, and fail with
+ *    an error naming the limit;
+ *  - limits come from the one config table (server.max_frame_bytes,
+ *    server.max_depth, server.max_items) and are the same on both sides of
+ *    a connection.
+ *
+ * Why wrap c_glib rather than decode our messages by hand: the generated
+ * (de)serializers stay the single definition of every message, and the
+ * protocol methods are the only place where untrusted lengths enter. The
+ * fuzz targets (fuzz/) drive these protocols through the generated readers
+ * and the real handlers.
+ *
+ * Ownership: every constructor returns a new GObject reference
+ * (g_object_unref it). Thread safety: an object is used by one thread at a
+ * time; ixia_wire_set_limits is called once at start-up, before threads. */
+#ifndef IXIA_WIRE_H
+#define IXIA_WIRE_H
+
+#include <thrift/c_glib/protocol/thrift_protocol.h>
+#include <thrift/c_glib/transport/thrift_memory_buffer.h>
+
+#include "config.h"
+#include "error.h"
+
+typedef struct {
+  guint32 max_frame; /* server.max_frame_bytes: largest frame, both directions */
+  guint32 max_depth; /* server.max_depth: deepest nesting of structs and containers */
+  guint32 max_items; /* server.max_items: container elements in one message */
+} ixia_wire_limits_t;
+
+/* The limits configured in cfg. */
+ixia_wire_limits_t ixia_wire_limits_from_config(const ixia_config_t *cfg);
+/* The process's limits for clients and in-memory decoding: the config
+ * table's defaults until ixia_wire_set_limits (called by
+ * ixia_config_from_args, so every daemon and tool uses its config). */
+ixia_wire_limits_t ixia_wire_limits(void);
+void ixia_wire_set_limits(const ixia_wire_limits_t *lim);
+
+/* ---- transports ---- */
+
+/* A memory transport holding one message, read through a cursor; writes
+ * append. Reads past the end fail with an error (the stock buffer returns 0
+ * bytes and c_glib's read_all then spins). max_size bounds writes. */
+ThriftMemoryBuffer *ixia_frame_buffer_new(guint32 max_size);
+/* Replaces the contents with a copy of data and rewinds the cursor. */
+void ixia_frame_buffer_load(ThriftMemoryBuffer *buf, const guint8 *data, gsize len);
+/* Empties the buffer (and lets a one-off large message's memory go). */
+void ixia_frame_buffer_reset(ThriftMemoryBuffer *buf);
+/* Bytes not yet read. */
+guint32 ixia_frame_buffer_remaining(ThriftMemoryBuffer *buf);
+
+/* The client side of a framed connection on a connected, blocking socket
+ * (not owned: the caller closes fd after unref). A write collects the
+ * message; flush sends it as one frame. The first read of a message
+ * receives the whole response frame (at most lim->max_frame bytes, else an
+ * error naming server.max_frame_bytes) and later reads come from memory. */
+ThriftTransport *ixia_wire_socket_new(int fd, const ixia_wire_limits_t *lim);
+
+/* ---- protocols ---- */
+
+/* A bounded binary (compact = FALSE) or compact protocol on transport,
+ * which should be one of the transports above (on any other, lengths are
+ * checked against the limits only). */
+ThriftProtocol *ixia_wire_protocol_new(ThriftTransport *transport, gboolean compact,
+                                       const ixia_wire_limits_t *lim);
+
+/* ---- frames ---- */
+
+/* The start of a binary-protocol call: method name (borrowed from frame,
+ * not NUL-terminated), its length and the sequence id. FALSE when the frame
+ * does not start with a strict binary-protocol message header. */
+gboolean ixia_wire_peek_call(const guint8 *frame, gsize len, const char **name, guint32 *name_len,
+                             gint32 *seqid);
+/* A whole binary-protocol reply to the call (name, seqid) that carries an
+ * IxiaError (code, message), without frame header, appended to out. Every
+ * method of ixia's services declares `throws (1: IxiaError err)`, so any
+ * generated client reads it as that method's error: the server uses it for
+ * calls it cannot decode or serve (over a limit, busy). */
+void ixia_wire_append_error(GByteArray *out, const char *name, guint32 name_len, gint32 seqid,
+                            gint32 code, const char *message);
+
+#endif
