@@ -198,25 +198,23 @@ static void hand_back(conn_t *c) {
   (void)w; /* a full counter still wakes the thread */
 }
 
-/* Runs the frame at c->in[in_pos]: decode, process, answer. */
-static void run_request(gpointer data, gpointer user_data) {
-  conn_t *c = data;
-  ixia_server_t *srv = user_data;
-  worker_t *w = worker_get(&srv->lim);
-  const guint8 *frame = c->in->data + c->in_pos + 4;
-  guint32 size = frame_size(c->in->data + c->in_pos);
+const GByteArray *ixia_server_serve_frame(ThriftProcessor *processor,
+                                          const ixia_wire_limits_t *lim, const guint8 *frame,
+                                          guint32 size) {
+  if (size < 8 || frame[0] != 0x80 || frame[1] != 0x01) return NULL;
+  worker_t *w = worker_get(lim);
   ixia_frame_buffer_load(w->in, frame, size);
   ixia_frame_buffer_reset(w->out);
   g_byte_array_set_size(w->out->buf, 4); /* room for the answer's frame header */
   GError *gerr = NULL;
-  if (!thrift_processor_process(srv->processor, w->pin, w->pout, &gerr)) {
+  if (!thrift_processor_process(processor, w->pin, w->pout, &gerr)) {
     /* Reads come from memory: a failed send is the answer outgrowing its
      * frame. */
     gboolean too_big = gerr && gerr->domain == THRIFT_TRANSPORT_ERROR &&
                        gerr->code == THRIFT_TRANSPORT_ERROR_SEND;
     char *msg = too_big ? g_strdup_printf("the answer is over server.max_frame_bytes=%u; ask for "
                                           "less (fewer keys, a smaller limit or fields)",
-                                          srv->lim.max_frame)
+                                          lim->max_frame)
                         : g_strdup_printf("cannot serve this call: %s",
                                           gerr ? gerr->message : "not a call of this service");
     IXIA_DEBUG("%s", msg);
@@ -224,12 +222,22 @@ static void run_request(gpointer data, gpointer user_data) {
     g_free(msg);
     if (gerr) g_error_free(gerr);
   }
-  c->in_pos += 4 + size;
-  __atomic_add_fetch(&srv->requests, 1, __ATOMIC_RELAXED);
   GByteArray *out = w->out->buf;
   set_frame_size(out->data, out->len - 4);
+  return out;
+}
+
+/* Runs the frame at c->in[in_pos] and answers (worker thread). */
+static void run_request(gpointer data, gpointer user_data) {
+  conn_t *c = data;
+  ixia_server_t *srv = user_data;
+  guint32 size = frame_size(c->in->data + c->in_pos);
+  const GByteArray *out =
+      ixia_server_serve_frame(srv->processor, &srv->lim, c->in->data + c->in_pos + 4, size);
+  c->in_pos += 4 + size;
+  __atomic_add_fetch(&srv->requests, 1, __ATOMIC_RELAXED);
   guint sent = 0;
-  if (!send_some(c->fd, out->data, out->len, &sent)) {
+  if (!out || !send_some(c->fd, out->data, out->len, &sent)) {
     c->send_failed = TRUE;
   } else if (sent < out->len) {
     c->out = g_byte_array_sized_new(out->len - sent);

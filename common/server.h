@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "wire.h"
 
 typedef struct ixia_server ixia_server_t;
 
@@ -40,6 +41,17 @@ void ixia_server_destroy(ixia_server_t *srv);
  * connections_timed_out (server.request_timeout_ms), rejected_frames
  * (oversized or not Thrift), requests. srv may be NULL (adds nothing). */
 void ixia_server_add_stats(const ixia_server_t *srv, cJSON *o);
+
+/* Serves one request frame (its body, without the 4-byte header) with
+ * processor, as a worker does for every frame: decoded through the bounded
+ * protocols of wire.h (limits lim), answered with the call's result or an
+ * IxiaError. Returns the whole answer frame, header included, in a buffer
+ * of the calling thread valid until its next call; NULL when the frame is
+ * not a binary-protocol Thrift message (a server closes the connection).
+ * Any thread; the fuzz targets call it directly. */
+const GByteArray *ixia_server_serve_frame(ThriftProcessor *processor,
+                                          const ixia_wire_limits_t *lim, const guint8 *frame,
+                                          guint32 size);
 
 /* Blocks until SIGINT or SIGTERM. */
 void ixia_wait_for_signal(void);
