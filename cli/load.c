@@ -318,7 +318,9 @@ static char *load_key(const cJSON *doc, const ixia_load_opts_t *o, ixia_error_t 
 /* Builds the write for one line, or sets err naming what is wrong with it. */
 static IxiaWriteOp *load_line_op(const ixia_load_opts_t *o, const char *text, gsize len,
                                  ixia_error_t **err) {
-  cJSON *doc = ixia_json_parse_object(text, len, o->max_doc_bytes, o->max_depth, "document", err);
+  const ixia_json_limits_t jl = {o->max_doc_bytes, "limits.max_doc_bytes", o->max_depth,
+                                 "limits.max_json_depth"};
+  cJSON *doc = ixia_json_parse_object(text, len, &jl, "document", err);
   if (!doc) return NULL;
   char *key = load_key(doc, o, err);
   cJSON_Delete(doc);

@@ -156,6 +156,8 @@ static const ixia_option_t options[] = {
     {"query.indexers", IXIA_OPT_STRING, "", 0, 0,
      "Comma-separated host:port of every index shard's Search service. Empty: queries answer "
      "UNAVAILABLE."},
+    {"query.max_request_bytes", IXIA_OPT_INT, "1048576", 1024, 1024LL * MIB,
+     "Largest query request, in bytes of JSON."},
     {"query.max_clauses", IXIA_OPT_INT, "128", 1, 100000,
      "Most filter and aggregation nodes in one query."},
     {"query.max_limit", IXIA_OPT_INT, "1000", 1, 1000000, "Largest \"limit\" (hits per page)."},

@@ -1,8 +1,17 @@
 #include "json.h"
 
+#include <stdio.h>
 #include <string.h>
 
-gboolean ixia_json_check_depth(const char *text, size_t len, int max_depth, ixia_error_t **err) {
+/* " (option)" after a limit, or nothing for a fixed one. */
+static const char *option_note(const char *option, char *buf, size_t size) {
+  if (!option) return "";
+  snprintf(buf, size, " (%s)", option);
+  return buf;
+}
+
+gboolean ixia_json_check_depth(const char *text, size_t len, int max_depth,
+                               const char *depth_option, ixia_error_t **err) {
   int depth = 0;
   gboolean in_string = FALSE;
   for (size_t i = 0; i < len; i++) {
@@ -15,10 +24,12 @@ gboolean ixia_json_check_depth(const char *text, size_t len, int max_depth, ixia
     } else if (c == '"') {
       in_string = TRUE;
     } else if (c == '{' || c == '[') {
-      if (++depth > max_depth)
+      if (++depth > max_depth) {
+        char note[96];
         return ixia_error_set(err, IXIA_ETOOLARGE,
-                              "JSON nesting deeper than the limit of %d levels (limits.max_json_depth) at byte %zu",
-                              max_depth, i);
+                              "JSON nesting deeper than the limit of %d levels%s at byte %zu",
+                              max_depth, option_note(depth_option, note, sizeof note), i);
+      }
     } else if (c == '}' || c == ']') {
       depth--;
     }
@@ -33,15 +44,15 @@ char *ixia_memdup0(const char *text, size_t len) {
   return copy;
 }
 
-cJSON *ixia_json_parse_object(const char *text, size_t len, size_t max_bytes, int max_depth,
+cJSON *ixia_json_parse_object(const char *text, size_t len, const ixia_json_limits_t *lim,
                               const char *what, ixia_error_t **err) {
-  if (len > max_bytes) {
-    ixia_error_set(err, IXIA_ETOOLARGE,
-                   "%s is %zu bytes, over the limit of %zu bytes (limits.max_doc_bytes)", what, len,
-                   max_bytes);
+  if (len > lim->max_bytes) {
+    char note[96];
+    ixia_error_set(err, IXIA_ETOOLARGE, "%s is %zu bytes, over the limit of %zu bytes%s", what, len,
+                   lim->max_bytes, option_note(lim->bytes_option, note, sizeof note));
     return NULL;
   }
-  if (!ixia_json_check_depth(text, len, max_depth, err)) {
+  if (!ixia_json_check_depth(text, len, lim->max_depth, lim->depth_option, err)) {
     if (err && *err) ixia_error_prefix(*err, "%s", what);
     return NULL;
   }

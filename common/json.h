@@ -9,13 +9,23 @@
 
 #include "error.h"
 
+/* The size and nesting limits of one kind of JSON input, with the config
+ * options that set them, named in errors (NULL for a fixed limit). */
+typedef struct {
+  size_t max_bytes;
+  const char *bytes_option;
+  int max_depth;
+  const char *depth_option;
+} ixia_json_limits_t;
+
 /* Checks nesting depth without building a tree, so that hostile input
  * cannot make the parser recurse deeply. */
-gboolean ixia_json_check_depth(const char *text, size_t len, int max_depth, ixia_error_t **err);
+gboolean ixia_json_check_depth(const char *text, size_t len, int max_depth,
+                               const char *depth_option, ixia_error_t **err);
 
-/* Parses a document: must be a JSON object of at most max_bytes bytes and
- * max_depth levels. `what` names the input in error messages. */
-cJSON *ixia_json_parse_object(const char *text, size_t len, size_t max_bytes, int max_depth,
+/* Parses a document: must be a JSON object within lim. `what` names the
+ * input in error messages. */
+cJSON *ixia_json_parse_object(const char *text, size_t len, const ixia_json_limits_t *lim,
                               const char *what, ixia_error_t **err);
 
 /* A NUL-terminated g_malloc'd copy of len bytes. Unlike g_strndup it never

@@ -10,7 +10,6 @@
 /* Cardinality keeps 64-bit hashes directly in GHashTable's pointer keys. */
 G_STATIC_ASSERT(sizeof(gpointer) >= sizeof(guint64));
 
-#define QUERY_MAX_BYTES (1 << 20)
 #define QUERY_MAX_DEPTH 64
 #define MAX_FIELDS 64
 #define MAX_TERMS_SIZE 10000
@@ -211,6 +210,7 @@ void ixia_query_limits_from_config(const ixia_config_t *cfg, ixia_query_limits_t
   out->max_exact_values = (guint)ixia_config_int(cfg, "query.max_exact_values");
   out->deadline_ms = (guint)ixia_config_int(cfg, "query.deadline_ms");
   out->max_wait_ms = (guint)ixia_config_int(cfg, "query.max_wait_ms");
+  out->max_request_bytes = (gsize)ixia_config_int(cfg, "query.max_request_bytes");
 }
 
 /* ======================================================================
@@ -822,12 +822,9 @@ static gboolean check_top_keys(const cJSON *root, ixia_error_t **err) {
 ixia_query_t *ixia_query_parse(const char *json, size_t len, ixia_schema_lookup_fn lookup,
                                void *lookup_ud, const ixia_query_limits_t *lim,
                                ixia_error_t **err) {
-  if (len > QUERY_MAX_BYTES) {
-    ixia_error_set(err, IXIA_ETOOLARGE, "query is %zu bytes, over the limit of %d bytes", len,
-                   QUERY_MAX_BYTES);
-    return NULL;
-  }
-  cJSON *root = ixia_json_parse_object(json, len, QUERY_MAX_BYTES, QUERY_MAX_DEPTH, "query", err);
+  const ixia_json_limits_t jl = {lim->max_request_bytes, "query.max_request_bytes",
+                                 QUERY_MAX_DEPTH, NULL};
+  cJSON *root = ixia_json_parse_object(json, len, &jl, "query", err);
   if (!root) return NULL;
   ixia_query_t *q = g_new0(ixia_query_t, 1);
   q->limit = 10;

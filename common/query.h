@@ -76,6 +76,7 @@ typedef struct {
   guint max_terms_buckets;  /* buckets one terms aggregation may hold */
   guint max_exact_values;   /* percentiles stay exact up to this many values */
   guint deadline_ms;        /* default and largest per-query deadline */
+  gsize max_request_bytes;  /* largest query JSON */
   guint max_wait_ms;        /* longest min_version wait */
 } ixia_query_limits_t;
 

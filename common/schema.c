@@ -59,7 +59,8 @@ gboolean ixia_field_path_valid(const char *path, ixia_error_t **err) {
 }
 
 ixia_schema_t *ixia_schema_parse(const char *json, size_t len, ixia_error_t **err) {
-  cJSON *root = ixia_json_parse_object(json, len, 1 << 20, 8, "schema", err);
+  const ixia_json_limits_t jl = {1 << 20, NULL, 8, NULL};
+  cJSON *root = ixia_json_parse_object(json, len, &jl, "schema", err);
   if (!root) return NULL;
   ixia_schema_t *s = g_new0(ixia_schema_t, 1);
   s->refcount = 1;
@@ -194,13 +195,30 @@ gboolean ixia_schema_value_matches(const cJSON *v, ixia_field_type_t t) {
   return FALSE;
 }
 
-static const char *json_kind(const cJSON *v) {
-  if (cJSON_IsString(v)) return "a string";
-  if (cJSON_IsNumber(v)) return v->valuedouble == floor(v->valuedouble) ? "an integer" : "a fractional number";
-  if (cJSON_IsBool(v)) return "a boolean";
-  if (cJSON_IsArray(v)) return "an array";
-  if (cJSON_IsObject(v)) return "an object";
-  return "null";
+/* What v is, for a type mismatch: "a string", or for a number of the right
+ * kind but outside the type's range, the number and the range. Caller
+ * frees. */
+static char *json_kind(const cJSON *v, ixia_field_type_t t) {
+  if (cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble)) {
+    if (t == IXIA_FIELD_TIMESTAMP)
+      return g_strdup_printf("%.17g, outside the range of timestamps (whole epoch seconds from 0 "
+                             "to 10^12; epoch milliseconds must be divided by 1000)",
+                             v->valuedouble);
+    if (t == IXIA_FIELD_LONG)
+      return g_strdup_printf("%.17g, outside the range of longs (-2^53 to 2^53, the integers a "
+                             "JSON number holds exactly)",
+                             v->valuedouble);
+    return g_strdup("an integer");
+  }
+  if (cJSON_IsNumber(v))
+    return g_strdup(t == IXIA_FIELD_TIMESTAMP
+                        ? "a fractional number (a timestamp is whole epoch seconds)"
+                        : "a fractional number");
+  if (cJSON_IsString(v)) return g_strdup("a string");
+  if (cJSON_IsBool(v)) return g_strdup("a boolean");
+  if (cJSON_IsArray(v)) return g_strdup("an array");
+  if (cJSON_IsObject(v)) return g_strdup("an object");
+  return g_strdup("null");
 }
 
 gboolean ixia_schema_check_doc(const ixia_schema_t *s, const cJSON *doc, ixia_error_t **err) {
@@ -211,14 +229,16 @@ gboolean ixia_schema_check_doc(const ixia_schema_t *s, const cJSON *doc, ixia_er
     if (cJSON_IsArray(v)) {
       int k = 0;
       for (const cJSON *e = v->child; e; e = e->next, k++) {
-        if (!cJSON_IsNull(e) && !ixia_schema_value_matches(e, ix->type))
-          return ixia_error_set(err, IXIA_ETYPE,
-                                "field '%s' is declared %s but element %d is %s", ix->field,
-                                type_names[ix->type], k, json_kind(e));
+        if (!cJSON_IsNull(e) && !ixia_schema_value_matches(e, ix->type)) {
+          g_autofree char *kind = json_kind(e, ix->type);
+          return ixia_error_set(err, IXIA_ETYPE, "field '%s' is declared %s but element %d is %s",
+                                ix->field, type_names[ix->type], k, kind);
+        }
       }
     } else if (!ixia_schema_value_matches(v, ix->type)) {
+      g_autofree char *kind = json_kind(v, ix->type);
       return ixia_error_set(err, IXIA_ETYPE, "field '%s' is declared %s but has %s", ix->field,
-                            type_names[ix->type], json_kind(v));
+                            type_names[ix->type], kind);
     }
   }
   return TRUE;

@@ -60,7 +60,8 @@ static cJSON *parse_request(IxiaShardHandler *h, const char *json, search_req_t 
   r->start_us = g_get_monotonic_time();
   /* A filter nests two JSON levels per clause ({"and": [...]}). */
   int depth = (int)MIN(2 * (gint64)lim->max_clauses + 16, 1000);
-  cJSON *req = ixia_json_parse_object(json, strlen(json), G_MAXSIZE, depth, "search request", err);
+  const ixia_json_limits_t jl = {G_MAXSIZE, NULL, depth, "query.max_clauses"};
+  cJSON *req = ixia_json_parse_object(json, strlen(json), &jl, "search request", err);
   if (!req) return NULL;
   gboolean ok = TRUE, have_limit = FALSE, have_after = FALSE, have_deadline = FALSE;
   gint64 limit = 0, after = -1, deadline_ms = 0;

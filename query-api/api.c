@@ -148,8 +148,9 @@ static gboolean prepare_op(ixia_api_t *api, const ixia_api_op_t *op, guint i, gu
     ok = ixia_error_set(&e, IXIA_EINVAL, "expected_version must be -1, 0 or a version");
   if (ok && op->kind != IXIA_WRITE_DELETE) {
     const char *json = op->json ? op->json : "";
-    p->doc = ixia_json_parse_object(json, strlen(json), api->max_doc_bytes, api->max_depth,
-                                    "document", &e);
+    const ixia_json_limits_t jl = {api->max_doc_bytes, "limits.max_doc_bytes", api->max_depth,
+                                   "limits.max_json_depth"};
+    p->doc = ixia_json_parse_object(json, strlen(json), &jl, "document", &e);
     ok = p->doc && ixia_schema_check_doc(p->schema, p->doc, &e);
     if (ok && op->kind == IXIA_WRITE_PUT) p->json = ixia_json_print(p->doc);
   }

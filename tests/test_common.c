@@ -77,20 +77,24 @@ static void test_config_doc_lists_every_option(void) {
 static void test_json_limits(void) {
   ixia_error_t *e = NULL;
   const char *ok = "{\"a\":{\"b\":[1,2,{\"c\":\"}]]]\"}]}}";
-  cJSON *d = ixia_json_parse_object(ok, strlen(ok), 1000, 4, "doc", &e);
+  const ixia_json_limits_t l4 = {1000, "limits.max_doc_bytes", 4, "limits.max_json_depth"},
+                           l3 = {1000, "limits.max_doc_bytes", 3, "limits.max_json_depth"},
+                           l10 = {10, "limits.max_doc_bytes", 8, NULL}, l8 = {1000, NULL, 8, NULL};
+  cJSON *d = ixia_json_parse_object(ok, strlen(ok), &l4, "doc", &e);
   CU_ASSERT_PTR_NOT_NULL(d);
   cJSON_Delete(d);
-  d = ixia_json_parse_object(ok, strlen(ok), 1000, 3, "doc", &e);
+  d = ixia_json_parse_object(ok, strlen(ok), &l3, "doc", &e);
   CU_ASSERT_PTR_NULL(d);
   CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ETOOLARGE);
   CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "nesting"));
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "(limits.max_json_depth)"));
   ixia_error_destroy(e), e = NULL;
-  d = ixia_json_parse_object(ok, strlen(ok), 10, 8, "doc", &e);
-  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "over the limit"));
+  d = ixia_json_parse_object(ok, strlen(ok), &l10, "doc", &e);
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "over the limit of 10 bytes (limits.max_doc_bytes)"));
   ixia_error_destroy(e), e = NULL;
   const char *bad[] = {"{\"a\":", "[1,2]", "{} x", "", "nul", "{\"a\":1,}"};
   for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
-    d = ixia_json_parse_object(bad[i], strlen(bad[i]), 1000, 8, "doc", &e);
+    d = ixia_json_parse_object(bad[i], strlen(bad[i]), &l8, "doc", &e);
     CU_ASSERT_PTR_NULL(d);
     CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_EINVAL);
     ixia_error_destroy(e), e = NULL;
@@ -158,19 +162,26 @@ static void test_schema_check_doc(void) {
   ixia_error_t *e = NULL;
   CU_ASSERT_TRUE(ixia_schema_check_doc(s, d, &e));
   cJSON_Delete(d);
-  struct { const char *doc, *field; } bad[] = {
-      {"{\"price\":\"cheap\"}", "price"},
-      {"{\"stock\":1.5}", "stock"},
-      {"{\"tags\":[\"a\",3]}", "tags"},
-      {"{\"seller\":{\"ok\":\"yes\"}}", "seller.ok"},
-      {"{\"updated_at\":-5}", "updated_at"},
-      {"{\"category\":{\"x\":1}}", "category"},
+  /* Each error names the field and says what is wrong with the value. */
+  struct { const char *doc, *field, *why; } bad[] = {
+      {"{\"price\":\"cheap\"}", "price", "but has a string"},
+      {"{\"stock\":1.5}", "stock", "a fractional number"},
+      {"{\"stock\":1e17}", "stock", "outside the range of longs"},
+      {"{\"tags\":[\"a\",3]}", "tags", "element 1 is an integer"},
+      {"{\"seller\":{\"ok\":\"yes\"}}", "seller.ok", "a string"},
+      {"{\"updated_at\":-5}", "updated_at", "-5, outside the range of timestamps"},
+      {"{\"updated_at\":1770369490000}", "updated_at", "milliseconds must be divided by 1000"},
+      {"{\"updated_at\":1770369490.5}", "updated_at", "whole epoch seconds"},
+      {"{\"category\":{\"x\":1}}", "category", "an object"},
   };
   for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
     d = cJSON_Parse(bad[i].doc);
     CU_ASSERT_FALSE(ixia_schema_check_doc(s, d, &e));
     CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ETYPE);
     CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, bad[i].field));
+    if (!e || !strstr(e->message, bad[i].why))
+      fprintf(stderr, "\n  %s: %s\n", bad[i].doc, e ? e->message : "(no error)");
+    CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, bad[i].why));
     ixia_error_destroy(e), e = NULL;
     cJSON_Delete(d);
   }

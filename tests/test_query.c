@@ -37,7 +37,8 @@ static ixia_query_limits_t default_limits(void) {
                            .max_terms_buckets = 100000,
                            .max_exact_values = 1000000,
                            .deadline_ms = 5000,
-                           .max_wait_ms = 10000};
+                           .max_wait_ms = 10000,
+                           .max_request_bytes = 1 << 20};
   return l;
 }
 
@@ -253,6 +254,7 @@ static void test_limits_from_config(void) {
   CU_ASSERT_EQUAL(l.max_limit, ixia_config_int(cfg, "query.max_limit"));
   CU_ASSERT_EQUAL(l.deadline_ms, ixia_config_int(cfg, "query.deadline_ms"));
   CU_ASSERT_EQUAL(l.max_exact_values, ixia_config_int(cfg, "query.max_exact_values"));
+  CU_ASSERT_EQUAL(l.max_request_bytes, 1u << 20);
   ixia_config_destroy(cfg);
 }
 
@@ -537,6 +539,13 @@ static void test_parse_clause_limit(void) {
   q = parse_rest("'filter': {'in': {'qty': [1, 2, 3, 4, 5]}}", &lim, &e);
   CU_ASSERT_TRUE(!q && e && e->code == IXIA_ETOOLARGE && strstr(e->message, "query.max_clauses"));
   ixia_error_destroy(e), e = NULL;
+  /* The request's size limit names its option too. */
+  lim.max_request_bytes = 40;
+  q = parse_rest("'filter': {'exists': 'price'}, 'limit': 10", &lim, &e);
+  CU_ASSERT_TRUE(!q && e && e->code == IXIA_ETOOLARGE &&
+                 strstr(e->message, "(query.max_request_bytes)"));
+  ixia_error_destroy(e), e = NULL;
+  lim.max_request_bytes = 1 << 20;
   /* Nested aggregations count too. */
   q = parse_rest("'aggs': {'a': {'terms': {'field': 'category', 'aggs': {'b': {'terms': "
                  "{'field': 'brand', 'aggs': {'c': {'count': {}}, 'd': {'sum': 'price'}, "
