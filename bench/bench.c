@@ -25,6 +25,8 @@ static const char *const SUMMARY =
     "  memcached      raw libmemcached gets (the limit beside get-hot)\n"
     "  kafka-produce  raw librdkafka produce, acks=all (the limit beside replication)\n"
     "  cdc-lag        puts at --rate; put-to-Kafka lag (needs --kafka)\n"
+    "  siege          connect + get and `ixia get` on a quiet API, then with --idle\n"
+    "                 idle connections and a slowloris client open\n"
     "  gen            print --docs generated documents as JSON lines\n"
     "\n"
     "--conns connections are spread over --threads threads (default: one each);\n"
@@ -54,6 +56,7 @@ static int run_one(ixia_bench_opts_t *o, const char *wl) {
   if (!strcmp(wl, "index")) return ixia_bench_index(o) ? 0 : 1;
   if (!strcmp(wl, "kafka-produce")) return ixia_bench_kafka_produce(o) ? 0 : 1;
   if (!strcmp(wl, "gen")) return gen_docs(o) ? 0 : 1;
+  if (!strcmp(wl, "siege")) return ixia_bench_siege(o, o->idle) ? 0 : 1;
   if (!strcmp(wl, "cdc-lag")) {
     if (!o->kafka) {
       ixia_bench_print_skip("cdc-lag", "no --kafka or IXIA_KAFKA");
@@ -77,7 +80,7 @@ static int run_one(ixia_bench_opts_t *o, const char *wl) {
 
 int main(int argc, char **argv) {
   char *api_opt = NULL, *mc = NULL, *kafka = NULL;
-  int threads = 0, conns = 16, batch = 100, read_ratio = 15, seed = 42;
+  int threads = 0, conns = 16, batch = 100, read_ratio = 15, seed = 42, idle = 10000;
   gint64 keys = 100000, hot_keys = 1000, docs = 100000;
   double seconds = 10, rate = 0, theta = 0.99, probe_rate = 100, poll_ms = 1, index_timeout = 1800;
   GOptionEntry entries[] = {
@@ -100,6 +103,7 @@ int main(int argc, char **argv) {
       {"index-timeout", 0, 0, G_OPTION_ARG_DOUBLE, &index_timeout,
        "index: seconds to wait for the catch-up (1800)", "S"},
       {"seed", 0, 0, G_OPTION_ARG_INT, &seed, "seed of the generated documents (42)", "N"},
+      {"idle", 0, 0, G_OPTION_ARG_INT, &idle, "siege: idle connections to hold open (10000)", "N"},
       {NULL, 0, 0, 0, NULL, NULL, NULL},
   };
   ixia_error_t *err = NULL;
@@ -135,6 +139,7 @@ int main(int argc, char **argv) {
       .poll_ms = poll_ms,
       .index_timeout_s = index_timeout,
       .seed = (guint32)seed,
+      .idle = idle,
   };
   int rc = 0;
   for (int a = 1; a < argc; a++) {

@@ -48,6 +48,7 @@ typedef struct {
   double probe_rate; /* freshness: puts per second whose visibility is tracked */
   double poll_ms;    /* freshness: pause between two polls */
   guint32 seed;
+  int idle;          /* siege: idle connections */
   /* Set by load for a following index workload in the same invocation. */
   gint64 load_start_us, load_end_us, load_last_version, load_docs, load_bytes;
   double index_timeout_s; /* index: give up waiting for the catch-up */
@@ -137,6 +138,11 @@ gboolean ixia_bench_ensure_docs(const ixia_bench_opts_t *o, gint64 n, ixia_error
 /* The workloads. */
 extern const ixia_bench_workload_t ixia_bench_get_hot, ixia_bench_mixed, ixia_bench_put,
     ixia_bench_memcached, ixia_bench_filter, ixia_bench_agg, ixia_bench_freshness;
+/* siege: a fresh connection + get, and the `ixia get` command, on a quiet
+ * API and then with `idle` idle connections and a slowloris client open
+ * (bench/siege.c). */
+gboolean ixia_bench_siege(const ixia_bench_opts_t *o, int idle);
+
 /* Workloads with their own drivers; return FALSE on failure. */
 gboolean ixia_bench_load(ixia_bench_opts_t *o);
 gboolean ixia_bench_index(ixia_bench_opts_t *o);

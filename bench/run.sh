@@ -117,6 +117,9 @@ wait "$off_pid" 2>/dev/null || true
 off_rate=$(sed -n 's/.*"ops_per_s":\([0-9.]*\).*/\1/p' <<<"$put_off")
 echo "$put_off" | sed 's/"workload":"put"/"workload":"put-replication-off"/' >> "$results"
 
+say "siege: a normal get beside 10,000 idle connections and a slowloris client"
+bench --idle 10000 siege
+
 # ---- report --------------------------------------------------------------------
 row_err() { local e; e=$({ grep "\"workload\":\"$1\"" "$results" || true; } | sed -n 's/.*"error":"\([^"]*\)".*/\1/p' | tail -1); if [ -n "$e" ]; then echo "**error: $e**"; fi; }
 row_skip() { local s; s=$(skipped "$1"); if [ -n "$s" ]; then echo "skipped: $s"; fi; }
@@ -144,6 +147,7 @@ elapsed=$(( $(date +%s) - started ))
   echo "| filter: category = X AND price in [a, a+20], 100 hits × 2 fields, $QUERY_CONNS conns | $(fmt "$(get filter ops_per_s)") queries/s, p50 $(get filter p50_ms) / p99 $(get filter p99_ms) ms $(row_skip filter) | | |"
   echo "| agg: terms by category (count/sum/avg/min/max of price) over $(get agg matched_fraction) of docs, $QUERY_CONNS conns (aim p50 < 100 ms) | p50 $(get agg p50_ms) / p99 $(get agg p99_ms) ms, $(get agg ops_per_s) queries/s $(row_skip agg) | | |"
   echo "| freshness: put → visible to a query, at $fresh_rate puts/s (goal p99 < 100 ms) | p50 $(get freshness fresh_p50_ms) / p99 $(get freshness fresh_p99_ms) / max $(get freshness fresh_max_ms) ms ($(get freshness visible) probes, $(get freshness lost) lost) $(row_skip freshness) | | |"
+  echo "| \`ixia get\` with 10,000 idle connections and a slowloris open (goal < 100 ms) | p50 $(get siege siege_ixia_get_p50_ms) / max $(get siege siege_ixia_get_max_ms) ms ($(get siege idle_connections) idle held; slowloris cut after $(get siege slowloris_cut_after_ms) ms) $(row_err siege) | the same on a quiet API: p50 $(get siege quiet_ixia_get_p50_ms) / max $(get siege quiet_ixia_get_max_ms) ms | |"
   echo "| put → readable from Kafka, at $fresh_rate puts/s | p50 $(get cdc-lag lag_p50_ms) / p99 $(get cdc-lag lag_p99_ms) ms | raw produce (acks=all): $(fmt "$(get kafka-produce ops_per_s)") msgs/s, p50 $(get kafka-produce p50_ms) / p99 $(get kafka-produce p99_ms) ms | |"
   echo
   echo "Index size on disk: $(mib "$index_du") for $(fmt "$N") documents ($(mib "$raw_bytes") of JSON; index/raw = $(ratio "$index_du" "$raw_bytes")); truth store: $(mib "$store_du"). Indexer's own count: $(mib "$(get index index_disk_bytes)")."
