@@ -203,24 +203,37 @@ const GByteArray *ixia_server_serve_frame(ThriftProcessor *processor,
                                           guint32 size) {
   if (size < 8 || frame[0] != 0x80 || frame[1] != 0x01) return NULL;
   worker_t *w = worker_get(lim);
-  ixia_frame_buffer_load(w->in, frame, size);
   ixia_frame_buffer_reset(w->out);
   g_byte_array_set_size(w->out->buf, 4); /* room for the answer's frame header */
+  /* Only well-formed calls reach the processor: c_glib's dispatch leaks or
+   * worse on some malformed ones. */
+  ixia_error_t *bad = NULL;
+  if (frame[2] != 0 || (frame[3] != T_CALL && frame[3] != T_ONEWAY))
+    bad = ixia_error_new(IXIA_EINVAL, "message type %u is not a call", frame[3]);
+  else
+    ixia_wire_check_message(frame, size, lim, &bad);
   GError *gerr = NULL;
-  if (!thrift_processor_process(processor, w->pin, w->pout, &gerr)) {
-    /* Reads come from memory: a failed send is the answer outgrowing its
-     * frame. */
-    gboolean too_big = gerr && gerr->domain == THRIFT_TRANSPORT_ERROR &&
-                       gerr->code == THRIFT_TRANSPORT_ERROR_SEND;
-    char *msg = too_big ? g_strdup_printf("the answer is over server.max_frame_bytes=%u; ask for "
-                                          "less (fewer keys, a smaller limit or fields)",
-                                          lim->max_frame)
-                        : g_strdup_printf("cannot serve this call: %s",
-                                          gerr ? gerr->message : "not a call of this service");
-    IXIA_DEBUG("%s", msg);
-    answer_error(w->out->buf, frame, size, too_big ? IXIA_ETOOLARGE : IXIA_EINVAL, msg);
-    g_free(msg);
-    if (gerr) g_error_free(gerr);
+  if (!bad) {
+    ixia_frame_buffer_load(w->in, frame, size);
+    if (!thrift_processor_process(processor, w->pin, w->pout, &gerr)) {
+      /* Reads come from memory: a failed send is the answer outgrowing its
+       * frame. */
+      gboolean too_big = gerr && gerr->domain == THRIFT_TRANSPORT_ERROR &&
+                         gerr->code == THRIFT_TRANSPORT_ERROR_SEND;
+      bad = too_big ? ixia_error_new(IXIA_ETOOLARGE,
+                                     "the answer is over server.max_frame_bytes=%u; ask for less "
+                                     "(fewer keys, a smaller limit or fields)",
+                                     lim->max_frame)
+                    : ixia_error_new(IXIA_EINVAL, "%s",
+                                     gerr ? gerr->message : "not a call of this service");
+      if (gerr) g_error_free(gerr);
+    }
+  }
+  if (bad) {
+    if (bad->code == IXIA_EINVAL) ixia_error_prefix(bad, "cannot serve this call");
+    IXIA_DEBUG("%s", bad->message);
+    answer_error(w->out->buf, frame, size, bad->code, bad->message);
+    ixia_error_destroy(bad);
   }
   GByteArray *out = w->out->buf;
   set_frame_size(out->data, out->len - 4);
@@ -473,6 +486,8 @@ static void expire(io_t *io, gint64 now) {
     else if (c->state == CONN_READING && c->frame_start &&
              now - c->frame_start > srv->request_timeout_us)
       why = "a frame did not arrive whole within server.request_timeout_ms";
+    else if (c->refused && now - c->since > srv->request_timeout_us)
+      why = "a connection over server.max_connections sent no call to refuse";
     if (why) {
       char *msg = g_strdup_printf("closing a connection: %s", why);
       warn_limited(srv, msg);
@@ -594,6 +609,7 @@ gboolean ixia_server_start(ixia_server_t *srv, ixia_error_t **err) {
   srv->pool = g_thread_pool_new(run_request, srv, srv->workers, FALSE, &gerr);
   if (!srv->pool) return ixia_error_from_gerror(err, gerr, IXIA_EINTERNAL, "worker pool");
   srv->io = g_new0(io_t, srv->n_io);
+  for (guint i = 0; i < srv->n_io; i++) srv->io[i].epfd = srv->io[i].evfd = -1;
   for (guint i = 0; i < srv->n_io; i++) {
     io_t *io = &srv->io[i];
     io->srv = srv;

@@ -129,7 +129,8 @@ typedef struct {
   IxiaFrameBuffer parent;
   int fd;
   guint32 max_frame;
-  GByteArray *out; /* 4 bytes of room for the frame header, then the message */
+  gboolean in_message; /* a frame was received and its message not ended */
+  GByteArray *out;     /* 4 bytes of room for the frame header, then the message */
 } IxiaWireSocket;
 typedef struct {
   IxiaFrameBufferClass parent;
@@ -175,9 +176,10 @@ static gboolean socket_fill(IxiaWireSocket *s, GError **error) {
 static gint32 socket_read(ThriftTransport *t, gpointer buf, guint32 len, GError **error) {
   IxiaWireSocket *s = (IxiaWireSocket *)t;
   /* A message's first read brings its frame; it never spans two frames. */
-  if (ixia_frame_buffer_remaining((ThriftMemoryBuffer *)s) == 0 && len > 0 &&
-      !socket_fill(s, error))
-    return -1;
+  if (!s->in_message && len > 0) {
+    if (!socket_fill(s, error)) return -1;
+    s->in_message = TRUE;
+  }
   return frame_buffer_read(t, buf, len, error);
 }
 
@@ -185,6 +187,7 @@ static gboolean socket_read_end(ThriftTransport *t, GError **error) {
   (void)error;
   IxiaFrameBuffer *f = (IxiaFrameBuffer *)t;
   f->pos = f->parent.buf->len; /* the rest of this frame is not ours */
+  ((IxiaWireSocket *)t)->in_message = FALSE;
   return TRUE;
 }
 
@@ -202,6 +205,9 @@ static gboolean socket_write(ThriftTransport *t, const gpointer buf, const guint
 
 static gboolean socket_flush(ThriftTransport *t, GError **error) {
   IxiaWireSocket *s = (IxiaWireSocket *)t;
+  /* A new call: whatever is left of the last answer (one that failed to
+   * decode never reached read_end) is not read as this call's. */
+  socket_read_end(t, NULL);
   guint32 be = GUINT32_TO_BE(s->out->len - 4);
   memcpy(s->out->data, &be, 4);
   const guint8 *p = s->out->data;
@@ -356,7 +362,9 @@ static guint32 min_bytes(ThriftType t, gboolean compact) {
                                        gint32 *seqid, GError **error) {                           \
     guard_reset(&((Type *)p)->g);                                                                  \
     *name = NULL;                                                                                  \
-    return THRIFT_PROTOCOL_CLASS(PARENT_CLASS)->read_message_begin(p, name, mt, seqid, error);    \
+    gint32 r = THRIFT_PROTOCOL_CLASS(PARENT_CLASS)->read_message_begin(p, name, mt, seqid, error); \
+    if (r < 0) g_clear_pointer(name, g_free); /* c_glib's callers leak it on failure */           \
+    return r;                                                                                      \
   }                                                                                                \
   static gint32 P##_read_struct_begin(ThriftProtocol *p, gchar **name, GError **error) {          \
     *name = NULL;                                                                                  \
@@ -523,6 +531,139 @@ ThriftProtocol *ixia_wire_protocol_new(ThriftTransport *transport, gboolean comp
 }
 
 /* ---------- frames ---------- */
+
+/* One open struct or container while checking a message. */
+typedef struct {
+  guint8 kind;          /* T_STRUCT, T_LIST (lists and sets) or T_MAP */
+  guint8 types[2];      /* element type; a map's key and value types */
+  guint64 left;         /* elements (map: keys and values) still to come */
+} walk_t;
+
+static gboolean take(const guint8 **p, const guint8 *end, gsize n) {
+  if ((gsize)(end - *p) < n) return FALSE;
+  *p += n;
+  return TRUE;
+}
+
+static guint32 be32(const guint8 *p) {
+  guint32 v;
+  memcpy(&v, p, 4);
+  return GUINT32_FROM_BE(v);
+}
+
+gboolean ixia_wire_check_message(const guint8 *frame, gsize len, const ixia_wire_limits_t *lim,
+                                 ixia_error_t **err) {
+  const guint8 *p = frame, *end = frame + len;
+  if (len < 12 || frame[0] != 0x80 || frame[1] != 0x01)
+    return ixia_error_set(err, IXIA_EINVAL, "not a strict binary-protocol Thrift message");
+  guint32 name_len = be32(frame + 4);
+  p += 8;
+  if (!take(&p, end, name_len) || !take(&p, end, 4)) /* name, seqid */
+    return ixia_error_set(err, IXIA_EINVAL, "message header runs past the end of the frame");
+  walk_t *stack = g_new(walk_t, MIN(lim->max_depth, 64u) + 1);
+  guint cap = MIN(lim->max_depth, 64u) + 1, depth = 1;
+  stack[0] = (walk_t){T_STRUCT, {0, 0}, 0};
+  guint64 items = 0;
+  const char *why = NULL;
+  while (depth > 0 && !why) {
+    walk_t *top = &stack[depth - 1];
+    guint8 type;
+    if (top->kind == T_STRUCT) {
+      if (!take(&p, end, 1)) {
+        why = "a struct runs past the end of the frame";
+        break;
+      }
+      type = p[-1];
+      if (type == T_STOP) {
+        depth--;
+        continue;
+      }
+      if (!take(&p, end, 2)) {
+        why = "a field header runs past the end of the frame";
+        break;
+      }
+    } else {
+      if (top->left == 0) {
+        depth--;
+        continue;
+      }
+      type = top->kind == T_MAP ? top->types[top->left % 2 == 0 ? 0 : 1] : top->types[0];
+      top->left--;
+    }
+    gsize fixed = 0;
+    switch (type) {
+      case T_BOOL:
+      case T_BYTE: fixed = 1; break;
+      case T_I16: fixed = 2; break;
+      case T_I32: fixed = 4; break;
+      case T_I64:
+      case T_DOUBLE: fixed = 8; break;
+      case T_STRING: {
+        if (!take(&p, end, 4)) {
+          why = "a string length runs past the end of the frame";
+          break;
+        }
+        guint32 n = be32(p - 4);
+        if (n > G_MAXINT32 || !take(&p, end, n)) why = "a string runs past the end of the frame";
+        break;
+      }
+      case T_STRUCT:
+      case T_LIST:
+      case T_SET:
+      case T_MAP: {
+        if (depth >= lim->max_depth) {
+          why = "message nests structs and containers deeper than server.max_depth";
+          break;
+        }
+        walk_t w = {type == T_SET ? T_LIST : type, {0, 0}, 0};
+        if (type != T_STRUCT) {
+          gsize hdr = type == T_MAP ? 6 : 5;
+          if (!take(&p, end, hdr)) {
+            why = "a container header runs past the end of the frame";
+            break;
+          }
+          w.types[0] = p[-(gssize)hdr];
+          if (type == T_MAP) w.types[1] = p[-5];
+          guint32 n = be32(p - 4);
+          if (n > G_MAXINT32) {
+            why = "a container with a negative size";
+            break;
+          }
+          items += n;
+          if (items > lim->max_items) {
+            why = "message holds more than server.max_items container elements";
+            break;
+          }
+          /* Each element takes a byte at least (a key and a value: two). */
+          w.left = type == T_MAP ? 2 * (guint64)n : n;
+          if (w.left > (guint64)(end - p)) {
+            why = "a container announces more elements than the frame has bytes";
+            break;
+          }
+          if (n == 0) break; /* nothing to walk into */
+        }
+        if (depth == cap) {
+          cap *= 2;
+          stack = g_renew(walk_t, stack, cap);
+        }
+        stack[depth++] = w;
+        break;
+      }
+      default: why = "unknown field type"; break;
+    }
+    if (!why && fixed && !take(&p, end, fixed)) why = "a value runs past the end of the frame";
+  }
+  g_free(stack);
+  if (why) {
+    if (strstr(why, "server.max_depth"))
+      return ixia_error_set(err, IXIA_EINVAL, "%s=%u", why, lim->max_depth);
+    if (strstr(why, "server.max_items"))
+      return ixia_error_set(err, IXIA_EINVAL, "message holds more than server.max_items=%u "
+                                              "container elements", lim->max_items);
+    return ixia_error_set(err, IXIA_EINVAL, "malformed message at byte %td: %s", p - frame, why);
+  }
+  return TRUE;
+}
 
 gboolean ixia_wire_peek_call(const guint8 *frame, gsize len, const char **name, guint32 *name_len,
                              gint32 *seqid) {

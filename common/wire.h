@@ -82,6 +82,15 @@ ThriftProtocol *ixia_wire_protocol_new(ThriftTransport *transport, gboolean comp
 
 /* ---- frames ---- */
 
+/* Checks that frame (a request frame's body) is one well-formed
+ * binary-protocol message within lim, walking it without recursion or
+ * allocation: every length inside the bytes, known types only, nesting and
+ * items within the limits. A server runs it before the processor, so c_glib
+ * never meets a truncated or malformed request (its dispatch leaks or worse
+ * on some). FALSE with an INVALID_ARGUMENT error naming the problem. */
+gboolean ixia_wire_check_message(const guint8 *frame, gsize len, const ixia_wire_limits_t *lim,
+                                 ixia_error_t **err);
+
 /* The start of a binary-protocol call: method name (borrowed from frame,
  * not NUL-terminated), its length and the sequence id. FALSE when the frame
  * does not start with a strict binary-protocol message header. */

@@ -196,6 +196,7 @@ static gboolean daemon_spawn(ixt_daemon_t *d, int port) {
 
 gboolean ixt_daemon_start(ixt_daemon_t *d, const char *name, const char *section, const char *dir,
                           const char *const *sets) {
+  memset(d, 0, sizeof *d);
   d->name = g_strdup(name);
   d->section = g_strdup(section);
   d->dir = g_strdup(dir);

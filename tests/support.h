@@ -41,7 +41,8 @@ typedef struct {
 } ixt_daemon_t;
 typedef ixt_daemon_t ixt_api_t;
 
-/* sets: NULL-terminated "--set" assignments, may be NULL. */
+/* d need not be initialised. sets: NULL-terminated "--set" assignments,
+ * may be NULL. */
 gboolean ixt_daemon_start(ixt_daemon_t *d, const char *name, const char *section, const char *dir,
                           const char *const *sets);
 /* kill -9; the options are kept for ixt_daemon_restart. */
