@@ -120,6 +120,14 @@ echo "$put_off" | sed 's/"workload":"put"/"workload":"put-replication-off"/' >> 
 say "siege: a normal get beside 10,000 idle connections and a slowloris client"
 bench --idle 10000 siege
 
+# ---- the peer: PostgreSQL 15 with the same documents and request shapes -------
+say "the peer: PostgreSQL 15 (bench/peer-postgres.sh)"
+"$bin/ixia-local" down --dir "$dir" >/dev/null 2>&1 || true # its cores to the peer
+N=$N DUR=$DUR CONNS=$CONNS QUERY_CONNS=$QUERY_CONNS HOT_KEYS=$HOT_KEYS IXIA_BIN=$bin \
+  bench/peer-postgres.sh "$dir" | tee -a "$results" >&2 || say "the PostgreSQL peer failed (figures kept)"
+pg() { get "pg-$1" "$2"; }
+pgcell() { local v; v=$(pg "$1" ops_per_s); if [ -n "$v" ]; then echo "$(fmt "$v")/s, p50 $(pg "$1" p50_ms) / p99 $(pg "$1" p99_ms) ms"; else echo "n/a"; fi; }
+
 # ---- report --------------------------------------------------------------------
 row_err() { local e; e=$({ grep "\"workload\":\"$1\"" "$results" || true; } | sed -n 's/.*"error":"\([^"]*\)".*/\1/p' | tail -1); if [ -n "$e" ]; then echo "**error: $e**"; fi; }
 row_skip() { local s; s=$(skipped "$1"); if [ -n "$s" ]; then echo "skipped: $s"; fi; }
@@ -136,19 +144,19 @@ elapsed=$(( $(date +%s) - started ))
   echo "Run: N=$(fmt "$N") generated documents ($(mib "$raw_bytes") of JSON), ${DUR}s per timed workload, $elapsed s in all."
   echo "Everything (load generator, ixia, memcached, Kafka mock, db_bench) shares this machine; ixia-devkafka with $PARTITIONS partitions."
   echo
-  echo "| workload | ixia | physical limit (same run) | ixia / limit |"
-  echo "|---|---|---|---|"
-  echo "| load: durable puts in batches of 100, $LOAD_CONNS conns | $(fmt "$(get load docs_per_s)") docs/s | db_bench fillrandom sync=1 batch_size=100, $LOAD_CONNS threads: $(fmt "$(dbrate "$db_batch")") ops/s | $(ratio "$(get load docs_per_s)" "$(dbrate "$db_batch")") |"
-  echo "| index catch-up after the load (load start → min_version query answers) | $(fmt "$(get index docs_per_s)") docs/s $(row_skip index)$(row_err index) | db_bench fillrandom sync=0, 1 thread: $(fmt "$(dbrate "$db_nosync")") ops/s | $(ratio "$(get index docs_per_s)" "$(dbrate "$db_nosync")") |"
-  echo "| durable put, 1 doc per call, $CONNS conns (goal ≥ 50%) | $(fmt "$put_rate") puts/s, p99 $(get put p99_ms) ms | db_bench fillrandom sync=1, $CONNS threads: $(fmt "$(dbrate "$db_sync")") ops/s | $(ratio "$put_rate" "$(dbrate "$db_sync")") |"
-  echo "| cached get (get-hot), $CONNS conns (goal ≥ 50%, p99 < 5 ms) | $(fmt "$(get get-hot ops_per_s)") gets/s, p50 $(get get-hot p50_ms) / p99 $(get get-hot p99_ms) / p99.9 $(get get-hot p999_ms) ms | raw memcached get: $(fmt "$(get memcached ops_per_s)") gets/s, p50 $(get memcached p50_ms) / p99 $(get memcached p99_ms) ms | $(ratio "$(get get-hot ops_per_s)" "$(get memcached ops_per_s)") |"
-  echo "| mixed 15:1 get:put, Zipf 0.99 over N keys, $CONNS conns | $(fmt "$(get mixed ops_per_s)") ops/s, get p99 $(get mixed get_p99_ms) ms, put p99 $(get mixed put_p99_ms) ms, cache hit ratio $(get mixed cache_hit_ratio) | raw memcached get: $(fmt "$(get memcached ops_per_s)") gets/s (misses go to RocksDB: db_bench readrandom over N keys, $CONNS threads: $(fmt "$(dbrate "$db_read")") ops/s) | $(ratio "$(get mixed ops_per_s)" "$(get memcached ops_per_s)") |"
-  echo "| durable put with replication on vs off, $CONNS conns | $(fmt "$put_rate") puts/s | replication off: $(fmt "$off_rate") puts/s | $(ratio "$put_rate" "$off_rate") |"
-  echo "| filter: category = X AND price in [a, a+20], 100 hits × 2 fields, $QUERY_CONNS conns | $(fmt "$(get filter ops_per_s)") queries/s, p50 $(get filter p50_ms) / p99 $(get filter p99_ms) ms $(row_skip filter) | | |"
-  echo "| agg: terms by category (count/sum/avg/min/max of price) over $(get agg matched_fraction) of docs, $QUERY_CONNS conns (aim p50 < 100 ms) | p50 $(get agg p50_ms) / p99 $(get agg p99_ms) ms, $(get agg ops_per_s) queries/s $(row_skip agg) | | |"
-  echo "| freshness: put → visible to a query, at $fresh_rate puts/s (goal p99 < 100 ms) | p50 $(get freshness fresh_p50_ms) / p99 $(get freshness fresh_p99_ms) / max $(get freshness fresh_max_ms) ms ($(get freshness visible) probes, $(get freshness lost) lost) $(row_skip freshness) | | |"
-  echo "| \`ixia get\` with 10,000 idle connections and a slowloris open (goal < 100 ms) | p50 $(get siege siege_ixia_get_p50_ms) / max $(get siege siege_ixia_get_max_ms) ms ($(get siege idle_connections) idle held; slowloris cut after $(get siege slowloris_cut_after_ms) ms) $(row_err siege) | the same on a quiet API: p50 $(get siege quiet_ixia_get_p50_ms) / max $(get siege quiet_ixia_get_max_ms) ms | |"
-  echo "| put → readable from Kafka, at $fresh_rate puts/s | p50 $(get cdc-lag lag_p50_ms) / p99 $(get cdc-lag lag_p99_ms) ms | raw produce (acks=all): $(fmt "$(get kafka-produce ops_per_s)") msgs/s, p50 $(get kafka-produce p50_ms) / p99 $(get kafka-produce p99_ms) ms | |"
+  echo "| workload | ixia | physical limit (same run) | ixia / limit | PostgreSQL 15 (same run) | ixia / PostgreSQL |"
+  echo "|---|---|---|---|---|---|"
+  echo "| load: durable puts in batches of 100, $LOAD_CONNS conns | $(fmt "$(get load docs_per_s)") docs/s | db_bench fillrandom sync=1 batch_size=100, $LOAD_CONNS threads: $(fmt "$(dbrate "$db_batch")") ops/s | $(ratio "$(get load docs_per_s)" "$(dbrate "$db_batch")") | $(pg load total_s) s COPY + CREATE INDEX ($(fmt "$(pg load docs_per_s)") docs/s) | $(ratio "$(get load docs_per_s)" "$(pg load docs_per_s)") |"
+  echo "| index catch-up after the load (load start → min_version query answers) | $(fmt "$(get index docs_per_s)") docs/s $(row_skip index)$(row_err index) | db_bench fillrandom sync=0, 1 thread: $(fmt "$(dbrate "$db_nosync")") ops/s | $(ratio "$(get index docs_per_s)" "$(dbrate "$db_nosync")") | | |"
+  echo "| durable put, 1 doc per call, $CONNS conns (goal ≥ 50%) | $(fmt "$put_rate") puts/s, p99 $(get put p99_ms) ms | db_bench fillrandom sync=1, $CONNS threads: $(fmt "$(dbrate "$db_sync")") ops/s | $(ratio "$put_rate" "$(dbrate "$db_sync")") | upsert: $(pgcell upsert) | $(ratio "$put_rate" "$(pg upsert ops_per_s)") |"
+  echo "| cached get (get-hot), $CONNS conns (goal ≥ 50%, p99 < 5 ms) | $(fmt "$(get get-hot ops_per_s)") gets/s, p50 $(get get-hot p50_ms) / p99 $(get get-hot p99_ms) / p99.9 $(get get-hot p999_ms) ms | raw memcached get: $(fmt "$(get memcached ops_per_s)") gets/s, p50 $(get memcached p50_ms) / p99 $(get memcached p99_ms) ms | $(ratio "$(get get-hot ops_per_s)" "$(get memcached ops_per_s)") | get of the same hot keys: $(pgcell get-hot) | $(ratio "$(get get-hot ops_per_s)" "$(pg get-hot ops_per_s)") |"
+  echo "| mixed 15:1 get:put, Zipf 0.99 over N keys, $CONNS conns | $(fmt "$(get mixed ops_per_s)") ops/s, get p99 $(get mixed get_p99_ms) ms, put p99 $(get mixed put_p99_ms) ms, cache hit ratio $(get mixed cache_hit_ratio) | raw memcached get: $(fmt "$(get memcached ops_per_s)") gets/s (misses go to RocksDB: db_bench readrandom over N keys, $CONNS threads: $(fmt "$(dbrate "$db_read")") ops/s) | $(ratio "$(get mixed ops_per_s)" "$(get memcached ops_per_s)") | get of random keys: $(pgcell get-random) | |"
+  echo "| durable put with replication on vs off, $CONNS conns | $(fmt "$put_rate") puts/s | replication off: $(fmt "$off_rate") puts/s | $(ratio "$put_rate" "$off_rate") | | |"
+  echo "| filter: category = X AND price in [a, a+20], 100 hits × 2 fields, $QUERY_CONNS conns | $(fmt "$(get filter ops_per_s)") queries/s, p50 $(get filter p50_ms) / p99 $(get filter p99_ms) ms $(row_skip filter) | | | $(pgcell filter) | $(ratio "$(get filter ops_per_s)" "$(pg filter ops_per_s)") |"
+  echo "| agg: terms by category (count/sum/avg/min/max of price) over $(get agg matched_fraction) of docs, $QUERY_CONNS conns (aim p50 < 100 ms) | p50 $(get agg p50_ms) / p99 $(get agg p99_ms) ms, $(get agg ops_per_s) queries/s $(row_skip agg) | | | $(pgcell agg) | $(ratio "$(get agg ops_per_s)" "$(pg agg ops_per_s)") |"
+  echo "| freshness: put → visible to a query, at $fresh_rate puts/s (goal p99 < 100 ms) | p50 $(get freshness fresh_p50_ms) / p99 $(get freshness fresh_p99_ms) / max $(get freshness fresh_max_ms) ms ($(get freshness visible) probes, $(get freshness lost) lost) $(row_skip freshness) | | | | |"
+  echo "| \`ixia get\` with 10,000 idle connections and a slowloris open (goal < 100 ms) | p50 $(get siege siege_ixia_get_p50_ms) / max $(get siege siege_ixia_get_max_ms) ms ($(get siege idle_connections) idle held; slowloris cut after $(get siege slowloris_cut_after_ms) ms) $(row_err siege) | the same on a quiet API: p50 $(get siege quiet_ixia_get_p50_ms) / max $(get siege quiet_ixia_get_max_ms) ms | | | |"
+  echo "| put → readable from Kafka, at $fresh_rate puts/s | p50 $(get cdc-lag lag_p50_ms) / p99 $(get cdc-lag lag_p99_ms) ms | raw produce (acks=all): $(fmt "$(get kafka-produce ops_per_s)") msgs/s, p50 $(get kafka-produce p50_ms) / p99 $(get kafka-produce p99_ms) ms | | | |"
   echo
   echo "Index size on disk: $(mib "$index_du") for $(fmt "$N") documents ($(mib "$raw_bytes") of JSON; index/raw = $(ratio "$index_du" "$raw_bytes")); truth store: $(mib "$store_du"). Indexer's own count: $(mib "$(get index index_disk_bytes)")."
   echo

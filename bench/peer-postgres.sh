@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The peer: PostgreSQL 15 from the OS packages, holding the same generated
+# documents as ixia-bench and answering the same request shapes, driven by
+# pgbench over TCP with password auth at the same concurrency. Prints one
+# JSON line per workload, in ixia-bench's style, for bench/run.sh.
+#
+# Usage: bench/peer-postgres.sh DIR   (a scratch directory; removed by the caller)
+#   N, DUR, CONNS, QUERY_CONNS, HOT_KEYS, IXIA_BIN as in bench/run.sh.
+#
+# Setup (the usual way to put JSON in PostgreSQL): table docs(key text primary
+# key, doc jsonb); COPY of the documents; a GIN jsonb_path_ops index and
+# expression btrees on the filtered fields; VACUUM ANALYZE. Durable defaults
+# (fsync, synchronous_commit on); shared_buffers 256 MB like ixia's block
+# cache. The server runs as the postgres user (it refuses root).
+set -euo pipefail
+dir=${1:?usage: peer-postgres.sh DIR}
+cd "$(dirname "$0")/.."
+N=${N:-1000000}
+DUR=${DUR:-15}
+CONNS=${CONNS:-16}
+QUERY_CONNS=${QUERY_CONNS:-4}
+HOT_KEYS=${HOT_KEYS:-1000}
+bin=${IXIA_BIN:-$PWD/build/bin}
+say() { echo "bench(postgres): $*" >&2; }
+
+pgbin=/usr/lib/postgresql/15/bin
+if [ ! -x "$pgbin/initdb" ] || ! command -v pgbench >/dev/null; then
+  say "installing PostgreSQL 15 from the OS packages"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
+    postgresql-15 postgresql-contrib >/dev/null
+fi
+as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+pg=$dir/pg
+mkdir -p "$pg"
+[ "$(id -u)" -eq 0 ] && chown postgres: "$dir" "$pg"
+export PGPASSWORD=ixia-bench
+echo "$PGPASSWORD" > "$dir/pgpass.txt"
+[ "$(id -u)" -eq 0 ] && chown postgres: "$dir/pgpass.txt"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+as_pg "$pgbin/initdb" -D "$pg/data" -U bench -A scram-sha-256 --pwfile="$dir/pgpass.txt" >/dev/null
+as_pg "$pgbin/pg_ctl" -D "$pg/data" -l "$pg/log" -w start \
+  -o "-p $port -k $pg -c listen_addresses=127.0.0.1 -c shared_buffers=256MB -c max_connections=100" >/dev/null
+stop_pg() { as_pg "$pgbin/pg_ctl" -D "$pg/data" -m fast stop >/dev/null 2>&1 || true; }
+trap stop_pg EXIT
+export PGHOST=127.0.0.1 PGPORT=$port PGUSER=bench PGDATABASE=postgres
+sql() { psql -q -v ON_ERROR_STOP=1 -X "$@"; }
+
+# ---- load: the same documents as ixia's load, COPY + indexes ----------------
+say "COPY of $N documents, then the indexes"
+sql -c "CREATE TABLE docs (key text PRIMARY KEY, doc jsonb NOT NULL)"
+t0=$(date +%s.%N)
+# Each generated line holds its key; JSON carries no tab or backslash here.
+"$bin/ixia-bench" --docs "$N" gen |
+  sed -E 's/^(.*"key":"([^"]*)".*)$/\2\t\1/' |
+  sql -c "\\copy docs (key, doc) FROM STDIN"
+t1=$(date +%s.%N)
+sql -c "CREATE INDEX docs_gin ON docs USING gin (doc jsonb_path_ops)"
+sql -c "CREATE INDEX docs_price ON docs (((doc->>'price')::float8))"
+sql -c "CREATE INDEX docs_cat_price ON docs ((doc->>'category'), ((doc->>'price')::float8))"
+sql -c "VACUUM ANALYZE docs"
+t2=$(date +%s.%N)
+size=$(sql -At -c "SELECT pg_total_relation_size('docs')")
+awk -v n="$N" -v a="$t0" -v b="$t1" -v c="$t2" -v s="$size" 'BEGIN {
+  printf "{\"workload\":\"pg-load\",\"docs\":%d,\"copy_s\":%.1f,\"index_s\":%.1f,\"total_s\":%.1f,\"docs_per_s\":%.0f,\"disk_bytes\":%d}\n",
+    n, b - a, c - b, c - a, n / (c - a), s }'
+
+# ---- timed workloads with pgbench -------------------------------------------
+# run NAME CLIENTS SCRIPT: pgbench for DUR seconds over TCP; prints ops/s,
+# mean and p50/p99 latency (from pgbench's per-transaction log).
+run() {
+  local name=$1 clients=$2 script=$3 logdir
+  logdir=$(mktemp -d "$dir/log-XXXX")
+  printf '%s\n' "$script" > "$logdir/script.sql"
+  local out
+  out=$(cd "$logdir" && pgbench -n -c "$clients" -j 2 -T "$DUR" -f script.sql -l --log-prefix=tx 2>&1) ||
+    { say "$name failed: $(tail -2 <<<"$out")"; echo "{\"workload\":\"$name\",\"error\":\"pgbench failed\"}"; return 0; }
+  local tps
+  tps=$(sed -n 's/^tps = \([0-9.]*\) (without.*/\1/p' <<<"$out")
+  # Log columns: client, transaction, latency in microseconds, ...
+  cat "$logdir"/tx.* | awk '{print $3}' | sort -n | awk -v name="$name" -v tps="$tps" -v c="$clients" '
+    { v[NR] = $1; s += $1 }
+    END { if (NR == 0) { printf "{\"workload\":\"%s\",\"error\":\"no transactions\"}\n", name; exit }
+          p50 = v[int(NR * 0.50) > 0 ? int(NR * 0.50) : 1]; p99 = v[int(NR * 0.99) > 0 ? int(NR * 0.99) : 1]
+          printf "{\"workload\":\"%s\",\"conns\":%d,\"ops_per_s\":%.1f,\"mean_ms\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f}\n",
+            name, c, tps, s / NR / 1000, p50 / 1000, p99 / 1000, v[NR] / 1000 }'
+  rm -rf "$logdir"
+}
+
+# The ixia-bench shapes (bench/workloads.c, bench/data.h): prices are uniform
+# in [1, 500] with 50 categories; the aggregation reads the ~30% of documents
+# with price < 150.7.
+say "filter: category = X AND price in [a, a+20], 100 rows of 2 fields ($QUERY_CONNS conns)"
+run pg-filter "$QUERY_CONNS" "\\set c random(0, 49)
+\\set a random(1, 479)
+SELECT key, doc->'title', doc->'price' FROM docs
+ WHERE doc->>'category' = 'cat' || lpad(:c::text, 2, '0')
+   AND (doc->>'price')::float8 BETWEEN :a AND :a + 20 LIMIT 100;"
+say "agg: terms by category, count/sum/avg/min/max of price over ~30% ($QUERY_CONNS conns)"
+run pg-agg "$QUERY_CONNS" "SELECT doc->>'category', count(*), sum((doc->>'price')::float8),
+  avg((doc->>'price')::float8), min((doc->>'price')::float8), max((doc->>'price')::float8)
+  FROM docs WHERE (doc->>'price')::float8 < 150.7 GROUP BY 1;"
+say "get of $HOT_KEYS hot keys ($CONNS conns)"
+run pg-get-hot "$CONNS" "\\set k random(0, $((HOT_KEYS - 1)))
+SELECT doc FROM docs WHERE key = 'p' || lpad(:k::text, 12, '0');"
+say "get of random keys over $N ($CONNS conns)"
+run pg-get-random "$CONNS" "\\set k random(0, $((N - 1)))
+SELECT doc FROM docs WHERE key = 'p' || lpad(:k::text, 12, '0');"
+say "durable single-document upsert ($CONNS conns)"
+doc=$("$bin/ixia-bench" --docs 1 gen | sed "s/'/''/g")
+run pg-upsert "$CONNS" "\\set k random(0, $((N - 1)))
+INSERT INTO docs VALUES ('p' || lpad(:k::text, 12, '0'), '$doc')
+  ON CONFLICT (key) DO UPDATE SET doc = EXCLUDED.doc;"
