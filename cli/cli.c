@@ -51,6 +51,7 @@ int ixia_cli_exit_code(const ixia_error_t *err) {
   switch (err->code) {
     case IXIA_ENOTFOUND: return IXIA_EXIT_NOTFOUND;
     case IXIA_EUNAVAILABLE: return IXIA_EXIT_UNREACHABLE;
+    case IXIA_EEXHAUSTED: return IXIA_EXIT_EXHAUSTED;
     default: return IXIA_EXIT_ERROR;
   }
 }
@@ -404,7 +405,8 @@ static char *ixia_cli_summary(void) {
   g_string_append(s,
                   "\nThe API address comes from --api, else $IXIA_API, else the config "
                   "(api.host:api.port).\n"
-                  "Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 API unreachable.");
+                  "Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 API unreachable, 5 refused: resources\n"
+                  "exhausted (the server's disk is under its reserve; nothing was written, retry later).");
   return g_string_free(s, FALSE);
 }
 

@@ -3,7 +3,10 @@
  *
  * Exit codes are part of the interface (scripts and tests rely on them):
  *   0 success, 1 error reported by the server or a local failure,
- *   2 usage error, 3 not found, 4 API unreachable. */
+ *   2 usage error, 3 not found, 4 API unreachable, 5 refused because a
+ *   resource is exhausted (RESOURCE_EXHAUSTED: the server's disk is under
+ *   its free-space reserve; nothing was written, retry once space is
+ *   freed). */
 #ifndef IXIA_CLI_H
 #define IXIA_CLI_H
 
@@ -15,9 +18,11 @@ enum {
   IXIA_EXIT_USAGE = 2,
   IXIA_EXIT_NOTFOUND = 3,
   IXIA_EXIT_UNREACHABLE = 4,
+  IXIA_EXIT_EXHAUSTED = 5,
 };
 
-/* Exit code for an error: NOT_FOUND → 3, UNAVAILABLE → 4, anything else 1. */
+/* Exit code for an error: NOT_FOUND → 3, UNAVAILABLE → 4,
+ * RESOURCE_EXHAUSTED → 5, anything else 1. */
 int ixia_cli_exit_code(const ixia_error_t *err);
 
 /* Prints "ixia: <CODE_NAME>: message" on stderr. */

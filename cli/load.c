@@ -180,8 +180,14 @@ static gboolean load_call(load_worker_t *w, load_batch_t *b, int one, ixia_error
   }
 }
 
-/* The API stays unreachable: ops from..end of b are lost, and so is the
- * rest of the load. */
+/* Errors that no other document of the load would escape. */
+static gboolean load_fatal(const ixia_error_t *e) {
+  return e->code == IXIA_EUNAVAILABLE || e->code == IXIA_EEXHAUSTED;
+}
+
+/* The API stays unreachable, or refuses writes for lack of disk space
+ * (RESOURCE_EXHAUSTED): ops from..end of b are lost, and so is the rest of
+ * the load. */
 static void load_give_up(load_worker_t *w, load_batch_t *b, guint from, ixia_error_t *e) {
   load_t *l = w->l;
   g_mutex_lock(&l->mu);
@@ -200,7 +206,7 @@ static void load_send_one_by_one(load_worker_t *w, load_batch_t *b) {
   load_t *l = w->l;
   for (guint i = 0; i < b->ops->len; i++) {
     ixia_error_t *e = NULL;
-    if (!load_call(w, b, (int)i, &e) && e->code == IXIA_EUNAVAILABLE) {
+    if (!load_call(w, b, (int)i, &e) && load_fatal(e)) {
       load_give_up(w, b, i, e);
       return;
     }
@@ -226,7 +232,7 @@ static void load_send(load_worker_t *w, load_batch_t *b) {
     g_mutex_unlock(&l->mu);
     return;
   }
-  if (e->code == IXIA_EUNAVAILABLE) {
+  if (load_fatal(e)) {
     load_give_up(w, b, 0, e);
     return;
   }

@@ -6,7 +6,11 @@
  * reported with its number instead of failing a whole atomic batch), groups
  * documents into batches and hands them through a bounded queue to one
  * worker thread per connection. Each worker owns its own client (clients are
- * not thread-safe). */
+ * not thread-safe). An unreachable API (UNAVAILABLE, after one retry on a
+ * fresh connection) or a refusal for lack of disk space
+ * (RESOURCE_EXHAUSTED) stops the whole load, naming the lines not loaded;
+ * any other refused batch is retried one document at a time so that only
+ * the guilty lines fail. */
 #ifndef IXIA_LOAD_H
 #define IXIA_LOAD_H
 

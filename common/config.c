@@ -72,6 +72,14 @@ static const ixia_option_t options[] = {
      "Keep at most this much archived WAL. 0 = no size limit (the TTL alone applies)."},
     {"store.block_cache_mb", IXIA_OPT_INT, "256", 8, 1048576, "RocksDB block cache size."},
     {"store.write_buffer_mb", IXIA_OPT_INT, "64", 1, 65536, "RocksDB memtable size."},
+    {"store.disk_reserve_mb", IXIA_OPT_INT, "256", 0, 1048576,
+     "Free space kept on the file system of store.path (flood-stage watermark). Below it, "
+     "ixia-query-api refuses every write, schema apply and snapshot with RESOURCE_EXHAUSTED before "
+     "it reaches RocksDB (which aborts the process once a write of its fails for lack of space), "
+     "keeps serving reads, "
+     "and resumes writing by itself once space is freed. Keep it above what RocksDB writes on its "
+     "own: memtable flushes (up to 2 x store.write_buffer_mb), the WAL file it preallocates "
+     "(1.1 x store.write_buffer_mb) and one write group (store.max_group_bytes). 0 = off."},
 
     /* cache */
     {"cache.servers", IXIA_OPT_STRING, "127.0.0.1:11211", 0, 0,
@@ -127,6 +135,12 @@ static const ixia_option_t options[] = {
      "positions stored with it, and an unsynced tail is re-read after a crash."},
     {"index.block_cache_mb", IXIA_OPT_INT, "256", 8, 1048576, "Index RocksDB block cache size."},
     {"index.write_buffer_mb", IXIA_OPT_INT, "64", 1, 65536, "Index RocksDB memtable size."},
+    {"index.disk_reserve_mb", IXIA_OPT_INT, "256", 0, 1048576,
+     "Free space kept on the file systems of index.path and of the failed-updates log. Below it, "
+     "ixia-indexer pauses: it applies and consumes nothing (its positions stay), keeps serving "
+     "searches, refuses reindex calls with RESOURCE_EXHAUSTED, re-checks every second and resumes "
+     "by itself once space is freed. Keep it above what RocksDB writes on its own (memtable "
+     "flushes of up to 2 x index.write_buffer_mb, compactions) plus one batch. 0 = off."},
     {"index.max_values_per_field", IXIA_OPT_INT, "1000", 1, 1000000,
      "Most distinct values (or text tokens) one document may have in one indexed field; more "
      "sends the event to the failed-updates log."},

@@ -80,6 +80,7 @@ const char *ixia_code_name(ixia_code_t code) {
     case IXIA_EUNAVAILABLE: return "UNAVAILABLE";
     case IXIA_EINTERNAL: return "INTERNAL";
     case IXIA_EUNSUPPORTED: return "UNSUPPORTED";
+    case IXIA_EEXHAUSTED: return "RESOURCE_EXHAUSTED";
   }
   return "UNKNOWN";
 }

@@ -24,6 +24,7 @@ typedef enum {
   IXIA_EUNAVAILABLE = 6,
   IXIA_EINTERNAL = 7,
   IXIA_EUNSUPPORTED = 8,
+  IXIA_EEXHAUSTED = 9, /* refused: a resource (disk space) is under its reserve; retry later */
 } ixia_code_t;
 
 typedef struct ixia_error {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "disk.h"
 #include "json.h"
 #include "kafka_util.h"
 #include "log.h"
@@ -24,6 +25,8 @@
 #define INVAL_QUEUE_MAX 16
 /* One Kafka (or memcached) warning per this long; the rest are counted. */
 #define LOG_EVERY_US (5 * G_USEC_PER_SEC)
+/* While paused for disk space, free space is measured this often. */
+#define DISK_RECHECK_US G_USEC_PER_SEC
 
 /* ---------- rate-limited warnings ---------- */
 
@@ -113,6 +116,12 @@ struct ixia_indexer {
 
   gboolean log_dir_synced;
 
+  /* index.disk_reserve_mb on index.path and the failed-updates log's
+   * directory. disk_paused (atomic) is set while the apply thread waits for
+   * space. */
+  ixia_disk_reserve_t *disk;
+  gint disk_paused;
+
   ixia_cache_t *cache;
   GThread *inval_thread;
   GAsyncQueue *inval_q; /* GPtrArray of GBytes (truth-store keys), or &wake_marker */
@@ -134,6 +143,8 @@ struct ixia_indexer {
   guint64 invalidations;
   guint64 invalidation_failures;
   guint64 invalidations_dropped;
+  guint64 disk_pauses;   /* times the apply thread paused for disk space */
+  guint64 reindex_refused_disk_full;
   gint64 apply_us; /* time inside ixia_idx_apply */
 };
 
@@ -461,6 +472,7 @@ static void batch_init(batch_t *b, gint32 n_partitions) {
   b->next = g_new(gint64, n_partitions);
   b->eof = g_new(gint64, n_partitions);
   b->pending = g_string_new(NULL);
+  b->messages = 0;
   for (gint32 i = 0; i < n_partitions; i++) b->next[i] = b->eof[i] = -1;
 }
 
@@ -682,6 +694,13 @@ static void run_job(ixia_indexer_t *ix, job_t *job) {
   fail_ctx_t fc = {ix, job->events, job->n, NULL};
   guint applied = 0;
   ixia_error_t *err = NULL;
+  if (!ixia_disk_reserve_check(ix->disk, &err)) {
+    __atomic_add_fetch(&ix->reindex_refused_disk_full, 1, __ATOMIC_RELAXED);
+    ixia_error_prefix(err, "reindex refused");
+    job_finish(job, FALSE, 0, err);
+    job_release(job);
+    return;
+  }
   gboolean ok = ixia_idx_apply(ix->idx, job->events, job->n, NULL, 0, on_failed, &fc, &applied, &err);
   job_finish(job, ok, applied, err);
   job_release(job);
@@ -704,6 +723,56 @@ static void serve_jobs(ixia_indexer_t *ix, gint64 timeout_us) {
   }
 }
 
+/* Called when the free space of a watched file system is under
+ * index.disk_reserve_mb (the disk module has logged it): stops consuming
+ * (unassigns every partition, so nothing is fetched and no position moves),
+ * serves queued reindex calls (run_job refuses them) and measures again
+ * every DISK_RECHECK_US until the space is back or a stop, asking Kafka for
+ * the partitions' ends each time (status shows the lag). Then assigns the
+ * partitions again at their stored positions, so a batch dropped before
+ * this is read again. Searches never wait for this thread. */
+/* While paused nothing is fetched, so librdkafka's cached high watermarks
+ * stand still: asks the brokers for the partitions' ends (one request) so
+ * that status shows the lag growing. */
+static void refresh_high_watermarks(ixia_indexer_t *ix) {
+  rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new((int)ix->owned->len);
+  for (guint i = 0; i < ix->owned->len; i++)
+    rd_kafka_topic_partition_list_add(list, ix->topic, g_array_index(ix->owned, gint32, i))->offset =
+        RD_KAFKA_OFFSET_END; /* as a timestamp: the latest offset */
+  if (rd_kafka_offsets_for_times(ix->rk, list, 1000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    g_mutex_lock(&ix->pos_lock);
+    for (int i = 0; i < list->cnt; i++) {
+      const rd_kafka_topic_partition_t *tp = &list->elems[i];
+      if (!tp->err && tp->offset >= 0 && tp->partition >= 0 && tp->partition < ix->n_partitions)
+        ix->high_seen[tp->partition] = MAX(ix->high_seen[tp->partition], tp->offset);
+    }
+    g_mutex_unlock(&ix->pos_lock);
+  }
+  rd_kafka_topic_partition_list_destroy(list);
+}
+
+static void pause_for_disk(ixia_indexer_t *ix) {
+  g_atomic_int_set(&ix->disk_paused, 1);
+  __atomic_add_fetch(&ix->disk_pauses, 1, __ATOMIC_RELAXED);
+  rd_kafka_resp_err_t kerr = rd_kafka_assign(ix->rk, NULL);
+  if (kerr) ratelimited_warn(&ix->kafka_rl, "kafka unassign", rd_kafka_err2str(kerr));
+  while (!g_atomic_int_get(&ix->stop)) {
+    serve_jobs(ix, DISK_RECHECK_US);
+    /* Serves librdkafka's callbacks; no partition is assigned, so any
+     * message left over from before is dropped (it is read again). */
+    rd_kafka_message_t *m;
+    while ((m = rd_kafka_consumer_poll(ix->rk, 0))) rd_kafka_message_destroy(m);
+    if (ixia_disk_reserve_check(ix->disk, NULL)) break;
+    refresh_high_watermarks(ix);
+  }
+  ixia_error_t *aerr = NULL;
+  if (!assign_stored(ix, &aerr)) {
+    ratelimited_warn(&ix->kafka_rl, "kafka", aerr->message);
+    ixia_error_destroy(aerr);
+  }
+  g_atomic_int_set(&ix->disk_paused, 0);
+}
+
 static gpointer apply_main(gpointer data) {
   ixia_indexer_t *ix = data;
   batch_t b;
@@ -711,11 +780,23 @@ static gpointer apply_main(gpointer data) {
   gint64 backoff_ms = 0;
   while (!g_atomic_int_get(&ix->stop)) {
     serve_jobs(ix, 0);
+    /* Measured before consuming and again before writing (one statvfs per
+     * watched file system each time): under the reserve nothing is
+     * applied, and a gathered batch is dropped and read again later. */
+    if (!ixia_disk_reserve_check(ix->disk, NULL)) {
+      pause_for_disk(ix);
+      continue;
+    }
     gather(ix, &b);
     if (b.messages == 0) {
       /* Ends of partitions only: nothing to store. */
       publish_positions(ix, &b);
       batch_reset(&b, ix->n_partitions);
+      continue;
+    }
+    if (!ixia_disk_reserve_check(ix->disk, NULL)) {
+      batch_reset(&b, ix->n_partitions);
+      pause_for_disk(ix);
       continue;
     }
     ixia_error_t *err = NULL;
@@ -832,6 +913,17 @@ ixia_indexer_t *ixia_indexer_new(const ixia_config_t *cfg, ixia_idx_t *idx, ixia
   if (ok && g_mkdir_with_parents(dir, 0755) != 0)
     ok = ixia_error_set(err, IXIA_EINVAL, "indexer.failed_log: cannot create %s: %s", dir,
                         g_strerror(errno));
+  if (ok) {
+    gint64 reserve_mb = ixia_config_int(cfg, "index.disk_reserve_mb");
+    gint64 buffer_mb = ixia_config_int(cfg, "index.write_buffer_mb");
+    ix->disk = ixia_disk_reserve_new("indexer", "index.disk_reserve_mb", reserve_mb, "indexing resumes");
+    ixia_disk_reserve_watch(ix->disk, ixia_config_str(cfg, "index.path"));
+    ixia_disk_reserve_watch(ix->disk, dir);
+    if (reserve_mb > 0 && reserve_mb < 3 * buffer_mb)
+      IXIA_WARN("index.disk_reserve_mb=%" G_GINT64_FORMAT " is under 3 x index.write_buffer_mb (%" G_GINT64_FORMAT
+                "): a memtable flush may not fit in the reserve",
+                reserve_mb, buffer_mb);
+  }
   g_free(dir);
   if (ok) {
     int fd = open(ix->failed_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
@@ -928,6 +1020,7 @@ void ixia_indexer_destroy(ixia_indexer_t *ix) {
   g_async_queue_unref(ix->inval_q);
   g_async_queue_unref(ix->jobs);
   ixia_cache_destroy(ix->cache);
+  ixia_disk_reserve_destroy(ix->disk);
   if (ix->owned) g_array_free(ix->owned, TRUE);
   g_free(ix->owns);
   g_free(ix->applied);
@@ -988,8 +1081,15 @@ gboolean ixia_indexer_wait_caught_up(ixia_indexer_t *ix, gint64 deadline_us, ixi
   }
   g_mutex_unlock(&ix->pos_lock);
   g_free(high);
-  if (!ok) return ixia_error_set(err, IXIA_EUNAVAILABLE, "shard not caught up within the deadline");
-  return TRUE;
+  if (ok) return TRUE;
+  ixia_error_t *full = NULL;
+  if (g_atomic_int_get(&ix->disk_paused) && !ixia_disk_reserve_check(ix->disk, &full)) {
+    ixia_error_set(err, IXIA_EUNAVAILABLE,
+                   "shard not caught up within the deadline: indexing is paused: %s", full->message);
+    ixia_error_destroy(full);
+    return FALSE;
+  }
+  return ixia_error_set(err, IXIA_EUNAVAILABLE, "shard not caught up within the deadline");
 }
 
 gboolean ixia_indexer_reindex(ixia_indexer_t *ix, const ixia_idx_event_t *events, guint n,
@@ -1087,6 +1187,12 @@ char *ixia_indexer_status(ixia_indexer_t *ix) {
   cJSON_AddStringToObject(o, "failed_log", ix->failed_log);
   cJSON_AddNumberToObject(o, "failed_log_entries", (double)count_lines(ix->failed_log));
   cJSON_AddNumberToObject(o, "disk_bytes", (double)st.disk_bytes);
+  /* Measured now, so the status shows space freed before the apply thread
+   * has noticed. */
+  ixia_disk_reserve_check(ix->disk, NULL);
+  cJSON_AddBoolToObject(o, "disk_paused", g_atomic_int_get(&ix->disk_paused));
+  cJSON_AddNumberToObject(o, "disk_free_bytes", (double)ixia_disk_reserve_free(ix->disk));
+  cJSON_AddNumberToObject(o, "disk_reserve_bytes", (double)ixia_disk_reserve_bytes(ix->disk));
   cJSON_AddStringToObject(o, "kafka_topic", ix->topic);
 #define COUNTER(name) \
   cJSON_AddNumberToObject(o, #name, (double)__atomic_load_n(&ix->name, __ATOMIC_RELAXED))
@@ -1102,6 +1208,8 @@ char *ixia_indexer_status(ixia_indexer_t *ix) {
   COUNTER(invalidations);
   COUNTER(invalidation_failures);
   COUNTER(invalidations_dropped);
+  COUNTER(disk_pauses);
+  COUNTER(reindex_refused_disk_full);
 #undef COUNTER
   cJSON_AddNumberToObject(o, "apply_ms", (double)__atomic_load_n(&ix->apply_us, __ATOMIC_RELAXED) / 1000.0);
   char *out = ixia_json_print(o);

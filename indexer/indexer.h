@@ -17,6 +17,20 @@
  * to its stored position and tries again. Kafka errors are logged
  * (rate-limited) and librdkafka retries them.
  *
+ * Disk reserve (common/disk.h). Before consuming and again before applying
+ * each batch, the apply thread measures the free space of the file systems
+ * of index.path and of the failed-updates log's directory (one statvfs
+ * each). Under index.disk_reserve_mb it pauses rather than let RocksDB
+ * meet a full disk (Debian's librocksdb aborts the process then): a batch
+ * already gathered is dropped unapplied, every partition is unassigned (no
+ * fetching, no position moves), queued reindex calls are refused with
+ * IXIA_EEXHAUSTED, and free space is measured again every second. Once it
+ * is back the partitions are assigned again at their stored positions, so
+ * the dropped events are read again and nothing is skipped. Searches never
+ * wait for the apply thread and keep answering from what is indexed; a sync
+ * search times out with its usual error (which then says why). Pausing and
+ * resuming are each logged once; status shows them.
+ *
  * Failed-updates log. Events that cannot be indexed (undecodable message,
  * unsupported format, wrong type for a declared field, a limit) are skipped
  * and appended as one JSON object per line:
@@ -114,7 +128,8 @@ gboolean ixia_indexer_event_from_thrift(const IxiaChangeEvent *e, ixia_idx_event
  * shard does not own are ignored. Events the index rejects go to the
  * failed-updates log (partition and offset null) and are not counted;
  * *applied (may be NULL) counts events that changed the index. Fails only
- * when the index could not write (nothing applied) or the indexer stops.
+ * when the index could not write (nothing applied), with IXIA_EEXHAUSTED
+ * under index.disk_reserve_mb (nothing applied), or when the indexer stops.
  * Events are borrowed for the duration of the call. */
 gboolean ixia_indexer_reindex(ixia_indexer_t *ix, const ixia_idx_event_t *events, guint n,
                               guint *applied, ixia_error_t **err);
@@ -122,7 +137,11 @@ gboolean ixia_indexer_reindex(ixia_indexer_t *ix, const ixia_idx_event_t *events
 /* g_malloc'd JSON object: {"partitions": [{"partition", "next_offset",
  * "high_watermark", "lag"}], "partition_count", "max_version", "documents",
  * "events_applied", "events_skipped", "events_failed", "failed_log",
- * "failed_log_entries", "disk_bytes", and the indexer's own counters}.
+ * "failed_log_entries", "disk_bytes", "disk_paused" (the apply thread waits
+ * for disk space), "disk_free_bytes" (least free space over the watched
+ * file systems, measured now; -1 unknown), "disk_reserve_bytes", and the
+ * indexer's own counters (among them "disk_pauses",
+ * "reindex_refused_disk_full")}.
  * next_offset is the next offset the apply thread will apply (-1: nothing
  * read yet and none stored); high_watermark is the last one librdkafka saw
  * while fetching, or the last one a sync search asked for (null, and lag

@@ -486,6 +486,10 @@ char *ixia_api_stats(ixia_api_t *api) {
   cJSON_AddNumberToObject(o, "store_write_groups", (double)ss.write_groups);
   cJSON_AddNumberToObject(o, "store_conflicts", (double)ss.conflicts);
   cJSON_AddNumberToObject(o, "store_gets", (double)ss.gets);
+  cJSON_AddNumberToObject(o, "store_disk_free_bytes", (double)ss.disk_free_bytes);
+  cJSON_AddNumberToObject(o, "store_disk_reserve_bytes", (double)ss.disk_reserve_bytes);
+  cJSON_AddBoolToObject(o, "store_disk_full", ss.disk_full);
+  cJSON_AddNumberToObject(o, "store_writes_refused_disk_full", (double)ss.writes_refused_disk_full);
   ixia_replication_stats_t rs;
   ixia_replication_get_stats(api->replication, &rs);
   cJSON_AddBoolToObject(o, "replication_enabled", rs.enabled);
@@ -500,7 +504,12 @@ char *ixia_api_stats(ixia_api_t *api) {
     cJSON_AddNumberToObject(o, "replication_gap_available_from", (double)rs.gap_available_from);
   }
   if (rs.last_error) cJSON_AddStringToObject(o, "replication_last_error", rs.last_error);
+  cJSON_AddNumberToObject(o, "replication_checkpoint_persisted", (double)rs.persisted);
+  cJSON_AddNumberToObject(o, "replication_checkpoint_failures", (double)rs.checkpoint_failures);
+  if (rs.checkpoint_error)
+    cJSON_AddStringToObject(o, "replication_checkpoint_error", rs.checkpoint_error);
   g_free(rs.last_error);
+  g_free(rs.checkpoint_error);
   ixia_search_stats_t qs;
   ixia_search_get_stats(api->search, &qs);
   cJSON_AddNumberToObject(o, "query_shards", qs.shards);

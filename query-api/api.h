@@ -6,7 +6,10 @@
  * Write path: validate -> delete cache key -> synced store write -> delete
  * cache key again -> acknowledge. The second delete removes any backfill
  * that raced with the write; backfills are also guarded by a lease (see
- * cache/cache.h).
+ * cache/cache.h). Under store.disk_reserve_mb the store refuses writes,
+ * schema applies and snapshots with RESOURCE_EXHAUSTED (store/store.h);
+ * stats report store_disk_free_bytes, store_disk_full and
+ * store_writes_refused_disk_full.
  * Get path: cache -> on a miss, lease, store read, asynchronous backfill.
  *
  * Thread safety: all calls may run concurrently from server workers. */

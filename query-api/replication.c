@@ -24,8 +24,10 @@ struct ixia_replication {
   gint stopping;
   GMutex lock; /* guards the fields below */
   GCond wake;  /* destroy wakes back-off sleeps */
-  gint64 checkpoint;
-  guint64 events_published, calls, failures;
+  gint64 checkpoint;  /* last version a sink acknowledged */
+  gint64 persisted;   /* the version in REPLICATION_CHECKPOINT */
+  guint64 events_published, calls, failures, checkpoint_failures;
+  char *checkpoint_error; /* why the last save failed; NULL once one succeeds */
   gboolean gap;
   gint64 gap_missing_from, gap_available_from;
   char *last_error;
@@ -47,7 +49,7 @@ static gboolean load_checkpoint(ixia_replication_t *r, ixia_error_t **err) {
   if (!g_file_get_contents(r->checkpoint_path, &text, NULL, &gerr)) {
     if (g_error_matches(gerr, G_FILE_ERROR, G_FILE_ERROR_NOENT)) {
       g_error_free(gerr);
-      r->checkpoint = 0; /* a new store: ship from the first version */
+      r->checkpoint = r->persisted = 0; /* a new store: ship from the first version */
       return TRUE;
     }
     return ixia_error_from_gerror(err, gerr, IXIA_EINTERNAL, r->checkpoint_path);
@@ -59,7 +61,7 @@ static gboolean load_checkpoint(ixia_replication_t *r, ixia_error_t **err) {
   if (!ok)
     return ixia_error_set(err, IXIA_EINTERNAL, "%s is corrupt; replace it with the last shipped version",
                           r->checkpoint_path);
-  r->checkpoint = v;
+  r->checkpoint = r->persisted = v;
   return TRUE;
 }
 
@@ -72,7 +74,10 @@ static gboolean save_checkpoint(ixia_replication_t *r, gint64 v, ixia_error_t **
   if (!g_file_set_contents_full(r->checkpoint_path, text, -1,
                                 G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE, 0644,
                                 &gerr))
-    return ixia_error_from_gerror(err, gerr, IXIA_EINTERNAL, "save replication checkpoint");
+    return ixia_error_from_gerror(
+        err, gerr,
+        g_error_matches(gerr, G_FILE_ERROR, G_FILE_ERROR_NOSPC) ? IXIA_EEXHAUSTED : IXIA_EUNAVAILABLE,
+        "save replication checkpoint");
   return TRUE;
 }
 
@@ -232,6 +237,40 @@ static gboolean ship(ixia_replication_t *r, GPtrArray *batches, ixia_error_t **e
 #define EMPTY_READS_FOR_GAP 20
 #define CHECKPOINT_EVERY_US (200 * 1000)
 
+/* Persists the acknowledged checkpoint when it moved, at most every
+ * CHECKPOINT_EVERY_US (always with force, at shutdown). A failure (a full
+ * disk: the file lives in store.path) is logged once (and at shutdown),
+ * counted and retried on the next call; shipping goes on meanwhile, since a
+ * crash then only re-sends from the older persisted version, which
+ * consumers drop by version. */
+static void persist_checkpoint(ixia_replication_t *r, gint64 *last_attempt, gboolean force) {
+  g_mutex_lock(&r->lock);
+  gint64 v = r->checkpoint, persisted = r->persisted;
+  g_mutex_unlock(&r->lock);
+  gint64 now = g_get_monotonic_time();
+  if (v == persisted || (!force && now - *last_attempt < CHECKPOINT_EVERY_US)) return;
+  *last_attempt = now;
+  ixia_error_t *err = NULL;
+  gboolean ok = save_checkpoint(r, v, &err);
+  g_mutex_lock(&r->lock);
+  gboolean was_failing = r->checkpoint_error != NULL;
+  g_clear_pointer(&r->checkpoint_error, g_free);
+  if (ok) {
+    r->persisted = v;
+  } else {
+    r->checkpoint_failures++;
+    r->checkpoint_error = g_strdup(err->message);
+  }
+  g_mutex_unlock(&r->lock);
+  if (!ok && (!was_failing || force))
+    IXIA_WARN("replication: %s; retrying every %d ms, shipping goes on (a restart now re-sends "
+              "from version %" G_GINT64_FORMAT ")",
+              err->message, CHECKPOINT_EVERY_US / 1000, persisted + 1);
+  else if (ok && was_failing)
+    IXIA_INFO("replication: checkpoint saved again (version %" G_GINT64_FORMAT ")", v);
+  ixia_error_destroy(err);
+}
+
 static void report_gap(ixia_replication_t *r, gint64 missing_from, gint64 available_from) {
   IXIA_ERROR("replication: WAL gap: version %" G_GINT64_FORMAT
              " is no longer in the WAL (oldest available: %" G_GINT64_FORMAT
@@ -251,6 +290,7 @@ static gpointer replication_main(gpointer data) {
   int empty_reads = 0;
   gint64 last_persist = 0;
   while (!g_atomic_int_get(&r->stopping)) {
+    persist_checkpoint(r, &last_persist, FALSE);
     g_mutex_lock(&r->lock);
     gint64 checkpoint = r->checkpoint;
     gboolean gap = r->gap;
@@ -273,16 +313,12 @@ static gpointer replication_main(gpointer data) {
       g_mutex_lock(&r->lock);
       r->calls++;
       g_mutex_unlock(&r->lock);
-      /* The checkpoint is persisted at most every CHECKPOINT_EVERY_US: an
-       * fsync per shipment would put the disk on the lag's critical path.
-       * After a crash the source restarts from the last persisted one and
-       * re-sends at most that much, which consumers drop by version; it can
-       * never be ahead of what a sink acknowledged. */
-      gint64 now = g_get_monotonic_time();
-      if (ok && now - last_persist >= CHECKPOINT_EVERY_US) {
-        ok = save_checkpoint(r, w.last, &err);
-        last_persist = now;
-      }
+      /* The checkpoint is persisted at most every CHECKPOINT_EVERY_US (at
+       * the top of the loop): an fsync per shipment would put the disk on
+       * the lag's critical path. After a crash the source restarts from the
+       * last persisted one and re-sends at most that much, which consumers
+       * drop by version; it can never be ahead of what a sink
+       * acknowledged. */
       if (ok) {
         g_mutex_lock(&r->lock);
         r->checkpoint = w.last;
@@ -310,14 +346,7 @@ static gpointer replication_main(gpointer data) {
     ixia_error_destroy(err);
     g_ptr_array_free(w.batches, TRUE);
   }
-  g_mutex_lock(&r->lock);
-  gint64 final = r->checkpoint;
-  g_mutex_unlock(&r->lock);
-  ixia_error_t *err = NULL;
-  if (!save_checkpoint(r, final, &err)) {
-    IXIA_WARN("replication: %s", err->message);
-    ixia_error_destroy(err);
-  }
+  persist_checkpoint(r, &last_persist, TRUE);
   return NULL;
 }
 
@@ -396,6 +425,7 @@ void ixia_replication_destroy(ixia_replication_t *r) {
   g_strfreev(r->sinks);
   g_free(r->checkpoint_path);
   g_free(r->last_error);
+  g_free(r->checkpoint_error);
   g_mutex_clear(&r->lock);
   g_cond_clear(&r->wake);
   g_free(r);
@@ -419,6 +449,9 @@ void ixia_replication_get_stats(ixia_replication_t *r, ixia_replication_stats_t 
   out->gap_missing_from = r->gap_missing_from;
   out->gap_available_from = r->gap_available_from;
   out->last_error = g_strdup(r->last_error);
+  out->persisted = r->persisted;
+  out->checkpoint_failures = r->checkpoint_failures;
+  out->checkpoint_error = g_strdup(r->checkpoint_error);
   g_mutex_unlock(&r->lock);
   out->latest = ixia_store_latest_version(r->store);
 }

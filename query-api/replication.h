@@ -9,7 +9,10 @@
  * WAL itself (rocksdb_get_updates_since). The checkpoint is persisted durably
  * (store.path/REPLICATION_CHECKPOINT) every 200 ms and at shutdown, so a
  * crash at any point re-sends at most that much and never skips: delivery is
- * at-least-once and consumers are idempotent by version.
+ * at-least-once and consumers are idempotent by version. A save that fails
+ * (a full disk: ENOSPC is reported as RESOURCE_EXHAUSTED) is logged once,
+ * counted and retried every 200 ms; shipping goes on from memory meanwhile,
+ * and a crash then re-sends from the older persisted version.
  *
  * Failures: an unreachable or failing sink is retried with exponential
  * back-off (replication.retry_min_ms .. retry_max_ms), rotating through
@@ -39,6 +42,9 @@ typedef struct {
   gint64 gap_missing_from; /* first missing version */
   gint64 gap_available_from; /* first version the WAL still holds */
   char *last_error;       /* g_malloc'd copy, NULL if none */
+  gint64 persisted;       /* the checkpoint in store.path/REPLICATION_CHECKPOINT */
+  guint64 checkpoint_failures; /* failed saves of that file (e.g. a full disk) */
+  char *checkpoint_error; /* g_malloc'd: why the last save failed; NULL once one succeeds */
 } ixia_replication_stats_t;
 
 /* Starts the source when replication.sinks is set; otherwise returns a
@@ -48,7 +54,7 @@ ixia_replication_t *ixia_replication_new(const ixia_config_t *cfg, ixia_store_t 
 void ixia_replication_destroy(ixia_replication_t *r);
 /* The last version a sink acknowledged: every edit up to it is in Kafka. */
 gint64 ixia_replication_acked(ixia_replication_t *r);
-/* Fills out; free out->last_error with g_free. */
+/* Fills out; free out->last_error and out->checkpoint_error with g_free. */
 void ixia_replication_get_stats(ixia_replication_t *r, ixia_replication_stats_t *out);
 
 #endif

@@ -17,7 +17,9 @@ enum ErrorCode {
   TYPE_MISMATCH = 5,       /* a declared field has the wrong type */
   UNAVAILABLE = 6,         /* a dependency failed; retry later */
   INTERNAL = 7,
-  UNSUPPORTED = 8          /* not implemented yet */
+  UNSUPPORTED = 8,         /* not implemented yet */
+  RESOURCE_EXHAUSTED = 9   /* refused, nothing written: free disk space under its reserve
+                              (store.disk_reserve_mb, index.disk_reserve_mb); retry later */
 }
 
 exception IxiaError {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "disk.h"
 #include "json.h"
 #include "log.h"
 
@@ -39,7 +40,8 @@ struct ixia_store {
   guint max_group_ops;
   gsize max_group_bytes;
   gsize max_doc_bytes;
-  ixia_store_stats_t stats; /* updated with atomics */
+  ixia_disk_reserve_t *disk; /* store.disk_reserve_mb on store.path */
+  ixia_store_stats_t stats;  /* updated with atomics */
 };
 
 static void put_be64(unsigned char *p, guint64 v) {
@@ -305,7 +307,23 @@ static void finish(write_req_t *req) {
   g_mutex_unlock(&req->lock);
 }
 
+/* Under store.disk_reserve_mb: refuses every request of the group and
+ * returns FALSE; nothing reaches RocksDB. One statvfs per group. */
+static gboolean group_fits_disk(ixia_store_t *s, GPtrArray *group) {
+  ixia_error_t *full = NULL;
+  if (ixia_disk_reserve_check(s->disk, &full)) return TRUE;
+  for (guint r = 0; r < group->len; r++) {
+    write_req_t *req = g_ptr_array_index(group, r);
+    ixia_error_set(&req->error, full->code, "%s", full->message);
+    finish(req);
+  }
+  __atomic_add_fetch(&s->stats.writes_refused_disk_full, group->len, __ATOMIC_RELAXED);
+  ixia_error_destroy(full);
+  return FALSE;
+}
+
 static void commit_group(ixia_store_t *s, GPtrArray *group) {
+  if (!group_fits_disk(s, group)) return;
   g_mutex_lock(&s->write_lock);
   GHashTable *overlay =
       g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref, overlay_entry_free);
@@ -629,12 +647,20 @@ void ixia_store_get_stats(ixia_store_t *s, ixia_store_stats_t *out) {
   out->write_groups = __atomic_load_n(&s->stats.write_groups, __ATOMIC_RELAXED);
   out->conflicts = __atomic_load_n(&s->stats.conflicts, __ATOMIC_RELAXED);
   out->gets = __atomic_load_n(&s->stats.gets, __ATOMIC_RELAXED);
+  out->writes_refused_disk_full = __atomic_load_n(&s->stats.writes_refused_disk_full, __ATOMIC_RELAXED);
+  /* Measured now, so an idle store shows space freed since its last write. */
+  ixia_disk_reserve_check(s->disk, NULL);
+  out->disk_free_bytes = ixia_disk_reserve_free(s->disk);
+  out->disk_reserve_bytes = ixia_disk_reserve_bytes(s->disk);
+  out->disk_full = ixia_disk_reserve_exhausted(s->disk);
 }
 
 rocksdb_t *ixia_store_db(ixia_store_t *s) { return s->db; }
 
 gboolean ixia_store_checkpoint(ixia_store_t *s, const char *dir, gint64 *version,
                                ixia_error_t **err) {
+  /* The checkpoint flushes the memtables into store.path first. */
+  if (!ixia_disk_reserve_check(s->disk, err)) return FALSE;
   char *rerr = NULL;
   rocksdb_checkpoint_t *cp = rocksdb_checkpoint_object_create(s->db, &rerr);
   if (!ixia_error_from_rocksdb(err, rerr, "checkpoint")) return FALSE;
@@ -671,6 +697,14 @@ ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
   s->max_group_ops = (guint)ixia_config_int(cfg, "store.max_group_ops");
   s->max_group_bytes = (gsize)ixia_config_int(cfg, "store.max_group_bytes");
   s->max_doc_bytes = (gsize)ixia_config_int(cfg, "limits.max_doc_bytes");
+  gint64 reserve_mb = ixia_config_int(cfg, "store.disk_reserve_mb");
+  gint64 buffer_mb = ixia_config_int(cfg, "store.write_buffer_mb");
+  s->disk = ixia_disk_reserve_new("store", "store.disk_reserve_mb", reserve_mb, "writes resume");
+  ixia_disk_reserve_watch(s->disk, path);
+  if (reserve_mb > 0 && reserve_mb < 3 * buffer_mb)
+    IXIA_WARN("store.disk_reserve_mb=%" G_GINT64_FORMAT " is under 3 x store.write_buffer_mb (%" G_GINT64_FORMAT
+              "): a memtable flush may not fit in the reserve",
+              reserve_mb, buffer_mb);
 
   s->opts = rocksdb_options_create();
   rocksdb_options_set_create_if_missing(s->opts, 1);
@@ -692,6 +726,11 @@ ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
   s->ttl_filter = rocksdb_compactionfilter_create(NULL, ttl_filter_destroy, ttl_filter, ttl_filter_name);
   rocksdb_options_set_compaction_filter(s->opts, s->ttl_filter);
   s->local_opts = rocksdb_options_create();
+  /* RocksDB preallocates each WAL file at 1.1 x the largest memtable of any
+   * column family: keep the unused one's as small as the documents' so that
+   * store.write_buffer_mb bounds it (store.disk_reserve_mb counts on it). */
+  rocksdb_options_set_write_buffer_size(s->local_opts,
+                                        (size_t)ixia_config_int(cfg, "store.write_buffer_mb") << 20);
 
   const char *names[] = {"default", "local"};
   const rocksdb_options_t *cf_opts[] = {s->opts, s->local_opts};
@@ -731,6 +770,7 @@ void ixia_store_destroy(ixia_store_t *s) {
   if (s->table_opts) rocksdb_block_based_options_destroy(s->table_opts);
   if (s->block_cache) rocksdb_cache_destroy(s->block_cache);
   if (s->ttl_filter) rocksdb_compactionfilter_destroy(s->ttl_filter);
+  ixia_disk_reserve_destroy(s->disk);
   g_mutex_clear(&s->commit_lock);
   g_mutex_clear(&s->write_lock);
   g_cond_clear(&s->commit_cond);

@@ -22,6 +22,15 @@
  * Value layout: 'D', version (8 bytes big-endian), expire_at (8 bytes
  * big-endian epoch seconds, 0 = never), then JSON text.
  *
+ * Disk reserve (common/disk.h). Before committing a group, the writer
+ * measures the free space of store.path's file system (one statvfs per
+ * group). Under store.disk_reserve_mb every request of the group fails with
+ * IXIA_EEXHAUSTED naming the path, the free space and the option, and
+ * nothing reaches RocksDB: Debian's librocksdb (assertions on) aborts the
+ * process once one of its writes has failed for lack of space. Reads never check. The
+ * next group measures again, so writes resume by themselves once space is
+ * freed; ixia_store_get_stats reports the free space and the refusals.
+ *
  * Thread safety: every function may be called from any thread once the store
  * is open. */
 #ifndef IXIA_STORE_H
@@ -63,6 +72,10 @@ typedef struct {
   guint64 write_groups; /* synced RocksDB writes: fsyncs when store.sync */
   guint64 conflicts;
   guint64 gets;
+  guint64 writes_refused_disk_full; /* requests refused under store.disk_reserve_mb */
+  gint64 disk_free_bytes;   /* free on store.path's file system, measured by get_stats; -1 unknown */
+  gint64 disk_reserve_bytes; /* store.disk_reserve_mb in bytes; 0 = off */
+  gboolean disk_full;       /* disk_free_bytes is under the reserve: writes are refused */
 } ixia_store_stats_t;
 
 ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err);
@@ -71,7 +84,9 @@ void ixia_store_destroy(ixia_store_t *store);
 
 /* Applies ops atomically: all of them or, if any condition fails, none.
  * On success versions[i] holds the version of ops[i]. Blocks until the edit
- * is durable (synced WAL when store.sync). */
+ * is durable (synced WAL when store.sync). Fails with IXIA_EEXHAUSTED when
+ * store.path's file system has less than store.disk_reserve_mb free (see
+ * the disk reserve above). */
 gboolean ixia_store_write(ixia_store_t *store, const ixia_write_op_t *ops, guint n,
                           gint64 *versions, ixia_error_t **err);
 
@@ -145,6 +160,8 @@ void ixia_store_get_stats(ixia_store_t *store, ixia_store_stats_t *out);
 /* Writes a consistent RocksDB checkpoint (hard-linked SST files) of the
  * whole store to dir, which must not exist (its parent must). Writes wait
  * while it is taken (a memtable flush, typically milliseconds); reads go on.
+ * Refused with IXIA_EEXHAUSTED under store.disk_reserve_mb (the flush
+ * writes into store.path).
  * *version (may be NULL) receives V: the checkpoint holds exactly the edits
  * up to version V. */
 gboolean ixia_store_checkpoint(ixia_store_t *store, const char *dir, gint64 *version,

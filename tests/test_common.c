@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "disk.h"
 #include "error.h"
 #include "json.h"
 #include "schema.h"
@@ -219,6 +220,49 @@ static void test_error_first_wins(void) {
   CU_ASSERT_FALSE(ixia_error_set(NULL, IXIA_EINVAL, "ignored"));
 }
 
+static void test_disk_reserve(void) {
+  CU_ASSERT_STRING_EQUAL(ixia_code_name(IXIA_EEXHAUSTED), "RESOURCE_EXHAUSTED");
+  char *dir = ixt_tmpdir();
+  gint64 avail = -1;
+  CU_ASSERT_TRUE(ixia_disk_free(dir, &avail, NULL));
+  CU_ASSERT_TRUE(avail > 0);
+  /* Reserve 0: measured, never refused. */
+  ixia_disk_reserve_t *off = ixia_disk_reserve_new("test", "store.disk_reserve_mb", 0, "writes resume");
+  ixia_disk_reserve_watch(off, dir);
+  CU_ASSERT_EQUAL(ixia_disk_reserve_free(off), -1); /* nothing measured yet */
+  CU_ASSERT_TRUE(ixia_disk_reserve_check(off, NULL));
+  CU_ASSERT_TRUE(ixia_disk_reserve_free(off) > 0);
+  CU_ASSERT_FALSE(ixia_disk_reserve_exhausted(off));
+  CU_ASSERT_EQUAL(ixia_disk_reserve_bytes(off), 0);
+  ixia_disk_reserve_destroy(off);
+  /* A reserve above the free space: refused, naming path, space and option. */
+  gint64 mb = avail / (1024 * 1024) + 1024;
+  ixia_disk_reserve_t *r = ixia_disk_reserve_new("test", "store.disk_reserve_mb", mb, "writes resume");
+  ixia_disk_reserve_watch(r, dir);
+  ixia_disk_reserve_watch(r, dir); /* same file system: measured once */
+  ixia_error_t *e = NULL;
+  CU_ASSERT_FALSE(ixia_disk_reserve_check(r, &e));
+  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_EEXHAUSTED);
+  char *opt = g_strdup_printf("under store.disk_reserve_mb=%" G_GINT64_FORMAT ";", mb);
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, dir));
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, opt));
+  CU_ASSERT_PTR_NOT_NULL(e && g_str_has_prefix(e->message, "disk full: "));
+  CU_ASSERT_PTR_NOT_NULL(e && g_str_has_suffix(e->message, "; writes resume when space is freed"));
+  g_free(opt);
+  ixia_error_destroy(e);
+  CU_ASSERT_TRUE(ixia_disk_reserve_exhausted(r));
+  CU_ASSERT_TRUE(ixia_disk_reserve_free(r) > 0);
+  CU_ASSERT_EQUAL(ixia_disk_reserve_bytes(r), mb << 20);
+  ixia_disk_reserve_destroy(r);
+  /* A path that cannot be measured does not block writes. */
+  ixia_disk_reserve_t *gone = ixia_disk_reserve_new("test", "index.disk_reserve_mb", 1, "indexing resumes");
+  ixia_disk_reserve_watch(gone, "/nonexistent/ixia/index");
+  CU_ASSERT_TRUE(ixia_disk_reserve_check(gone, NULL));
+  CU_ASSERT_EQUAL(ixia_disk_reserve_free(gone), -1);
+  ixia_disk_reserve_destroy(gone);
+  g_free(dir);
+}
+
 int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("common", NULL, NULL);
@@ -232,5 +276,6 @@ int main(void) {
   IXT_ADD(s, test_schema_check_doc);
   IXT_ADD(s, test_schema_evolution);
   IXT_ADD(s, test_error_first_wins);
+  IXT_ADD(s, test_disk_reserve);
   return ixt_run();
 }
