@@ -1,4 +1,4 @@
-/* The query language of SPEC.md: parsing, value encoding, per-document
+/* The query language of docs/QUERY.md: parsing, value encoding, per-document
  * evaluation, and aggregation state that can be split across shards.
  *
  * Everything the index and the brute-force evaluator compare goes through one
@@ -152,7 +152,7 @@ typedef struct ixia_query {
 typedef ixia_schema_t *(*ixia_schema_lookup_fn)(const char *ns, const char *table, void *ud,
                                                 ixia_error_t **err);
 
-/* Parses a request as in SPEC.md. Errors are IXIA_EINVAL with a message that
+/* Parses a request as in docs/QUERY.md. Errors are IXIA_EINVAL with a message that
  * names the bad part by its JSON path ("filter.and[2].range.price: ...");
  * IXIA_ENOTFOUND for an unknown table; IXIA_ETOOLARGE naming the limit
  * ("query.max_clauses", "query.max_limit"). Filters and aggregations may only

@@ -1,6 +1,6 @@
 /* Table schemas: parsing, validation and document type checks.
  *
- * A schema is JSON as in SPEC.md:
+ * A schema is JSON as in docs/SCHEMA.md:
  *   {"namespace": "shop", "table": "products", "ttl_seconds": 0,
  *    "cache_ttl_seconds": 300,
  *    "indexes": [{"field": "price", "type": "double"}, ...]}

@@ -23,7 +23,7 @@
  * Why wrap c_glib rather than decode our messages by hand: the generated
  * (de)serializers stay the single definition of every message, and the
  * protocol methods are the only place where untrusted lengths enter. The
- * fuzz targets (fuzz/) drive these protocols through the generated readers
+ * fuzz targets (tests/fuzz/) drive these protocols through the generated readers
  * and the real handlers.
  *
  * Ownership: every constructor returns a new GObject reference

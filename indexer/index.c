@@ -681,7 +681,7 @@ static GBytes *doc_key(guint32 table_id, const char *key, size_t key_len) {
   guint8 *k = g_malloc(5 + key_len);
   k[0] = K_DOC;
   be32(k + 1, table_id);
-  memcpy(k + 5, key, key_len);
+  if (key_len) memcpy(k + 5, key, key_len);
   return g_bytes_new_take(k, 5 + key_len);
 }
 
@@ -853,7 +853,7 @@ static guint32 value_get_or_create(batch_t *b, field_t *f, GBytes *val) {
   guint8 *k = g_malloc(5 + len);
   k[0] = K_VALUE;
   be32(k + 1, f->id);
-  memcpy(k + 5, p, len);
+  if (len) memcpy(k + 5, p, len);
   guint8 v[4];
   be32(v, vid);
   wb_put(b, k, 5 + len, v, 4);
@@ -906,7 +906,7 @@ static void rec_assign_id(batch_t *b, rec_t *r, guint32 table_id, const char *ke
   be32(k + 1, r->id);
   guint8 *v = g_malloc(4 + key_len);
   be32(v, table_id);
-  memcpy(v + 4, key, key_len);
+  if (key_len) memcpy(v + 4, key, key_len);
   wb_put(b, k, 5, v, 4 + key_len);
   g_free(v);
 }
@@ -1430,7 +1430,7 @@ static gboolean eval_value(eval_t *e, field_t *f, GBytes *val, roaring_bitmap_t 
   guint8 *k = g_malloc(5 + len);
   k[0] = K_VALUE;
   be32(k + 1, f->id);
-  memcpy(k + 5, p, len);
+  if (len) memcpy(k + 5, p, len);
   char *v;
   size_t vl;
   gboolean ok = db_get(e->idx, e->ro, k, 5 + len, &v, &vl, e->err);

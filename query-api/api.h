@@ -63,7 +63,7 @@ gboolean ixia_api_apply_schema(ixia_api_t *api, const char *json, gint64 *versio
 /* g_malloc'd schema JSON, or NULL with IXIA_ENOTFOUND. */
 char *ixia_api_get_schema(ixia_api_t *api, const char *ns, const char *table, ixia_error_t **err);
 
-/* g_malloc'd request/response JSON as described in SPEC.md. */
+/* g_malloc'd request/response JSON as described in docs/QUERY.md. */
 char *ixia_api_query(ixia_api_t *api, const char *request_json, ixia_error_t **err);
 
 /* Ixia.walSince: calls cb (as for ixia_store_read_wal) for the whole WAL

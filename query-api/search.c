@@ -158,15 +158,15 @@ char *ixia_search_shard_list(const ixia_search_t *s) {
   return g_string_free(out, FALSE);
 }
 
-static gboolean cursor_decode(const ixia_search_t *s, const char *after, gint64 *pos,
-                              ixia_error_t **err) {
-  for (guint i = 0; i < s->n_shards; i++) pos[i] = POS_START;
+gboolean ixia_search_cursor_decode(guint n_shards, const char *after, gint64 *pos,
+                                   ixia_error_t **err) {
+  for (guint i = 0; i < n_shards; i++) pos[i] = POS_START;
   if (!after) return TRUE;
   gsize n = 0;
   guchar *raw = NULL;
   if (g_str_has_prefix(after, CURSOR_PREFIX)) raw = g_base64_decode(after + strlen(CURSOR_PREFIX), &n);
-  gboolean ok = raw && n == 8 * (gsize)s->n_shards;
-  for (guint i = 0; ok && i < s->n_shards; i++) {
+  gboolean ok = raw && n == 8 * (gsize)n_shards;
+  for (guint i = 0; ok && i < n_shards; i++) {
     guint64 v = 0;
     for (int b = 0; b < 8; b++) v = v << 8 | raw[8 * i + b];
     pos[i] = (gint64)v;
@@ -180,11 +180,11 @@ static gboolean cursor_decode(const ixia_search_t *s, const char *after, gint64 
   return TRUE;
 }
 
-static char *cursor_encode(const ixia_search_t *s, const gint64 *pos) {
-  guchar *raw = g_malloc(8 * (gsize)s->n_shards);
-  for (guint i = 0; i < s->n_shards; i++)
+char *ixia_search_cursor_encode(guint n_shards, const gint64 *pos) {
+  guchar *raw = g_malloc(8 * (gsize)n_shards);
+  for (guint i = 0; i < n_shards; i++)
     for (int b = 0; b < 8; b++) raw[8 * i + b] = (guchar)((guint64)pos[i] >> (56 - 8 * b));
-  char *b64 = g_base64_encode(raw, 8 * (gsize)s->n_shards);
+  char *b64 = g_base64_encode(raw, 8 * (gsize)n_shards);
   char *out = g_strconcat(CURSOR_PREFIX, b64, NULL);
   g_free(b64);
   g_free(raw);
@@ -337,7 +337,7 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
   gint64 *pos = g_new(gint64, s->n_shards);
   call_t *calls = g_new0(call_t, s->n_shards);
   cJSON *resp = NULL;
-  gboolean ok = cursor_decode(s, q->after, pos, err);
+  gboolean ok = ixia_search_cursor_decode(s->n_shards, q->after, pos, err);
   if (ok && q->min_version > 0) ok = wait_replicated(s, q->min_version, deadline, err);
   for (guint i = 0; ok && i < s->n_shards; i++) {
     calls[i].s = s;
@@ -362,7 +362,7 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
     gboolean more = FALSE;
     for (guint i = 0; i < s->n_shards; i++) more = more || pos[i] != POS_DONE;
     if (ok && more && q->limit > 0) {
-      char *next = cursor_encode(s, pos);
+      char *next = ixia_search_cursor_encode(s->n_shards, pos);
       cJSON_AddStringToObject(resp, "next", next);
       g_free(next);
     } else if (ok) {

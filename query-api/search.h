@@ -36,7 +36,7 @@ ixia_search_t *ixia_search_new(const ixia_config_t *cfg, ixia_store_t *store,
 void ixia_search_destroy(ixia_search_t *s);
 
 /* Runs a request; returns the response JSON (g_malloc'd) described in
- * SPEC.md. lookup resolves table schemas. */
+ * docs/QUERY.md. lookup resolves table schemas. */
 char *ixia_search_run(ixia_search_t *s, const char *request_json, size_t len,
                       ixia_schema_lookup_fn lookup, void *lookup_ud, ixia_error_t **err);
 
@@ -51,5 +51,14 @@ void ixia_search_get_stats(ixia_search_t *s, ixia_search_stats_t *out);
 /* The shard addresses, comma-separated (g_malloc'd): tools find the shards
  * of a running stack through the API's stats. */
 char *ixia_search_shard_list(const ixia_search_t *s);
+
+/* The "after" cursor: one position per shard (an internal id, -1 = start,
+ * -2 = done), as "c1:" + base64 of 8-byte big-endian values. Decode fills
+ * pos[n_shards]; an absent cursor (NULL) is the start; anything else that
+ * is not a cursor for n_shards shards is IXIA_EINVAL. Encode returns a new
+ * string. Pure functions (the fuzz target drives them). */
+gboolean ixia_search_cursor_decode(guint n_shards, const char *after, gint64 *pos,
+                                   ixia_error_t **err);
+char *ixia_search_cursor_encode(guint n_shards, const gint64 *pos);
 
 #endif

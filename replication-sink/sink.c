@@ -113,6 +113,56 @@ static void on_delete(void *state, const char *k, size_t klen) {
   add_event(st, IXIA_CHANGE_OP_DELETE, k, klen, ns, nl, table, tl, key, kl, seq, NULL, 0, 0);
 }
 
+/* A varint32 at *p (RocksDB's encoding), within end. */
+static gboolean get_varint32(const unsigned char **p, const unsigned char *end, guint32 *out) {
+  guint32 v = 0;
+  for (int shift = 0; shift <= 28 && *p < end; shift += 7) {
+    unsigned char b = *(*p)++;
+    v |= (guint32)(b & 0x7f) << shift;
+    if (!(b & 0x80)) {
+      *out = v;
+      return TRUE;
+    }
+  }
+  return FALSE;
+}
+
+static gboolean skip_varstring(const unsigned char **p, const unsigned char *end) {
+  guint32 n;
+  if (!get_varint32(p, end, &n) || n > (gsize)(end - *p)) return FALSE;
+  *p += n;
+  return TRUE;
+}
+
+/* Checks, before RocksDB sees them, that the bytes after a WriteBatch header
+ * are exactly `count` records of the two kinds the store writes: a put
+ * (type 1, key, value) or a delete (type 0, key) of the default column
+ * family, every length inside the batch. Debian's librocksdb asserts (the
+ * process aborts) on some malformed batches in rocksdb_writebatch_iterate,
+ * and a replicate call is bytes from the network. */
+static gboolean check_records(const unsigned char *data, size_t len, guint32 count, guint b,
+                              ixia_error_t **err) {
+  const unsigned char *p = data + WB_HEADER, *end = data + len;
+  for (guint32 i = 0; i < count; i++) {
+    if (p >= end)
+      return ixia_error_set(err, IXIA_EINVAL, "WAL batch %u: its header counts %u records, it "
+                                              "holds %u", b, count, i);
+    unsigned char type = *p++;
+    if (type != 0 && type != 1)
+      return ixia_error_set(err, IXIA_EINTERNAL,
+                            "WAL batch %u: record %u is of type %u, not a default-column-family "
+                            "put or delete: cannot assign versions",
+                            b, i, type);
+    if (!skip_varstring(&p, end) || (type == 1 && !skip_varstring(&p, end)))
+      return ixia_error_set(err, IXIA_EINVAL, "WAL batch %u: record %u runs past the end of the "
+                                              "batch", b, i);
+  }
+  if (p != end)
+    return ixia_error_set(err, IXIA_EINVAL, "WAL batch %u: %td bytes after its %u records", b,
+                          end - p, count);
+  return TRUE;
+}
+
 GPtrArray *ixia_sink_decode(const ixia_sink_batch_t *batches, guint n, gint64 now_ms,
                             gint64 *last_sequence, ixia_sink_decode_info_t *info,
                             ixia_error_t **err) {
@@ -152,6 +202,7 @@ GPtrArray *ixia_sink_decode(const ixia_sink_batch_t *batches, guint n, gint64 no
                      b, batch->sequence, next);
       break;
     }
+    if (!check_records(batch->data, batch->len, count, b, &st.error)) break;
     rocksdb_writebatch_t *wb = rocksdb_writebatch_create_from(batch->data, batch->len);
     int records = rocksdb_writebatch_count(wb);
     st.sequence = batch->sequence;

@@ -88,10 +88,10 @@ service Ixia {
   list<Document> scan(1: string ns, 2: string table, 3: string after_key, 4: i32 limit)
       throws (1: IxiaError err),
 
-  /* Query request and response are JSON as described in SPEC.md. */
+  /* Query request and response are JSON as described in docs/QUERY.md. */
   string query(1: string request_json) throws (1: IxiaError err),
 
-  /* Schema JSON as described in SPEC.md; returns the stored version. */
+  /* Schema JSON as described in docs/SCHEMA.md; returns the stored version. */
   i64 applySchema(1: string schema_json) throws (1: IxiaError err),
   string getSchema(1: string ns, 2: string table) throws (1: IxiaError err),
 

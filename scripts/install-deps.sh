@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config clang libclang-rt-14-dev
   libglib2.0-dev libthrift-c-glib-dev thrift-compiler
   librocksdb-dev rocksdb-tools
   libmemcached-dev libmemcached-tools memcached

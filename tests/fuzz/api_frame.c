@@ -1,0 +1,64 @@
+/* api_frame: what a client connection sends to ixia-query-api.
+ *
+ * The input is a byte stream of framed requests (4-byte big-endian length,
+ * then a binary-protocol message), as on the API port; each frame goes
+ * through ixia_server_serve_frame, the path a server worker runs (message
+ * check, bounded protocol, the generated processor, the real handlers), over
+ * a real truth store (RocksDB in a temporary directory, unsynced) holding the
+ * fuzz table. Left out: the sockets (the event loop is covered by
+ * tests/test_hostile.c), the cache and replication (off), and `snapshot`
+ * calls, which write a checkpoint to whatever absolute path they name: the
+ * harness must not write outside its sandbox. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "common_schema.h"
+#include "fuzz.h"
+#include "server.h"
+#include "wire.h"
+
+/* Process-lifetime state, kept reachable. */
+static ixia_config_t *cfg;
+static ixia_api_t *api;
+static ThriftProcessor *proc;
+static ixia_wire_limits_t lim;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc, (void)argv;
+  char *dir = ixia_fuzz_tmpdir();
+  char *store = g_strdup_printf("store.path=%s/store", dir);
+  const char *sets[] = {store, "store.sync=false", "cache.servers=", "replication.sinks=",
+                        "query.indexers=", "store.disk_reserve_mb=0", "store.wal_size_limit_mb=64",
+                        "server.max_frame_bytes=1048576", NULL};
+  cfg = ixia_fuzz_config(sets);
+  ixia_error_t *err = NULL;
+  api = ixia_api_new(cfg, &err);
+  if (!api || !ixia_api_apply_schema(api, FUZZ_SCHEMA, NULL, &err)) {
+    fprintf(stderr, "api_frame: %s\n", err ? err->message : "?");
+    abort();
+  }
+  proc = ixia_api_processor_new(api);
+  lim = ixia_wire_limits_from_config(cfg);
+  g_free(store);
+  g_free(dir);
+  return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  while (size >= 4) {
+    guint32 len = (guint32)data[0] << 24 | (guint32)data[1] << 16 | (guint32)data[2] << 8 | data[3];
+    if (len > lim.max_frame || len > size - 4) break; /* a server closes the connection */
+    const guint8 *frame = data + 4;
+    const char *name = NULL;
+    guint32 name_len = 0;
+    gint32 seqid;
+    gboolean snapshot = ixia_wire_peek_call(frame, len, &name, &name_len, &seqid) &&
+                        name_len == 8 && memcmp(name, "snapshot", 8) == 0;
+    if (!snapshot) ixia_server_serve_frame(proc, &lim, frame, len);
+    data += 4 + len;
+    size -= 4 + len;
+  }
+  return 0;
+}
