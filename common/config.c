@@ -188,6 +188,11 @@ static const ixia_option_t options[] = {
      "Default and largest query deadline (a request's \"timeout_ms\" may lower it)."},
     {"query.max_wait_ms", IXIA_OPT_INT, "10000", 0, 3600000,
      "Longest wait for min_version (every shard applying that version)."},
+    {"query.track_total_hits", IXIA_OPT_INT, "10000", 0, 9007199254740992,
+     "\"total\" is exact up to this many matches; beyond it a shard stops counting once its "
+     "page is full (\"total_relation\": \"gte\", a lower bound). A request's "
+     "\"track_total_hits\" (true = exact, or a number) overrides it. Aggregations always read "
+     "every match."},
 
     /* ixia-devkafka: the embedded, in-memory broker for local runs and tests */
     {"devkafka.brokers", IXIA_OPT_INT, "3", 1, 16, "Brokers in the mock cluster."},

@@ -65,6 +65,11 @@ gboolean ixia_schema_check_doc(const ixia_schema_t *s, const cJSON *doc, ixia_er
 gboolean ixia_schema_value_matches(const cJSON *v, ixia_field_type_t t);
 
 const char *ixia_field_type_name(ixia_field_type_t t);
+
+/* long, double and timestamp: values compared and aggregated as numbers. */
+static inline gboolean ixia_field_type_numeric(ixia_field_type_t t) {
+  return t == IXIA_FIELD_LONG || t == IXIA_FIELD_DOUBLE || t == IXIA_FIELD_TIMESTAMP;
+}
 gboolean ixia_field_type_parse(const char *name, ixia_field_type_t *out);
 
 #endif

@@ -1,5 +1,8 @@
 /* The query language of docs/QUERY.md: parsing, value encoding, per-document
- * evaluation, and aggregation state that can be split across shards.
+ * evaluation, and aggregation state that can be split across shards. The
+ * library (query/) is shared by ixia-query-api, which parses requests,
+ * verifies hits and merges shards' partials, and ixia-indexer, which
+ * evaluates them on its index.
  *
  * Everything the index and the brute-force evaluator compare goes through one
  * byte encoding of field values, so both sides agree by construction on what
@@ -78,6 +81,7 @@ typedef struct {
   guint deadline_ms;        /* default and largest per-query deadline */
   gsize max_request_bytes;  /* largest query JSON */
   guint max_wait_ms;        /* longest min_version wait */
+  guint64 track_total_hits; /* default exactness of "total" */
 } ixia_query_limits_t;
 
 /* Reads the query.* options. */
@@ -139,6 +143,8 @@ typedef struct ixia_query {
   char *after;             /* opaque cursor from a previous response, or NULL */
   gint64 min_version;      /* 0 = no wait */
   guint timeout_ms;        /* deadline; defaults to limits->deadline_ms */
+  guint64 track_total_hits; /* count exactly up to this many (G_MAXUINT64: all) */
+  gboolean explain;        /* return the shards' plans */
   ixia_agg_t **aggs;
   guint n_aggs;
   /* Every field any aggregation reads, once each; ixia_agg_t.field_slot
@@ -206,5 +212,62 @@ cJSON *ixia_aggs_result_json(const ixia_aggs_t *a);
 
 /* Approximate bytes held, for the memory limit. */
 guint64 ixia_aggs_memory(const ixia_aggs_t *a);
+
+/* ---- exact sums ---- */
+
+/* Shewchuk's non-overlapping partials (as Python's math.fsum): the result
+ * is the correctly rounded sum whatever the order of the values, so sums
+ * computed per shard, per block or per document merge without loss.
+ * Zero-initialise; ixia_fsum_clear frees. */
+typedef struct {
+  double *parts; /* increasing magnitude; NULL until the first value */
+  guint16 n, cap;
+  guint special; /* infinities, NaN, overflow seen */
+} ixia_fsum_t;
+
+/* Adds x; returns the bytes the partials grew by (for memory accounting). */
+gsize ixia_fsum_add(ixia_fsum_t *s, double x);
+/* Adds every partial of b to s; returns the bytes grown. */
+gsize ixia_fsum_merge(ixia_fsum_t *s, const ixia_fsum_t *b);
+double ixia_fsum_result(const ixia_fsum_t *s);
+void ixia_fsum_clear(ixia_fsum_t *s);
+
+/* ---- accumulating outside documents ----
+ *
+ * For an engine that aggregates whole blocks of documents at once (the
+ * index's column engine): it keeps its own dense accumulators and merges
+ * one summary per aggregation node and bucket into the state, instead of
+ * one call per document. A cell is the state of one aggregation node: a
+ * top-level one, or one inside a terms bucket. */
+typedef struct ixia_agg_cell ixia_agg_cell_t;
+
+/* The cell of q->aggs[i]. */
+ixia_agg_cell_t *ixia_aggs_top_cell(ixia_aggs_t *a, guint i);
+
+/* The sub-cells (g->n_subs, in g->subs order) of terms cell c's bucket for
+ * the encoded value key, created when missing, with count documents added
+ * to its count. NULL with IXIA_ETOOLARGE at query.max_terms_buckets or
+ * query.max_memory_mb. */
+ixia_agg_cell_t *ixia_aggs_cell_bucket(ixia_aggs_t *a, const ixia_agg_t *g, ixia_agg_cell_t *c,
+                                       const guint8 *key, guint32 len, guint64 count,
+                                       ixia_error_t **err);
+/* Sub-cell i of a bucket's cells. */
+ixia_agg_cell_t *ixia_aggs_cell_sub(ixia_agg_cell_t *subs, guint i);
+
+/* What an engine accumulated for one (non-terms) node in one bucket. */
+typedef struct {
+  guint64 n;            /* COUNT: documents; others: values read */
+  ixia_fsum_t sum;      /* SUM, AVG */
+  double ext;           /* MIN, MAX (when n > 0) */
+  const double *values; /* PERCENTILES: every value read (n of them) */
+  const guint64 *hashes; /* CARDINALITY: ixia_val_hash of each distinct value */
+  guint n_hashes;
+} ixia_agg_summary_t;
+
+gboolean ixia_aggs_cell_merge(ixia_aggs_t *a, const ixia_agg_t *g, ixia_agg_cell_t *c,
+                              const ixia_agg_summary_t *s, ixia_error_t **err);
+
+/* The 64-bit hash cardinality counts an encoded value by. */
+guint64 ixia_val_hash(const guint8 *p, guint32 len);
 
 #endif

@@ -1,0 +1,90 @@
+/* Per-document evaluation of a filter: the brute-force definition of what
+ * a query matches. ixia-query-api runs it on every hit it re-reads from the
+ * truth store (unless the version proves the index saw the same document),
+ * and the differential tests run it over a model of the store to check the
+ * index. It reads the same encoded values as the index (values.c), so both
+ * agree on equality, order and prefixes by construction. */
+#include "internal.h"
+
+/* Whether b is among the sorted, deduplicated values. */
+static gboolean values_contain(const GPtrArray *sorted, GBytes *b) {
+  guint lo = 0, hi = sorted->len;
+  while (lo < hi) {
+    guint mid = lo + (hi - lo) / 2;
+    int c = g_bytes_compare(sorted->pdata[mid], b);
+    if (c == 0) return TRUE;
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return FALSE;
+}
+
+static gboolean in_range(const ixia_filter_t *f, GBytes *v) {
+  if (f->lo) {
+    int c = g_bytes_compare(v, f->lo);
+    if (c < 0 || (c == 0 && !f->lo_incl)) return FALSE;
+  }
+  if (f->hi) {
+    int c = g_bytes_compare(v, f->hi);
+    if (c > 0 || (c == 0 && !f->hi_incl)) return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean leaf_matches(const ixia_filter_t *f, const GPtrArray *vals) {
+  gsize plen = 0;
+  const guint8 *pre = NULL;
+  if (f->kind == IXIA_F_PREFIX) pre = g_bytes_get_data(f->values->pdata[0], &plen);
+  if (f->kind == IXIA_F_EXISTS) return vals->len > 0;
+  if (f->kind == IXIA_F_MATCH) {
+    for (guint i = 0; i < f->values->len; i++)
+      if (!values_contain(vals, f->values->pdata[i])) return FALSE;
+    return TRUE;
+  }
+  for (guint i = 0; i < vals->len; i++) {
+    GBytes *v = vals->pdata[i];
+    gsize vlen;
+    const guint8 *vp = g_bytes_get_data(v, &vlen);
+    switch (f->kind) {
+      case IXIA_F_TERM:
+      case IXIA_F_IN:
+        if (values_contain(f->values, v)) return TRUE;
+        break;
+      case IXIA_F_RANGE:
+        if (in_range(f, v)) return TRUE;
+        break;
+      case IXIA_F_PREFIX:
+        if (vlen >= plen && (plen == 0 || memcmp(vp, pre, plen) == 0)) return TRUE;
+        break;
+      default:
+        break;
+    }
+  }
+  return FALSE;
+}
+
+static gboolean filter_matches(const ixia_filter_t *f, const cJSON *doc) {
+  switch (f->kind) {
+    case IXIA_F_AND:
+      for (guint i = 0; i < f->n_children; i++)
+        if (!filter_matches(f->children[i], doc)) return FALSE;
+      return TRUE;
+    case IXIA_F_OR:
+      for (guint i = 0; i < f->n_children; i++)
+        if (filter_matches(f->children[i], doc)) return TRUE;
+      return FALSE;
+    case IXIA_F_NOT:
+      return !filter_matches(f->children[0], doc);
+    default: {
+      GPtrArray *vals = ixia_values_lenient(doc, f->field);
+      gboolean m = leaf_matches(f, vals);
+      g_ptr_array_free(vals, TRUE);
+      return m;
+    }
+  }
+}
+
+gboolean ixia_query_match_doc(const ixia_query_t *q, const cJSON *doc) {
+  return !q->filter || filter_matches(q->filter, doc);
+}
+

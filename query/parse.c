@@ -1,0 +1,685 @@
+/* The query request parser and the query limits.
+ *
+ * A request is parsed once, against the table's schema, into an immutable
+ * ixia_query_t: filter leaves hold their values already encoded (values.c),
+ * so the index and the brute-force evaluator never see JSON. Every error
+ * names the bad part by its JSON path ("filter.and[2].range.price: ...")
+ * and every limit by its config option, because a user reading the error
+ * has only the request in front of them. */
+#include <stdlib.h>
+
+#include "internal.h"
+#include "json.h"
+
+#define QUERY_MAX_DEPTH 64
+#define MAX_FIELDS 64
+#define MAX_TERMS_SIZE 10000
+#define MAX_PERCENTS 100
+#define MAX_AGG_NAME 64
+
+void ixia_query_limits_from_config(const ixia_config_t *cfg, ixia_query_limits_t *out) {
+  out->max_clauses = (guint)ixia_config_int(cfg, "query.max_clauses");
+  out->max_limit = (guint)ixia_config_int(cfg, "query.max_limit");
+  out->max_postings = (guint64)ixia_config_int(cfg, "query.max_postings");
+  out->max_memory_bytes = (guint64)ixia_config_int(cfg, "query.max_memory_mb") << 20;
+  out->max_terms_buckets = (guint)ixia_config_int(cfg, "query.max_terms_buckets");
+  out->max_exact_values = (guint)ixia_config_int(cfg, "query.max_exact_values");
+  out->deadline_ms = (guint)ixia_config_int(cfg, "query.deadline_ms");
+  out->max_wait_ms = (guint)ixia_config_int(cfg, "query.max_wait_ms");
+  out->max_request_bytes = (gsize)ixia_config_int(cfg, "query.max_request_bytes");
+  out->track_total_hits = (guint64)ixia_config_int(cfg, "query.track_total_hits");
+}
+
+
+typedef struct {
+  const ixia_schema_t *schema;
+  const ixia_query_limits_t *lim;
+  guint clauses;
+  GPtrArray *agg_fields; /* const ixia_index_t*, each once */
+} pctx_t;
+
+/* IXIA_EINVAL "path: message". */
+static gboolean perr(ixia_error_t **err, const char *path, const char *fmt, ...)
+    G_GNUC_PRINTF(3, 4);
+static gboolean perr(ixia_error_t **err, const char *path, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *msg = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  ixia_error_set(err, IXIA_EINVAL, "%s: %s", path, msg);
+  g_free(msg);
+  return FALSE;
+}
+
+static gboolean count_clause(pctx_t *c, const char *path, ixia_error_t **err) {
+  if (++c->clauses <= c->lim->max_clauses) return TRUE;
+  return ixia_error_set(err, IXIA_ETOOLARGE,
+                        "%s: the query has more than %u clauses (filter nodes, \"in\" values and "
+                        "aggregations; query.max_clauses)",
+                        path, c->lim->max_clauses);
+}
+
+static const ixia_index_t *find_field(const pctx_t *c, const char *name, const char *path,
+                                      ixia_error_t **err) {
+  for (guint i = 0; i < c->schema->n_indexes; i++)
+    if (strcmp(c->schema->indexes[i].field, name) == 0) return &c->schema->indexes[i];
+  perr(err, path, "field '%s' is not indexed in %s.%s", name, c->schema->ns, c->schema->table);
+  return NULL;
+}
+
+/* Lower-cases s; TRUE when the result is one whole token. */
+static char *lower_token(const char *s, gboolean *one_token) {
+  char *low = g_ascii_strdown(s, -1);
+  gboolean ok = *low != 0;
+  for (const char *p = low; ok && *p; p++) ok = ixia_token_byte((guint8)*p);
+  *one_token = ok;
+  return low;
+}
+
+/* A term/in value of field ix. `what` names the value in messages. */
+static GBytes *encode_term(const ixia_index_t *ix, const cJSON *v, const char *path,
+                           ixia_error_t **err) {
+  const char *tn = ixia_field_type_name(ix->type);
+  switch (ix->type) {
+    case IXIA_FIELD_KEYWORD:
+      if (!cJSON_IsString(v)) break;
+      return g_bytes_new(v->valuestring, strlen(v->valuestring));
+    case IXIA_FIELD_TEXT: {
+      if (!cJSON_IsString(v)) break;
+      gboolean one;
+      char *low = lower_token(v->valuestring, &one);
+      if (!one) {
+        perr(err, path,
+             "\"%.64s\" is not a single word of text field '%s'; use {\"match\": {\"%s\": ...}} "
+             "to find words",
+             v->valuestring, ix->field, ix->field);
+        g_free(low);
+        return NULL;
+      }
+      size_t n = strlen(low);
+      return g_bytes_new_take(low, n);
+    }
+    case IXIA_FIELD_LONG:
+    case IXIA_FIELD_TIMESTAMP:
+      if (!ixia_json_is_integer(v)) {
+        perr(err, path, "value must be an integer for %s field", tn);
+        return NULL;
+      }
+      return ixia_num_bytes(v->valuedouble);
+    case IXIA_FIELD_DOUBLE:
+      if (!cJSON_IsNumber(v)) {
+        perr(err, path, "value must be a number for double field");
+        return NULL;
+      }
+      return ixia_num_bytes(v->valuedouble);
+    case IXIA_FIELD_BOOL:
+      if (!cJSON_IsBool(v)) {
+        perr(err, path, "value must be true or false for bool field");
+        return NULL;
+      }
+      return g_bytes_new(cJSON_IsTrue(v) ? "\1" : "\0", 1);
+  }
+  perr(err, path, "value must be a string for %s field", tn);
+  return NULL;
+}
+
+static void filter_free(ixia_filter_t *f) {
+  if (!f) return;
+  if (f->values) g_ptr_array_free(f->values, TRUE);
+  if (f->lo) g_bytes_unref(f->lo);
+  if (f->hi) g_bytes_unref(f->hi);
+  for (guint i = 0; i < f->n_children; i++) filter_free(f->children[i]);
+  g_free(f->children);
+  g_free(f);
+}
+
+static GPtrArray *new_values(void) {
+  return g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
+}
+
+static ixia_filter_t *parse_filter(pctx_t *c, const cJSON *j, const char *path,
+                                   ixia_error_t **err);
+
+/* term/in/range/prefix/match bodies: {"<field>": arg}. Sets the field and
+ * *fpath ("path.<field>", g_free). */
+static const cJSON *leaf_body(pctx_t *c, ixia_filter_t *f, const cJSON *body, const char *path,
+                              const char *example, char **fpath, ixia_error_t **err) {
+  if (!cJSON_IsObject(body) || cJSON_GetArraySize(body) != 1) {
+    perr(err, path, "must be an object with exactly one field, like %s", example);
+    return NULL;
+  }
+  *fpath = g_strdup_printf("%s.%s", path, body->child->string);
+  f->field = find_field(c, body->child->string, *fpath, err);
+  return f->field ? body->child : NULL;
+}
+
+static gboolean parse_term(pctx_t *c, ixia_filter_t *f, const cJSON *body, const char *path,
+                           ixia_error_t **err) {
+  char *fp = NULL;
+  const cJSON *v = leaf_body(c, f, body, path, "{\"category\": \"books\"}", &fp, err);
+  GBytes *b = v ? encode_term(f->field, v, fp, err) : NULL;
+  g_free(fp);
+  if (!b) return FALSE;
+  f->values = new_values();
+  g_ptr_array_add(f->values, b);
+  return TRUE;
+}
+
+static gboolean parse_in(pctx_t *c, ixia_filter_t *f, const cJSON *body, const char *path,
+                         ixia_error_t **err) {
+  char *fp = NULL;
+  const cJSON *v = leaf_body(c, f, body, path, "{\"country\": [\"US\", \"CA\"]}", &fp, err);
+  gboolean ok = v != NULL;
+  if (ok && (!cJSON_IsArray(v) || !v->child))
+    ok = perr(err, fp, "must be a non-empty array of values");
+  GPtrArray *tmp = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
+  int i = 0;
+  for (const cJSON *e = ok ? v->child : NULL; e && ok; e = e->next, i++) {
+    char *ep = g_strdup_printf("%s[%d]", fp, i);
+    GBytes *b = NULL;
+    ok = count_clause(c, ep, err) && (b = encode_term(f->field, e, ep, err)) != NULL;
+    if (b) g_ptr_array_add(tmp, b);
+    g_free(ep);
+  }
+  if (ok) {
+    f->values = new_values();
+    ixia_values_move_sorted_unique(tmp, f->values);
+  }
+  g_ptr_array_free(tmp, TRUE);
+  g_free(fp);
+  return ok;
+}
+
+static gboolean parse_range(pctx_t *c, ixia_filter_t *f, const cJSON *body, const char *path,
+                            ixia_error_t **err) {
+  char *fp = NULL;
+  const cJSON *v = leaf_body(c, f, body, path, "{\"price\": {\"gte\": 10, \"lt\": 20}}", &fp, err);
+  gboolean ok = v != NULL;
+  ixia_field_type_t t = ok ? f->field->type : IXIA_FIELD_KEYWORD;
+  if (ok && (t == IXIA_FIELD_TEXT || t == IXIA_FIELD_BOOL))
+    ok = perr(err, fp, "range is not supported on %s field '%s'", ixia_field_type_name(t),
+              f->field->field);
+  if (ok && (!cJSON_IsObject(v) || !v->child))
+    ok = perr(err, fp, "must be an object with at least one bound of gt, gte, lt, lte");
+  for (const cJSON *b = ok ? v->child : NULL; b && ok; b = b->next) {
+    const char *n = b->string;
+    gboolean lower = strcmp(n, "gt") == 0 || strcmp(n, "gte") == 0;
+    gboolean upper = strcmp(n, "lt") == 0 || strcmp(n, "lte") == 0;
+    if (!lower && !upper) {
+      ok = perr(err, fp, "unknown bound \"%s\" (use gt, gte, lt, lte)", n);
+      break;
+    }
+    if (lower ? f->lo != NULL : f->hi != NULL) {
+      ok = perr(err, fp, "bound \"%s\" conflicts with another %s bound", n,
+                lower ? "lower" : "upper");
+      break;
+    }
+    GBytes *enc = NULL;
+    if (ixia_field_type_numeric(t)) {
+      if (cJSON_IsNumber(b)) enc = ixia_num_bytes(b->valuedouble);
+      else ok = perr(err, fp, "bound \"%s\" must be a number for %s field", n,
+                     ixia_field_type_name(t));
+    } else if (cJSON_IsString(b)) {
+      enc = g_bytes_new(b->valuestring, strlen(b->valuestring));
+    } else {
+      ok = perr(err, fp, "bound \"%s\" must be a string for keyword field", n);
+    }
+    gboolean incl = n[2] == 'e';
+    if (lower) {
+      f->lo = enc;
+      f->lo_incl = incl;
+    } else {
+      f->hi = enc;
+      f->hi_incl = incl;
+    }
+  }
+  g_free(fp);
+  return ok;
+}
+
+static gboolean parse_prefix(pctx_t *c, ixia_filter_t *f, const cJSON *body, const char *path,
+                             ixia_error_t **err) {
+  char *fp = NULL;
+  const cJSON *v = leaf_body(c, f, body, path, "{\"title\": \"lap\"}", &fp, err);
+  gboolean ok = v != NULL;
+  ixia_field_type_t t = ok ? f->field->type : IXIA_FIELD_KEYWORD;
+  if (ok && t != IXIA_FIELD_KEYWORD && t != IXIA_FIELD_TEXT)
+    ok = perr(err, fp, "prefix needs a keyword or text field; '%s' is %s", f->field->field,
+              ixia_field_type_name(t));
+  if (ok && !cJSON_IsString(v)) ok = perr(err, fp, "prefix must be a string");
+  if (ok) {
+    f->values = new_values();
+    if (t == IXIA_FIELD_TEXT) {
+      gboolean one;
+      char *low = lower_token(v->valuestring, &one);
+      if (!one)
+        ok = perr(err, fp,
+                  "prefix \"%.64s\" of a text field must be the start of one word (letters and "
+                  "digits only)",
+                  v->valuestring);
+      size_t n = strlen(low);
+      g_ptr_array_add(f->values, g_bytes_new_take(low, n));
+    } else {
+      g_ptr_array_add(f->values, g_bytes_new(v->valuestring, strlen(v->valuestring)));
+    }
+  }
+  g_free(fp);
+  return ok;
+}
+
+static gboolean parse_exists(pctx_t *c, ixia_filter_t *f, const cJSON *body, const char *path,
+                             ixia_error_t **err) {
+  const cJSON *name = body;
+  if (cJSON_IsObject(body)) {
+    name = cJSON_GetObjectItemCaseSensitive(body, "field");
+    if (cJSON_GetArraySize(body) != 1) name = NULL;
+  }
+  if (!cJSON_IsString(name))
+    return perr(err, path, "must be a field name or {\"field\": \"<name>\"}");
+  f->field = find_field(c, name->valuestring, path, err);
+  return f->field != NULL;
+}
+
+static gboolean parse_match(pctx_t *c, ixia_filter_t *f, const cJSON *body, const char *path,
+                            ixia_error_t **err) {
+  char *fp = NULL;
+  const cJSON *v = leaf_body(c, f, body, path, "{\"title\": \"red shoes\"}", &fp, err);
+  gboolean ok = v != NULL;
+  if (ok && f->field->type != IXIA_FIELD_TEXT)
+    ok = perr(err, fp, "match needs a text field; '%s' is %s (use term)", f->field->field,
+              ixia_field_type_name(f->field->type));
+  if (ok && !cJSON_IsString(v)) ok = perr(err, fp, "match takes a string of words");
+  if (ok) {
+    f->values = new_values();
+    ixia_text_tokens(v->valuestring, strlen(v->valuestring), f->values);
+    if (f->values->len == 0) ok = perr(err, fp, "\"%.64s\" has no words to match", v->valuestring);
+  }
+  g_free(fp);
+  return ok;
+}
+
+static gboolean parse_bool_op(pctx_t *c, ixia_filter_t *f, const cJSON *body, const char *path,
+                              ixia_error_t **err) {
+  if (!cJSON_IsArray(body) || !body->child)
+    return perr(err, path, "must be a non-empty array of filters");
+  f->children = g_new0(ixia_filter_t *, cJSON_GetArraySize(body));
+  for (const cJSON *e = body->child; e; e = e->next) {
+    char *ep = g_strdup_printf("%s[%u]", path, f->n_children);
+    ixia_filter_t *child = parse_filter(c, e, ep, err);
+    g_free(ep);
+    if (!child) return FALSE;
+    f->children[f->n_children++] = child;
+  }
+  return TRUE;
+}
+
+static gboolean parse_not(pctx_t *c, ixia_filter_t *f, const cJSON *body, const char *path,
+                          ixia_error_t **err) {
+  f->children = g_new0(ixia_filter_t *, 1);
+  f->children[0] = parse_filter(c, body, path, err);
+  if (!f->children[0]) return FALSE;
+  f->n_children = 1;
+  return TRUE;
+}
+
+typedef gboolean (*filter_parser_fn)(pctx_t *, ixia_filter_t *, const cJSON *, const char *,
+                                     ixia_error_t **);
+
+static const struct {
+  const char *name;
+  ixia_filter_kind_t kind;
+  filter_parser_fn parse;
+} filter_kinds[] = {
+    {"term", IXIA_F_TERM, parse_term},       {"in", IXIA_F_IN, parse_in},
+    {"range", IXIA_F_RANGE, parse_range},    {"prefix", IXIA_F_PREFIX, parse_prefix},
+    {"exists", IXIA_F_EXISTS, parse_exists}, {"match", IXIA_F_MATCH, parse_match},
+    {"and", IXIA_F_AND, parse_bool_op},      {"or", IXIA_F_OR, parse_bool_op},
+    {"not", IXIA_F_NOT, parse_not},
+};
+
+static ixia_filter_t *parse_filter(pctx_t *c, const cJSON *j, const char *path,
+                                   ixia_error_t **err) {
+  if (!cJSON_IsObject(j) || cJSON_GetArraySize(j) != 1) {
+    perr(err, path,
+         "a filter must be an object with exactly one key (term, in, range, prefix, exists, "
+         "match, and, or, not)");
+    return NULL;
+  }
+  if (!count_clause(c, path, err)) return NULL;
+  const cJSON *body = j->child;
+  for (guint i = 0; i < G_N_ELEMENTS(filter_kinds); i++) {
+    if (strcmp(body->string, filter_kinds[i].name) != 0) continue;
+    ixia_filter_t *f = g_new0(ixia_filter_t, 1);
+    f->kind = filter_kinds[i].kind;
+    char *kp = g_strdup_printf("%s.%s", path, body->string);
+    gboolean ok = filter_kinds[i].parse(c, f, body, kp, err);
+    g_free(kp);
+    if (!ok) {
+      filter_free(f);
+      return NULL;
+    }
+    return f;
+  }
+  perr(err, path,
+       "unknown filter \"%s\" (term, in, range, prefix, exists, match, and, or, not)",
+       body->string);
+  return NULL;
+}
+
+/* ---- aggregations ---- */
+
+static void agg_free(ixia_agg_t *g) {
+  if (!g) return;
+  for (guint i = 0; i < g->n_subs; i++) agg_free(g->subs[i]);
+  g_free(g->subs);
+  g_free(g->percents);
+  g_free(g->name);
+  g_free(g);
+}
+
+static guint field_slot(pctx_t *c, const ixia_index_t *ix) {
+  for (guint i = 0; i < c->agg_fields->len; i++)
+    if (c->agg_fields->pdata[i] == ix) return i;
+  g_ptr_array_add(c->agg_fields, (gpointer)ix);
+  return c->agg_fields->len - 1;
+}
+
+static const char *const agg_kind_names[] = {"count", "sum", "avg", "min", "max",
+                                             "terms", "percentiles", "cardinality"};
+
+/* The field argument of an aggregation: "f" or {"field": "f", <extra keys>}.
+ * Keys of body other than "field" must be in `extra` (NULL-terminated). */
+static gboolean agg_field(pctx_t *c, ixia_agg_t *g, const cJSON *body, const char *path,
+                          const char *const *extra, ixia_error_t **err) {
+  const cJSON *name = body;
+  if (cJSON_IsObject(body)) {
+    for (const cJSON *k = body->child; k; k = k->next) {
+      gboolean known = strcmp(k->string, "field") == 0;
+      for (guint i = 0; extra && extra[i]; i++) known = known || strcmp(k->string, extra[i]) == 0;
+      if (!known) return perr(err, path, "unknown key \"%s\"", k->string);
+    }
+    name = cJSON_GetObjectItemCaseSensitive(body, "field");
+  }
+  if (!cJSON_IsString(name))
+    return perr(err, path, "needs a field: \"<field>\" or {\"field\": \"<field>\"}");
+  char *fp = g_strdup_printf("%s.field", path);
+  g->field = find_field(c, name->valuestring, fp, err);
+  g_free(fp);
+  if (!g->field) return FALSE;
+  ixia_field_type_t t = g->field->type;
+  gboolean numeric_only = g->kind != IXIA_AGG_TERMS && g->kind != IXIA_AGG_CARDINALITY;
+  if (numeric_only && !ixia_field_type_numeric(t))
+    return perr(err, path, "%s needs a long, double or timestamp field; '%s' is %s",
+                agg_kind_names[g->kind], g->field->field, ixia_field_type_name(t));
+  if (t == IXIA_FIELD_TEXT)
+    return perr(err, path, "%s cannot read text field '%s' (index it as keyword)",
+                agg_kind_names[g->kind], g->field->field);
+  g->field_slot = field_slot(c, g->field);
+  return TRUE;
+}
+
+static gboolean parse_aggs(pctx_t *c, const cJSON *j, const char *path, gboolean nested,
+                           ixia_agg_t ***out, guint *n_out, ixia_error_t **err);
+
+static gboolean parse_percents(ixia_agg_t *g, const cJSON *body, const char *path,
+                               ixia_error_t **err) {
+  const cJSON *p = cJSON_IsObject(body) ? cJSON_GetObjectItemCaseSensitive(body, "percents") : NULL;
+  if (!p) {
+    static const double def[] = {50, 95, 99};
+    g->n_percents = G_N_ELEMENTS(def);
+    g->percents = g_memdup2(def, sizeof def);
+    return TRUE;
+  }
+  char *pp = g_strdup_printf("%s.percents", path);
+  int n = cJSON_GetArraySize(p);
+  gboolean ok = cJSON_IsArray(p) && n >= 1 && n <= MAX_PERCENTS;
+  if (!ok) perr(err, pp, "must be an array of 1 to %d numbers in (0, 100]", MAX_PERCENTS);
+  g->percents = g_new0(double, MAX(n, 1));
+  for (const cJSON *e = ok ? p->child : NULL; e && ok; e = e->next) {
+    if (!cJSON_IsNumber(e) || !(e->valuedouble > 0 && e->valuedouble <= 100)) {
+      ok = perr(err, pp, "[%u] must be a number in (0, 100]", g->n_percents);
+      break;
+    }
+    for (guint i = 0; i < g->n_percents; i++)
+      if (g->percents[i] == e->valuedouble)
+        ok = perr(err, pp, "[%u] repeats %g", g->n_percents, e->valuedouble);
+    g->percents[g->n_percents++] = e->valuedouble;
+  }
+  g_free(pp);
+  return ok;
+}
+
+static gboolean parse_terms(pctx_t *c, ixia_agg_t *g, const cJSON *body, const char *path,
+                            ixia_error_t **err) {
+  static const char *const extra[] = {"size", "aggs", NULL};
+  if (!cJSON_IsObject(body))
+    return perr(err, path, "must be {\"field\": \"<field>\", \"size\": N, \"aggs\": {...}}");
+  if (!agg_field(c, g, body, path, extra, err)) return FALSE;
+  const cJSON *size = cJSON_GetObjectItemCaseSensitive(body, "size");
+  g->size = 10;
+  if (size) {
+    if (!ixia_json_is_integer(size) || size->valuedouble < 1 || size->valuedouble > MAX_TERMS_SIZE)
+      return perr(err, path, "size must be an integer from 1 to %d", MAX_TERMS_SIZE);
+    g->size = (guint)size->valuedouble;
+  }
+  const cJSON *subs = cJSON_GetObjectItemCaseSensitive(body, "aggs");
+  if (!subs || cJSON_IsNull(subs)) return TRUE;
+  char *sp = g_strdup_printf("%s.aggs", path);
+  gboolean ok = parse_aggs(c, subs, sp, TRUE, &g->subs, &g->n_subs, err);
+  g_free(sp);
+  return ok;
+}
+
+static ixia_agg_t *parse_agg(pctx_t *c, const char *name, const cJSON *j, const char *path,
+                             ixia_error_t **err) {
+  if (!cJSON_IsObject(j) || cJSON_GetArraySize(j) != 1) {
+    perr(err, path,
+         "an aggregation must be an object with exactly one kind (count, sum, avg, min, max, "
+         "terms, percentiles, cardinality)");
+    return NULL;
+  }
+  if (!count_clause(c, path, err)) return NULL;
+  const cJSON *body = j->child;
+  ixia_agg_t *g = g_new0(ixia_agg_t, 1);
+  g->name = g_strdup(name);
+  gboolean known = FALSE;
+  for (guint i = 0; i < G_N_ELEMENTS(agg_kind_names); i++) {
+    if (strcmp(body->string, agg_kind_names[i]) == 0) {
+      g->kind = (ixia_agg_kind_t)i;
+      known = TRUE;
+    }
+  }
+  char *kp = g_strdup_printf("%s.%s", path, body->string);
+  static const char *const pct_extra[] = {"percents", NULL};
+  gboolean ok;
+  if (!known) {
+    ok = perr(err, path,
+              "unknown aggregation \"%s\" (count, sum, avg, min, max, terms, percentiles, "
+              "cardinality)",
+              body->string);
+  } else if (g->kind == IXIA_AGG_COUNT) {
+    ok = (cJSON_IsObject(body) && !body->child) || perr(err, kp, "count takes no arguments: {}");
+  } else if (g->kind == IXIA_AGG_TERMS) {
+    ok = parse_terms(c, g, body, kp, err);
+  } else if (g->kind == IXIA_AGG_PERCENTILES) {
+    ok = agg_field(c, g, body, kp, pct_extra, err) && parse_percents(g, body, kp, err);
+  } else {
+    ok = agg_field(c, g, body, kp, NULL, err);
+  }
+  g_free(kp);
+  if (!ok) {
+    agg_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+static gboolean parse_aggs(pctx_t *c, const cJSON *j, const char *path, gboolean nested,
+                           ixia_agg_t ***out, guint *n_out, ixia_error_t **err) {
+  if (!cJSON_IsObject(j))
+    return perr(err, path, "must be an object of name -> aggregation");
+  *out = g_new0(ixia_agg_t *, cJSON_GetArraySize(j) + 1);
+  *n_out = 0;
+  for (const cJSON *e = j->child; e; e = e->next) {
+    size_t n = strlen(e->string);
+    if (n == 0 || n > MAX_AGG_NAME)
+      return perr(err, path, "aggregation names must be 1 to %d bytes, got %zu", MAX_AGG_NAME, n);
+    char *ep = g_strdup_printf("%s.%s", path, e->string);
+    gboolean ok = TRUE;
+    /* Bucket objects hold "key" and "count" next to the nested results. */
+    if (nested && (strcmp(e->string, "key") == 0 || strcmp(e->string, "count") == 0))
+      ok = perr(err, ep, "the name '%s' is reserved inside terms buckets", e->string);
+    for (guint i = 0; ok && i < *n_out; i++)
+      if (strcmp((*out)[i]->name, e->string) == 0) ok = perr(err, ep, "name given twice");
+    ixia_agg_t *g = ok ? parse_agg(c, e->string, e, ep, err) : NULL;
+    g_free(ep);
+    if (!g) return FALSE;
+    (*out)[(*n_out)++] = g;
+  }
+  return TRUE;
+}
+
+/* ---- request ---- */
+
+void ixia_query_destroy(ixia_query_t *q) {
+  if (!q) return;
+  g_free(q->ns);
+  g_free(q->table);
+  filter_free(q->filter);
+  g_strfreev(q->fields);
+  g_free(q->after);
+  for (guint i = 0; i < q->n_aggs; i++) agg_free(q->aggs[i]);
+  g_free(q->aggs);
+  g_free(q->agg_fields);
+  ixia_schema_unref(q->schema);
+  g_free(q);
+}
+
+static gboolean parse_fields(ixia_query_t *q, const cJSON *j, ixia_error_t **err) {
+  if (!j || cJSON_IsNull(j)) return TRUE;
+  int n = cJSON_GetArraySize(j);
+  if (!cJSON_IsArray(j) || n < 1 || n > MAX_FIELDS)
+    return perr(err, "fields", "must be an array of 1 to %d field paths, or null", MAX_FIELDS);
+  q->fields = g_new0(char *, n + 1);
+  int i = 0;
+  for (const cJSON *e = j->child; e; e = e->next, i++) {
+    char *ep = g_strdup_printf("fields[%d]", i);
+    ixia_error_t *e2 = NULL;
+    gboolean ok = cJSON_IsString(e) ? ixia_field_path_valid(e->valuestring, &e2)
+                                    : perr(&e2, ep, "must be a string");
+    if (!ok && e2 && cJSON_IsString(e)) ixia_error_prefix(e2, "%s", ep);
+    g_free(ep);
+    if (!ok) return ixia_error_propagate(err, e2);
+    q->fields[i] = g_strdup(e->valuestring);
+  }
+  return TRUE;
+}
+
+static gboolean parse_scalars(ixia_query_t *q, const cJSON *root, const ixia_query_limits_t *lim,
+                              ixia_error_t **err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "limit");
+  if (v && !cJSON_IsNull(v)) {
+    if (!ixia_json_is_integer(v) || v->valuedouble < 0)
+      return perr(err, "limit", "must be an integer from 0 to %u", lim->max_limit);
+    if (v->valuedouble > lim->max_limit)
+      return ixia_error_set(err, IXIA_ETOOLARGE,
+                            "limit: %.0f is over the largest page of %u (query.max_limit)",
+                            v->valuedouble, lim->max_limit);
+    q->limit = (guint)v->valuedouble;
+  }
+  v = cJSON_GetObjectItemCaseSensitive(root, "after");
+  if (v && !cJSON_IsNull(v)) {
+    if (!cJSON_IsString(v)) return perr(err, "after", "must be a cursor string or null");
+    q->after = g_strdup(v->valuestring);
+  }
+  v = cJSON_GetObjectItemCaseSensitive(root, "min_version");
+  if (v && !cJSON_IsNull(v)) {
+    if (!ixia_json_is_integer(v) || v->valuedouble < 0 || v->valuedouble >= 9223372036854775807.0)
+      return perr(err, "min_version", "must be a non-negative integer");
+    q->min_version = (gint64)v->valuedouble;
+  }
+  v = cJSON_GetObjectItemCaseSensitive(root, "timeout_ms");
+  if (v && !cJSON_IsNull(v)) {
+    if (!ixia_json_is_integer(v) || v->valuedouble < 1)
+      return perr(err, "timeout_ms", "must be a positive integer (milliseconds)");
+    if (v->valuedouble < lim->deadline_ms) q->timeout_ms = (guint)v->valuedouble;
+  }
+  v = cJSON_GetObjectItemCaseSensitive(root, "track_total_hits");
+  if (v && !cJSON_IsNull(v)) {
+    if (cJSON_IsBool(v))
+      q->track_total_hits = cJSON_IsTrue(v) ? G_MAXUINT64 : 0;
+    else if (ixia_json_is_integer(v) && v->valuedouble >= 0 && v->valuedouble <= MAX_SAFE_INT)
+      q->track_total_hits = (guint64)v->valuedouble;
+    else
+      return perr(err, "track_total_hits",
+                  "must be true (an exact total), false, or the number of matches up to which "
+                  "the total is exact");
+  }
+  v = cJSON_GetObjectItemCaseSensitive(root, "explain");
+  if (v && !cJSON_IsNull(v)) {
+    if (!cJSON_IsBool(v)) return perr(err, "explain", "must be true or false");
+    q->explain = cJSON_IsTrue(v);
+  }
+  return parse_fields(q, cJSON_GetObjectItemCaseSensitive(root, "fields"), err);
+}
+
+static gboolean check_top_keys(const cJSON *root, ixia_error_t **err) {
+  static const char *const known[] = {"namespace", "table",      "filter",           "fields",
+                                      "limit",     "after",      "aggs",             "min_version",
+                                      "timeout_ms", "explain",   "track_total_hits"};
+  for (const cJSON *c = root->child; c; c = c->next) {
+    gboolean k = FALSE;
+    for (guint i = 0; i < G_N_ELEMENTS(known); i++) k = k || strcmp(c->string, known[i]) == 0;
+    if (!k)
+      return ixia_error_set(err, IXIA_EINVAL,
+                            "query: unknown key \"%s\" (namespace, table, filter, fields, limit, "
+                            "after, aggs, min_version, timeout_ms, explain, track_total_hits)",
+                            c->string);
+    for (const cJSON *d = root->child; d != c; d = d->next)
+      if (strcmp(d->string, c->string) == 0)
+        return ixia_error_set(err, IXIA_EINVAL, "query: key \"%s\" given twice", c->string);
+  }
+  return TRUE;
+}
+
+ixia_query_t *ixia_query_parse(const char *json, size_t len, ixia_schema_lookup_fn lookup,
+                               void *lookup_ud, const ixia_query_limits_t *lim,
+                               ixia_error_t **err) {
+  const ixia_json_limits_t jl = {lim->max_request_bytes, "query.max_request_bytes",
+                                 QUERY_MAX_DEPTH, NULL};
+  cJSON *root = ixia_json_parse_object(json, len, &jl, "query", err);
+  if (!root) return NULL;
+  ixia_query_t *q = g_new0(ixia_query_t, 1);
+  q->limit = 10;
+  q->timeout_ms = lim->deadline_ms;
+  q->track_total_hits = lim->track_total_hits;
+  const cJSON *ns = cJSON_GetObjectItemCaseSensitive(root, "namespace");
+  const cJSON *table = cJSON_GetObjectItemCaseSensitive(root, "table");
+  gboolean ok = check_top_keys(root, err);
+  if (ok && !cJSON_IsString(ns)) ok = perr(err, "namespace", "required, must be a string");
+  if (ok && !cJSON_IsString(table)) ok = perr(err, "table", "required, must be a string");
+  ok = ok && parse_scalars(q, root, lim, err);
+  if (ok) {
+    q->ns = g_strdup(ns->valuestring);
+    q->table = g_strdup(table->valuestring);
+    q->schema = lookup(q->ns, q->table, lookup_ud, err);
+    if (!q->schema)
+      ok = ixia_error_set(err, IXIA_ENOTFOUND, "table %s.%s not found", q->ns, q->table);
+  }
+  pctx_t c = {q->schema, lim, 0, g_ptr_array_new()};
+  const cJSON *filter = cJSON_GetObjectItemCaseSensitive(root, "filter");
+  if (ok && filter && !cJSON_IsNull(filter))
+    ok = (q->filter = parse_filter(&c, filter, "filter", err)) != NULL;
+  const cJSON *aggs = cJSON_GetObjectItemCaseSensitive(root, "aggs");
+  if (ok && aggs && !cJSON_IsNull(aggs))
+    ok = parse_aggs(&c, aggs, "aggs", FALSE, &q->aggs, &q->n_aggs, err);
+  q->n_agg_fields = c.agg_fields->len;
+  q->agg_fields = (const ixia_index_t **)g_ptr_array_free(c.agg_fields, FALSE);
+  cJSON_Delete(root);
+  if (!ok) {
+    ixia_query_destroy(q);
+    return NULL;
+  }
+  return q;
+}
+

@@ -1,0 +1,186 @@
+/* Values: the one byte encoding of field values that the index and the
+ * brute-force evaluator both compare, and the extraction of a document's
+ * values of one declared field.
+ *
+ * Numbers (long, double, timestamp) are 8 bytes that sort like the number
+ * (ixia_num_encode), keywords their UTF-8 bytes, text fields one entry per
+ * token, bools one byte. A field's values are deduplicated and sorted by
+ * memcmp, so "one of the values equals / lies between / starts with" is a
+ * binary search or a scan of a short sorted list, here and in the index
+ * alike. */
+#include <stdlib.h>
+#include <xxhash.h>
+
+#include "internal.h"
+#include "json.h"
+
+void ixia_num_encode(double d, guint8 out[IXIA_NUM_BYTES]) {
+  if (d == 0) d = 0.0; /* -0 and +0 are one value */
+  guint64 bits;
+  memcpy(&bits, &d, sizeof bits);
+  bits = (bits >> 63) ? ~bits : bits | (G_GUINT64_CONSTANT(1) << 63);
+  bits = GUINT64_TO_BE(bits);
+  memcpy(out, &bits, sizeof bits);
+}
+
+double ixia_num_decode(const guint8 *p) {
+  guint64 bits;
+  memcpy(&bits, p, sizeof bits);
+  bits = GUINT64_FROM_BE(bits);
+  bits = (bits >> 63) ? bits & ~(G_GUINT64_CONSTANT(1) << 63) : ~bits;
+  double d;
+  memcpy(&d, &bits, sizeof d);
+  return d;
+}
+
+GBytes *ixia_num_bytes(double d) {
+  guint8 b[IXIA_NUM_BYTES];
+  ixia_num_encode(d, b);
+  return g_bytes_new(b, sizeof b);
+}
+
+static gint bytes_cmp_pp(gconstpointer a, gconstpointer b) {
+  return g_bytes_compare(*(GBytes *const *)a, *(GBytes *const *)b);
+}
+
+void ixia_values_move_sorted_unique(GPtrArray *tmp, GPtrArray *out) {
+  if (tmp->len > 1) qsort(tmp->pdata, tmp->len, sizeof(gpointer), bytes_cmp_pp);
+  GBytes *prev = NULL;
+  for (guint i = 0; i < tmp->len; i++) {
+    GBytes *b = tmp->pdata[i];
+    if (prev && g_bytes_equal(prev, b)) {
+      g_bytes_unref(b);
+      continue;
+    }
+    g_ptr_array_add(out, b);
+    prev = b;
+  }
+  g_free(g_ptr_array_steal(tmp, NULL)); /* the values moved: no free func */
+}
+
+void ixia_text_tokens(const char *text, size_t len, GPtrArray *out) {
+  GHashTable *seen = NULL;
+  char small[64];
+  size_t i = 0;
+  while (i < len) {
+    while (i < len && !ixia_token_byte((guint8)text[i])) i++;
+    size_t start = i;
+    while (i < len && ixia_token_byte((guint8)text[i])) i++;
+    size_t n = i - start;
+    if (n == 0) break;
+    char *buf = n <= sizeof small ? small : g_malloc(n);
+    for (size_t k = 0; k < n; k++) buf[k] = g_ascii_tolower(text[start + k]);
+    GBytes *tok = g_bytes_new(buf, n);
+    if (buf != small) g_free(buf);
+    if (!seen) seen = g_hash_table_new(g_bytes_hash, g_bytes_equal);
+    if (g_hash_table_add(seen, tok)) {
+      g_ptr_array_add(out, tok);
+    } else {
+      g_bytes_unref(tok);
+    }
+  }
+  if (seen) g_hash_table_destroy(seen);
+}
+
+/* Appends the encoded value(s) of one scalar; FALSE when v has another type. */
+static gboolean append_value(const cJSON *v, ixia_field_type_t t, GPtrArray *out) {
+  if (!ixia_schema_value_matches(v, t)) return FALSE;
+  switch (t) {
+    case IXIA_FIELD_KEYWORD:
+      g_ptr_array_add(out, g_bytes_new(v->valuestring, strlen(v->valuestring)));
+      break;
+    case IXIA_FIELD_TEXT:
+      ixia_text_tokens(v->valuestring, strlen(v->valuestring), out);
+      break;
+    case IXIA_FIELD_LONG:
+    case IXIA_FIELD_DOUBLE:
+    case IXIA_FIELD_TIMESTAMP:
+      g_ptr_array_add(out, ixia_num_bytes(v->valuedouble));
+      break;
+    case IXIA_FIELD_BOOL: {
+      guint8 b = cJSON_IsTrue(v) ? 1 : 0;
+      g_ptr_array_add(out, g_bytes_new(&b, 1));
+      break;
+    }
+  }
+  return TRUE;
+}
+
+/* A short rendering of a JSON value for error messages. */
+static char *value_excerpt(const cJSON *v) {
+  char *s = ixia_json_print(v);
+  if (!s) return g_strdup("?");
+  if (strlen(s) > 60) {
+    s[57] = 0;
+    char *t = g_strconcat(s, "...", NULL);
+    g_free(s);
+    return t;
+  }
+  return s;
+}
+
+/* The values of ix in doc. strict: a wrong-typed value is an error;
+ * lenient: it counts as absent (documents stored before the index was
+ * declared may hold anything). */
+static gboolean collect_values(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out,
+                               gboolean strict, ixia_error_t **err) {
+  const cJSON *v = ixia_json_path(doc, ix->field);
+  if (!v || cJSON_IsNull(v)) return TRUE;
+  GPtrArray *tmp = g_ptr_array_new();
+  gboolean ok = TRUE;
+  if (cJSON_IsArray(v)) {
+    int k = 0;
+    for (const cJSON *e = v->child; e && ok; e = e->next, k++) {
+      if (cJSON_IsNull(e) || append_value(e, ix->type, tmp) || !strict) continue;
+      char *ex = value_excerpt(e);
+      ok = ixia_error_set(err, IXIA_ETYPE, "field '%s' is declared %s but element %d is %s",
+                          ix->field, ixia_field_type_name(ix->type), k, ex);
+      g_free(ex);
+    }
+  } else if (!append_value(v, ix->type, tmp) && strict) {
+    char *ex = value_excerpt(v);
+    ok = ixia_error_set(err, IXIA_ETYPE, "field '%s' is declared %s but has %s", ix->field,
+                        ixia_field_type_name(ix->type), ex);
+    g_free(ex);
+  }
+  ixia_values_move_sorted_unique(tmp, out);
+  g_ptr_array_free(tmp, TRUE);
+  return ok;
+}
+
+gboolean ixia_doc_values(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out,
+                         ixia_error_t **err) {
+  return collect_values(doc, ix, out, TRUE, err);
+}
+
+GPtrArray *ixia_values_lenient(const cJSON *doc, const ixia_index_t *ix) {
+  GPtrArray *vals = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
+  collect_values(doc, ix, vals, FALSE, NULL);
+  return vals;
+}
+
+cJSON *ixia_val_to_json(ixia_field_type_t type, const guint8 *p, guint32 len) {
+  switch (type) {
+    case IXIA_FIELD_KEYWORD:
+    case IXIA_FIELD_TEXT: {
+      char *s = ixia_memdup0((const char *)p, len);
+      cJSON *j = cJSON_CreateString(s);
+      g_free(s);
+      return j;
+    }
+    case IXIA_FIELD_LONG:
+    case IXIA_FIELD_DOUBLE:
+    case IXIA_FIELD_TIMESTAMP:
+      return len == IXIA_NUM_BYTES ? cJSON_CreateNumber(ixia_num_decode(p)) : cJSON_CreateNull();
+    case IXIA_FIELD_BOOL:
+      return len == 1 ? cJSON_CreateBool(p[0] != 0) : cJSON_CreateNull();
+  }
+  return cJSON_CreateNull();
+}
+
+int ixia_val_cmp(const guint8 *a, gsize alen, const guint8 *b, gsize blen) {
+  int c = memcmp(a, b, MIN(alen, blen));
+  if (c) return c;
+  return alen < blen ? -1 : alen > blen;
+}
+
