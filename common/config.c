@@ -141,6 +141,10 @@ static const ixia_option_t options[] = {
      "searches, refuses reindex calls with RESOURCE_EXHAUSTED, re-checks every second and resumes "
      "by itself once space is freed. Keep it above what RocksDB writes on its own (memtable "
      "flushes of up to 2 x index.write_buffer_mb, compactions) plus one batch. 0 = off."},
+    {"index.cache_mb", IXIA_OPT_INT, "512", 1, 1048576,
+     "Memory for decoded postings and column blocks that searches read (least recently used "
+     "first out), on top of index.block_cache_mb. The points of numeric fields (about 16 bytes "
+     "per value) are held besides."},
     {"index.max_values_per_field", IXIA_OPT_INT, "1000", 1, 1000000,
      "Most distinct values (or text tokens) one document may have in one indexed field; more "
      "sends the event to the failed-updates log."},

@@ -1,25 +1,26 @@
-/* One shard's secondary index, kept in its own RocksDB.
+/* One shard's secondary index, kept in its own RocksDB (docs/INDEX-FORMAT.md).
  *
- * Layout (all multi-byte integers big-endian so keys sort numerically):
- *   - dictionaries: table (ns, table) -> table id; field (table id, path)
- *     -> field id; value (field id, encoded value) -> value id, so postings
- *     and columns hold small integers (GokuL);
- *   - dense 32-bit internal document ids per shard: (table id, key) -> id,
- *     never reused, kept after a delete so a re-created key gets its old id
- *     (pagination by id stays stable);
- *   - postings: (field id, value id, chunk of 65,536 ids) -> roaring bitmap,
- *     maintained by a merge operator whose operands add or remove a batch of
- *     ids; one operand per chunk per applied batch. A per-table "live"
- *     posting holds every existing document (NOT and match-all);
- *   - columns of every declared non-text field: (field id, chunk) -> packed
- *     values by id, read by aggregations without decoding documents;
- *   - per document: last applied version, expire_at, deleted flag and the
- *     value ids it was indexed under, so an update removes its old postings
- *     without reading the truth store;
- *   - schemas as applied from SCHEMA events;
- *   - consumer positions: partition -> next offset, written in the same
- *     RocksDB write batch as the index changes they cover.
- * See docs/INDEX-FORMAT.md.
+ *   - dictionaries: tables, declared fields, and per keyword, text or bool
+ *     field its values -> small ids, each with a live document count (the
+ *     planner's estimates), loaded in memory at open;
+ *   - dense 32-bit internal document ids per shard, never reused, kept
+ *     after a delete so a re-created key gets its old id;
+ *   - postings: (field, value id, chunk of 65,536 ids) -> roaring bitmap,
+ *     maintained by a merge operator, one operand per chunk per batch; per
+ *     field an "exists" posting and per table a "live" posting;
+ *   - columns of every declared non-text field in blocks of 1,024 ids:
+ *     doubles for numeric fields, value ids for the others; read by
+ *     per-candidate checks and aggregations without decoding documents;
+ *   - points of every numeric field (sorted (value, id), in memory, rebuilt
+ *     from the columns at open): equality and ranges in O(log n + matches);
+ *   - per document its version, expiry and the values it was indexed under,
+ *     so an update removes its old entries without reading the truth store;
+ *   - schemas from SCHEMA events; consumer positions, written in the same
+ *     RocksDB write batch as the changes they cover.
+ *
+ * Searches are planned by cost (the most selective clause leads; wide
+ * clauses are checked per candidate on the columns) and stop early once
+ * the page and the tracked total are complete.
  *
  * Version rule: an event is applied only when its version is >= the version
  * recorded for the key (equal versions re-index the same document: that is
@@ -28,8 +29,8 @@
  * version, so a late, older put cannot resurrect them.
  *
  * Thread safety: one thread applies (ixia_idx_apply); any number of threads
- * may search and read concurrently. Searches read a RocksDB snapshot, so a
- * query never sees half of an applied batch. */
+ * may search and read concurrently. A search running while a batch is
+ * applied may see part of that batch. */
 #ifndef IXIA_INDEX_H
 #define IXIA_INDEX_H
 
@@ -106,18 +107,31 @@ typedef struct {
 /* Clears a GArray of ixia_idx_hit_t (frees the keys). */
 void ixia_idx_hits_clear(GArray *hits);
 
-/* Evaluates q on this shard over one snapshot:
- *   *total  every existing document matching the filter;
- *   hits    up to `limit` of them with internal id > after_id (-1: from the
- *           start), in id order (GArray of ixia_idx_hit_t, appended);
- *   aggs    when not NULL, every matching document is added to it.
- * Fails with IXIA_ETOOLARGE naming query.max_postings, or
- * query.max_memory_mb / query.max_terms_buckets (from aggs), and with
- * IXIA_EUNAVAILABLE naming the deadline when g_get_monotonic_time() passes
- * deadline_us. */
-gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, gint64 after_id, guint limit,
-                         gint64 deadline_us, const ixia_query_limits_t *lim, GArray *hits,
-                         guint64 *total, ixia_aggs_t *aggs, ixia_error_t **err);
+typedef struct {
+  gint64 after_id;     /* hits with a larger internal id; -1: from the start */
+  guint limit;         /* hits wanted */
+  gint64 deadline_us;  /* g_get_monotonic_time() deadline; 0: none */
+  gboolean explain;    /* return the plan */
+} ixia_idx_search_opts_t;
+
+typedef struct {
+  guint64 total;       /* matching documents */
+  gboolean total_exact; /* FALSE: total is a lower bound (the search stopped
+                           early, past q->track_total_hits) */
+  cJSON *explain;      /* when asked: the plan with estimates and actual
+                          counts, and which clause led (caller deletes) */
+} ixia_idx_result_t;
+
+/* Evaluates q on this shard: res->total matching documents (exact up to
+ * q->track_total_hits, or always when aggs is given), up to o->limit hits
+ * with internal id > o->after_id in id order (GArray of ixia_idx_hit_t,
+ * appended; hits may be NULL), and every matching document added to aggs
+ * when not NULL. Fails with IXIA_ETOOLARGE naming query.max_postings, or
+ * query.max_memory_mb / query.max_terms_buckets (aggregations; lim may be
+ * NULL for none), and with IXIA_EUNAVAILABLE naming the deadline. */
+gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_search_opts_t *o,
+                         const ixia_query_limits_t *lim, GArray *hits, ixia_aggs_t *aggs,
+                         ixia_idx_result_t *res, ixia_error_t **err);
 
 /* Calls fn for every document (deleted ones too, with deleted = TRUE) of a
  * table with key > after (NULL: from the first), in key order, until fn
@@ -135,6 +149,9 @@ typedef struct {
   guint64 events_failed;
   gint64 max_version;
   guint64 disk_bytes;  /* SST + WAL files */
+  guint64 cache_bytes; /* decoded blocks held (index.cache_mb) */
+  guint64 cache_hits, cache_misses;
+  guint64 points_bytes; /* range index of numeric fields */
 } ixia_idx_stats_t;
 
 void ixia_idx_get_stats(ixia_idx_t *idx, ixia_idx_stats_t *out);

@@ -114,8 +114,10 @@ static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **er
   char *out = NULL;
   ixia_aggs_t *aggs = q->n_aggs ? ixia_aggs_new(q, &h->lim) : NULL;
   GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
-  guint64 total = 0;
-  if (ixia_idx_search(idx, q, r.after_id, limit, deadline_us, &h->lim, hits, &total, aggs, err)) {
+  ixia_idx_search_opts_t so = {.after_id = r.after_id, .limit = limit,
+                               .deadline_us = deadline_us, .explain = q->explain};
+  ixia_idx_result_t res;
+  if (ixia_idx_search(idx, q, &so, &h->lim, hits, aggs, &res, err)) {
     cJSON *o = cJSON_CreateObject();
     cJSON *arr = cJSON_AddArrayToObject(o, "hits");
     for (guint i = 0; i < hits->len; i++) {
@@ -126,7 +128,9 @@ static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **er
       cJSON_AddNumberToObject(e, "id", hit->id);
       cJSON_AddItemToArray(arr, e);
     }
-    cJSON_AddNumberToObject(o, "total", (double)total);
+    cJSON_AddNumberToObject(o, "total", (double)res.total);
+    cJSON_AddStringToObject(o, "total_relation", res.total_exact ? "eq" : "gte");
+    if (res.explain) cJSON_AddItemToObject(o, "explain", res.explain);
     if (aggs)
       cJSON_AddItemToObject(o, "aggs", ixia_aggs_partial_json(aggs));
     else

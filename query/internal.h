@@ -34,8 +34,6 @@ void ixia_values_move_sorted_unique(GPtrArray *tmp, GPtrArray *out);
  * (documents stored before the index was declared may hold anything). */
 GPtrArray *ixia_values_lenient(const cJSON *doc, const ixia_index_t *ix);
 
-/* memcmp order; a proper prefix sorts first. */
-int ixia_val_cmp(const guint8 *a, gsize alen, const guint8 *b, gsize blen);
 
 static inline gboolean ixia_json_is_integer(const cJSON *v) {
   return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble == floor(v->valuedouble);

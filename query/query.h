@@ -63,6 +63,9 @@ double ixia_num_decode(const guint8 *p);
 gboolean ixia_doc_values(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out,
                          ixia_error_t **err);
 
+/* memcmp order of encoded values; a proper prefix sorts first. */
+int ixia_val_cmp(const guint8 *a, gsize alen, const guint8 *b, gsize blen);
+
 /* JSON of an encoded value of a field type (string, number or bool). */
 cJSON *ixia_val_to_json(ixia_field_type_t type, const guint8 *p, guint32 len);
 

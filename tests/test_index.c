@@ -120,6 +120,17 @@ static ixia_idx_t *open_index(const char *name) {
   return idx;
 }
 
+/* ixia_idx_search with the options as arguments. */
+static gboolean isearch(ixia_idx_t *idx, const ixia_query_t *q, gint64 after, guint limit,
+                        gint64 deadline_us, const ixia_query_limits_t *l, GArray *hits,
+                        guint64 *total, ixia_aggs_t *aggs, ixia_error_t **err) {
+  ixia_idx_search_opts_t o = {.after_id = after, .limit = limit, .deadline_us = deadline_us};
+  ixia_idx_result_t r;
+  gboolean ok = ixia_idx_search(idx, q, &o, l, hits, aggs, &r, err);
+  if (ok && total) *total = r.total;
+  return ok;
+}
+
 static ixia_query_t *parse(ixia_idx_t *idx, const char *json) {
   ixia_error_t *e = NULL;
   ixia_query_t *q = ixia_query_parse(json, strlen(json), ixia_idx_schema, idx, &lim, &e);
@@ -145,7 +156,7 @@ static char *search_keys(ixia_idx_t *idx, const ixia_query_t *q, guint page, gui
     guint64 t = 0;
     ixia_error_t *e = NULL;
     ixia_idx_hits_clear(hits);
-    ok = ixia_idx_search(idx, q, after, page, 0, &lim, hits, &t, NULL, &e);
+    ok = isearch(idx, q, after, page, 0, &lim, hits, &t, NULL, &e);
     if (!ok) {
       fprintf(stderr, "search: %s\n", e->message);
       ixia_error_destroy(e);
@@ -232,7 +243,7 @@ static guint64 count(ixia_idx_t *idx, const char *query) {
   guint64 total = G_MAXUINT64;
   if (!q) return total;
   ixia_error_t *e = NULL;
-  if (!ixia_idx_search(idx, q, -1, 0, 0, &lim, NULL, &total, NULL, &e)) {
+  if (!isearch(idx, q, -1, 0, 0, &lim, NULL, &total, NULL, &e)) {
     fprintf(stderr, "search %s: %s\n", query, e->message);
     total = G_MAXUINT64;
   }
@@ -449,7 +460,7 @@ static char *compare_queries(ixia_idx_t *idx, GHashTable *model, guint seed, gui
       ixia_aggs_t *ia = ixia_aggs_new(q, &lim);
       ixia_error_t *e = NULL;
       guint64 t2 = 0;
-      CU_ASSERT_TRUE(ixia_idx_search(idx, q, -1, 0, 0, &lim, NULL, &t2, ia, &e));
+      CU_ASSERT_TRUE(isearch(idx, q, -1, 0, 0, &lim, NULL, &t2, ia, &e));
       if (e) fprintf(stderr, "aggs: %s\n", e->message);
       ixia_error_destroy(e);
       cJSON *gj = ixia_aggs_result_json(ia), *wj = ixia_aggs_result_json(ba);
@@ -627,7 +638,7 @@ static void test_delete_removes_everywhere(void) {
   ixia_query_t *q = parse(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"term\": {\"cat\": \"c1\"}}}");
   GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
   guint64 total = 0;
-  CU_ASSERT_TRUE(ixia_idx_search(idx, q, -1, 10, 0, &lim, hits, &total, NULL, NULL));
+  CU_ASSERT_TRUE(isearch(idx, q, -1, 10, 0, &lim, hits, &total, NULL, NULL));
   CU_ASSERT_EQUAL(hits->len, 1);
   if (hits->len == 1) {
     CU_ASSERT_STRING_EQUAL(g_array_index(hits, ixia_idx_hit_t, 0).key, "d1");
@@ -756,20 +767,20 @@ static void test_limits(void) {
   small.max_postings = 1000;
   guint64 total = 0;
   ixia_error_t *e = NULL;
-  CU_ASSERT_FALSE(ixia_idx_search(idx, q, -1, 10, 0, &small, NULL, &total, NULL, &e));
+  CU_ASSERT_FALSE(isearch(idx, q, -1, 10, 0, &small, NULL, &total, NULL, &e));
   CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ETOOLARGE);
   CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "query.max_postings"));
   ixia_error_destroy(e), e = NULL;
   small.max_postings = 6000; /* the range, then the live set */
-  CU_ASSERT_TRUE(ixia_idx_search(idx, q, -1, 10, 0, &small, NULL, &total, NULL, &e));
+  CU_ASSERT_TRUE(isearch(idx, q, -1, 10, 0, &small, NULL, &total, NULL, &e));
   CU_ASSERT_EQUAL(total, 3000);
-  CU_ASSERT_FALSE(ixia_idx_search(idx, q, -1, 10, g_get_monotonic_time() - 1, &lim, NULL, &total, NULL, &e));
+  CU_ASSERT_FALSE(isearch(idx, q, -1, 10, g_get_monotonic_time() - 1, &lim, NULL, &total, NULL, &e));
   CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_EUNAVAILABLE);
   CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "deadline"));
   ixia_error_destroy(e), e = NULL;
   /* A table without a schema in this index. */
   ixia_idx_t *other = open_index("limits_other");
-  CU_ASSERT_FALSE(ixia_idx_search(other, q, -1, 10, 0, &lim, NULL, &total, NULL, &e));
+  CU_ASSERT_FALSE(isearch(other, q, -1, 10, 0, &lim, NULL, &total, NULL, &e));
   CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ENOTFOUND);
   ixia_error_destroy(e), e = NULL;
   ixia_idx_destroy(other);
@@ -780,7 +791,7 @@ static void test_limits(void) {
   small = lim;
   small.max_terms_buckets = 100;
   ixia_aggs_t *a = ixia_aggs_new(q, &small);
-  CU_ASSERT_FALSE(ixia_idx_search(idx, q, -1, 0, 0, &small, NULL, &total, a, &e));
+  CU_ASSERT_FALSE(isearch(idx, q, -1, 0, 0, &small, NULL, &total, a, &e));
   CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ETOOLARGE);
   CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "query.max_terms_buckets"));
   ixia_error_destroy(e);
@@ -857,11 +868,11 @@ static void bench(guint n) {
     GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
     guint64 total = 0;
     gint64 s0 = g_get_monotonic_time(), c0 = cpu_us();
-    gboolean ok = ixia_idx_search(idx, q, -1, 10, 0, &lim, hits, &total, a, NULL);
+    gboolean ok = isearch(idx, q, -1, 10, 0, &lim, hits, &total, a, NULL);
     double ms = (double)(g_get_monotonic_time() - s0) / 1e3, cpu_ms = (double)(cpu_us() - c0) / 1e3;
     guint64 t1 = 0;
     s0 = g_get_monotonic_time();
-    ixia_idx_search(idx, q, -1, 10, 0, &lim, NULL, &t1, NULL, NULL);
+    isearch(idx, q, -1, 10, 0, &lim, NULL, &t1, NULL, NULL);
     double ms_filter = (double)(g_get_monotonic_time() - s0) / 1e3;
     printf("bench: search+aggs ok=%d total=%" G_GUINT64_FORMAT " in %.1f ms wall, %.1f ms CPU (filter+count alone %.1f ms)\n",
            ok, total, ms, cpu_ms, ms_filter);
@@ -885,6 +896,7 @@ int main(void) {
   ixia_config_set(cfg, "index.block_cache_mb", "64", NULL);
   ixia_config_set(cfg, "index.write_buffer_mb", "16", NULL);
   ixia_query_limits_from_config(cfg, &lim);
+  lim.track_total_hits = G_MAXUINT64; /* exact totals, to compare with brute force */
   const char *b = g_getenv("IXIA_INDEX_BENCH");
   if (b && atoi(b) > 0) {
     ixia_config_set(cfg, "index.write_buffer_mb", "64", NULL);

@@ -1,0 +1,372 @@
+/* What the files of the index library share (not part of index.h).
+ *
+ *   idx_open.c    opening the RocksDB, loading the dictionaries, small reads,
+ *                 stats, the document walk and the canonical checksum
+ *   idx_dict.c    tables, fields and value dictionaries in memory
+ *   idx_merge.c   the merge operator (postings and column blocks), the
+ *                 compaction filter, the column block codec
+ *   idx_apply.c   document records and batch apply; publishing a batch to
+ *                 the in-memory structures once RocksDB holds it
+ *   idx_cache.c   decoded postings and column blocks, bounded by
+ *                 index.cache_mb
+ *   idx_points.c  the range index of numeric fields (sorted points)
+ *   idx_plan.c    cardinality estimates, the plan, explain
+ *   idx_eval.c    running a plan block by block: totals, hits, early stop
+ *   idx_aggs.c    aggregations over column blocks
+ *
+ * Layout of the RocksDB (docs/INDEX-FORMAT.md) and the in-memory model are
+ * defined here because every room reads them.
+ *
+ * Concurrency. One apply thread writes; any number of searches read. The
+ * apply thread stages a whole batch (records, posting and column changes,
+ * new dictionary values, count changes, point changes) without touching
+ * anything a search reads, writes it to RocksDB in one write batch, then
+ * publishes it: dictionary additions and counts under dict_lock, points
+ * under each field's points lock, cached blocks by copy-on-write under the
+ * cache lock. Nothing is undone after a failed write because nothing was
+ * published. Searches take no snapshot: a search running while a batch is
+ * published may see part of it (hits are verified against the truth store
+ * by the query API; totals and aggregations are as of "about now"). */
+#ifndef IXIA_IDX_H
+#define IXIA_IDX_H
+
+#include <pthread.h>
+#include <rocksdb/c.h>
+#include <roaring/roaring.h>
+
+#include "index.h"
+#include "log.h"
+
+/* ---------------------------------------------------------------- layout */
+
+#define K_META 'M'   /* "Mv" max version; "Mf" format; "Mp" + partition: next offset */
+#define K_TABLE 'T'  /* ns \0 table -> table id */
+#define K_SCHEMA 'S' /* table id -> version + schema JSON */
+#define K_FIELD 'F'  /* table id, type, path -> field id */
+#define K_VALUE 'V'  /* field id, encoded value -> value id, document count */
+#define K_DOC 'K'    /* table id, key -> document record */
+#define K_ID 'D'     /* doc id -> table id, version, key */
+#define K_POST 'P'   /* field id, value id, chunk -> roaring bitmap */
+#define K_LIVE 'L'   /* table id, 0, chunk -> roaring bitmap of existing documents */
+#define K_COL 'C'    /* field id, block -> column block */
+
+#define IDX_FORMAT 2
+
+/* Posting chunks: 65,536 ids per RocksDB value. */
+#define CHUNK_BITS 16
+/* Column blocks (and the unit of evaluation): 1,024 ids. */
+#define BLOCK_BITS 10
+#define BLOCK_SLOTS (1u << BLOCK_BITS)
+#define BLOCK_WORDS (BLOCK_SLOTS / 64)
+/* The "exists" posting of a field: documents with at least one value. */
+#define VID_EXISTS 0xFFFFFFFFu
+
+#define OP_IDS 'I'       /* posting merge operand: ids to add, ids to remove */
+#define COL_SPARSE 'c'   /* column operand (and partial merge): slot entries */
+#define COL_DENSE 'C'    /* column block after a full merge */
+
+#define REC_DELETED 1u
+
+/* Big-endian integers: keys sort numerically, one convention everywhere. */
+static inline void be32(guint8 *p, guint32 v) {
+  p[0] = (guint8)(v >> 24), p[1] = (guint8)(v >> 16), p[2] = (guint8)(v >> 8), p[3] = (guint8)v;
+}
+static inline guint32 rd32(const void *vp) {
+  const guint8 *p = vp;
+  return (guint32)p[0] << 24 | (guint32)p[1] << 16 | (guint32)p[2] << 8 | p[3];
+}
+static inline void be64(guint8 *p, guint64 v) {
+  be32(p, (guint32)(v >> 32));
+  be32(p + 4, (guint32)v);
+}
+static inline guint64 rd64(const void *p) {
+  return (guint64)rd32(p) << 32 | rd32((const guint8 *)p + 4);
+}
+static inline void append32(GByteArray *b, guint32 v) {
+  guint8 t[4];
+  be32(t, v);
+  g_byte_array_append(b, t, 4);
+}
+static inline void append64(GByteArray *b, guint64 v) {
+  guint8 t[8];
+  be64(t, v);
+  g_byte_array_append(b, t, 8);
+}
+
+/* prefix, a, b, chunk: posting and live keys (11 bytes). */
+static inline size_t key_post(guint8 *k, char prefix, guint32 a, guint32 b, guint16 chunk) {
+  k[0] = (guint8)prefix;
+  be32(k + 1, a);
+  be32(k + 5, b);
+  k[9] = (guint8)(chunk >> 8), k[10] = (guint8)chunk;
+  return 11;
+}
+static inline size_t key_col(guint8 *k, guint32 field, guint32 block) {
+  k[0] = K_COL;
+  be32(k + 1, field);
+  be32(k + 5, block);
+  return 9;
+}
+
+/* Numbers in records, points and range bounds: the order-preserving 64-bit
+ * form of ixia_num_encode (unsigned comparison = numeric order). */
+static inline guint64 num_key(double d) {
+  guint8 b[IXIA_NUM_BYTES];
+  ixia_num_encode(d, b);
+  return rd64(b);
+}
+static inline double num_of_key(guint64 k) {
+  guint8 b[IXIA_NUM_BYTES];
+  be64(b, k);
+  return ixia_num_decode(b);
+}
+
+/* ------------------------------------------------------------ the model */
+
+typedef struct ixia_points ixia_points_t;
+typedef struct ixia_idx_cache ixia_idx_cache_t;
+
+typedef struct {
+  guint32 id, table_id;
+  ixia_field_type_t type;
+  gboolean numeric; /* long, double, timestamp: column + points, no dictionary */
+  char *path;
+  /* Value dictionary of keyword, text and bool fields. The apply thread
+   * reads `ids` without a lock (it is the only writer); everything grows
+   * under dict_lock (write), and searches read under dict_lock (read). */
+  GHashTable *ids; /* GBytes* -> value id + 1 */
+  GPtrArray *vals; /* GBytes* by value id */
+  GArray *vv;      /* ixia_val_t by value id: views of vals */
+  GArray *counts;  /* guint32 by value id: live documents holding the value */
+  ixia_points_t *points; /* numeric fields; NULL for the others */
+} field_t;
+
+typedef struct {
+  guint32 id;
+  char *ns, *name;
+  ixia_schema_t *schema; /* NULL until a SCHEMA event; under dict_lock */
+  GHashTable *fields;    /* "type:path" -> field_t* (borrowed); under dict_lock */
+} table_t;
+
+struct ixia_idx {
+  char *path;
+  rocksdb_t *db;
+  rocksdb_options_t *opts;
+  rocksdb_block_based_table_options_t *table_opts;
+  rocksdb_cache_t *block_cache;
+  rocksdb_filterpolicy_t *bloom;
+  rocksdb_mergeoperator_t *merge;
+  rocksdb_compactionfilter_t *cfilter;
+  rocksdb_writeoptions_t *wopts;
+  rocksdb_readoptions_t *ropts;
+  guint max_values;
+
+  GRWLock dict_lock;
+  GHashTable *tables;      /* "ns\ntable" -> table_t* */
+  GPtrArray *tables_by_id; /* table_t* by id (0 unused) */
+  GPtrArray *fields;       /* field_t* by id (0 unused) */
+  GPtrArray *pending_dict; /* GBytes* key/value pairs to re-put after a failed write */
+
+  ixia_idx_cache_t *cache;
+
+  /* apply thread */
+  guint32 next_doc_id;
+  gint64 max_version; /* atomic reads from other threads */
+
+  guint64 events_applied, events_skipped, events_failed; /* atomic */
+};
+
+/* ---- idx_dict.c ---- */
+
+table_t *ixia_idx_table_new(guint32 id, const char *ns, const char *name);
+void ixia_idx_table_free(gpointer t);
+field_t *ixia_idx_field_new(guint32 id, guint32 table_id, ixia_field_type_t type, const char *path);
+void ixia_idx_field_free(gpointer f);
+/* Caller holds dict_lock or is the apply thread. */
+table_t *ixia_idx_table_find(ixia_idx_t *idx, const char *ns, const char *table);
+field_t *ixia_idx_field_find(table_t *t, ixia_field_type_t type, const char *path);
+/* Registers a loaded or created table/field; caller holds dict_lock (write). */
+void ixia_idx_table_register(ixia_idx_t *idx, table_t *t);
+gboolean ixia_idx_field_register(ixia_idx_t *idx, field_t *f);
+/* Sets value id vid of f to val with its count; caller holds dict_lock
+ * (write) or is loading. */
+void ixia_idx_value_set(field_t *f, guint32 vid, GBytes *val, guint32 count);
+/* The field of a table for a declared index, under dict_lock (read). */
+field_t *ixia_idx_field_lookup(ixia_idx_t *idx, table_t *t, const ixia_index_t *ix);
+/* The value id of an encoded value, or -1; caller holds dict_lock (read). */
+gint64 ixia_idx_value_id(field_t *f, const guint8 *p, gsize len);
+
+/* ---- idx_apply.c ---- */
+
+/* The K key of a document. */
+GBytes *ixia_idx_doc_key(guint32 table_id, const char *key, size_t key_len);
+/* Decodes a document record; pairs (GArray of {u32 field; u64 value}) may
+ * be NULL. FALSE when corrupt. */
+gboolean ixia_idx_rec_decode(const char *v, size_t vl, guint32 *id, gint64 *version,
+                             gboolean *deleted, GArray *pairs);
+
+/* ---- idx_merge.c ---- */
+
+rocksdb_mergeoperator_t *ixia_idx_merge_operator_new(void);
+rocksdb_compactionfilter_t *ixia_idx_compaction_filter_new(void);
+roaring_bitmap_t *ixia_idx_bitmap_load(const char *p, size_t n);
+/* A posting operand (malloc'd): remove rem, then add add. */
+char *ixia_idx_op_encode(const roaring_bitmap_t *add, const roaring_bitmap_t *rem, size_t *len);
+
+/* A decoded column block: the first value of every slot in a fixed-width
+ * array (doubles for numeric fields, value ids for the others), a presence
+ * mask, and the slots holding more than one value with all of theirs. */
+typedef struct {
+  guint8 width;              /* 8: double; 4: value id */
+  guint64 has[BLOCK_WORDS];  /* slots with at least one value */
+  guint64 multi[BLOCK_WORDS]; /* slots with more than one */
+  union {
+    double *d;
+    guint32 *u;
+  } v1;                      /* BLOCK_SLOTS first values (0 where !has) */
+  guint32 *mstart;           /* NULL when no slot is multi; else BLOCK_SLOTS + 1 offsets */
+  union {
+    double *d;
+    guint32 *u;
+  } all;                     /* every value of the multi slots, by slot */
+  gsize bytes;
+} col_t;
+
+/* Decodes a stored column value (dense or sparse); NULL when corrupt. An
+ * absent block is ixia_idx_col_empty(). */
+col_t *ixia_idx_col_decode(const char *p, size_t n);
+col_t *ixia_idx_col_empty(guint8 width);
+col_t *ixia_idx_col_copy(const col_t *c);
+/* Applies a sparse operand to a decoded block in place (copy first when
+ * shared); FALSE when the operand is corrupt. */
+gboolean ixia_idx_col_apply(col_t *c, const char *op, size_t n);
+void ixia_idx_col_free(col_t *c);
+
+/* Values of one slot: *n values at *p (width of the block). */
+static inline const void *col_slot(const col_t *c, guint s, guint32 *n) {
+  if (!(c->has[s >> 6] >> (s & 63) & 1)) {
+    *n = 0;
+    return NULL;
+  }
+  if (c->mstart && (c->multi[s >> 6] >> (s & 63) & 1)) {
+    *n = c->mstart[s + 1] - c->mstart[s];
+    return c->width == 8 ? (const void *)(c->all.d + c->mstart[s])
+                         : (const void *)(c->all.u + c->mstart[s]);
+  }
+  *n = 1;
+  return c->width == 8 ? (const void *)(c->v1.d + s) : (const void *)(c->v1.u + s);
+}
+
+/* ---- idx_cache.c ---- */
+
+typedef enum { BLK_BITMAP, BLK_COLUMN } blk_kind_t;
+
+/* A decoded, immutable block shared by searches; reference-counted. */
+typedef struct blk {
+  gint ref;
+  blk_kind_t kind;
+  guint8 key[11];
+  guint8 klen;
+  gsize bytes;
+  roaring_bitmap_t *bm; /* BLK_BITMAP: a whole posting or live set (every chunk) */
+  col_t *col;           /* BLK_COLUMN */
+  GList link;           /* LRU position */
+} blk_t;
+
+ixia_idx_cache_t *ixia_idx_cache_new(gsize budget);
+void ixia_idx_cache_destroy(ixia_idx_cache_t *c);
+/* A whole posting (prefix 'P' field vid, or 'L' table 0): every chunk ORed.
+ * Returns a reference (ixia_idx_blk_unref), or NULL with err. */
+blk_t *ixia_idx_posting(ixia_idx_t *idx, char prefix, guint32 a, guint32 b, ixia_error_t **err);
+/* The column block of a field (width 8 for numeric fields). */
+blk_t *ixia_idx_column(ixia_idx_t *idx, guint32 field, guint8 width, guint32 block,
+                       ixia_error_t **err);
+void ixia_idx_blk_unref(blk_t *b);
+
+/* Publishing a batch (apply thread, after its RocksDB write): the changed
+ * ids of postings and the operands of column blocks, applied copy-on-write
+ * to the cached blocks. */
+typedef struct ixia_idx_publish ixia_idx_publish_t;
+ixia_idx_publish_t *ixia_idx_publish_begin(ixia_idx_t *idx);
+void ixia_idx_publish_posting(ixia_idx_publish_t *p, const guint8 *chunk_key,
+                              const roaring_bitmap_t *add, const roaring_bitmap_t *rem);
+void ixia_idx_publish_column(ixia_idx_publish_t *p, const guint8 *key, const guint8 *op,
+                             gsize len);
+void ixia_idx_publish_end(ixia_idx_publish_t *p);
+
+typedef struct {
+  guint64 bytes, entries, hits, misses, evictions;
+} ixia_idx_cache_stats_t;
+void ixia_idx_cache_stats(ixia_idx_cache_t *c, ixia_idx_cache_stats_t *out);
+
+/* ---- idx_points.c ---- */
+
+typedef struct {
+  guint64 key; /* num_key of the value */
+  guint32 id;
+  gboolean add; /* FALSE: remove */
+} ixia_point_change_t;
+
+ixia_points_t *ixia_points_new(void);
+void ixia_points_destroy(ixia_points_t *p);
+/* Replaces the contents with n points (key, id) sorted by (key, id). */
+void ixia_points_load(ixia_points_t *p, const guint64 *keys, const guint32 *ids, gsize n);
+/* Applies changes (apply thread): removals of absent points are ignored. */
+void ixia_points_update(ixia_points_t *p, const ixia_point_change_t *ch, guint n);
+/* Points with lo <= key <= hi. */
+guint64 ixia_points_count(ixia_points_t *p, guint64 lo, guint64 hi);
+/* Adds the ids of points with lo <= key <= hi to out; returns how many. */
+guint64 ixia_points_collect(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bitmap_t *out);
+guint64 ixia_points_size(ixia_points_t *p);
+gsize ixia_points_bytes(ixia_points_t *p);
+
+/* ---- idx_plan.c / idx_eval.c / idx_aggs.c ---- */
+
+/* One node of a search plan (a filter node, with how it is evaluated). */
+typedef struct pnode pnode_t;
+
+typedef struct {
+  ixia_idx_t *idx;
+  table_t *table;
+  const ixia_query_t *q;
+  const ixia_query_limits_t *lim; /* may be NULL: no limits */
+  blk_t *live;                 /* the table's live set */
+  guint64 n_live;
+  guint64 postings, max_postings; /* ids read, for query.max_postings */
+  gint64 deadline_us;
+  ixia_error_t **err;
+} ixia_search_ctx_t;
+
+gboolean ixia_idx_deadline(ixia_search_ctx_t *s);
+/* Counts ids read; FALSE naming query.max_postings past the limit. */
+gboolean ixia_idx_charge(ixia_search_ctx_t *s, guint64 ids);
+
+/* The plan of a filter (NULL filter: every live document). */
+pnode_t *ixia_idx_plan(ixia_search_ctx_t *s, const ixia_filter_t *f);
+void ixia_idx_plan_free(pnode_t *p);
+cJSON *ixia_idx_plan_explain(const pnode_t *p);
+
+/* Runs a plan: the candidate set (lead) and the checks left for each
+ * candidate block. */
+typedef struct {
+  roaring_bitmap_t *lead; /* owned; candidates (a subset of live) */
+  GPtrArray *checks;      /* pnode_t* checked per candidate block */
+} ixia_idx_exec_t;
+gboolean ixia_idx_plan_lead(ixia_search_ctx_t *s, pnode_t *root, ixia_idx_exec_t *out);
+/* Narrows mask (BLOCK_WORDS words of block `block`) to the documents that
+ * pass node p. */
+gboolean ixia_idx_check_block(ixia_search_ctx_t *s, pnode_t *p, guint32 block, guint64 *mask);
+/* The bits of bm in block `block`. */
+void ixia_idx_bm_block(const roaring_bitmap_t *bm, guint32 block, guint64 *out);
+void ixia_idx_pnode_note(pnode_t *p, guint64 matched);
+
+/* Column aggregations over one search. */
+typedef struct ixia_idx_agg ixia_idx_agg_t;
+ixia_idx_agg_t *ixia_idx_agg_new(ixia_search_ctx_t *s, ixia_aggs_t *aggs);
+/* Adds the documents of mask in block `block`. */
+gboolean ixia_idx_agg_block(ixia_idx_agg_t *g, guint32 block, const guint64 *mask);
+/* Merges what was accumulated into the aggs state. */
+gboolean ixia_idx_agg_finish(ixia_idx_agg_t *g);
+void ixia_idx_agg_free(ixia_idx_agg_t *g);
+
+#endif

@@ -1,0 +1,498 @@
+/* Aggregations over column blocks: the shard side of every aggregation.
+ *
+ * A search hands each block's matching documents as a mask; each
+ * aggregation node reads its field's column block (doubles, or dictionary
+ * ids) and accumulates into dense arrays indexed by bucket, the way column
+ * engines group by small integer keys (ClickHouse): a terms node over a
+ * keyword field maps a value id straight to its bucket through an array,
+ * other keys (numbers, nested buckets) through a small open-addressing
+ * table. Metrics keep per bucket a count, an exact sum (ixia_fsum_t, so
+ * the order of blocks changes nothing), extremes, the values of
+ * percentiles, and the distinct values of cardinality (value ids in a
+ * bitmap, numbers in a set).
+ *
+ * Only at the end does the state meet the query library: one summary per
+ * node and bucket is merged into the ixia_aggs_t (ixia_aggs_cell_merge),
+ * whose partial the shard sends; values are turned back into their bytes
+ * there, once per bucket rather than once per document.
+ *
+ * Limits: query.max_terms_buckets per terms node and parent bucket, and
+ * query.max_memory_mb for what the dense state holds. */
+#include <string.h>
+
+#include "idx.h"
+
+typedef struct {
+  guint16 slot;
+  guint32 pb; /* the parent's bucket */
+} apair_t;
+
+/* Open-addressing map (parent bucket, key) -> bucket of one terms node. */
+typedef struct {
+  guint32 *slots; /* bucket + 1; 0 = empty */
+  guint32 cap;
+} bmap_t;
+
+typedef struct anode {
+  const ixia_agg_t *g;
+  field_t *field; /* NULL: COUNT, or a field nothing was indexed under */
+  struct anode **subs;
+  guint n_subs;
+  /* metrics, by parent bucket */
+  GArray *n;      /* guint64 */
+  GArray *sum;    /* ixia_fsum_t */
+  GArray *ext;    /* double */
+  GPtrArray *vals; /* GArray* of double (percentiles) */
+  GPtrArray *card; /* roaring_bitmap_t* (value ids) or GHashTable* (number keys) */
+  /* terms */
+  bmap_t map;
+  GArray *direct;   /* guint32 bucket + 1 by value id (top-level dictionary terms) */
+  GArray *b_parent; /* guint32 */
+  GArray *b_key;    /* guint64: value id, or num_key of a number */
+  GArray *b_count;  /* guint64 */
+  GArray *per_parent; /* guint32 buckets per parent bucket */
+  GArray *pairs;    /* apair_t scratch handed to the subs */
+} anode_t;
+
+struct ixia_idx_agg {
+  ixia_search_ctx_t *s;
+  ixia_aggs_t *aggs;
+  anode_t **top;
+  guint n_top;
+  blk_t **cols; /* per q->agg_fields slot: the current block's column */
+  guint32 block;
+  guint64 mem, max_mem, max_buckets;
+  GArray *top_pairs;
+};
+
+/* ------------------------------------------------------------- setup */
+
+static anode_t *anode_new(ixia_idx_agg_t *A, const ixia_agg_t *g, gboolean top) {
+  anode_t *n = g_new0(anode_t, 1);
+  n->g = g;
+  if (g->field) n->field = ixia_idx_field_lookup(A->s->idx, A->s->table, g->field);
+  n->n = g_array_new(FALSE, TRUE, sizeof(guint64));
+  switch (g->kind) {
+    case IXIA_AGG_SUM:
+    case IXIA_AGG_AVG:
+      n->sum = g_array_new(FALSE, TRUE, sizeof(ixia_fsum_t));
+      break;
+    case IXIA_AGG_MIN:
+    case IXIA_AGG_MAX:
+      n->ext = g_array_new(FALSE, TRUE, sizeof(double));
+      break;
+    case IXIA_AGG_PERCENTILES:
+      n->vals = g_ptr_array_new();
+      break;
+    case IXIA_AGG_CARDINALITY:
+      n->card = g_ptr_array_new();
+      break;
+    case IXIA_AGG_TERMS:
+      n->b_parent = g_array_new(FALSE, FALSE, sizeof(guint32));
+      n->b_key = g_array_new(FALSE, FALSE, sizeof(guint64));
+      n->b_count = g_array_new(FALSE, FALSE, sizeof(guint64));
+      n->per_parent = g_array_new(FALSE, TRUE, sizeof(guint32));
+      n->pairs = g_array_new(FALSE, FALSE, sizeof(apair_t));
+      if (top && n->field && !n->field->numeric) n->direct = g_array_new(FALSE, TRUE, sizeof(guint32));
+      n->subs = g_new0(anode_t *, MAX(g->n_subs, 1));
+      for (guint i = 0; i < g->n_subs; i++) n->subs[n->n_subs++] = anode_new(A, g->subs[i], FALSE);
+      break;
+    default:
+      break;
+  }
+  return n;
+}
+
+static void anode_free(anode_t *n) {
+  if (!n) return;
+  for (guint i = 0; i < n->n_subs; i++) anode_free(n->subs[i]);
+  g_free(n->subs);
+  g_array_free(n->n, TRUE);
+  if (n->sum) {
+    for (guint i = 0; i < n->sum->len; i++) ixia_fsum_clear(&g_array_index(n->sum, ixia_fsum_t, i));
+    g_array_free(n->sum, TRUE);
+  }
+  if (n->ext) g_array_free(n->ext, TRUE);
+  for (guint i = 0; n->vals && i < n->vals->len; i++)
+    if (n->vals->pdata[i]) g_array_free(n->vals->pdata[i], TRUE);
+  if (n->vals) g_ptr_array_free(n->vals, TRUE);
+  for (guint i = 0; n->card && i < n->card->len; i++) {
+    if (!n->card->pdata[i]) continue;
+    if (n->field && n->field->numeric) g_hash_table_destroy(n->card->pdata[i]);
+    else roaring_bitmap_free(n->card->pdata[i]);
+  }
+  if (n->card) g_ptr_array_free(n->card, TRUE);
+  g_free(n->map.slots);
+  if (n->direct) g_array_free(n->direct, TRUE);
+  if (n->b_parent) g_array_free(n->b_parent, TRUE);
+  if (n->b_key) g_array_free(n->b_key, TRUE);
+  if (n->b_count) g_array_free(n->b_count, TRUE);
+  if (n->per_parent) g_array_free(n->per_parent, TRUE);
+  if (n->pairs) g_array_free(n->pairs, TRUE);
+  g_free(n);
+}
+
+ixia_idx_agg_t *ixia_idx_agg_new(ixia_search_ctx_t *s, ixia_aggs_t *aggs) {
+  ixia_idx_agg_t *A = g_new0(ixia_idx_agg_t, 1);
+  const ixia_query_t *q = s->q;
+  A->s = s;
+  A->aggs = aggs;
+  A->n_top = q->n_aggs;
+  A->top = g_new0(anode_t *, MAX(q->n_aggs, 1));
+  for (guint i = 0; i < q->n_aggs; i++) A->top[i] = anode_new(A, q->aggs[i], TRUE);
+  A->cols = g_new0(blk_t *, MAX(q->n_agg_fields, 1));
+  A->block = G_MAXUINT32;
+  A->max_mem = s->lim ? s->lim->max_memory_bytes : G_MAXUINT64;
+  A->max_buckets = s->lim ? s->lim->max_terms_buckets : G_MAXUINT32;
+  A->top_pairs = g_array_new(FALSE, FALSE, sizeof(apair_t));
+  return A;
+}
+
+void ixia_idx_agg_free(ixia_idx_agg_t *A) {
+  if (!A) return;
+  for (guint i = 0; i < A->n_top; i++) anode_free(A->top[i]);
+  g_free(A->top);
+  for (guint i = 0; i < A->s->q->n_agg_fields; i++) ixia_idx_blk_unref(A->cols[i]);
+  g_free(A->cols);
+  g_array_free(A->top_pairs, TRUE);
+  g_free(A);
+}
+
+static gboolean mem_grow(ixia_idx_agg_t *A, guint64 bytes) {
+  A->mem += bytes;
+  if (A->mem <= A->max_mem) return TRUE;
+  return ixia_error_set(A->s->err, IXIA_ETOOLARGE,
+                        "aggregations need more than %" G_GUINT64_FORMAT
+                        " MiB of memory (query.max_memory_mb)",
+                        A->max_mem >> 20);
+}
+
+/* --------------------------------------------------------- accumulating */
+
+/* Grows the per-bucket arrays of a metric node to hold bucket b. */
+static void metric_reserve(anode_t *n, guint32 b) {
+  if (n->n->len <= b) g_array_set_size(n->n, b + 1);
+  if (n->sum && n->sum->len <= b) g_array_set_size(n->sum, b + 1);
+  if (n->ext && n->ext->len <= b) g_array_set_size(n->ext, b + 1);
+  if (n->vals && n->vals->len <= b) g_ptr_array_set_size(n->vals, (gint)b + 1);
+  if (n->card && n->card->len <= b) g_ptr_array_set_size(n->card, (gint)b + 1);
+}
+
+static inline guint32 mix(guint32 pb, guint64 key) {
+  guint64 h = key * G_GUINT64_CONSTANT(0x9E3779B97F4A7C15) ^ ((guint64)pb + 1) * G_GUINT64_CONSTANT(0xC2B2AE3D27D4EB4F);
+  h ^= h >> 29;
+  return (guint32)h;
+}
+
+static void bmap_grow(anode_t *n) {
+  guint32 cap = n->map.cap ? n->map.cap * 2 : 64;
+  guint32 *slots = g_new0(guint32, cap);
+  for (guint32 b = 0; b < n->b_key->len; b++) {
+    guint32 h = mix(g_array_index(n->b_parent, guint32, b), g_array_index(n->b_key, guint64, b)) & (cap - 1);
+    while (slots[h]) h = (h + 1) & (cap - 1);
+    slots[h] = b + 1;
+  }
+  g_free(n->map.slots);
+  n->map.slots = slots;
+  n->map.cap = cap;
+}
+
+/* The bucket of (pb, key) in terms node n, created when missing; -1 at a
+ * limit (error set). */
+static gint64 bucket_of(ixia_idx_agg_t *A, anode_t *n, guint32 pb, guint64 key) {
+  if (n->direct && pb == 0) {
+    if (key < n->direct->len) {
+      guint32 b = g_array_index(n->direct, guint32, key);
+      if (b) return b - 1;
+    }
+  } else if (n->map.cap) {
+    for (guint32 h = mix(pb, key) & (n->map.cap - 1); n->map.slots[h]; h = (h + 1) & (n->map.cap - 1)) {
+      guint32 b = n->map.slots[h] - 1;
+      if (g_array_index(n->b_key, guint64, b) == key && g_array_index(n->b_parent, guint32, b) == pb)
+        return b;
+    }
+  }
+  if (n->per_parent->len <= pb) g_array_set_size(n->per_parent, pb + 1);
+  guint32 *pp = &g_array_index(n->per_parent, guint32, pb);
+  if (*pp >= A->max_buckets) {
+    ixia_error_set(A->s->err, IXIA_ETOOLARGE,
+                   "terms aggregation '%s' has more than %" G_GUINT64_FORMAT
+                   " buckets (query.max_terms_buckets)",
+                   n->g->name, A->max_buckets);
+    return -1;
+  }
+  (*pp)++;
+  guint32 b = n->b_key->len;
+  g_array_append_val(n->b_parent, pb);
+  g_array_append_val(n->b_key, key);
+  guint64 zero = 0;
+  g_array_append_val(n->b_count, zero);
+  if (!mem_grow(A, 32)) return -1;
+  if (n->direct && pb == 0) {
+    if (n->direct->len <= key) g_array_set_size(n->direct, (guint)key + 1);
+    g_array_index(n->direct, guint32, key) = b + 1;
+  } else {
+    if ((guint64)(n->b_key->len) * 2 > n->map.cap) bmap_grow(n);
+    else {
+      guint32 h = mix(pb, key) & (n->map.cap - 1);
+      while (n->map.slots[h]) h = (h + 1) & (n->map.cap - 1);
+      n->map.slots[h] = b + 1;
+    }
+  }
+  return b;
+}
+
+static gboolean add_pairs(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guint np);
+
+/* The column block of a field for the current block. */
+static const col_t *column(ixia_idx_agg_t *A, anode_t *n) {
+  return A->cols[n->g->field_slot] ? A->cols[n->g->field_slot]->col : NULL;
+}
+
+static gboolean add_terms(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guint np) {
+  const col_t *c = column(A, n);
+  if (!c) return TRUE;
+  g_array_set_size(n->pairs, 0);
+  for (guint i = 0; i < np; i++) {
+    guint32 cnt;
+    const void *v = col_slot(c, pr[i].slot, &cnt);
+    for (guint32 k = 0; k < cnt; k++) {
+      guint64 key = c->width == 8 ? num_key(((const double *)v)[k]) : ((const guint32 *)v)[k];
+      gint64 b = bucket_of(A, n, pr[i].pb, key);
+      if (b < 0) return FALSE;
+      g_array_index(n->b_count, guint64, b)++;
+      if (n->n_subs) {
+        apair_t p = {pr[i].slot, (guint32)b};
+        g_array_append_val(n->pairs, p);
+      }
+    }
+  }
+  if (!n->n_subs || n->pairs->len == 0) return TRUE;
+  /* The subs may reuse n->pairs' storage only after this loop: copy. */
+  GArray *pairs = n->pairs;
+  n->pairs = g_array_new(FALSE, FALSE, sizeof(apair_t));
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < n->n_subs; i++)
+    ok = add_pairs(A, n->subs[i], (const apair_t *)(void *)pairs->data, pairs->len);
+  g_array_free(n->pairs, TRUE);
+  n->pairs = pairs;
+  return ok;
+}
+
+static gboolean add_pairs(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guint np) {
+  const ixia_agg_t *g = n->g;
+  if (g->kind == IXIA_AGG_TERMS) return add_terms(A, n, pr, np);
+  if (g->kind == IXIA_AGG_COUNT) {
+    for (guint i = 0; i < np; i++) {
+      metric_reserve(n, pr[i].pb);
+      g_array_index(n->n, guint64, pr[i].pb)++;
+    }
+    return TRUE;
+  }
+  const col_t *c = column(A, n);
+  if (!c) return TRUE;
+  for (guint i = 0; i < np; i++) {
+    guint32 cnt, pb = pr[i].pb;
+    const void *v = col_slot(c, pr[i].slot, &cnt);
+    if (!cnt) continue;
+    metric_reserve(n, pb);
+    g_array_index(n->n, guint64, pb) += cnt;
+    switch (g->kind) {
+      case IXIA_AGG_SUM:
+      case IXIA_AGG_AVG: {
+        ixia_fsum_t *fs = &g_array_index(n->sum, ixia_fsum_t, pb);
+        for (guint32 k = 0; k < cnt; k++) {
+          gsize more = ixia_fsum_add(fs, ((const double *)v)[k]);
+          if (more && !mem_grow(A, more)) return FALSE;
+        }
+        break;
+      }
+      case IXIA_AGG_MIN:
+      case IXIA_AGG_MAX: {
+        double *e = &g_array_index(n->ext, double, pb);
+        gboolean first = g_array_index(n->n, guint64, pb) == cnt;
+        for (guint32 k = 0; k < cnt; k++) {
+          double x = ((const double *)v)[k];
+          if ((first && k == 0) || (g->kind == IXIA_AGG_MIN ? x < *e : x > *e)) *e = x;
+        }
+        break;
+      }
+      case IXIA_AGG_PERCENTILES: {
+        GArray *a = n->vals->pdata[pb];
+        if (!a) a = n->vals->pdata[pb] = g_array_new(FALSE, FALSE, sizeof(double));
+        g_array_append_vals(a, v, cnt);
+        if (!mem_grow(A, (guint64)cnt * sizeof(double))) return FALSE;
+        break;
+      }
+      case IXIA_AGG_CARDINALITY:
+        if (c->width == 8) {
+          GHashTable *h = n->card->pdata[pb];
+          if (!h) h = n->card->pdata[pb] = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+          for (guint32 k = 0; k < cnt; k++) {
+            guint64 key = num_key(((const double *)v)[k]);
+            if (g_hash_table_contains(h, &key)) continue;
+            g_hash_table_add(h, g_memdup2(&key, sizeof key));
+            if (!mem_grow(A, 48)) return FALSE;
+          }
+        } else {
+          roaring_bitmap_t *r = n->card->pdata[pb];
+          if (!r) r = n->card->pdata[pb] = roaring_bitmap_create();
+          roaring_bitmap_add_many(r, cnt, v);
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  return TRUE;
+}
+
+gboolean ixia_idx_agg_block(ixia_idx_agg_t *A, guint32 block, const guint64 *mask) {
+  const ixia_query_t *q = A->s->q;
+  if (block != A->block) {
+    for (guint i = 0; i < q->n_agg_fields; i++) {
+      ixia_idx_blk_unref(A->cols[i]);
+      A->cols[i] = NULL;
+      field_t *f = ixia_idx_field_lookup(A->s->idx, A->s->table, q->agg_fields[i]);
+      if (!f || f->type == IXIA_FIELD_TEXT) continue;
+      A->cols[i] = ixia_idx_column(A->s->idx, f->id, f->numeric ? 8 : 4, block, A->s->err);
+      if (!A->cols[i]) return FALSE;
+    }
+    A->block = block;
+  }
+  g_array_set_size(A->top_pairs, 0);
+  for (guint w = 0; w < BLOCK_WORDS; w++)
+    for (guint64 m = mask[w]; m; m &= m - 1) {
+      apair_t p = {(guint16)(w << 6 | (guint)__builtin_ctzll(m)), 0};
+      g_array_append_val(A->top_pairs, p);
+    }
+  if (A->top_pairs->len == 0) return TRUE;
+  for (guint i = 0; i < A->n_top; i++)
+    if (!add_pairs(A, A->top[i], (const apair_t *)(void *)A->top_pairs->data, A->top_pairs->len))
+      return FALSE;
+  return TRUE;
+}
+
+/* ------------------------------------------------------------ finishing */
+
+/* The bytes a bucket key stands for: the dictionary value or the number. */
+static gboolean key_bytes(ixia_idx_agg_t *A, anode_t *n, guint64 key, guint8 *num, const guint8 **p,
+                          guint32 *len) {
+  if (n->field->numeric) {
+    be64(num, key);
+    *p = num;
+    *len = IXIA_NUM_BYTES;
+    return TRUE;
+  }
+  /* Values are never freed while the index is open: the view outlives the
+   * lock, which only guards the array holding it. */
+  gboolean ok = FALSE;
+  g_rw_lock_reader_lock(&A->s->idx->dict_lock);
+  if (key < n->field->vv->len) {
+    const ixia_val_t *v = &g_array_index(n->field->vv, ixia_val_t, key);
+    *p = v->p ? v->p : (const guint8 *)"";
+    *len = v->len;
+    ok = TRUE;
+  }
+  g_rw_lock_reader_unlock(&A->s->idx->dict_lock);
+  return ok;
+}
+
+static gboolean finish_node(ixia_idx_agg_t *A, anode_t *n, ixia_agg_cell_t *cell, guint32 pb);
+
+static gboolean finish_terms(ixia_idx_agg_t *A, anode_t *n, ixia_agg_cell_t *cell, guint32 pb,
+                             GArray *mine) {
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < mine->len; i++) {
+    guint32 b = g_array_index(mine, guint32, i);
+    guint8 num[8];
+    const guint8 *kp;
+    guint32 kl;
+    if (!key_bytes(A, n, g_array_index(n->b_key, guint64, b), num, &kp, &kl)) continue;
+    ixia_agg_cell_t *subs = ixia_aggs_cell_bucket(A->aggs, n->g, cell, kp, kl,
+                                                 g_array_index(n->b_count, guint64, b), A->s->err);
+    if (!subs) return FALSE;
+    for (guint k = 0; ok && k < n->n_subs; k++)
+      ok = finish_node(A, n->subs[k], ixia_aggs_cell_sub(subs, k), b);
+  }
+  (void)pb;
+  return ok;
+}
+
+static gboolean finish_node(ixia_idx_agg_t *A, anode_t *n, ixia_agg_cell_t *cell, guint32 pb) {
+  const ixia_agg_t *g = n->g;
+  if (g->kind == IXIA_AGG_TERMS) {
+    if (!n->field) return TRUE;
+    /* The buckets of this parent bucket. */
+    GArray *mine = g_array_new(FALSE, FALSE, sizeof(guint32));
+    for (guint32 b = 0; b < n->b_parent->len; b++)
+      if (g_array_index(n->b_parent, guint32, b) == pb) g_array_append_val(mine, b);
+    gboolean ok = finish_terms(A, n, cell, pb, mine);
+    g_array_free(mine, TRUE);
+    return ok;
+  }
+  if (pb >= n->n->len) return TRUE; /* nothing accumulated */
+  ixia_agg_summary_t s = {0};
+  s.n = g_array_index(n->n, guint64, pb);
+  if (s.n == 0) return TRUE;
+  guint64 *hashes = NULL;
+  switch (g->kind) {
+    case IXIA_AGG_SUM:
+    case IXIA_AGG_AVG:
+      s.sum = g_array_index(n->sum, ixia_fsum_t, pb);
+      break;
+    case IXIA_AGG_MIN:
+    case IXIA_AGG_MAX:
+      s.ext = g_array_index(n->ext, double, pb);
+      break;
+    case IXIA_AGG_PERCENTILES: {
+      GArray *a = n->vals->pdata[pb];
+      s.values = a ? (const double *)(void *)a->data : NULL;
+      s.n = a ? a->len : 0;
+      break;
+    }
+    case IXIA_AGG_CARDINALITY: {
+      gpointer set = n->card->pdata[pb];
+      if (!set) break;
+      if (n->field->numeric) {
+        GHashTable *h = set;
+        hashes = g_new(guint64, g_hash_table_size(h) + 1);
+        GHashTableIter it;
+        gpointer k;
+        g_hash_table_iter_init(&it, h);
+        while (g_hash_table_iter_next(&it, &k, NULL)) {
+          guint8 num[8];
+          be64(num, *(guint64 *)k);
+          hashes[s.n_hashes++] = ixia_val_hash(num, 8);
+        }
+      } else {
+        roaring_bitmap_t *r = set;
+        guint64 nv = roaring_bitmap_get_cardinality(r);
+        guint32 *vids = g_new(guint32, nv + 1);
+        roaring_bitmap_to_uint32_array(r, vids);
+        hashes = g_new(guint64, nv + 1);
+        g_rw_lock_reader_lock(&A->s->idx->dict_lock);
+        for (guint64 i = 0; i < nv; i++) {
+          if (vids[i] >= n->field->vv->len) continue;
+          const ixia_val_t *v = &g_array_index(n->field->vv, ixia_val_t, vids[i]);
+          hashes[s.n_hashes++] = ixia_val_hash(v->p, v->len);
+        }
+        g_rw_lock_reader_unlock(&A->s->idx->dict_lock);
+        g_free(vids);
+      }
+      s.hashes = hashes;
+      break;
+    }
+    default:
+      break;
+  }
+  gboolean ok = ixia_aggs_cell_merge(A->aggs, g, cell, &s, A->s->err);
+  g_free(hashes);
+  return ok;
+}
+
+gboolean ixia_idx_agg_finish(ixia_idx_agg_t *A) {
+  for (guint i = 0; i < A->n_top; i++)
+    if (!finish_node(A, A->top[i], ixia_aggs_top_cell(A->aggs, i), 0)) return FALSE;
+  return TRUE;
+}

@@ -1,0 +1,769 @@
+/* Applying change events: document records, and turning a batch of events
+ * into one RocksDB write batch plus its publication in memory.
+ *
+ * A document's record (K) keeps what it was indexed under: (field, value)
+ * pairs, where the value is a dictionary id for keyword, text and bool
+ * fields and the order-preserving 64-bit number for numeric ones. An update
+ * diffs old and new pairs, so it touches only the postings, counts, points
+ * and column slots that changed, and a delete removes everything without
+ * reading the truth store. Version rule: an event applies when its version
+ * is >= the record's; a delete leaves a tombstone so a late, older put stays
+ * out.
+ *
+ * A batch accumulates, per posting key, the ids to add and remove (later
+ * events win) and writes one merge operand per key; per column block one
+ * operand; per dictionary value its new count. Nothing a search reads
+ * changes until RocksDB has the batch (see idx.h). */
+#include <string.h>
+
+#include "idx.h"
+#include "json.h"
+
+/* ------------------------------------------------------------- records */
+
+typedef struct {
+  guint32 field;
+  guint64 val; /* value id, or num_key of a number */
+} pair_t;
+
+typedef struct {
+  guint32 id;
+  gboolean exists; /* has an id (stored or assigned in this batch) */
+  gboolean dirty;
+  gint64 version, expire_at;
+  gboolean deleted;
+  GArray *pairs; /* pair_t sorted by (field, val) */
+} rec_t;
+
+static void rec_free(gpointer p) {
+  rec_t *r = p;
+  g_array_free(r->pairs, TRUE);
+  g_free(r);
+}
+
+static int pair_cmp(gconstpointer a, gconstpointer b) {
+  const pair_t *x = a, *y = b;
+  if (x->field != y->field) return x->field < y->field ? -1 : 1;
+  return x->val < y->val ? -1 : x->val > y->val;
+}
+
+/* u32 id, i64 version, i64 expire_at, u8 flags, u32 n, n x (u32 field, u64 value). */
+gboolean ixia_idx_rec_decode(const char *v, size_t vl, guint32 *id, gint64 *version,
+                             gboolean *deleted, GArray *pairs) {
+  if (vl < 25) return FALSE;
+  guint32 n = rd32(v + 21);
+  if (n > (vl - 25) / 12) return FALSE;
+  *id = rd32(v);
+  *version = (gint64)rd64(v + 4);
+  *deleted = (v[20] & REC_DELETED) != 0;
+  if (pairs) {
+    g_array_set_size(pairs, n);
+    for (guint32 i = 0; i < n; i++) {
+      const char *p = v + 25 + (size_t)i * 12;
+      g_array_index(pairs, pair_t, i) = (pair_t){rd32(p), rd64(p + 4)};
+    }
+  }
+  return TRUE;
+}
+
+static gboolean rec_decode(const char *v, size_t vl, rec_t *r) {
+  if (!ixia_idx_rec_decode(v, vl, &r->id, &r->version, &r->deleted, r->pairs)) return FALSE;
+  r->expire_at = (gint64)rd64(v + 12);
+  r->exists = TRUE;
+  return TRUE;
+}
+
+static GByteArray *rec_encode(const rec_t *r) {
+  GByteArray *b = g_byte_array_sized_new(25 + r->pairs->len * 12);
+  append32(b, r->id);
+  append64(b, (guint64)r->version);
+  append64(b, (guint64)r->expire_at);
+  guint8 flags = r->deleted ? REC_DELETED : 0;
+  g_byte_array_append(b, &flags, 1);
+  append32(b, r->pairs->len);
+  for (guint i = 0; i < r->pairs->len; i++) {
+    const pair_t *p = &g_array_index(r->pairs, pair_t, i);
+    append32(b, p->field);
+    append64(b, p->val);
+  }
+  return b;
+}
+
+GBytes *ixia_idx_doc_key(guint32 table_id, const char *key, size_t key_len) {
+  guint8 *k = g_malloc(5 + key_len);
+  k[0] = K_DOC;
+  be32(k + 1, table_id);
+  if (key_len) memcpy(k + 5, key, key_len);
+  return g_bytes_new_take(k, 5 + key_len);
+}
+
+/* -------------------------------------------------------------- batches */
+
+/* Pending changes of one posting or column key; the key is inline (hashed
+ * by content) so a change allocates nothing once its key is known. */
+typedef struct {
+  guint8 key[11];
+  guint8 klen;
+  roaring_bitmap_t *add, *rem; /* postings */
+  GByteArray *col;             /* column operand */
+} pend_t;
+
+static guint pend_hash(gconstpointer p) {
+  const pend_t *o = p;
+  guint h = 2166136261u;
+  for (guint i = 0; i < o->klen; i++) h = (h ^ o->key[i]) * 16777619u;
+  return h;
+}
+
+static gboolean pend_equal(gconstpointer a, gconstpointer b) {
+  const pend_t *x = a, *y = b;
+  return x->klen == y->klen && memcmp(x->key, y->key, x->klen) == 0;
+}
+
+static void pend_free(gpointer p) {
+  pend_t *o = p;
+  if (o->add) roaring_bitmap_free(o->add);
+  if (o->rem) roaring_bitmap_free(o->rem);
+  if (o->col) g_byte_array_free(o->col, TRUE);
+  g_free(o);
+}
+
+static pend_t *pend_get(GHashTable *h, const pend_t *probe) {
+  pend_t *o = g_hash_table_lookup(h, probe);
+  if (!o) {
+    o = g_new0(pend_t, 1);
+    memcpy(o->key, probe->key, probe->klen);
+    o->klen = probe->klen;
+    g_hash_table_add(h, o);
+  }
+  return o;
+}
+
+/* New dictionary values of one field in this batch. */
+typedef struct {
+  GPtrArray *vals;  /* GBytes*, value ids from field->vals->len on */
+  GHashTable *ids;  /* GBytes* -> value id + 1 */
+} stage_t;
+
+static void stage_free(gpointer p) {
+  stage_t *s = p;
+  g_ptr_array_free(s->vals, TRUE);
+  g_hash_table_destroy(s->ids);
+  g_free(s);
+}
+
+typedef struct {
+  ixia_idx_t *idx;
+  rocksdb_writebatch_t *wb;
+  GHashTable *recs;    /* GBytes doc key -> rec_t* (overlay of this batch) */
+  GHashTable *posts;   /* pend_t* of posting and live keys */
+  GHashTable *cols;    /* pend_t* of column keys */
+  GHashTable *stages;  /* field_t* -> stage_t* */
+  GHashTable *counts;  /* field id << 32 | value id -> count delta (gint) */
+  GHashTable *points;  /* field_t* -> GArray of ixia_point_change_t */
+  GHashTable *schemas; /* table_t* -> ixia_schema_t* (reference) applied in this batch */
+  GPtrArray *new_dict; /* GBytes key/value pairs of new tables and fields */
+  GHashTable *field_of; /* const ixia_index_t* (of a live schema) -> field_t* */
+  guint32 next_doc_id;
+  gint64 max_version;
+} batch_t;
+
+static void wb_put(batch_t *b, const void *k, size_t kl, const void *v, size_t vl) {
+  rocksdb_writebatch_put(b->wb, k, kl, v, vl);
+}
+
+static void post_change(batch_t *b, char prefix, guint32 a, guint32 v, guint32 id, gboolean add) {
+  pend_t probe;
+  probe.klen = (guint8)key_post(probe.key, prefix, a, v, (guint16)(id >> CHUNK_BITS));
+  pend_t *o = pend_get(b->posts, &probe);
+  if (!o->add) {
+    o->add = roaring_bitmap_create();
+    o->rem = roaring_bitmap_create();
+  }
+  /* Later changes of the batch win, as operands compose. */
+  roaring_bitmap_add(add ? o->add : o->rem, id);
+  roaring_bitmap_remove(add ? o->rem : o->add, id);
+}
+
+static void col_set(batch_t *b, const field_t *f, guint32 id, const pair_t *vals, guint n) {
+  pend_t probe;
+  probe.klen = (guint8)key_col(probe.key, f->id, id >> BLOCK_BITS);
+  pend_t *o = pend_get(b->cols, &probe);
+  guint8 width = f->numeric ? 8 : 4;
+  if (!o->col) {
+    o->col = g_byte_array_new();
+    guint8 head[2] = {COL_SPARSE, width};
+    g_byte_array_append(o->col, head, 2);
+  }
+  guint32 slot = id & (BLOCK_SLOTS - 1);
+  guint8 h[2] = {(guint8)(slot >> 8), (guint8)slot};
+  g_byte_array_append(o->col, h, 2);
+  append32(o->col, n);
+  for (guint i = 0; i < n; i++) {
+    if (!f->numeric) {
+      append32(o->col, (guint32)vals[i].val);
+      continue;
+    }
+    double d = num_of_key(vals[i].val);
+    guint64 bits;
+    memcpy(&bits, &d, 8);
+    append64(o->col, bits);
+  }
+}
+
+static void count_change(batch_t *b, guint32 field, guint32 vid, gint delta) {
+  gpointer key = GSIZE_TO_POINTER((gsize)field << 32 | vid);
+  gint now = GPOINTER_TO_INT(g_hash_table_lookup(b->counts, key)) + delta;
+  g_hash_table_insert(b->counts, key, GINT_TO_POINTER(now));
+}
+
+static void point_change(batch_t *b, field_t *f, guint64 key, guint32 id, gboolean add) {
+  GArray *a = g_hash_table_lookup(b->points, f);
+  if (!a) {
+    a = g_array_new(FALSE, FALSE, sizeof(ixia_point_change_t));
+    g_hash_table_insert(b->points, f, a);
+  }
+  ixia_point_change_t c = {key, id, add};
+  g_array_append_val(a, c);
+}
+
+/* Queues a new dictionary entry (key -> 32-bit id) for the batch's write. */
+static void dict_add(batch_t *b, GByteArray *key, guint32 id) {
+  guint8 v[4];
+  be32(v, id);
+  g_ptr_array_add(b->new_dict, g_byte_array_free_to_bytes(key));
+  g_ptr_array_add(b->new_dict, g_bytes_new(v, 4));
+}
+
+static table_t *table_get_or_create(batch_t *b, const char *ns, const char *name) {
+  ixia_idx_t *idx = b->idx;
+  table_t *t = ixia_idx_table_find(idx, ns, name);
+  if (t) return t;
+  t = ixia_idx_table_new(idx->tables_by_id->len, ns, name);
+  GByteArray *k = g_byte_array_new();
+  guint8 p = K_TABLE, zero = 0;
+  g_byte_array_append(k, &p, 1);
+  g_byte_array_append(k, (const guint8 *)ns, (guint)strlen(ns));
+  g_byte_array_append(k, &zero, 1);
+  g_byte_array_append(k, (const guint8 *)name, (guint)strlen(name));
+  dict_add(b, k, t->id);
+  g_rw_lock_writer_lock(&idx->dict_lock);
+  ixia_idx_table_register(idx, t);
+  g_rw_lock_writer_unlock(&idx->dict_lock);
+  return t;
+}
+
+/* Tables and fields are registered at once (a search finding an empty one
+ * sees nothing); their dictionary keys go with this or the next batch. */
+static field_t *field_get_or_create(batch_t *b, table_t *t, const ixia_index_t *ix) {
+  ixia_idx_t *idx = b->idx;
+  field_t *f = g_hash_table_lookup(b->field_of, ix);
+  if (f) return f;
+  f = ixia_idx_field_find(t, ix->type, ix->field);
+  if (!f) {
+    f = ixia_idx_field_new(idx->fields->len, t->id, ix->type, ix->field);
+    GByteArray *k = g_byte_array_new();
+    guint8 p = K_FIELD, type = (guint8)ix->type;
+    g_byte_array_append(k, &p, 1);
+    append32(k, t->id);
+    g_byte_array_append(k, &type, 1);
+    g_byte_array_append(k, (const guint8 *)ix->field, (guint)strlen(ix->field));
+    dict_add(b, k, f->id);
+    g_rw_lock_writer_lock(&idx->dict_lock);
+    ixia_idx_field_register(idx, f);
+    g_rw_lock_writer_unlock(&idx->dict_lock);
+  }
+  g_hash_table_insert(b->field_of, (gpointer)ix, f);
+  return f;
+}
+
+/* The value id of val in f: the dictionary's, or a new one staged in the
+ * batch (published with it). */
+static guint32 value_get_or_create(batch_t *b, field_t *f, GBytes *val) {
+  gpointer id = g_hash_table_lookup(f->ids, val);
+  if (id) return GPOINTER_TO_UINT(id) - 1;
+  stage_t *s = g_hash_table_lookup(b->stages, f);
+  if (!s) {
+    s = g_new0(stage_t, 1);
+    s->vals = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
+    s->ids = g_hash_table_new(g_bytes_hash, g_bytes_equal);
+    g_hash_table_insert(b->stages, f, s);
+  }
+  id = g_hash_table_lookup(s->ids, val);
+  if (id) return GPOINTER_TO_UINT(id) - 1;
+  guint32 vid = f->vals->len + s->vals->len;
+  g_ptr_array_add(s->vals, g_bytes_ref(val));
+  g_hash_table_insert(s->ids, val, GUINT_TO_POINTER(vid + 1));
+  /* Its dictionary entry is written with its count at emit. */
+  count_change(b, f->id, vid, 0);
+  return vid;
+}
+
+static gboolean db_get(ixia_idx_t *idx, const void *k, size_t klen, char **val, size_t *vlen,
+                       ixia_error_t **err) {
+  char *rerr = NULL;
+  *val = rocksdb_get(idx->db, idx->ropts, k, klen, vlen, &rerr);
+  return ixia_error_from_rocksdb(err, rerr, "index read");
+}
+
+/* The overlay record of a key (loaded on first use). */
+static rec_t *rec_get(batch_t *b, guint32 table_id, const char *key, size_t key_len,
+                      ixia_error_t **err) {
+  GBytes *k = ixia_idx_doc_key(table_id, key, key_len);
+  rec_t *r = g_hash_table_lookup(b->recs, k);
+  if (r) {
+    g_bytes_unref(k);
+    return r;
+  }
+  gsize kl;
+  const char *kp = g_bytes_get_data(k, &kl);
+  char *v;
+  size_t vl;
+  if (!db_get(b->idx, kp, kl, &v, &vl, err)) {
+    g_bytes_unref(k);
+    return NULL;
+  }
+  r = g_new0(rec_t, 1);
+  r->pairs = g_array_new(FALSE, FALSE, sizeof(pair_t));
+  gboolean ok = !v || rec_decode(v, vl, r);
+  rocksdb_free(v);
+  if (!ok) {
+    ixia_error_set(err, IXIA_EINTERNAL, "corrupt document record in index");
+    rec_free(r);
+    g_bytes_unref(k);
+    return NULL;
+  }
+  g_hash_table_insert(b->recs, k, r);
+  return r;
+}
+
+static void rec_assign_id(batch_t *b, rec_t *r) {
+  r->id = b->next_doc_id++;
+  r->exists = TRUE;
+}
+
+static field_t *field_by_id(ixia_idx_t *idx, guint32 fid) {
+  return fid < idx->fields->len ? idx->fields->pdata[fid] : NULL;
+}
+
+/* Updates postings, counts, points, live set and columns of document id
+ * from its old pairs to its new ones. */
+static void rec_diff(batch_t *b, guint32 table_id, guint32 id, const GArray *oldp,
+                     gboolean was_live, const GArray *newp, gboolean now_live) {
+  guint on = oldp ? oldp->len : 0, nn = newp ? newp->len : 0;
+  const pair_t *op = on ? (const pair_t *)(void *)oldp->data : NULL;
+  const pair_t *np = nn ? (const pair_t *)(void *)newp->data : NULL;
+  guint i = 0, j = 0;
+  while (i < on || j < nn) {
+    /* One field at a time: its old run [i, ie) and new run [j, je). */
+    guint32 fid = i < on && (j >= nn || op[i].field <= np[j].field) ? op[i].field : np[j].field;
+    guint ie = i, je = j;
+    while (ie < on && op[ie].field == fid) ie++;
+    while (je < nn && np[je].field == fid) je++;
+    field_t *f = field_by_id(b->idx, fid);
+    gboolean changed = FALSE;
+    guint a = i, c = j;
+    while (f && (a < ie || c < je)) {
+      int cmp = a >= ie ? 1 : c >= je ? -1 : pair_cmp(&op[a], &np[c]);
+      if (cmp == 0) {
+        a++, c++;
+        continue;
+      }
+      const pair_t *p = cmp < 0 ? &op[a++] : &np[c++];
+      gboolean add = cmp > 0;
+      changed = TRUE;
+      if (f->numeric) {
+        point_change(b, f, p->val, id, add);
+      } else {
+        post_change(b, K_POST, fid, (guint32)p->val, id, add);
+        count_change(b, fid, (guint32)p->val, add ? 1 : -1);
+      }
+    }
+    if (f && (ie > i) != (je > j)) post_change(b, K_POST, fid, VID_EXISTS, id, je > j);
+    if (f && changed && f->type != IXIA_FIELD_TEXT) col_set(b, f, id, np + j, je - j);
+    i = ie;
+    j = je;
+  }
+  if (was_live != now_live) post_change(b, K_LIVE, table_id, 0, id, now_live);
+}
+
+static void fail_event(ixia_idx_t *idx, const ixia_idx_event_t *ev, ixia_error_t *why,
+                       ixia_idx_failed_fn failed, void *ud) {
+  g_atomic_pointer_add(&idx->events_failed, 1);
+  if (failed) failed(ev, why, ud);
+  ixia_error_destroy(why);
+}
+
+/* Extracts and validates every declared field's values of a document. */
+static GPtrArray **doc_extract(ixia_idx_t *idx, const ixia_schema_t *s, const cJSON *doc,
+                               ixia_error_t **err) {
+  GPtrArray **vals = g_new0(GPtrArray *, s->n_indexes + 1);
+  for (guint i = 0; i < s->n_indexes; i++) {
+    vals[i] = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
+    if (!ixia_doc_values(doc, &s->indexes[i], vals[i], err)) goto fail;
+    if (vals[i]->len > idx->max_values) {
+      ixia_error_set(err, IXIA_ETOOLARGE,
+                     "field %s has %u values, more than index.max_values_per_field (%u)",
+                     s->indexes[i].field, vals[i]->len, idx->max_values);
+      goto fail;
+    }
+  }
+  return vals;
+fail:
+  for (guint i = 0; i < s->n_indexes; i++)
+    if (vals[i]) g_ptr_array_free(vals[i], TRUE);
+  g_free(vals);
+  return NULL;
+}
+
+typedef enum { EV_APPLIED, EV_SKIPPED, EV_FAILED, EV_ERROR } ev_result_t;
+
+static ixia_schema_t *schema_of(batch_t *b, table_t *t) {
+  ixia_schema_t *s = g_hash_table_lookup(b->schemas, t);
+  return s ? s : t->schema;
+}
+
+static ev_result_t apply_put(batch_t *b, const ixia_idx_event_t *ev, ixia_error_t **why,
+                             ixia_error_t **err) {
+  ixia_idx_t *idx = b->idx;
+  table_t *t = ixia_idx_table_find(idx, ev->ns, ev->table);
+  ixia_schema_t *s = t ? schema_of(b, t) : NULL;
+  if (!s) {
+    ixia_error_set(why, IXIA_ENOTFOUND, "no schema for table %s.%s in the index", ev->ns,
+                   ev->table);
+    return EV_FAILED;
+  }
+  rec_t *r = rec_get(b, t->id, ev->key, ev->key_len, err);
+  if (!r) return EV_ERROR;
+  if (r->exists && ev->version < r->version) return EV_SKIPPED;
+  cJSON *doc = ixia_json_parse_stored(ev->doc, ev->doc_len);
+  if (!doc || !cJSON_IsObject(doc)) {
+    cJSON_Delete(doc);
+    ixia_error_set(why, IXIA_EINVAL, "undecodable document (not a JSON object)");
+    return EV_FAILED;
+  }
+  GPtrArray **vals = doc_extract(idx, s, doc, why);
+  cJSON_Delete(doc);
+  if (!vals) return EV_FAILED;
+
+  GArray *pairs = g_array_new(FALSE, FALSE, sizeof(pair_t));
+  for (guint i = 0; i < s->n_indexes; i++) {
+    field_t *f = field_get_or_create(b, t, &s->indexes[i]);
+    for (guint j = 0; j < vals[i]->len; j++) {
+      GBytes *v = vals[i]->pdata[j];
+      pair_t p = {f->id, 0};
+      if (f->numeric) p.val = rd64(g_bytes_get_data(v, NULL));
+      else p.val = value_get_or_create(b, f, v);
+      g_array_append_val(pairs, p);
+    }
+    g_ptr_array_free(vals[i], TRUE);
+  }
+  g_free(vals);
+  g_array_sort(pairs, pair_cmp);
+  guint w = 0; /* two declarations of one path and type share a field */
+  for (guint i = 0; i < pairs->len; i++)
+    if (w == 0 || pair_cmp(&g_array_index(pairs, pair_t, i), &g_array_index(pairs, pair_t, w - 1)))
+      g_array_index(pairs, pair_t, w++) = g_array_index(pairs, pair_t, i);
+  g_array_set_size(pairs, w);
+
+  gboolean was_live = r->exists && !r->deleted;
+  if (!r->exists) rec_assign_id(b, r);
+  rec_diff(b, t->id, r->id, was_live ? r->pairs : NULL, was_live, pairs, TRUE);
+  g_array_free(r->pairs, TRUE);
+  r->pairs = pairs;
+  r->version = ev->version;
+  r->expire_at = ev->expire_at;
+  r->deleted = FALSE;
+  r->dirty = TRUE;
+  return EV_APPLIED;
+}
+
+static ev_result_t apply_delete(batch_t *b, const ixia_idx_event_t *ev, ixia_error_t **err) {
+  /* A tombstone needs a table id even for a table the index has never seen,
+   * so that a late, older put stays out. */
+  table_t *t = table_get_or_create(b, ev->ns, ev->table);
+  rec_t *r = rec_get(b, t->id, ev->key, ev->key_len, err);
+  if (!r) return EV_ERROR;
+  if (r->exists && ev->version < r->version) return EV_SKIPPED;
+  gboolean was_live = r->exists && !r->deleted;
+  if (!r->exists) rec_assign_id(b, r);
+  if (was_live) rec_diff(b, t->id, r->id, r->pairs, TRUE, NULL, FALSE);
+  g_array_set_size(r->pairs, 0);
+  r->version = ev->version;
+  r->expire_at = 0;
+  r->deleted = TRUE;
+  r->dirty = TRUE;
+  return EV_APPLIED;
+}
+
+static ev_result_t apply_schema(batch_t *b, const ixia_idx_event_t *ev, ixia_error_t **why) {
+  ixia_schema_t *s = ixia_schema_parse(ev->doc, ev->doc_len, why);
+  if (!s) return EV_FAILED;
+  s->version = ev->version;
+  table_t *t = table_get_or_create(b, s->ns, s->table);
+  ixia_schema_t *cur = schema_of(b, t);
+  if (cur && cur->version > ev->version) {
+    ixia_schema_unref(s);
+    return EV_SKIPPED;
+  }
+  guint8 k[5] = {K_SCHEMA};
+  be32(k + 1, t->id);
+  GByteArray *v = g_byte_array_new();
+  append64(v, (guint64)ev->version);
+  g_byte_array_append(v, (const guint8 *)s->json, (guint)strlen(s->json));
+  wb_put(b, k, 5, v->data, v->len);
+  g_byte_array_free(v, TRUE);
+  for (guint i = 0; i < s->n_indexes; i++) field_get_or_create(b, t, &s->indexes[i]);
+  g_hash_table_insert(b->schemas, t, s); /* replaces (and unrefs) an earlier one of the batch */
+  return EV_APPLIED;
+}
+
+/* ----------------------------------------------------------------- emit */
+
+static gint pend_cmp(gconstpointer a, gconstpointer b) {
+  const pend_t *x = *(const pend_t *const *)a, *y = *(const pend_t *const *)b;
+  int c = memcmp(x->key, y->key, MIN(x->klen, y->klen));
+  return c ? c : (int)x->klen - (int)y->klen;
+}
+
+/* The entries of h in key order: the memtable skiplist inserts keys that
+ * follow the previous one much faster than random ones. */
+static GPtrArray *pend_sorted(GHashTable *h) {
+  GPtrArray *a = g_ptr_array_sized_new(g_hash_table_size(h));
+  GHashTableIter it;
+  gpointer k;
+  g_hash_table_iter_init(&it, h);
+  while (g_hash_table_iter_next(&it, &k, NULL)) g_ptr_array_add(a, k);
+  g_ptr_array_sort(a, pend_cmp);
+  return a;
+}
+
+/* The bytes of value vid of f (published or staged in this batch). */
+static GBytes *value_bytes(batch_t *b, field_t *f, guint32 vid) {
+  if (vid < f->vals->len) return f->vals->pdata[vid];
+  stage_t *s = g_hash_table_lookup(b->stages, f);
+  guint32 i = vid - f->vals->len;
+  return s && i < s->vals->len ? s->vals->pdata[i] : NULL;
+}
+
+static guint32 count_now(batch_t *b, field_t *f, guint32 vid, gint delta) {
+  gint64 base = vid < f->counts->len ? g_array_index(f->counts, guint32, vid) : 0;
+  (void)b;
+  return (guint32)CLAMP(base + delta, 0, G_MAXUINT32);
+}
+
+static void batch_emit(batch_t *b) {
+  GPtrArray *posts = pend_sorted(b->posts);
+  for (guint i = 0; i < posts->len; i++) {
+    pend_t *o = posts->pdata[i];
+    if (roaring_bitmap_is_empty(o->add) && roaring_bitmap_is_empty(o->rem)) continue;
+    size_t len = 0;
+    char *op = ixia_idx_op_encode(o->add, o->rem, &len);
+    if (!op) g_error("out of memory encoding a posting operand");
+    rocksdb_writebatch_merge(b->wb, (const char *)o->key, o->klen, op, len);
+    free(op);
+  }
+  g_ptr_array_free(posts, TRUE);
+  GPtrArray *cols = pend_sorted(b->cols);
+  for (guint i = 0; i < cols->len; i++) {
+    pend_t *o = cols->pdata[i];
+    rocksdb_writebatch_merge(b->wb, (const char *)o->key, o->klen, (const char *)o->col->data,
+                             o->col->len);
+  }
+  g_ptr_array_free(cols, TRUE);
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init(&it, b->recs);
+  while (g_hash_table_iter_next(&it, &k, &v)) {
+    rec_t *r = v;
+    if (!r->dirty) continue;
+    GByteArray *enc = rec_encode(r);
+    gsize kl;
+    const guint8 *kp = g_bytes_get_data(k, &kl);
+    wb_put(b, kp, kl, enc->data, enc->len);
+    g_byte_array_free(enc, TRUE);
+    /* id -> table, version, key: what a hit needs, in one read. */
+    guint8 dk[5] = {K_ID};
+    be32(dk + 1, r->id);
+    GByteArray *dv = g_byte_array_sized_new((guint)(12 + kl - 5));
+    append32(dv, rd32(kp + 1));
+    append64(dv, (guint64)r->version);
+    g_byte_array_append(dv, kp + 5, (guint)(kl - 5));
+    wb_put(b, dk, 5, dv->data, dv->len);
+    g_byte_array_free(dv, TRUE);
+  }
+  /* Dictionary values with their new counts. */
+  g_hash_table_iter_init(&it, b->counts);
+  while (g_hash_table_iter_next(&it, &k, &v)) {
+    guint64 fv = (guint64)GPOINTER_TO_SIZE(k);
+    field_t *f = field_by_id(b->idx, (guint32)(fv >> 32));
+    guint32 vid = (guint32)fv;
+    GBytes *val = f ? value_bytes(b, f, vid) : NULL;
+    if (!val) continue;
+    gsize len;
+    const guint8 *p = g_bytes_get_data(val, &len);
+    guint8 *key = g_malloc(5 + len);
+    key[0] = K_VALUE;
+    be32(key + 1, f->id);
+    if (len) memcpy(key + 5, p, len);
+    guint8 val8[8];
+    be32(val8, vid);
+    be32(val8 + 4, count_now(b, f, vid, GPOINTER_TO_INT(v)));
+    wb_put(b, key, 5 + len, val8, 8);
+    g_free(key);
+  }
+  for (guint i = 0; i + 1 < b->new_dict->len; i += 2) {
+    gsize kl, vl;
+    const void *kp = g_bytes_get_data(b->new_dict->pdata[i], &kl);
+    const void *vp = g_bytes_get_data(b->new_dict->pdata[i + 1], &vl);
+    wb_put(b, kp, kl, vp, vl);
+  }
+}
+
+/* RocksDB holds the batch: make it visible to searches. */
+static void batch_publish(batch_t *b) {
+  ixia_idx_t *idx = b->idx;
+  GHashTableIter it;
+  gpointer k, v;
+  g_rw_lock_writer_lock(&idx->dict_lock);
+  g_hash_table_iter_init(&it, b->stages);
+  while (g_hash_table_iter_next(&it, &k, &v)) {
+    field_t *f = k;
+    stage_t *s = v;
+    guint32 base = f->vals->len;
+    for (guint i = 0; i < s->vals->len; i++) ixia_idx_value_set(f, base + i, s->vals->pdata[i], 0);
+  }
+  g_hash_table_iter_init(&it, b->counts);
+  while (g_hash_table_iter_next(&it, &k, &v)) {
+    guint64 fv = (guint64)GPOINTER_TO_SIZE(k);
+    field_t *f = field_by_id(idx, (guint32)(fv >> 32));
+    guint32 vid = (guint32)fv;
+    if (f && f->counts && vid < f->counts->len)
+      g_array_index(f->counts, guint32, vid) = count_now(b, f, vid, GPOINTER_TO_INT(v));
+  }
+  g_hash_table_iter_init(&it, b->schemas);
+  while (g_hash_table_iter_next(&it, &k, &v)) {
+    table_t *t = k;
+    ixia_schema_t *old = t->schema;
+    t->schema = ixia_schema_ref(v);
+    if (old) ixia_schema_unref(old);
+  }
+  g_rw_lock_writer_unlock(&idx->dict_lock);
+
+  g_hash_table_iter_init(&it, b->points);
+  while (g_hash_table_iter_next(&it, &k, &v)) {
+    GArray *a = v;
+    ixia_points_update(((field_t *)k)->points, (const ixia_point_change_t *)(void *)a->data, a->len);
+  }
+
+  ixia_idx_publish_t *p = ixia_idx_publish_begin(idx);
+  g_hash_table_iter_init(&it, b->posts);
+  while (g_hash_table_iter_next(&it, &k, NULL)) {
+    pend_t *o = k;
+    ixia_idx_publish_posting(p, o->key, o->add, o->rem);
+  }
+  g_hash_table_iter_init(&it, b->cols);
+  while (g_hash_table_iter_next(&it, &k, NULL)) {
+    pend_t *o = k;
+    ixia_idx_publish_column(p, o->key, o->col->data, o->col->len);
+  }
+  ixia_idx_publish_end(p);
+}
+
+static void batch_free(batch_t *b) {
+  g_ptr_array_free(b->new_dict, TRUE);
+  g_hash_table_destroy(b->field_of);
+  g_hash_table_destroy(b->recs);
+  g_hash_table_destroy(b->posts);
+  g_hash_table_destroy(b->cols);
+  g_hash_table_destroy(b->stages);
+  g_hash_table_destroy(b->counts);
+  g_hash_table_destroy(b->points);
+  g_hash_table_destroy(b->schemas);
+  rocksdb_writebatch_destroy(b->wb);
+}
+
+static void array_free(gpointer a) { g_array_free(a, TRUE); }
+
+gboolean ixia_idx_apply(ixia_idx_t *idx, const ixia_idx_event_t *events, guint n,
+                        const ixia_idx_position_t *positions, guint n_positions,
+                        ixia_idx_failed_fn failed, void *failed_ud, guint *applied,
+                        ixia_error_t **err) {
+  batch_t b = {
+      .idx = idx,
+      .wb = rocksdb_writebatch_create(),
+      .recs = g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref,
+                                    rec_free),
+      .posts = g_hash_table_new_full(pend_hash, pend_equal, pend_free, NULL),
+      .cols = g_hash_table_new_full(pend_hash, pend_equal, pend_free, NULL),
+      .stages = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, stage_free),
+      .counts = g_hash_table_new(g_direct_hash, g_direct_equal),
+      .points = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, array_free),
+      .schemas = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL,
+                                       (GDestroyNotify)ixia_schema_unref),
+      .new_dict = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref),
+      .field_of = g_hash_table_new(g_direct_hash, g_direct_equal),
+      .next_doc_id = idx->next_doc_id,
+      .max_version = idx->max_version,
+  };
+  /* Dictionary entries of an earlier batch whose write failed. */
+  for (guint i = 0; i < idx->pending_dict->len; i++)
+    g_ptr_array_add(b.new_dict, g_bytes_ref(idx->pending_dict->pdata[i]));
+  g_ptr_array_set_size(idx->pending_dict, 0);
+
+  guint n_applied = 0, n_skipped = 0;
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < n; i++) {
+    const ixia_idx_event_t *ev = &events[i];
+    ixia_error_t *why = NULL;
+    ev_result_t res;
+    switch (ev->op) {
+      case IXIA_IDX_PUT: res = apply_put(&b, ev, &why, err); break;
+      case IXIA_IDX_DELETE: res = apply_delete(&b, ev, err); break;
+      case IXIA_IDX_SCHEMA: res = apply_schema(&b, ev, &why); break;
+      default:
+        ixia_error_set(&why, IXIA_EINVAL, "unknown event operation %d", (int)ev->op);
+        res = EV_FAILED;
+    }
+    if (res == EV_ERROR) {
+      ok = FALSE;
+      break;
+    }
+    /* Every event read counts as processed, for min_version waits. */
+    if (ev->version > b.max_version) b.max_version = ev->version;
+    if (res == EV_APPLIED) n_applied++;
+    else if (res == EV_SKIPPED) n_skipped++;
+    else fail_event(idx, ev, why, failed, failed_ud);
+  }
+  if (ok) {
+    batch_emit(&b);
+    for (guint i = 0; i < n_positions; i++) {
+      guint8 k[6] = {K_META, 'p'}, v[8];
+      be32(k + 2, (guint32)positions[i].partition ^ 0x80000000u);
+      be64(v, (guint64)positions[i].next_offset);
+      wb_put(&b, k, 6, v, 8);
+    }
+    guint8 mv[8];
+    be64(mv, (guint64)b.max_version);
+    wb_put(&b, "Mv", 2, mv, 8);
+    char *rerr = NULL;
+    rocksdb_write(idx->db, idx->wopts, b.wb, &rerr);
+    ok = ixia_error_from_rocksdb(err, rerr, "index write");
+  }
+  if (ok) {
+    batch_publish(&b);
+    idx->next_doc_id = b.next_doc_id;
+    g_atomic_pointer_set(&idx->max_version, b.max_version);
+    g_atomic_pointer_add(&idx->events_applied, n_applied);
+    g_atomic_pointer_add(&idx->events_skipped, n_skipped);
+    if (applied) *applied = n_applied;
+  } else {
+    /* Nothing was published; new tables and fields stay registered and
+     * their dictionary entries go with the next batch. */
+    for (guint i = 0; i < b.new_dict->len; i++)
+      g_ptr_array_add(idx->pending_dict, g_bytes_ref(b.new_dict->pdata[i]));
+    if (applied) *applied = 0;
+  }
+  batch_free(&b);
+  return ok;
+}

@@ -1,0 +1,308 @@
+/* Decoded blocks kept in memory for searches: whole postings (every chunk of
+ * one value's posting, or of a table's live set, as one roaring bitmap) and
+ * column blocks, bounded by index.cache_mb, least recently used first out.
+ *
+ * Why a cache of decoded blocks and not only RocksDB's block cache: a
+ * search reads the same few postings and column blocks over and over, and
+ * decoding them (deserialising a bitmap, folding merge operands, converting
+ * a column block to arrays) costs more than the filter or the aggregation
+ * that reads them.
+ *
+ * Blocks are immutable and reference-counted: a search holds the ones it
+ * reads; the apply thread publishes a batch by replacing the cached blocks
+ * it changed with updated copies (copy-on-write), and drops touched keys it
+ * has no copy for. A search that misses loads from RocksDB's latest state
+ * and caches the result only if no batch was published meanwhile (a
+ * generation counter), so a block loaded before a batch's write can never
+ * outlive the batch in the cache. Applying a batch's changes twice gives
+ * the same block (set semantics), which makes the window between the
+ * RocksDB write and the publish harmless. */
+#include <string.h>
+
+#include "idx.h"
+
+struct ixia_idx_cache {
+  GMutex lock;
+  GHashTable *map; /* blk_t* (hashed by key) -> itself */
+  GQueue lru;      /* head: most recently used */
+  gsize bytes, budget;
+  guint64 gen;
+  guint64 hits, misses, evictions;
+};
+
+static guint blk_hash(gconstpointer p) {
+  const blk_t *b = p;
+  guint h = 2166136261u;
+  for (guint i = 0; i < b->klen; i++) h = (h ^ b->key[i]) * 16777619u;
+  return h;
+}
+
+static gboolean blk_equal(gconstpointer a, gconstpointer b) {
+  const blk_t *x = a, *y = b;
+  return x->klen == y->klen && memcmp(x->key, y->key, x->klen) == 0;
+}
+
+ixia_idx_cache_t *ixia_idx_cache_new(gsize budget) {
+  ixia_idx_cache_t *c = g_new0(ixia_idx_cache_t, 1);
+  g_mutex_init(&c->lock);
+  c->map = g_hash_table_new(blk_hash, blk_equal);
+  g_queue_init(&c->lru);
+  c->budget = budget;
+  return c;
+}
+
+static void blk_free(blk_t *b) {
+  if (b->bm) roaring_bitmap_free(b->bm);
+  ixia_idx_col_free(b->col);
+  g_free(b);
+}
+
+void ixia_idx_blk_unref(blk_t *b) {
+  if (b && g_atomic_int_dec_and_test(&b->ref)) blk_free(b);
+}
+
+void ixia_idx_cache_destroy(ixia_idx_cache_t *c) {
+  if (!c) return;
+  for (GList *l = c->lru.head; l;) {
+    GList *next = l->next;
+    ixia_idx_blk_unref(l->data);
+    l = next;
+  }
+  g_hash_table_destroy(c->map);
+  g_mutex_clear(&c->lock);
+  g_free(c);
+}
+
+static blk_t *blk_new(blk_kind_t kind, const guint8 *key, guint klen) {
+  blk_t *b = g_new0(blk_t, 1);
+  b->ref = 1;
+  b->kind = kind;
+  memcpy(b->key, key, klen);
+  b->klen = (guint8)klen;
+  b->link.data = b;
+  return b;
+}
+
+static gsize blk_bytes(const blk_t *b) {
+  gsize n = sizeof *b + 64;
+  if (b->bm) n += roaring_bitmap_size_in_bytes(b->bm);
+  if (b->col) n += b->col->bytes;
+  return n;
+}
+
+/* Caller holds the lock. Takes the caller's reference to b. */
+static void cache_insert(ixia_idx_cache_t *c, blk_t *b) {
+  b->bytes = blk_bytes(b);
+  g_hash_table_add(c->map, b);
+  g_queue_push_head_link(&c->lru, &b->link);
+  c->bytes += b->bytes;
+  while (c->bytes > c->budget && c->lru.tail && c->lru.tail->data != b) {
+    blk_t *old = c->lru.tail->data;
+    g_queue_unlink(&c->lru, &old->link);
+    g_hash_table_remove(c->map, old);
+    c->bytes -= old->bytes;
+    c->evictions++;
+    ixia_idx_blk_unref(old);
+  }
+}
+
+/* Caller holds the lock. */
+static void cache_remove(ixia_idx_cache_t *c, blk_t *b) {
+  g_queue_unlink(&c->lru, &b->link);
+  g_hash_table_remove(c->map, b);
+  c->bytes -= b->bytes;
+  ixia_idx_blk_unref(b);
+}
+
+/* A referenced cached block, or NULL; *gen is the generation to insert a
+ * loaded block under. */
+static blk_t *cache_lookup(ixia_idx_cache_t *c, const guint8 *key, guint klen, guint64 *gen) {
+  blk_t probe;
+  memcpy(probe.key, key, klen);
+  probe.klen = (guint8)klen;
+  g_mutex_lock(&c->lock);
+  blk_t *b = g_hash_table_lookup(c->map, &probe);
+  if (b) {
+    g_atomic_int_inc(&b->ref);
+    g_queue_unlink(&c->lru, &b->link);
+    g_queue_push_head_link(&c->lru, &b->link);
+    c->hits++;
+  } else {
+    c->misses++;
+  }
+  *gen = c->gen;
+  g_mutex_unlock(&c->lock);
+  return b;
+}
+
+/* Keeps a freshly loaded block (ref 1, the caller's) when no batch was
+ * published since gen; returns the block the caller should use. */
+static blk_t *cache_offer(ixia_idx_cache_t *c, blk_t *b, guint64 gen) {
+  g_mutex_lock(&c->lock);
+  blk_t *have = g_hash_table_lookup(c->map, b);
+  if (have) {
+    /* Another search loaded it first: use that one. */
+    g_atomic_int_inc(&have->ref);
+    g_mutex_unlock(&c->lock);
+    ixia_idx_blk_unref(b);
+    return have;
+  }
+  if (gen == c->gen) {
+    g_atomic_int_inc(&b->ref); /* the cache's */
+    cache_insert(c, b);
+  }
+  g_mutex_unlock(&c->lock);
+  return b;
+}
+
+blk_t *ixia_idx_posting(ixia_idx_t *idx, char prefix, guint32 a, guint32 b, ixia_error_t **err) {
+  guint8 key[11];
+  key_post(key, prefix, a, b, 0);
+  guint64 gen;
+  blk_t *hit = cache_lookup(idx->cache, key, 9, &gen);
+  if (hit) return hit;
+  roaring_bitmap_t *bm = roaring_bitmap_create();
+  rocksdb_iterator_t *it = rocksdb_create_iterator(idx->db, idx->ropts);
+  gboolean ok = TRUE;
+  for (rocksdb_iter_seek(it, (const char *)key, 9); ok && rocksdb_iter_valid(it);
+       rocksdb_iter_next(it)) {
+    size_t kl, vl;
+    const char *k = rocksdb_iter_key(it, &kl);
+    if (kl != 11 || memcmp(k, key, 9) != 0) break;
+    const char *v = rocksdb_iter_value(it, &vl);
+    roaring_bitmap_t *chunk = ixia_idx_bitmap_load(v, vl);
+    if (!chunk) {
+      ok = ixia_error_set(err, IXIA_EINTERNAL, "corrupt posting in the index (field %u, value %u)",
+                          a, b);
+      break;
+    }
+    roaring_bitmap_or_inplace(bm, chunk);
+    roaring_bitmap_free(chunk);
+  }
+  char *rerr = NULL;
+  rocksdb_iter_get_error(it, &rerr);
+  rocksdb_iter_destroy(it);
+  ok = ixia_error_from_rocksdb(err, rerr, "index posting read") && ok;
+  if (!ok) {
+    roaring_bitmap_free(bm);
+    return NULL;
+  }
+  roaring_bitmap_run_optimize(bm);
+  blk_t *blk = blk_new(BLK_BITMAP, key, 9);
+  blk->bm = bm;
+  return cache_offer(idx->cache, blk, gen);
+}
+
+blk_t *ixia_idx_column(ixia_idx_t *idx, guint32 field, guint8 width, guint32 block,
+                       ixia_error_t **err) {
+  guint8 key[9];
+  key_col(key, field, block);
+  guint64 gen;
+  blk_t *hit = cache_lookup(idx->cache, key, 9, &gen);
+  if (hit) return hit;
+  char *rerr = NULL;
+  size_t vl = 0;
+  char *v = rocksdb_get(idx->db, idx->ropts, (const char *)key, 9, &vl, &rerr);
+  if (!ixia_error_from_rocksdb(err, rerr, "index column read")) return NULL;
+  col_t *col = v ? ixia_idx_col_decode(v, vl) : ixia_idx_col_empty(width);
+  rocksdb_free(v);
+  if (!col || col->width != width) {
+    ixia_idx_col_free(col);
+    ixia_error_set(err, IXIA_EINTERNAL, "corrupt column block in the index (field %u, block %u)",
+                   field, block);
+    return NULL;
+  }
+  blk_t *blk = blk_new(BLK_COLUMN, key, 9);
+  blk->col = col;
+  return cache_offer(idx->cache, blk, gen);
+}
+
+/* ---------------------------------------------------------------- publish */
+
+struct ixia_idx_publish {
+  ixia_idx_t *idx;
+  GHashTable *touched; /* blk_t* probe (key only) -> new blk_t* or the probe itself (no copy) */
+};
+
+ixia_idx_publish_t *ixia_idx_publish_begin(ixia_idx_t *idx) {
+  ixia_idx_publish_t *p = g_new0(ixia_idx_publish_t, 1);
+  p->idx = idx;
+  p->touched = g_hash_table_new(blk_hash, blk_equal);
+  return p;
+}
+
+/* The batch's copy of a touched block: a copy of the cached block, or NULL
+ * when the block is not cached (the key is still recorded). */
+static blk_t *touched_copy(ixia_idx_publish_t *p, blk_kind_t kind, const guint8 *key, guint klen) {
+  blk_t probe;
+  memcpy(probe.key, key, klen);
+  probe.klen = (guint8)klen;
+  gpointer have;
+  if (g_hash_table_lookup_extended(p->touched, &probe, NULL, &have))
+    return ((blk_t *)have)->bm || ((blk_t *)have)->col ? have : NULL;
+  ixia_idx_cache_t *c = p->idx->cache;
+  g_mutex_lock(&c->lock);
+  blk_t *cached = g_hash_table_lookup(c->map, &probe);
+  if (cached) g_atomic_int_inc(&cached->ref);
+  g_mutex_unlock(&c->lock);
+  blk_t *copy = blk_new(kind, key, klen);
+  if (cached) {
+    if (kind == BLK_BITMAP) copy->bm = roaring_bitmap_copy(cached->bm);
+    else copy->col = ixia_idx_col_copy(cached->col);
+    ixia_idx_blk_unref(cached);
+  }
+  g_hash_table_add(p->touched, copy);
+  return cached ? copy : NULL;
+}
+
+void ixia_idx_publish_posting(ixia_idx_publish_t *p, const guint8 *chunk_key,
+                              const roaring_bitmap_t *add, const roaring_bitmap_t *rem) {
+  blk_t *b = touched_copy(p, BLK_BITMAP, chunk_key, 9);
+  if (!b) return;
+  roaring_bitmap_andnot_inplace(b->bm, rem);
+  roaring_bitmap_or_inplace(b->bm, add);
+}
+
+void ixia_idx_publish_column(ixia_idx_publish_t *p, const guint8 *key, const guint8 *op,
+                             gsize len) {
+  blk_t *b = touched_copy(p, BLK_COLUMN, key, 9);
+  if (b && !ixia_idx_col_apply(b->col, (const char *)op, len)) {
+    /* Cannot happen for operands this process encoded; drop the copy so
+     * the block is reloaded from RocksDB. */
+    ixia_idx_col_free(b->col);
+    b->col = NULL;
+  }
+}
+
+void ixia_idx_publish_end(ixia_idx_publish_t *p) {
+  ixia_idx_cache_t *c = p->idx->cache;
+  GHashTableIter it;
+  gpointer k;
+  g_mutex_lock(&c->lock);
+  g_hash_table_iter_init(&it, p->touched);
+  while (g_hash_table_iter_next(&it, &k, NULL)) {
+    blk_t *b = k;
+    blk_t *cached = g_hash_table_lookup(c->map, b);
+    if (cached) cache_remove(c, cached);
+    if (b->bm || b->col) {
+      if (b->bm) roaring_bitmap_run_optimize(b->bm);
+      cache_insert(c, b); /* takes b's reference */
+    } else {
+      blk_free(b);
+    }
+  }
+  c->gen++;
+  g_mutex_unlock(&c->lock);
+  g_hash_table_destroy(p->touched);
+  g_free(p);
+}
+
+void ixia_idx_cache_stats(ixia_idx_cache_t *c, ixia_idx_cache_stats_t *out) {
+  g_mutex_lock(&c->lock);
+  out->bytes = c->bytes;
+  out->entries = g_hash_table_size(c->map);
+  out->hits = c->hits;
+  out->misses = c->misses;
+  out->evictions = c->evictions;
+  g_mutex_unlock(&c->lock);
+}

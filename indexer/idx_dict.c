@@ -1,0 +1,136 @@
+/* The index's dictionaries in memory: tables, their declared fields, and
+ * per keyword, text or bool field the value dictionary in both directions
+ * with a live document count per value.
+ *
+ * Postings, columns and records hold small integers (GokuL's dictionary
+ * encoding); these maps turn query values into ids and ids back into the
+ * values aggregations report. They are loaded whole at open (idx_open.c)
+ * because every search and every applied event consults them. Counts are
+ * the planner's cardinality estimates: exact per value, kept by the apply
+ * thread and persisted with the dictionary entry. Numeric fields have no
+ * dictionary: their points (idx_points.c) answer equality and ranges.
+ *
+ * An entry is never freed while the index is open, so views handed to
+ * aggregations (ixia_val_t) stay valid without a lock once taken. */
+#include <string.h>
+
+#include "idx.h"
+
+static char *field_name(ixia_field_type_t type, const char *path) {
+  return g_strdup_printf("%d:%s", (int)type, path);
+}
+
+static char *table_name(const char *ns, const char *table) {
+  return g_strdup_printf("%s\n%s", ns, table);
+}
+
+table_t *ixia_idx_table_new(guint32 id, const char *ns, const char *name) {
+  table_t *t = g_new0(table_t, 1);
+  t->id = id;
+  t->ns = g_strdup(ns);
+  t->name = g_strdup(name);
+  t->fields = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  return t;
+}
+
+void ixia_idx_table_free(gpointer p) {
+  table_t *t = p;
+  if (!t) return;
+  g_free(t->ns);
+  g_free(t->name);
+  if (t->schema) ixia_schema_unref(t->schema);
+  g_hash_table_destroy(t->fields);
+  g_free(t);
+}
+
+field_t *ixia_idx_field_new(guint32 id, guint32 table_id, ixia_field_type_t type,
+                            const char *path) {
+  field_t *f = g_new0(field_t, 1);
+  f->id = id;
+  f->table_id = table_id;
+  f->type = type;
+  f->numeric = ixia_field_type_numeric(type);
+  f->path = g_strdup(path);
+  if (f->numeric) {
+    f->points = ixia_points_new();
+  } else {
+    f->ids = g_hash_table_new(g_bytes_hash, g_bytes_equal);
+    f->vals = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
+    f->vv = g_array_new(FALSE, TRUE, sizeof(ixia_val_t));
+    f->counts = g_array_new(FALSE, TRUE, sizeof(guint32));
+  }
+  return f;
+}
+
+void ixia_idx_field_free(gpointer p) {
+  field_t *f = p;
+  if (!f) return;
+  g_free(f->path);
+  if (f->ids) g_hash_table_destroy(f->ids);
+  if (f->vals) g_ptr_array_free(f->vals, TRUE);
+  if (f->vv) g_array_free(f->vv, TRUE);
+  if (f->counts) g_array_free(f->counts, TRUE);
+  ixia_points_destroy(f->points);
+  g_free(f);
+}
+
+table_t *ixia_idx_table_find(ixia_idx_t *idx, const char *ns, const char *table) {
+  char *name = table_name(ns, table);
+  table_t *t = g_hash_table_lookup(idx->tables, name);
+  g_free(name);
+  return t;
+}
+
+field_t *ixia_idx_field_find(table_t *t, ixia_field_type_t type, const char *path) {
+  char *name = field_name(type, path);
+  field_t *f = g_hash_table_lookup(t->fields, name);
+  g_free(name);
+  return f;
+}
+
+void ixia_idx_table_register(ixia_idx_t *idx, table_t *t) {
+  g_hash_table_insert(idx->tables, table_name(t->ns, t->name), t);
+  if (idx->tables_by_id->len <= t->id) g_ptr_array_set_size(idx->tables_by_id, (gint)t->id + 1);
+  idx->tables_by_id->pdata[t->id] = t;
+}
+
+gboolean ixia_idx_field_register(ixia_idx_t *idx, field_t *f) {
+  table_t *t = f->table_id < idx->tables_by_id->len ? idx->tables_by_id->pdata[f->table_id] : NULL;
+  if (!t) return FALSE;
+  g_hash_table_insert(t->fields, field_name(f->type, f->path), f);
+  if (idx->fields->len <= f->id) g_ptr_array_set_size(idx->fields, (gint)f->id + 1);
+  idx->fields->pdata[f->id] = f;
+  return TRUE;
+}
+
+void ixia_idx_value_set(field_t *f, guint32 vid, GBytes *val, guint32 count) {
+  if (f->vals->len <= vid) {
+    g_ptr_array_set_size(f->vals, (gint)vid + 1);
+    g_array_set_size(f->vv, vid + 1);
+    g_array_set_size(f->counts, vid + 1);
+  }
+  GBytes *old = f->vals->pdata[vid];
+  if (old) g_hash_table_remove(f->ids, old);
+  f->vals->pdata[vid] = g_bytes_ref(val);
+  gsize len;
+  const guint8 *p = g_bytes_get_data(val, &len);
+  g_array_index(f->vv, ixia_val_t, vid) = (ixia_val_t){p, (guint32)len};
+  g_array_index(f->counts, guint32, vid) = count;
+  g_hash_table_insert(f->ids, val, GUINT_TO_POINTER(vid + 1));
+  if (old) g_bytes_unref(old);
+}
+
+field_t *ixia_idx_field_lookup(ixia_idx_t *idx, table_t *t, const ixia_index_t *ix) {
+  g_rw_lock_reader_lock(&idx->dict_lock);
+  field_t *f = ixia_idx_field_find(t, ix->type, ix->field);
+  g_rw_lock_reader_unlock(&idx->dict_lock);
+  return f;
+}
+
+gint64 ixia_idx_value_id(field_t *f, const guint8 *p, gsize len) {
+  if (!f->ids) return -1;
+  GBytes *b = g_bytes_new_static(len ? p : (const guint8 *)"", len);
+  gpointer v = g_hash_table_lookup(f->ids, b);
+  g_bytes_unref(b);
+  return v ? (gint64)GPOINTER_TO_UINT(v) - 1 : -1;
+}

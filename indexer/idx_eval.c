@@ -1,0 +1,314 @@
+/* Running a search: the candidates of the plan walked block by block.
+ *
+ * A block is 1,024 consecutive document ids, the unit of the column store:
+ * for each block with candidates the search takes their bits as a 16-word
+ * mask, narrows it with the plan's per-candidate checks (idx_plan.c), then
+ * counts the survivors, takes hits after the cursor and hands the mask to
+ * the aggregations. Masks are read straight out of the roaring bitmap's
+ * containers (a bitset container is 64 such masks already), so walking a
+ * set costs per block, not per id.
+ *
+ * Early termination: with no aggregation, the walk stops once the page is
+ * full and the total has reached the query's track_total_hits; the total is
+ * then a lower bound ("total_relation": "gte"). When nothing is left to
+ * check the total is the candidates' cardinality, exact at no cost, and
+ * the walk starts at the cursor.
+ *
+ * Hits are resolved to key and version with one multi-get of their id
+ * records. */
+#include <string.h>
+
+#include "idx.h"
+#include "json.h"
+
+/* ------------------------------------------------ roaring, block by block */
+
+/* CRoaring 0.2.66's container layouts (roaring/containers/), mirrored
+ * here rather than included: those headers define inline functions that do
+ * not build cleanly with -Werror. */
+G_STATIC_ASSERT(ROARING_VERSION_MAJOR == 0 && ROARING_VERSION_MINOR == 2);
+#define RB_BITSET 1
+#define RB_ARRAY 2
+#define RB_RUN 3
+#define RB_SHARED 4
+typedef struct {
+  gint32 cardinality;
+  guint64 *words;
+} rb_bitset_t;
+typedef struct {
+  gint32 cardinality, capacity;
+  guint16 *values;
+} rb_array_t;
+typedef struct {
+  guint16 value, length; /* [value, value + length] */
+} rb_rle_t;
+typedef struct {
+  gint32 n_runs, capacity;
+  rb_rle_t *runs;
+} rb_run_t;
+typedef struct {
+  void *container;
+  guint8 typecode;
+  guint32 counter;
+} rb_shared_t;
+
+static const void *container_at(const roaring_bitmap_t *bm, gint32 i, guint8 *type) {
+  const roaring_array_t *ra = &bm->high_low_container;
+  const void *c = ra->containers[i];
+  *type = ra->typecodes[i];
+  if (*type == RB_SHARED) {
+    const rb_shared_t *sh = c;
+    *type = sh->typecode;
+    c = sh->container;
+  }
+  return c;
+}
+
+/* First index in a sorted u16 array not below x. */
+static gint32 lower16(const guint16 *a, gint32 n, guint32 x) {
+  gint32 lo = 0, hi = n;
+  while (lo < hi) {
+    gint32 mid = (lo + hi) / 2;
+    if (a[mid] < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* The bits of container c for its sub-block sb (0..63) into out; TRUE when
+ * any is set. */
+static gboolean container_block(const void *c, guint8 type, guint32 sb, guint64 *out) {
+  memset(out, 0, BLOCK_WORDS * sizeof *out);
+  guint32 lo = sb << BLOCK_BITS, hi = lo + BLOCK_SLOTS; /* [lo, hi) within the container */
+  gboolean any = FALSE;
+  if (type == RB_BITSET) {
+    const guint64 *w = ((const rb_bitset_t *)c)->words + (lo >> 6);
+    for (guint i = 0; i < BLOCK_WORDS; i++) {
+      out[i] = w[i];
+      any = any || w[i];
+    }
+  } else if (type == RB_ARRAY) {
+    const rb_array_t *a = c;
+    for (gint32 i = lower16(a->values, a->cardinality, lo); i < a->cardinality && a->values[i] < hi;
+         i++) {
+      guint32 r = a->values[i] - lo;
+      out[r >> 6] |= G_GUINT64_CONSTANT(1) << (r & 63);
+      any = TRUE;
+    }
+  } else if (type == RB_RUN) {
+    const rb_run_t *r = c;
+    for (gint32 i = 0; i < r->n_runs; i++) {
+      guint32 s = r->runs[i].value, e = s + r->runs[i].length + 1; /* [s, e) */
+      if (e <= lo) continue;
+      if (s >= hi) break;
+      for (guint32 x = MAX(s, lo); x < MIN(e, hi); x++) {
+        guint32 b = x - lo;
+        out[b >> 6] |= G_GUINT64_CONSTANT(1) << (b & 63);
+      }
+      any = TRUE;
+    }
+  }
+  return any;
+}
+
+void ixia_idx_bm_block(const roaring_bitmap_t *bm, guint32 block, guint64 *out) {
+  const roaring_array_t *ra = &bm->high_low_container;
+  guint32 key = block >> 6;
+  gint32 lo = 0, hi = ra->size;
+  while (lo < hi) {
+    gint32 mid = (lo + hi) / 2;
+    if (ra->keys[mid] < key) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo >= ra->size || ra->keys[lo] != key) {
+    memset(out, 0, BLOCK_WORDS * sizeof *out);
+    return;
+  }
+  guint8 type;
+  const void *c = container_at(bm, lo, &type);
+  container_block(c, type, block & 63, out);
+}
+
+/* Walks the non-empty blocks of a bitmap in order. */
+typedef struct {
+  const roaring_bitmap_t *bm;
+  gint32 ci;    /* container */
+  guint32 next; /* lowest block still to return */
+} blkit_t;
+
+/* The next non-empty block at or after it->next. */
+static gboolean blkit_next(blkit_t *it, guint32 *block, guint64 *mask) {
+  const roaring_array_t *ra = &it->bm->high_low_container;
+  for (; it->ci < ra->size; it->ci++) {
+    guint32 first = (guint32)ra->keys[it->ci] << 6; /* first block of the container */
+    if (it->next > first + 63) continue;
+    guint32 sb = it->next > first ? it->next - first : 0;
+    guint8 type;
+    const void *c = container_at(it->bm, it->ci, &type);
+    if (type == RB_ARRAY) {
+      /* Jump straight to the block of the next value. */
+      const rb_array_t *a = c;
+      gint32 i = lower16(a->values, a->cardinality, sb << BLOCK_BITS);
+      if (i >= a->cardinality) continue;
+      sb = a->values[i] >> BLOCK_BITS;
+    }
+    for (; sb < 64; sb++) {
+      if (container_block(c, type, sb, mask)) {
+        *block = first + sb;
+        it->next = *block + 1;
+        return TRUE;
+      }
+    }
+  }
+  return FALSE;
+}
+
+/* -------------------------------------------------------------- hits */
+
+/* Resolves ids to keys and versions with one multi-get. */
+static gboolean resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GArray *hits,
+                             ixia_error_t **err) {
+  if (n == 0) return TRUE;
+  guint8 *keys = g_new(guint8, (gsize)n * 5);
+  const char **kp = g_new(const char *, n);
+  size_t *kl = g_new(size_t, n), *vl = g_new(size_t, n);
+  char **vals = g_new0(char *, n), **errs = g_new0(char *, n);
+  for (guint i = 0; i < n; i++) {
+    keys[5 * i] = K_ID;
+    be32(keys + 5 * i + 1, ids[i]);
+    kp[i] = (const char *)keys + 5 * i;
+    kl[i] = 5;
+  }
+  rocksdb_multi_get(idx->db, idx->ropts, n, kp, kl, vals, vl, errs);
+  gboolean ok = TRUE;
+  for (guint i = 0; i < n; i++) {
+    if (errs[i]) {
+      if (ok) ok = ixia_error_from_rocksdb(err, errs[i], "index read");
+      else rocksdb_free(errs[i]);
+      errs[i] = NULL;
+    } else if (ok && (!vals[i] || vl[i] < 12)) {
+      ok = ixia_error_set(err, IXIA_EINTERNAL, "document id %u has no id record", ids[i]);
+    } else if (ok) {
+      ixia_idx_hit_t h = {ixia_memdup0(vals[i] + 12, vl[i] - 12), (gint64)rd64(vals[i] + 4),
+                          ids[i]};
+      g_array_append_val(hits, h);
+    }
+    rocksdb_free(vals[i]);
+  }
+  g_free(keys);
+  g_free(kp);
+  g_free(kl);
+  g_free(vl);
+  g_free(vals);
+  g_free(errs);
+  return ok;
+}
+
+void ixia_idx_hits_clear(GArray *hits) {
+  if (!hits) return;
+  for (guint i = 0; i < hits->len; i++) g_free(g_array_index(hits, ixia_idx_hit_t, i).key);
+  g_array_set_size(hits, 0);
+}
+
+/* ------------------------------------------------------------ search */
+
+static guint64 popcount_mask(const guint64 *m) {
+  guint64 n = 0;
+  for (guint w = 0; w < BLOCK_WORDS; w++) n += (guint64)__builtin_popcountll(m[w]);
+  return n;
+}
+
+gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_search_opts_t *o,
+                         const ixia_query_limits_t *lim, GArray *hits, ixia_aggs_t *aggs,
+                         ixia_idx_result_t *res, ixia_error_t **err) {
+  memset(res, 0, sizeof *res);
+  g_rw_lock_reader_lock(&idx->dict_lock);
+  table_t *t = ixia_idx_table_find(idx, q->ns, q->table);
+  gboolean has_schema = t && t->schema;
+  g_rw_lock_reader_unlock(&idx->dict_lock);
+  if (!has_schema)
+    return ixia_error_set(err, IXIA_ENOTFOUND, "no schema for table %s.%s in the index", q->ns,
+                          q->table);
+  gint64 t0 = g_get_monotonic_time();
+  ixia_search_ctx_t s = {.idx = idx, .table = t, .q = q, .lim = lim,
+                         .max_postings = lim ? lim->max_postings : 0,
+                         .deadline_us = o->deadline_us, .err = err};
+  s.live = ixia_idx_posting(idx, K_LIVE, t->id, 0, err);
+  if (!s.live) return FALSE;
+  s.n_live = roaring_bitmap_get_cardinality(s.live->bm);
+
+  pnode_t *plan = ixia_idx_deadline(&s) ? ixia_idx_plan(&s, q->filter) : NULL;
+  ixia_idx_exec_t ex = {0};
+  gboolean ok = plan && ixia_idx_plan_lead(&s, plan, &ex);
+  ixia_idx_agg_t *agg = ok && aggs ? ixia_idx_agg_new(&s, aggs) : NULL;
+  const roaring_bitmap_t *set = ex.lead ? ex.lead : s.live->bm;
+  guint limit = hits ? o->limit : 0;
+  gint64 after = MAX(o->after_id, -1);
+  GArray *ids = g_array_new(FALSE, FALSE, sizeof(guint32));
+  guint64 total = 0, blocks = 0, candidates = set ? roaring_bitmap_get_cardinality(set) : 0;
+  gboolean exact = TRUE, counted = FALSE;
+  /* Nothing to check: the candidates are the answer. */
+  if (ok && ex.checks && ex.checks->len == 0) {
+    total = candidates;
+    counted = TRUE;
+  }
+  blkit_t it = {set, 0, 0};
+  if (ok && counted && !agg && after >= 0) it.next = (guint32)MIN(after + 1, (gint64)G_MAXUINT32) >> BLOCK_BITS;
+  guint32 block;
+  guint64 mask[BLOCK_WORDS];
+  while (ok && set && blkit_next(&it, &block, mask)) {
+    if (++blocks % 64 == 0 && !ixia_idx_deadline(&s)) {
+      ok = FALSE;
+      break;
+    }
+    for (guint i = 0; ok && i < ex.checks->len; i++)
+      ok = ixia_idx_check_block(&s, ex.checks->pdata[i], block, mask);
+    if (!ok) break;
+    if (!counted) total += popcount_mask(mask);
+    for (guint w = 0; ids->len < limit && w < BLOCK_WORDS; w++)
+      for (guint64 m = mask[w]; m && ids->len < limit; m &= m - 1) {
+        guint32 id = block << BLOCK_BITS | w << 6 | (guint)__builtin_ctzll(m);
+        if ((gint64)id > after) g_array_append_val(ids, id);
+      }
+    if (agg) ok = ixia_idx_agg_block(agg, block, mask);
+    if (!agg && ids->len >= limit && (counted || total >= q->track_total_hits)) {
+      /* Page full and total good enough: stop, unless that was the end. */
+      guint32 b2;
+      guint64 m2[BLOCK_WORDS];
+      if (!counted && blkit_next(&it, &b2, m2)) exact = FALSE;
+      break;
+    }
+    /* Past the total to track: skip the blocks before the cursor. */
+    if (!agg && !counted && total >= q->track_total_hits && after >= 0 && ids->len == 0 &&
+        it.next < (guint32)((after + 1) >> BLOCK_BITS)) {
+      it.next = (guint32)((after + 1) >> BLOCK_BITS);
+      exact = FALSE;
+    }
+  }
+  if (ok && agg) ok = ixia_idx_agg_finish(agg);
+  if (ok && hits) ok = resolve_hits(idx, (const guint32 *)(void *)ids->data, ids->len, hits, err);
+  if (ok) {
+    res->total = total;
+    res->total_exact = exact;
+    if (o->explain) {
+      cJSON *e = cJSON_CreateObject();
+      cJSON_AddNumberToObject(e, "live", (double)s.n_live);
+      cJSON_AddStringToObject(e, "driver", ex.lead ? "candidates from the index" : "live documents");
+      cJSON_AddNumberToObject(e, "candidates", (double)candidates);
+      cJSON_AddNumberToObject(e, "checks", ex.checks ? ex.checks->len : 0);
+      cJSON_AddNumberToObject(e, "blocks", (double)blocks);
+      cJSON_AddNumberToObject(e, "ids_read", (double)s.postings);
+      cJSON_AddBoolToObject(e, "early_stop", !exact);
+      cJSON_AddNumberToObject(e, "took_ms", (double)(g_get_monotonic_time() - t0) / 1000.0);
+      cJSON_AddItemToObject(e, "plan", ixia_idx_plan_explain(plan));
+      res->explain = e;
+    }
+  }
+  ixia_idx_agg_free(agg);
+  g_array_free(ids, TRUE);
+  if (ex.lead) roaring_bitmap_free(ex.lead);
+  if (ex.checks) g_ptr_array_free(ex.checks, TRUE);
+  ixia_idx_plan_free(plan);
+  ixia_idx_blk_unref(s.live);
+  return ok;
+}

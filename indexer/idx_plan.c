@@ -1,0 +1,741 @@
+/* Search plans: how each filter node is answered, chosen by cost.
+ *
+ * Every leaf can be answered two ways:
+ *   - materialized: its whole set of documents as a bitmap, from postings
+ *     (keyword, text, bool values; "exists"), or from the points of a
+ *     numeric field (equality and ranges);
+ *   - checked: per candidate document, against the column block holding
+ *     the document's values (every field but text has a column).
+ * Estimates are exact for most leaves and cheap: the dictionary keeps a
+ * document count per value, points count a range from leaf sizes, and the
+ * exists posting and the live set know their cardinality. An AND estimates
+ * with independence (live x product of selectivities), an OR with the sum.
+ *
+ * The choice follows Lucene's IndexOrDocValuesQuery: an AND leads with its
+ * most selective child and materializes another child only when it costs no
+ * more than 8 times the candidates so far; the rest are checked per
+ * candidate block. A filter (or the lead of an AND) that would select more
+ * than an eighth of the live documents is not materialized at all: the
+ * search walks the live documents block by block and checks it on the
+ * columns, which can stop early when the page and the total are complete.
+ * Text leaves have no column and are always materialized.
+ *
+ * Keyword prefixes and ranges walk the sorted value dictionary; past
+ * WALK_CAP values they stop walking and compare the value bytes of each
+ * candidate instead of reading one posting per value. */
+#include <string.h>
+
+#include "idx.h"
+
+/* Dictionary values a prefix or keyword range lists before it switches to
+ * comparing bytes per candidate. */
+#define WALK_CAP 1024
+/* Lucene's rule: a clause is read from the index when it costs at most this
+ * many times the lead. */
+#define LEAD_FACTOR 8
+/* Accepted value ids checked by a scan up to this many; beyond, a bitset. */
+#define SMALL_SET 8
+
+typedef enum { N_ALL, N_NONE, N_AND, N_OR, N_NOT, N_LEAF } nkind_t;
+
+struct pnode {
+  nkind_t kind;
+  const ixia_filter_t *f;
+  pnode_t **kids;
+  guint n_kids;
+  field_t *field;
+  double est;
+  gboolean checkable; /* the whole subtree can be answered from columns */
+  /* dictionary leaves */
+  GArray *vids;       /* guint32, sorted: accepted values (MATCH: required tokens) */
+  gboolean by_bytes;  /* prefix/range over more than WALK_CAP values */
+  guint64 *vbits;     /* bitset of accepted value ids from vbits_lo */
+  guint32 vbits_lo, vbits_n;
+  /* numeric leaves */
+  guint64 *nums;      /* TERM/IN: sorted keys */
+  guint n_nums;
+  guint64 lo, hi;     /* RANGE: inclusive keys */
+  /* execution */
+  roaring_bitmap_t *bm; /* materialized set, when read from the index */
+  const char *how;
+  gboolean lead;
+  guint64 checked, passed;
+};
+
+/* ------------------------------------------------------------ helpers */
+
+gboolean ixia_idx_deadline(ixia_search_ctx_t *s) {
+  if (s->deadline_us > 0 && g_get_monotonic_time() > s->deadline_us)
+    return ixia_error_set(s->err, IXIA_EUNAVAILABLE,
+                          "query deadline exceeded (query.deadline_ms or the request timeout)");
+  return TRUE;
+}
+
+gboolean ixia_idx_charge(ixia_search_ctx_t *s, guint64 ids) {
+  s->postings += ids;
+  if (s->max_postings && s->postings > s->max_postings)
+    return ixia_error_set(s->err, IXIA_ETOOLARGE,
+                          "query reads more than query.max_postings (%" G_GUINT64_FORMAT
+                          ") postings on this shard",
+                          s->max_postings);
+  return TRUE;
+}
+
+static pnode_t *node_new(nkind_t kind, const ixia_filter_t *f) {
+  pnode_t *p = g_new0(pnode_t, 1);
+  p->kind = kind;
+  p->f = f;
+  return p;
+}
+
+void ixia_idx_plan_free(pnode_t *p) {
+  if (!p) return;
+  for (guint i = 0; i < p->n_kids; i++) ixia_idx_plan_free(p->kids[i]);
+  g_free(p->kids);
+  if (p->vids) g_array_free(p->vids, TRUE);
+  g_free(p->vbits);
+  g_free(p->nums);
+  if (p->bm) roaring_bitmap_free(p->bm);
+  g_free(p);
+}
+
+static int u32_cmp(gconstpointer a, gconstpointer b) {
+  guint32 x = *(const guint32 *)a, y = *(const guint32 *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int u64_cmp(const void *a, const void *b) {
+  guint64 x = *(const guint64 *)a, y = *(const guint64 *)b;
+  return x < y ? -1 : x > y;
+}
+
+static guint64 bytes_key(GBytes *b) { return rd64(g_bytes_get_data(b, NULL)); }
+
+/* ---------------------------------------------------------- estimates */
+
+static double count_of(field_t *f, guint32 vid) {
+  return vid < f->counts->len ? g_array_index(f->counts, guint32, vid) : 0;
+}
+
+/* Value ids of the listed encoded values that the dictionary holds. */
+static void lookup_values(ixia_idx_t *idx, pnode_t *p, const GPtrArray *values) {
+  p->vids = g_array_new(FALSE, FALSE, sizeof(guint32));
+  g_rw_lock_reader_lock(&idx->dict_lock);
+  for (guint i = 0; values && i < values->len; i++) {
+    gsize len;
+    const guint8 *v = g_bytes_get_data(values->pdata[i], &len);
+    gint64 vid = ixia_idx_value_id(p->field, v, len);
+    if (vid >= 0) {
+      guint32 u = (guint32)vid;
+      g_array_append_val(p->vids, u);
+    } else if (p->f->kind == IXIA_F_MATCH) {
+      g_array_set_size(p->vids, 0); /* a missing token: nothing matches */
+      p->est = 0;
+      break;
+    }
+  }
+  double est = p->f->kind == IXIA_F_MATCH && p->vids->len ? G_MAXDOUBLE : 0;
+  for (guint i = 0; i < p->vids->len; i++) {
+    double c = count_of(p->field, g_array_index(p->vids, guint32, i));
+    est = p->f->kind == IXIA_F_MATCH ? MIN(est, c) : est + c;
+  }
+  g_rw_lock_reader_unlock(&idx->dict_lock);
+  g_array_sort(p->vids, u32_cmp);
+  p->est = est;
+}
+
+/* Whether value bytes v pass the prefix or range of a leaf. */
+static gboolean bytes_pass(const ixia_filter_t *f, const guint8 *v, gsize len) {
+  if (f->kind == IXIA_F_PREFIX) {
+    gsize pl;
+    const guint8 *pre = g_bytes_get_data(f->values->pdata[0], &pl);
+    return len >= pl && (pl == 0 || memcmp(v, pre, pl) == 0);
+  }
+  if (f->lo) {
+    gsize ll;
+    const guint8 *lo = g_bytes_get_data(f->lo, &ll);
+    int c = ixia_val_cmp(v, len, lo, ll);
+    if (c < 0 || (c == 0 && !f->lo_incl)) return FALSE;
+  }
+  if (f->hi) {
+    gsize hl;
+    const guint8 *hi = g_bytes_get_data(f->hi, &hl);
+    int c = ixia_val_cmp(v, len, hi, hl);
+    if (c > 0 || (c == 0 && !f->hi_incl)) return FALSE;
+  }
+  return TRUE;
+}
+
+/* Walks the sorted dictionary over a prefix or keyword range, listing up
+ * to cap value ids (cap 0: all). FALSE on a RocksDB error; *more when it
+ * stopped at the cap. */
+static gboolean walk_values(ixia_search_ctx_t *s, pnode_t *p, guint cap, gboolean *more) {
+  const ixia_filter_t *f = p->f;
+  GByteArray *start = g_byte_array_new();
+  guint8 pre = K_VALUE;
+  g_byte_array_append(start, &pre, 1);
+  append32(start, p->field->id);
+  GBytes *from = f->kind == IXIA_F_PREFIX ? f->values->pdata[0] : f->lo;
+  gsize from_len = 0;
+  const guint8 *from_p = from ? g_bytes_get_data(from, &from_len) : NULL;
+  if (from_len) g_byte_array_append(start, from_p, (guint)from_len);
+  if (!p->vids) p->vids = g_array_new(FALSE, FALSE, sizeof(guint32));
+  g_array_set_size(p->vids, 0);
+  *more = FALSE;
+  rocksdb_iterator_t *it = rocksdb_create_iterator(s->idx->db, s->idx->ropts);
+  gboolean ok = TRUE;
+  for (rocksdb_iter_seek(it, (const char *)start->data, start->len); rocksdb_iter_valid(it);
+       rocksdb_iter_next(it)) {
+    size_t kl, vl;
+    const char *k = rocksdb_iter_key(it, &kl);
+    if (kl < 5 || memcmp(k, start->data, 5) != 0) break;
+    const guint8 *val = (const guint8 *)k + 5;
+    gsize len = kl - 5;
+    if (!bytes_pass(f, val, len)) {
+      /* Past the prefix or the upper bound: done; below an exclusive lower
+       * bound: skip. */
+      if (f->kind != IXIA_F_PREFIX && f->lo && ixia_val_cmp(val, len, from_p, from_len) == 0)
+        continue;
+      break;
+    }
+    const char *v = rocksdb_iter_value(it, &vl);
+    if (vl != 8) {
+      ok = ixia_error_set(s->err, IXIA_EINTERNAL, "corrupt value dictionary in index");
+      break;
+    }
+    if (cap && p->vids->len >= cap) {
+      *more = TRUE;
+      break;
+    }
+    guint32 vid = rd32(v);
+    g_array_append_val(p->vids, vid);
+  }
+  char *rerr = NULL;
+  rocksdb_iter_get_error(it, &rerr);
+  rocksdb_iter_destroy(it);
+  g_byte_array_free(start, TRUE);
+  return ixia_error_from_rocksdb(s->err, rerr, "index scan") && ok;
+}
+
+static gboolean plan_leaf(ixia_search_ctx_t *s, pnode_t *p) {
+  const ixia_filter_t *f = p->f;
+  field_t *fld = p->field;
+  p->checkable = fld->type != IXIA_FIELD_TEXT;
+  switch (f->kind) {
+    case IXIA_F_EXISTS: {
+      blk_t *e = ixia_idx_posting(s->idx, K_POST, fld->id, VID_EXISTS, s->err);
+      if (!e) return FALSE;
+      p->est = (double)roaring_bitmap_get_cardinality(e->bm);
+      ixia_idx_blk_unref(e);
+      return TRUE;
+    }
+    case IXIA_F_TERM:
+    case IXIA_F_IN:
+      if (fld->numeric) {
+        p->n_nums = f->values->len;
+        p->nums = g_new(guint64, MAX(p->n_nums, 1));
+        for (guint i = 0; i < p->n_nums; i++) {
+          p->nums[i] = bytes_key(f->values->pdata[i]);
+          p->est += (double)ixia_points_count(fld->points, p->nums[i], p->nums[i]);
+        }
+        qsort(p->nums, p->n_nums, sizeof(guint64), u64_cmp);
+        return TRUE;
+      }
+      lookup_values(s->idx, p, f->values);
+      return TRUE;
+    case IXIA_F_MATCH:
+      lookup_values(s->idx, p, f->values);
+      return TRUE;
+    case IXIA_F_RANGE:
+      if (fld->numeric) {
+        p->lo = 0;
+        p->hi = G_MAXUINT64;
+        if (f->lo) {
+          guint64 k = bytes_key(f->lo);
+          if (!f->lo_incl && k == G_MAXUINT64) p->lo = 1, p->hi = 0; /* empty */
+          else p->lo = f->lo_incl ? k : k + 1;
+        }
+        if (f->hi && p->lo <= p->hi) {
+          guint64 k = bytes_key(f->hi);
+          if (!f->hi_incl && k == 0) p->lo = 1, p->hi = 0;
+          else p->hi = f->hi_incl ? k : k - 1;
+        }
+        p->est = (double)ixia_points_count(fld->points, p->lo, p->hi);
+        return TRUE;
+      }
+      /* keyword ranges walk the dictionary like prefixes */
+      G_GNUC_FALLTHROUGH;
+    case IXIA_F_PREFIX: {
+      gboolean more = FALSE;
+      /* Text has no column to compare bytes on: list every value. */
+      if (!walk_values(s, p, p->checkable ? WALK_CAP : 0, &more)) return FALSE;
+      p->by_bytes = more;
+      g_rw_lock_reader_lock(&s->idx->dict_lock);
+      for (guint i = 0; i < p->vids->len; i++)
+        p->est += count_of(fld, g_array_index(p->vids, guint32, i));
+      g_rw_lock_reader_unlock(&s->idx->dict_lock);
+      g_array_sort(p->vids, u32_cmp);
+      /* Unknown beyond the walk: assume half the live documents. */
+      if (more) p->est = MAX(p->est, (double)s->n_live / 2);
+      return TRUE;
+    }
+    default:
+      return ixia_error_set(s->err, IXIA_EINVAL, "unknown filter kind %d", (int)f->kind);
+  }
+}
+
+static pnode_t *build(ixia_search_ctx_t *s, const ixia_filter_t *f) {
+  double live = (double)s->n_live;
+  pnode_t *p;
+  switch (f->kind) {
+    case IXIA_F_AND:
+    case IXIA_F_OR: {
+      p = node_new(f->kind == IXIA_F_AND ? N_AND : N_OR, f);
+      p->kids = g_new0(pnode_t *, MAX(f->n_children, 1));
+      p->checkable = TRUE;
+      double sel = 1, sum = 0;
+      for (guint i = 0; i < f->n_children; i++) {
+        pnode_t *k = build(s, f->children[i]);
+        if (!k) {
+          ixia_idx_plan_free(p);
+          return NULL;
+        }
+        p->kids[p->n_kids++] = k;
+        p->checkable = p->checkable && k->checkable;
+        sel *= live > 0 ? MIN(k->est / live, 1.0) : 0;
+        sum += k->est;
+      }
+      p->est = p->kind == N_AND ? live * sel : MIN(live, sum);
+      if (p->kind == N_AND && f->n_children == 0) p->est = live;
+      return p;
+    }
+    case IXIA_F_NOT: {
+      p = node_new(N_NOT, f);
+      p->kids = g_new0(pnode_t *, 1);
+      pnode_t *k = f->n_children == 1 ? build(s, f->children[0]) : NULL;
+      if (!k) {
+        if (f->n_children != 1) ixia_error_set(s->err, IXIA_EINVAL, "not needs one filter");
+        ixia_idx_plan_free(p);
+        return NULL;
+      }
+      p->kids[p->n_kids++] = k;
+      p->checkable = k->checkable;
+      p->est = MAX(0, live - k->est);
+      return p;
+    }
+    default:
+      break;
+  }
+  field_t *fld = f->field ? ixia_idx_field_lookup(s->idx, s->table, f->field) : NULL;
+  if (!fld) {
+    /* Nothing was ever indexed under this field: no document matches. */
+    p = node_new(N_NONE, f);
+    p->checkable = TRUE;
+    return p;
+  }
+  p = node_new(N_LEAF, f);
+  p->field = fld;
+  if (!plan_leaf(s, p)) {
+    ixia_idx_plan_free(p);
+    return NULL;
+  }
+  if (p->est == 0 && !p->by_bytes) p->kind = N_NONE, p->checkable = TRUE;
+  return p;
+}
+
+pnode_t *ixia_idx_plan(ixia_search_ctx_t *s, const ixia_filter_t *f) {
+  if (!f) {
+    pnode_t *p = node_new(N_ALL, NULL);
+    p->est = (double)s->n_live;
+    p->checkable = TRUE;
+    return p;
+  }
+  return build(s, f);
+}
+
+/* -------------------------------------------------------- materializing */
+
+static gboolean or_posting(ixia_search_ctx_t *s, guint32 field, guint32 vid,
+                           roaring_bitmap_t *out, gboolean and_first, gboolean *first) {
+  blk_t *b = ixia_idx_posting(s->idx, K_POST, field, vid, s->err);
+  if (!b) return FALSE;
+  guint64 n = roaring_bitmap_get_cardinality(b->bm);
+  if (and_first && !*first) roaring_bitmap_and_inplace(out, b->bm);
+  else roaring_bitmap_or_inplace(out, b->bm);
+  *first = FALSE;
+  ixia_idx_blk_unref(b);
+  return ixia_idx_charge(s, n) && ixia_idx_deadline(s);
+}
+
+static gboolean materialize(ixia_search_ctx_t *s, pnode_t *p);
+
+/* AND: the lead and every child cheap enough to read from the index are
+ * intersected; the others are checked per candidate block. */
+static gboolean materialize_and(ixia_search_ctx_t *s, pnode_t *p, roaring_bitmap_t *out,
+                                GPtrArray *checks);
+
+static gboolean materialize_leaf(ixia_search_ctx_t *s, pnode_t *p, roaring_bitmap_t *out) {
+  const ixia_filter_t *f = p->f;
+  field_t *fld = p->field;
+  gboolean first = TRUE;
+  if (f->kind == IXIA_F_EXISTS) {
+    p->how = "postings";
+    return or_posting(s, fld->id, VID_EXISTS, out, FALSE, &first);
+  }
+  if (fld->numeric) {
+    p->how = "points";
+    guint64 n = 0;
+    if (f->kind == IXIA_F_RANGE) n = ixia_points_collect(fld->points, p->lo, p->hi, out);
+    for (guint i = 0; f->kind != IXIA_F_RANGE && i < p->n_nums; i++)
+      n += ixia_points_collect(fld->points, p->nums[i], p->nums[i], out);
+    return ixia_idx_charge(s, n);
+  }
+  p->how = "postings";
+  if (p->by_bytes) {
+    /* Materializing a wide prefix: list every value after all. */
+    gboolean more;
+    if (!walk_values(s, p, 0, &more)) return FALSE;
+    p->by_bytes = FALSE;
+  }
+  gboolean all = f->kind == IXIA_F_MATCH;
+  for (guint i = 0; i < p->vids->len; i++)
+    if (!or_posting(s, fld->id, g_array_index(p->vids, guint32, i), out, all, &first))
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean materialize(ixia_search_ctx_t *s, pnode_t *p) {
+  if (p->bm) return TRUE;
+  roaring_bitmap_t *out = roaring_bitmap_create();
+  gboolean ok = TRUE;
+  switch (p->kind) {
+    case N_ALL:
+      roaring_bitmap_or_inplace(out, s->live->bm);
+      p->how = "live";
+      break;
+    case N_NONE:
+      p->how = "nothing indexed";
+      break;
+    case N_LEAF:
+      ok = materialize_leaf(s, p, out);
+      break;
+    case N_OR:
+      p->how = "union";
+      for (guint i = 0; ok && i < p->n_kids; i++) {
+        ok = materialize(s, p->kids[i]);
+        if (ok) roaring_bitmap_or_inplace(out, p->kids[i]->bm);
+      }
+      break;
+    case N_NOT:
+      p->how = "live minus";
+      ok = materialize(s, p->kids[0]);
+      if (ok) {
+        roaring_bitmap_or_inplace(out, s->live->bm);
+        roaring_bitmap_andnot_inplace(out, p->kids[0]->bm);
+      }
+      break;
+    case N_AND: {
+      GPtrArray *checks = g_ptr_array_new();
+      p->how = "intersection";
+      ok = materialize_and(s, p, out, checks);
+      /* Apply the deferred checks to every candidate block. */
+      if (ok && checks->len) {
+        roaring_bitmap_t *kept = roaring_bitmap_create();
+        roaring_uint32_iterator_t *it = roaring_create_iterator(out);
+        guint64 mask[BLOCK_WORDS];
+        while (ok && it->has_value) {
+          guint32 block = it->current_value >> BLOCK_BITS;
+          ixia_idx_bm_block(out, block, mask);
+          for (guint i = 0; ok && i < checks->len; i++)
+            ok = ixia_idx_check_block(s, checks->pdata[i], block, mask);
+          for (guint w = 0; ok && w < BLOCK_WORDS; w++)
+            for (guint64 m = mask[w]; m; m &= m - 1)
+              roaring_bitmap_add(kept, block << BLOCK_BITS | w << 6 | (guint)__builtin_ctzll(m));
+          roaring_move_uint32_iterator_equalorlarger(it, (block + 1) << BLOCK_BITS);
+          if (ok) ok = ixia_idx_deadline(s);
+        }
+        roaring_free_uint32_iterator(it);
+        roaring_bitmap_free(out);
+        out = kept;
+      }
+      g_ptr_array_free(checks, TRUE);
+      break;
+    }
+  }
+  if (!ok) {
+    roaring_bitmap_free(out);
+    return FALSE;
+  }
+  p->bm = out;
+  p->passed = roaring_bitmap_get_cardinality(out);
+  return TRUE;
+}
+
+static int est_cmp(gconstpointer a, gconstpointer b) {
+  const pnode_t *x = *(pnode_t *const *)a, *y = *(pnode_t *const *)b;
+  return x->est < y->est ? -1 : x->est > y->est;
+}
+
+/* The children of an AND by increasing estimate (text leaves, which cannot
+ * be checked, count as they are). */
+static GPtrArray *kids_by_cost(pnode_t *p) {
+  GPtrArray *a = g_ptr_array_sized_new(p->n_kids);
+  for (guint i = 0; i < p->n_kids; i++) g_ptr_array_add(a, p->kids[i]);
+  g_ptr_array_sort(a, est_cmp);
+  return a;
+}
+
+static gboolean materialize_and(ixia_search_ctx_t *s, pnode_t *p, roaring_bitmap_t *out,
+                                GPtrArray *checks) {
+  GPtrArray *kids = kids_by_cost(p);
+  gboolean ok = TRUE, have = FALSE;
+  for (guint i = 0; ok && i < kids->len; i++) {
+    pnode_t *k = kids->pdata[i];
+    double cand = have ? (double)roaring_bitmap_get_cardinality(out) : (double)s->n_live;
+    if (have && k->checkable && k->est > LEAD_FACTOR * cand) {
+      g_ptr_array_add(checks, k);
+      continue;
+    }
+    ok = materialize(s, k);
+    if (!ok) break;
+    if (!have) {
+      roaring_bitmap_or_inplace(out, k->bm);
+      k->lead = TRUE;
+      have = TRUE;
+    } else {
+      roaring_bitmap_and_inplace(out, k->bm);
+    }
+    if (roaring_bitmap_is_empty(out)) break;
+  }
+  if (ok && !have) roaring_bitmap_or_inplace(out, s->live->bm);
+  g_ptr_array_free(kids, TRUE);
+  return ok;
+}
+
+gboolean ixia_idx_plan_lead(ixia_search_ctx_t *s, pnode_t *root, ixia_idx_exec_t *out) {
+  out->lead = NULL;
+  out->checks = g_ptr_array_new();
+  double live = (double)s->n_live;
+  gboolean ok = TRUE;
+  if (root->kind == N_ALL) {
+    root->how = "live";
+  } else if (root->kind == N_AND) {
+    /* Lead with the cheapest child unless even it selects more than an
+     * eighth of the documents and can be checked: then walk the live set. */
+    GPtrArray *kids = kids_by_cost(root);
+    pnode_t *first = kids->pdata[0];
+    root->how = "intersection";
+    if (first->est * LEAD_FACTOR >= live && root->checkable) {
+      for (guint i = 0; i < kids->len; i++) g_ptr_array_add(out->checks, kids->pdata[i]);
+    } else {
+      out->lead = roaring_bitmap_create();
+      ok = materialize_and(s, root, out->lead, out->checks);
+    }
+    g_ptr_array_free(kids, TRUE);
+  } else if (root->est * LEAD_FACTOR >= live && root->checkable) {
+    g_ptr_array_add(out->checks, root);
+  } else {
+    ok = materialize(s, root);
+    if (ok) {
+      out->lead = root->bm;
+      root->bm = NULL;
+      root->lead = TRUE;
+    }
+  }
+  if (ok && out->lead) roaring_bitmap_and_inplace(out->lead, s->live->bm);
+  return ok;
+}
+
+/* --------------------------------------------------------------- checks */
+
+/* The accepted value ids of a dictionary leaf as a bitset (built once). */
+static void build_vbits(pnode_t *p) {
+  guint32 lo = g_array_index(p->vids, guint32, 0);
+  guint32 hi = g_array_index(p->vids, guint32, p->vids->len - 1);
+  p->vbits_lo = lo;
+  p->vbits_n = hi - lo + 1;
+  p->vbits = g_new0(guint64, p->vbits_n / 64 + 1);
+  for (guint i = 0; i < p->vids->len; i++) {
+    guint32 v = g_array_index(p->vids, guint32, i) - lo;
+    p->vbits[v >> 6] |= G_GUINT64_CONSTANT(1) << (v & 63);
+  }
+}
+
+static inline gboolean vid_ok(const pnode_t *p, guint32 v) {
+  if (p->vbits) {
+    guint32 r = v - p->vbits_lo;
+    return v >= p->vbits_lo && r < p->vbits_n && (p->vbits[r >> 6] >> (r & 63) & 1);
+  }
+  const guint32 *a = (const guint32 *)(void *)p->vids->data;
+  for (guint i = 0; i < p->vids->len; i++)
+    if (a[i] == v) return TRUE;
+  return FALSE;
+}
+
+static inline gboolean key_ok(const pnode_t *p, guint64 k) {
+  if (p->f->kind == IXIA_F_RANGE) return k >= p->lo && k <= p->hi;
+  guint lo = 0, hi = p->n_nums;
+  while (lo < hi) {
+    guint mid = (lo + hi) / 2;
+    if (p->nums[mid] == k) return TRUE;
+    if (p->nums[mid] < k) lo = mid + 1;
+    else hi = mid;
+  }
+  return FALSE;
+}
+
+/* One slot's values pass the leaf (any value, as multi-valued fields do). */
+static gboolean slot_ok(ixia_idx_t *idx, const pnode_t *p, const col_t *c, guint slot) {
+  guint32 n;
+  const void *v = col_slot(c, slot, &n);
+  for (guint32 i = 0; i < n; i++) {
+    if (c->width == 8) {
+      if (key_ok(p, num_key(((const double *)v)[i]))) return TRUE;
+    } else {
+      guint32 vid = ((const guint32 *)v)[i];
+      if (!p->by_bytes) {
+        if (vid_ok(p, vid)) return TRUE;
+        continue;
+      }
+      /* dict_lock is held by the caller for by_bytes leaves. */
+      const field_t *f = p->field;
+      if (vid < f->vv->len) {
+        const ixia_val_t *val = &g_array_index(f->vv, ixia_val_t, vid);
+        if (val->p && bytes_pass(p->f, val->p, val->len)) return TRUE;
+      }
+    }
+  }
+  (void)idx;
+  return FALSE;
+}
+
+static gboolean check_leaf(ixia_search_ctx_t *s, pnode_t *p, guint32 block, guint64 *mask) {
+  if (p->bm || !p->checkable) {
+    if (!materialize(s, p)) return FALSE;
+    guint64 bits[BLOCK_WORDS];
+    ixia_idx_bm_block(p->bm, block, bits);
+    for (guint w = 0; w < BLOCK_WORDS; w++) mask[w] &= bits[w];
+    return TRUE;
+  }
+  field_t *fld = p->field;
+  blk_t *b = ixia_idx_column(s->idx, fld->id, fld->numeric ? 8 : 4, block, s->err);
+  if (!b) return FALSE;
+  const col_t *c = b->col;
+  if (!p->how) p->how = "column check";
+  guint64 n = 0;
+  if (p->f->kind == IXIA_F_EXISTS) {
+    for (guint w = 0; w < BLOCK_WORDS; w++) {
+      n += (guint64)__builtin_popcountll(mask[w]);
+      mask[w] &= c->has[w];
+    }
+  } else {
+    if (!fld->numeric && !p->by_bytes && p->vids->len > SMALL_SET && !p->vbits) build_vbits(p);
+    if (p->by_bytes) g_rw_lock_reader_lock(&s->idx->dict_lock);
+    for (guint w = 0; w < BLOCK_WORDS; w++) {
+      guint64 m = mask[w] & c->has[w], keep = 0;
+      n += (guint64)__builtin_popcountll(mask[w]);
+      for (; m; m &= m - 1) {
+        guint bit = (guint)__builtin_ctzll(m);
+        if (slot_ok(s->idx, p, c, w << 6 | bit)) keep |= G_GUINT64_CONSTANT(1) << bit;
+      }
+      mask[w] = keep;
+    }
+    if (p->by_bytes) g_rw_lock_reader_unlock(&s->idx->dict_lock);
+  }
+  ixia_idx_blk_unref(b);
+  p->checked += n;
+  for (guint w = 0; w < BLOCK_WORDS; w++) p->passed += (guint64)__builtin_popcountll(mask[w]);
+  return ixia_idx_charge(s, n);
+}
+
+static gboolean mask_empty(const guint64 *m) {
+  for (guint w = 0; w < BLOCK_WORDS; w++)
+    if (m[w]) return FALSE;
+  return TRUE;
+}
+
+gboolean ixia_idx_check_block(ixia_search_ctx_t *s, pnode_t *p, guint32 block, guint64 *mask) {
+  if (mask_empty(mask)) return TRUE;
+  switch (p->kind) {
+    case N_ALL:
+      return TRUE;
+    case N_NONE:
+      memset(mask, 0, BLOCK_WORDS * sizeof *mask);
+      return TRUE;
+    case N_LEAF:
+      return check_leaf(s, p, block, mask);
+    case N_AND:
+      if (p->bm) break;
+      for (guint i = 0; i < p->n_kids && !mask_empty(mask); i++)
+        if (!ixia_idx_check_block(s, p->kids[i], block, mask)) return FALSE;
+      return TRUE;
+    case N_OR: {
+      if (p->bm) break;
+      guint64 acc[BLOCK_WORDS] = {0}, m[BLOCK_WORDS];
+      for (guint i = 0; i < p->n_kids; i++) {
+        for (guint w = 0; w < BLOCK_WORDS; w++) m[w] = mask[w] & ~acc[w];
+        if (mask_empty(m)) break;
+        if (!ixia_idx_check_block(s, p->kids[i], block, m)) return FALSE;
+        for (guint w = 0; w < BLOCK_WORDS; w++) acc[w] |= m[w];
+      }
+      memcpy(mask, acc, sizeof acc);
+      return TRUE;
+    }
+    case N_NOT: {
+      if (p->bm) break;
+      guint64 m[BLOCK_WORDS];
+      memcpy(m, mask, sizeof m);
+      if (!ixia_idx_check_block(s, p->kids[0], block, m)) return FALSE;
+      for (guint w = 0; w < BLOCK_WORDS; w++) mask[w] &= ~m[w];
+      return TRUE;
+    }
+  }
+  guint64 bits[BLOCK_WORDS];
+  ixia_idx_bm_block(p->bm, block, bits);
+  for (guint w = 0; w < BLOCK_WORDS; w++) mask[w] &= bits[w];
+  return TRUE;
+}
+
+void ixia_idx_pnode_note(pnode_t *p, guint64 matched) { p->passed = matched; }
+
+/* -------------------------------------------------------------- explain */
+
+static const char *kind_name(const pnode_t *p) {
+  switch (p->kind) {
+    case N_ALL: return "all";
+    case N_NONE: return "none";
+    case N_AND: return "and";
+    case N_OR: return "or";
+    case N_NOT: return "not";
+    case N_LEAF: break;
+  }
+  switch (p->f->kind) {
+    case IXIA_F_TERM: return "term";
+    case IXIA_F_IN: return "in";
+    case IXIA_F_RANGE: return "range";
+    case IXIA_F_PREFIX: return "prefix";
+    case IXIA_F_EXISTS: return "exists";
+    case IXIA_F_MATCH: return "match";
+    default: return "?";
+  }
+}
+
+cJSON *ixia_idx_plan_explain(const pnode_t *p) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "node", kind_name(p));
+  if (p->f && p->f->field) cJSON_AddStringToObject(o, "field", p->f->field->field);
+  cJSON_AddStringToObject(o, "how", p->how ? p->how : "not evaluated");
+  cJSON_AddNumberToObject(o, "estimate", (double)(guint64)(p->est + 0.5));
+  if (p->bm || p->lead) cJSON_AddNumberToObject(o, "actual", (double)p->passed);
+  if (p->checked) {
+    cJSON_AddNumberToObject(o, "checked", (double)p->checked);
+    cJSON_AddNumberToObject(o, "passed", (double)p->passed);
+  }
+  if (p->lead) cJSON_AddTrueToObject(o, "lead");
+  if (p->by_bytes) cJSON_AddTrueToObject(o, "compares_bytes");
+  if (p->n_kids) {
+    cJSON *kids = cJSON_AddArrayToObject(o, "children");
+    for (guint i = 0; i < p->n_kids; i++) cJSON_AddItemToArray(kids, ixia_idx_plan_explain(p->kids[i]));
+  }
+  return o;
+}
