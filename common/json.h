@@ -49,4 +49,16 @@ cJSON *ixia_json_path(const cJSON *obj, const char *path);
 cJSON *ixia_json_project(const cJSON *doc, const char *const *paths, guint npaths,
                          gboolean *all_present);
 
+/* ---- text without a tree (json_text.c) ---- */
+
+/* Appends s[0..len) as a JSON string literal. */
+void ixia_json_append_string(GString *out, const char *s, size_t len);
+
+/* Appends to out the same object as ixia_json_project would build, read
+ * straight from the text of a JSON object the server wrote itself (member
+ * values are copied as they are). FALSE, with nothing appended, when the
+ * text cannot be followed. */
+gboolean ixia_json_project_text(const char *json, size_t len, const char *const *paths,
+                                guint npaths, GString *out);
+
 #endif

@@ -213,36 +213,77 @@ static gboolean wait_replicated(ixia_search_t *s, gint64 min_version, gint64 dea
   return TRUE;
 }
 
-/* Re-reads a candidate hit from the truth store; NULL when it no longer
- * exists or no longer matches. */
-static cJSON *verify_hit(ixia_search_t *s, const ixia_query_t *q, const char *key,
-                         ixia_error_t **err) {
-  gboolean found = FALSE;
-  gint64 version = 0;
-  char *json = NULL;
-  size_t len = 0;
-  if (!ixia_store_get(s->store, q->ns, q->table, key, strlen(key), &found, &version, NULL, &json,
-                      &len, err))
-    return NULL;
-  if (!found) return NULL;
-  cJSON *doc = ixia_json_parse_stored(json, len);
-  g_free(json);
-  if (!doc || !ixia_query_match_doc(q, doc)) {
-    cJSON_Delete(doc);
-    return NULL;
+/* The "doc" of a verified hit: the stored text, or the requested fields of
+ * it (from the tree when one was parsed, else straight from the text). */
+static void append_doc(const ixia_query_t *q, const ixia_store_doc_t *d, const cJSON *parsed,
+                       GString *out) {
+  if (!q->fields) {
+    g_string_append_len(out, d->json, (gssize)d->json_len);
+    return;
   }
-  cJSON *hit = cJSON_CreateObject();
-  cJSON_AddStringToObject(hit, "key", key);
-  cJSON_AddNumberToObject(hit, "version", (double)version);
-  if (q->fields) {
-    gboolean all;
-    cJSON *sub = ixia_json_project(doc, (const char *const *)q->fields, g_strv_length(q->fields), &all);
-    cJSON_AddItemToObject(hit, "doc", sub);
-    cJSON_Delete(doc);
-  } else {
-    cJSON_AddItemToObject(hit, "doc", doc);
+  guint nf = g_strv_length(q->fields);
+  if (!parsed && ixia_json_project_text(d->json, d->json_len, (const char *const *)q->fields, nf, out))
+    return;
+  cJSON *doc = parsed ? NULL : ixia_json_parse_stored(d->json, d->json_len);
+  gboolean all;
+  cJSON *sub = ixia_json_project(parsed ? parsed : doc, (const char *const *)q->fields, nf, &all);
+  char *text = ixia_json_print(sub);
+  g_string_append(out, text ? text : "{}");
+  g_free(text);
+  cJSON_Delete(sub);
+  cJSON_Delete(doc);
+}
+
+/* A hit a shard proposed for this page. */
+typedef struct {
+  const char *key; /* borrowed from the shard's response */
+  gint64 version;  /* the version the shard indexed */
+} cand_t;
+
+/* Re-reads the page's hits from the truth store in one multi-get and
+ * appends, comma-separated, those that still exist and still match: a hit
+ * whose stored version is the one its shard indexed matched there, so
+ * under a filter without "not" it is not evaluated again (see
+ * ixia_query_filter_monotone). Returns the number appended. */
+static guint verify_hits(ixia_search_t *s, const ixia_query_t *q, const GArray *cands,
+                         GString *out, ixia_error_t **err) {
+  guint n = cands->len, kept = 0;
+  if (n == 0) return 0;
+  const char **keys = g_new(const char *, n);
+  size_t *lens = g_new(size_t, n);
+  for (guint i = 0; i < n; i++) {
+    keys[i] = g_array_index(cands, cand_t, i).key;
+    lens[i] = strlen(keys[i]);
   }
-  return hit;
+  ixia_store_doc_t *docs = g_new0(ixia_store_doc_t, n);
+  gboolean monotone = ixia_query_filter_monotone(q);
+  if (ixia_store_multi_get(s->store, q->ns, q->table, n, keys, lens, docs, err)) {
+    for (guint i = 0; i < n; i++) {
+      const ixia_store_doc_t *d = &docs[i];
+      cJSON *parsed = NULL;
+      gboolean match = d->found;
+      if (match && !(monotone && d->version == g_array_index(cands, cand_t, i).version)) {
+        parsed = ixia_json_parse_stored(d->json, d->json_len);
+        match = parsed && ixia_query_match_doc(q, parsed);
+      }
+      if (match) {
+        if (kept++) g_string_append_c(out, ',');
+        g_string_append(out, "{\"key\":");
+        ixia_json_append_string(out, keys[i], lens[i]);
+        g_string_append_printf(out, ",\"version\":%" G_GINT64_FORMAT ",\"doc\":", d->version);
+        append_doc(q, d, parsed, out);
+        g_string_append_c(out, '}');
+      } else {
+        counter_add(&s->stale_dropped, 1);
+      }
+      cJSON_Delete(parsed);
+    }
+  }
+  for (guint i = 0; i < n; i++) g_free(docs[i].json);
+  g_free(docs);
+  g_free(keys);
+  g_free(lens);
+  return kept;
 }
 
 static char *shard_request(const cJSON *request, gint64 after_id, guint limit, gboolean sync,
@@ -290,11 +331,14 @@ static gboolean call_shards(ixia_search_t *s, call_t *calls, ixia_error_t **err)
   return TRUE;
 }
 
-/* Takes hits shard by shard up to q->limit, verifying each; advances pos. */
+/* Takes hits shard by shard up to q->limit, advancing pos, and verifies
+ * them; the hits' JSON goes to out, comma-separated. */
 static gboolean collect_hits(ixia_search_t *s, const ixia_query_t *q, call_t *calls, gint64 *pos,
-                             cJSON *out, ixia_error_t **err) {
+                             GString *out, guint *returned, ixia_error_t **err) {
+  GArray *cands = g_array_new(FALSE, FALSE, sizeof(cand_t));
   guint taken = 0;
-  for (guint i = 0; i < s->n_shards; i++) {
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < s->n_shards; i++) {
     if (pos[i] == POS_DONE) continue;
     cJSON *hits = cJSON_GetObjectItemCaseSensitive(calls[i].response, "hits");
     int n = cJSON_GetArraySize(hits);
@@ -303,19 +347,26 @@ static gboolean collect_hits(ixia_search_t *s, const ixia_query_t *q, call_t *ca
     for (const cJSON *h = hits ? hits->child : NULL; h && taken < q->limit; h = h->next, used++) {
       const cJSON *key = cJSON_GetObjectItemCaseSensitive(h, "key");
       const cJSON *id = cJSON_GetObjectItemCaseSensitive(h, "id");
-      if (!cJSON_IsString(key) || !cJSON_IsNumber(id))
-        return ixia_error_set(err, IXIA_EINTERNAL, "shard %u answered a malformed hit", i);
+      const cJSON *version = cJSON_GetObjectItemCaseSensitive(h, "version");
+      if (!cJSON_IsString(key) || !cJSON_IsNumber(id) || !cJSON_IsNumber(version)) {
+        ok = ixia_error_set(err, IXIA_EINTERNAL, "shard %u answered a malformed hit", i);
+        break;
+      }
       pos[i] = (gint64)id->valuedouble;
       taken++;
-      cJSON *hit = verify_hit(s, q, key->valuestring, err);
-      if (hit) cJSON_AddItemToArray(out, hit);
-      else if (err && *err) return FALSE;
-      else counter_add(&s->stale_dropped, 1);
+      cand_t c = {key->valuestring, (gint64)version->valuedouble};
+      g_array_append_val(cands, c);
     }
     /* A shard that sent fewer than asked has nothing after them. */
     if (used == n && (guint)n < q->limit) pos[i] = POS_DONE;
   }
-  return TRUE;
+  if (ok) {
+    ixia_error_t *e = NULL;
+    *returned = verify_hits(s, q, cands, out, &e);
+    if (e) ok = ixia_error_propagate(err, e);
+  }
+  g_array_free(cands, TRUE);
+  return ok;
 }
 
 static cJSON *merge_aggs(ixia_search_t *s, const ixia_query_t *q, call_t *calls, ixia_error_t **err) {
@@ -337,6 +388,7 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
   gint64 *pos = g_new(gint64, s->n_shards);
   call_t *calls = g_new0(call_t, s->n_shards);
   cJSON *resp = NULL;
+  GString *hits = g_string_new(NULL);
   gboolean ok = ixia_search_cursor_decode(s->n_shards, q->after, pos, err);
   if (ok && q->min_version > 0) ok = wait_replicated(s, q->min_version, deadline, err);
   for (guint i = 0; ok && i < s->n_shards; i++) {
@@ -348,14 +400,19 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
                                      q->min_version > 0, deadline);
   }
   ok = ok && call_shards(s, calls, err);
+  guint returned = 0;
   if (ok) {
     resp = cJSON_CreateObject();
-    cJSON *hits = cJSON_AddArrayToObject(resp, "hits");
     double total = 0;
-    for (guint i = 0; i < s->n_shards; i++)
+    gboolean exact = TRUE;
+    for (guint i = 0; i < s->n_shards; i++) {
       total += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(calls[i].response, "total"));
+      const cJSON *rel = cJSON_GetObjectItemCaseSensitive(calls[i].response, "total_relation");
+      if (cJSON_IsString(rel) && strcmp(rel->valuestring, "gte") == 0) exact = FALSE;
+    }
     cJSON_AddNumberToObject(resp, "total", total);
-    ok = collect_hits(s, q, calls, pos, hits, err);
+    cJSON_AddStringToObject(resp, "total_relation", exact ? "eq" : "gte");
+    ok = collect_hits(s, q, calls, pos, hits, &returned, err);
     cJSON *aggs = ok ? merge_aggs(s, q, calls, err) : NULL;
     ok = ok && aggs;
     if (ok) cJSON_AddItemToObject(resp, "aggs", aggs);
@@ -368,14 +425,32 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
     } else if (ok) {
       cJSON_AddNullToObject(resp, "next");
     }
-    if (ok) counter_add(&s->hits_returned, (guint64)cJSON_GetArraySize(hits));
+    if (ok && q->explain) {
+      cJSON *ex = cJSON_AddArrayToObject(resp, "explain");
+      for (guint i = 0; i < s->n_shards; i++) {
+        cJSON *e = cJSON_DetachItemFromObjectCaseSensitive(calls[i].response, "explain");
+        if (!e) e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "shard", i);
+        cJSON_AddItemToArray(ex, e);
+      }
+    }
+    if (ok) counter_add(&s->hits_returned, returned);
   }
   char *text = NULL;
   if (ok) {
     cJSON_AddNumberToObject(resp, "took_ms", (double)(g_get_monotonic_time() - start_us) / 1000.0);
-    text = ixia_json_print(resp);
+    /* The hits were written as text: splice them in front of the rest. */
+    char *rest = ixia_json_print(resp);
+    GString *out = g_string_sized_new(hits->len + strlen(rest) + 16);
+    g_string_append(out, "{\"hits\":[");
+    g_string_append_len(out, hits->str, (gssize)hits->len);
+    g_string_append(out, "],");
+    g_string_append(out, rest + 1);
+    g_free(rest);
+    text = g_string_free(out, FALSE);
   }
   cJSON_Delete(resp);
+  g_string_free(hits, TRUE);
   for (guint i = 0; i < s->n_shards; i++) {
     g_free(calls[i].request);
     cJSON_Delete(calls[i].response);

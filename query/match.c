@@ -88,3 +88,12 @@ gboolean ixia_query_match_doc(const ixia_query_t *q, const cJSON *doc) {
   return !q->filter || filter_matches(q->filter, doc);
 }
 
+
+static gboolean monotone(const ixia_filter_t *f) {
+  if (f->kind == IXIA_F_NOT) return FALSE;
+  for (guint i = 0; i < f->n_children; i++)
+    if (!monotone(f->children[i])) return FALSE;
+  return TRUE;
+}
+
+gboolean ixia_query_filter_monotone(const ixia_query_t *q) { return !q->filter || monotone(q->filter); }

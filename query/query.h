@@ -174,6 +174,13 @@ void ixia_query_destroy(ixia_query_t *q);
 /* TRUE when doc satisfies the query's filter (brute force, one document). */
 gboolean ixia_query_match_doc(const ixia_query_t *q, const cJSON *doc);
 
+/* TRUE when the filter has no "not": a document that gains values can only
+ * start matching, never stop. Then an index that holds a document at its
+ * current version, even one indexed before a field was declared, can have
+ * matched it only if the document matches: the query API skips re-checking
+ * such hits. */
+gboolean ixia_query_filter_monotone(const ixia_query_t *q);
+
 /* ---- aggregations ---- */
 
 typedef struct ixia_aggs ixia_aggs_t;

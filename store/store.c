@@ -495,6 +495,54 @@ gboolean ixia_store_get(ixia_store_t *s, const char *ns, const char *table, cons
   return TRUE;
 }
 
+gboolean ixia_store_multi_get(ixia_store_t *s, const char *ns, const char *table, guint n,
+                              const char *const *keys, const size_t *key_lens,
+                              ixia_store_doc_t *out, ixia_error_t **err) {
+  memset(out, 0, sizeof *out * n);
+  if (n == 0) return TRUE;
+  __atomic_add_fetch(&s->stats.gets, n, __ATOMIC_RELAXED);
+  GBytes **kb = g_new(GBytes *, n);
+  const char **kp = g_new(const char *, n);
+  size_t *kl = g_new(size_t, n), *vl = g_new(size_t, n);
+  char **vals = g_new0(char *, n), **errs = g_new0(char *, n);
+  const rocksdb_column_family_handle_t **cfs = g_new(const rocksdb_column_family_handle_t *, n);
+  for (guint i = 0; i < n; i++) {
+    kb[i] = ixia_store_doc_key(ns, table, keys[i], key_lens[i]);
+    kp[i] = g_bytes_get_data(kb[i], &kl[i]);
+    cfs[i] = s->cf_default;
+  }
+  rocksdb_multi_get_cf(s->db, s->ropts, cfs, n, kp, kl, vals, vl, errs);
+  gboolean ok = TRUE;
+  for (guint i = 0; i < n; i++) {
+    if (errs[i]) {
+      if (ok) ok = ixia_error_from_rocksdb(err, errs[i], "multi-get");
+      else rocksdb_free(errs[i]);
+    } else if (ok && vals[i]) {
+      gint64 v = 0, expire_at = 0;
+      const char *j;
+      size_t jl;
+      if (!ixia_store_parse_value(vals[i], vl[i], &v, &expire_at, &j, &jl)) {
+        ok = ixia_error_set(err, IXIA_EINTERNAL, "corrupt value for key '%.*s'",
+                            (int)MIN(key_lens[i], 200), keys[i]);
+      } else if (!is_expired(expire_at)) {
+        out[i] = (ixia_store_doc_t){TRUE, v, expire_at, ixia_memdup0(j, jl), jl};
+      }
+    }
+    rocksdb_free(vals[i]);
+    g_bytes_unref(kb[i]);
+  }
+  if (!ok)
+    for (guint i = 0; i < n; i++) g_free(out[i].json), out[i] = (ixia_store_doc_t){0};
+  g_free(kb);
+  g_free(kp);
+  g_free(kl);
+  g_free(vl);
+  g_free(vals);
+  g_free(errs);
+  g_free(cfs);
+  return ok;
+}
+
 gboolean ixia_store_foreach_schema(ixia_store_t *s, ixia_store_schema_cb cb, gpointer user,
                                    ixia_error_t **err) {
   rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, s->ropts, s->cf_default);

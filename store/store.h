@@ -97,6 +97,21 @@ gboolean ixia_store_get(ixia_store_t *store, const char *ns, const char *table, 
                         size_t key_len, gboolean *found, gint64 *version, gint64 *expire_at,
                         char **json, size_t *json_len, ixia_error_t **err);
 
+/* One document of a multi-get. */
+typedef struct {
+  gboolean found;   /* FALSE: missing or expired */
+  gint64 version;
+  gint64 expire_at;
+  char *json;       /* g_malloc'd, NUL-terminated; NULL when !found */
+  size_t json_len;
+} ixia_store_doc_t;
+
+/* Reads n documents of one table in one RocksDB multi-get (block cache
+ * lookups batched). out[i] is for keys[i]; free the json of each. */
+gboolean ixia_store_multi_get(ixia_store_t *store, const char *ns, const char *table, guint n,
+                              const char *const *keys, const size_t *key_lens,
+                              ixia_store_doc_t *out, ixia_error_t **err);
+
 typedef void (*ixia_store_schema_cb)(const char *ns, const char *table, const char *json,
                                      size_t len, gint64 version, gpointer user);
 /* Calls cb for every stored schema. */

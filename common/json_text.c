@@ -1,0 +1,209 @@
+/* JSON text handled as text: projecting a few fields out of a stored
+ * document and writing JSON strings, without building a cJSON tree.
+ *
+ * Why: a query page re-reads up to query.max_limit documents from the truth
+ * store and returns a few fields of each. Parsing a 1 KB document into a
+ * tree (dozens of allocations) costs several times more than scanning its
+ * text once for the members asked for and copying their bytes. The text
+ * was written by the server itself (ixia_json_print of a checked document),
+ * so the scanner relies on it being well formed; it still never reads past
+ * the given length, and it reports text it cannot follow so the caller can
+ * fall back to the tree.
+ *
+ * ixia_json_project_text gives the same object as ixia_json_project (the
+ * same members, nesting and order) for such text. */
+#include <string.h>
+
+#include "json.h"
+
+static const char *ws(const char *p, const char *e) {
+  while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+  return p;
+}
+
+/* p at an opening quote: the byte after the closing one, or NULL. */
+static const char *skip_string(const char *p, const char *e) {
+  for (p++; p < e; p++) {
+    if (*p == '\\') p++;
+    else if (*p == '"') return p + 1;
+  }
+  return NULL;
+}
+
+/* One value at p (no recursion: containers are skipped by counting). */
+static const char *skip_value(const char *p, const char *e) {
+  if (p >= e) return NULL;
+  if (*p == '"') return skip_string(p, e);
+  if (*p == '{' || *p == '[') {
+    int depth = 0;
+    while (p < e) {
+      char c = *p;
+      if (c == '"') {
+        p = skip_string(p, e);
+        if (!p) return NULL;
+        continue;
+      }
+      if (c == '{' || c == '[') depth++;
+      else if ((c == '}' || c == ']') && --depth == 0) return p + 1;
+      p++;
+    }
+    return NULL;
+  }
+  const char *s = p;
+  while (p < e && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\t' && *p != '\n' &&
+         *p != '\r')
+    p++;
+  return p > s ? p : NULL;
+}
+
+/* Whether the string token [s, t) (quotes included) spells name[0..n). */
+static gboolean key_is(const char *s, const char *t, const char *name, size_t n) {
+  size_t len = (size_t)(t - s) - 2;
+  if (!memchr(s + 1, '\\', len)) return len == n && memcmp(s + 1, name, n) == 0;
+  char *copy = ixia_memdup0(s, (size_t)(t - s));
+  cJSON *j = cJSON_Parse(copy);
+  gboolean eq = cJSON_IsString(j) && strlen(j->valuestring) == n && memcmp(j->valuestring, name, n) == 0;
+  cJSON_Delete(j);
+  g_free(copy);
+  return eq;
+}
+
+/* The value of the first member `name` of the object at [p, e); NULL when
+ * absent or when p is not an object. *bad is set for text that cannot be
+ * followed. */
+static const char *member(const char *p, const char *e, const char *name, size_t n,
+                          const char **vend, gboolean *bad) {
+  p = ws(p, e);
+  if (p >= e || *p != '{') return NULL;
+  p = ws(p + 1, e);
+  if (p < e && *p == '}') return NULL;
+  while (p < e) {
+    if (*p != '"') break;
+    const char *kend = skip_string(p, e);
+    if (!kend) break;
+    const char *colon = ws(kend, e);
+    if (colon >= e || *colon != ':') break;
+    const char *v = ws(colon + 1, e);
+    const char *ve = skip_value(v, e);
+    if (!ve) break;
+    if (key_is(p, kend, name, n)) {
+      *vend = ve;
+      return v;
+    }
+    p = ws(ve, e);
+    if (p < e && *p == ',') {
+      p = ws(p + 1, e);
+      continue;
+    }
+    if (p < e && *p == '}') return NULL;
+    break;
+  }
+  *bad = TRUE;
+  return NULL;
+}
+
+void ixia_json_append_string(GString *out, const char *s, size_t len) {
+  static const char hex[] = "0123456789abcdef";
+  g_string_append_c(out, '"');
+  for (size_t i = 0; i < len; i++) {
+    guint8 c = (guint8)s[i];
+    switch (c) {
+      case '"': g_string_append(out, "\\\""); break;
+      case '\\': g_string_append(out, "\\\\"); break;
+      case '\b': g_string_append(out, "\\b"); break;
+      case '\f': g_string_append(out, "\\f"); break;
+      case '\n': g_string_append(out, "\\n"); break;
+      case '\r': g_string_append(out, "\\r"); break;
+      case '\t': g_string_append(out, "\\t"); break;
+      default:
+        if (c < 0x20) {
+          g_string_append(out, "\\u00");
+          g_string_append_c(out, hex[c >> 4]);
+          g_string_append_c(out, hex[c & 15]);
+        } else {
+          g_string_append_c(out, (char)c);
+        }
+    }
+  }
+  g_string_append_c(out, '"');
+}
+
+/* The projection being built: a member holds a value's text or members. */
+typedef struct pnode {
+  char *name;
+  const char *raw, *raw_end; /* leaf */
+  GPtrArray *kids;           /* object: struct pnode*, in insertion order */
+} pnode_t;
+
+static void pnode_free(gpointer p) {
+  pnode_t *n = p;
+  g_free(n->name);
+  if (n->kids) g_ptr_array_free(n->kids, TRUE);
+  g_free(n);
+}
+
+static pnode_t *kid(pnode_t *obj, const char *name) {
+  for (guint i = 0; i < obj->kids->len; i++) {
+    pnode_t *k = obj->kids->pdata[i];
+    if (strcmp(k->name, name) == 0) return k;
+  }
+  return NULL;
+}
+
+static void emit(const pnode_t *obj, GString *out) {
+  g_string_append_c(out, '{');
+  for (guint i = 0; i < obj->kids->len; i++) {
+    const pnode_t *k = obj->kids->pdata[i];
+    if (i) g_string_append_c(out, ',');
+    ixia_json_append_string(out, k->name, strlen(k->name));
+    g_string_append_c(out, ':');
+    if (k->kids) emit(k, out);
+    else g_string_append_len(out, k->raw, k->raw_end - k->raw);
+  }
+  g_string_append_c(out, '}');
+}
+
+gboolean ixia_json_project_text(const char *json, size_t len, const char *const *paths,
+                                guint npaths, GString *out) {
+  const char *e = json + len;
+  pnode_t root = {NULL, NULL, NULL, g_ptr_array_new_with_free_func(pnode_free)};
+  gboolean bad = FALSE;
+  for (guint i = 0; i < npaths && !bad; i++) {
+    if (!paths[i][0]) continue;
+    /* Find the value: one object level per segment. */
+    const char *v = json, *ve = e, *p = paths[i];
+    while (v && *p) {
+      const char *dot = strchr(p, '.');
+      size_t n = dot ? (size_t)(dot - p) : strlen(p);
+      v = member(v, ve, p, n, &ve, &bad);
+      p = dot ? dot + 1 : p + n;
+    }
+    if (!v) continue;
+    /* Place it, nested as the path is; an earlier path that already holds
+     * the member (or a whole object above it) wins. */
+    gchar **parts = g_strsplit(paths[i], ".", -1);
+    guint np = g_strv_length(parts);
+    pnode_t *obj = &root;
+    for (guint j = 0; obj && j + 1 < np; j++) {
+      pnode_t *k = kid(obj, parts[j]);
+      if (!k) {
+        k = g_new0(pnode_t, 1);
+        k->name = g_strdup(parts[j]);
+        k->kids = g_ptr_array_new_with_free_func(pnode_free);
+        g_ptr_array_add(obj->kids, k);
+      }
+      obj = k->kids ? k : NULL;
+    }
+    if (obj && !kid(obj, parts[np - 1])) {
+      pnode_t *leaf = g_new0(pnode_t, 1);
+      leaf->name = g_strdup(parts[np - 1]);
+      leaf->raw = v;
+      leaf->raw_end = ve;
+      g_ptr_array_add(obj->kids, leaf);
+    }
+    g_strfreev(parts);
+  }
+  if (!bad) emit(&root, out);
+  g_ptr_array_free(root.kids, TRUE);
+  return !bad;
+}
