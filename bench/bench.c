@@ -18,8 +18,10 @@ static const char *const SUMMARY =
     "  mixed          gets and puts at --read-ratio:1 over Zipf(--theta) keys of --keys;\n"
     "                 reports the cache hit ratio\n"
     "  put            durable puts, one document per call, over --keys keys\n"
-    "  filter         category = X AND price in [a, a+20], 100 hits of 2 fields\n"
-    "  agg            terms by category (count, sum, avg, min, max of price) over ~30%\n"
+    "  filter:SHAPE   one filter shape, --limit hits of 2 fields (filter = filter:cat-price);\n"
+    "                 the result line is named filter:SHAPE:LIMIT. Shapes:\n"
+    "%s"
+    "  agg            terms by category (count, sum, avg, min, max of price) over ~30%%\n"
     "  freshness      put new documents (use --rate), poll a query until each is visible:\n"
     "                 put-to-searchable p50/p99\n"
     "  memcached      raw libmemcached gets (the limit beside get-hot)\n"
@@ -44,14 +46,30 @@ static gboolean gen_docs(const ixia_bench_opts_t *o) {
 }
 
 static const ixia_bench_workload_t *const DRIVEN[] = {
-    &ixia_bench_get_hot, &ixia_bench_mixed,     &ixia_bench_put,  &ixia_bench_memcached,
-    &ixia_bench_filter,  &ixia_bench_agg,       &ixia_bench_freshness,
+    &ixia_bench_get_hot, &ixia_bench_mixed, &ixia_bench_put,       &ixia_bench_memcached,
+    &ixia_bench_agg,     &ixia_bench_freshness,
 };
+
+static int run_filter(ixia_bench_opts_t *o, const char *shape) {
+  o->filter_shape = ixia_bench_filter_shape(shape);
+  if (o->filter_shape < 0) {
+    fprintf(stderr, "ixia-bench: unknown filter shape '%s' (see --help)\n", shape);
+    return 2;
+  }
+  ixia_bench_workload_t wl = ixia_bench_filter;
+  char *name = g_strdup_printf("filter:%s:%d", shape, o->limit);
+  wl.name = name;
+  int rc = ixia_bench_run(o, &wl) ? 0 : 1;
+  g_free(name);
+  return rc;
+}
 
 /* Returns 0 on success, 1 when the workload failed, 2 when unknown. */
 static int run_one(ixia_bench_opts_t *o, const char *wl) {
   for (guint i = 0; i < G_N_ELEMENTS(DRIVEN); i++)
     if (!strcmp(wl, DRIVEN[i]->name)) return ixia_bench_run(o, DRIVEN[i]) ? 0 : 1;
+  if (!strcmp(wl, "filter")) return run_filter(o, "cat-price");
+  if (g_str_has_prefix(wl, "filter:")) return run_filter(o, wl + strlen("filter:"));
   if (!strcmp(wl, "load")) return ixia_bench_load(o) ? 0 : 1;
   if (!strcmp(wl, "index")) return ixia_bench_index(o) ? 0 : 1;
   if (!strcmp(wl, "kafka-produce")) return ixia_bench_kafka_produce(o) ? 0 : 1;
@@ -80,7 +98,7 @@ static int run_one(ixia_bench_opts_t *o, const char *wl) {
 
 int main(int argc, char **argv) {
   char *api_opt = NULL, *mc = NULL, *kafka = NULL;
-  int threads = 0, conns = 16, batch = 100, read_ratio = 15, seed = 42, idle = 10000;
+  int threads = 0, conns = 16, batch = 100, read_ratio = 15, seed = 42, idle = 10000, limit = 100;
   gint64 keys = 100000, hot_keys = 1000, docs = 100000;
   double seconds = 10, rate = 0, theta = 0.99, probe_rate = 100, poll_ms = 1, index_timeout = 1800;
   GOptionEntry entries[] = {
@@ -104,10 +122,13 @@ int main(int argc, char **argv) {
        "index: seconds to wait for the catch-up (1800)", "S"},
       {"seed", 0, 0, G_OPTION_ARG_INT, &seed, "seed of the generated documents (42)", "N"},
       {"idle", 0, 0, G_OPTION_ARG_INT, &idle, "siege: idle connections to hold open (10000)", "N"},
+      {"limit", 0, 0, G_OPTION_ARG_INT, &limit, "filter: hits per query (100)", "N"},
       {NULL, 0, 0, 0, NULL, NULL, NULL},
   };
   ixia_error_t *err = NULL;
-  ixia_config_t *cfg = ixia_config_from_args(&argc, &argv, "WORKLOAD...", SUMMARY, entries, &err);
+  char *summary = g_strdup_printf(SUMMARY, ixia_bench_filter_shapes_help());
+  ixia_config_t *cfg = ixia_config_from_args(&argc, &argv, "WORKLOAD...", summary, entries, &err);
+  g_free(summary);
   if (!cfg || argc < 2) {
     fprintf(stderr, "ixia-bench: %s\n", cfg ? "name at least one workload (see --help)" : err->message);
     ixia_error_destroy(err);
@@ -115,7 +136,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (conns < 1 || batch < 1 || keys < 1 || hot_keys < 1 || keys > G_MAXINT32 ||
-      hot_keys > G_MAXINT32 || docs < 0 || seconds <= 0 || rate < 0 || read_ratio < 0 || poll_ms < 0) {
+      hot_keys > G_MAXINT32 || docs < 0 || seconds <= 0 || rate < 0 || read_ratio < 0 || poll_ms < 0 ||
+      limit < 0) {
     fprintf(stderr, "ixia-bench: --conns, --batch, --keys, --hot-keys must be >= 1, --duration > 0\n");
     ixia_config_destroy(cfg);
     return 2;
@@ -140,6 +162,7 @@ int main(int argc, char **argv) {
       .index_timeout_s = index_timeout,
       .seed = (guint32)seed,
       .idle = idle,
+      .limit = limit,
   };
   int rc = 0;
   for (int a = 1; a < argc; a++) {

@@ -49,6 +49,8 @@ typedef struct {
   double poll_ms;    /* freshness: pause between two polls */
   guint32 seed;
   int idle;          /* siege: idle connections */
+  int filter_shape;  /* filter: the shape (ixia_bench_filter_shape) */
+  int limit;         /* filter: hits per query */
   /* Set by load for a following index workload in the same invocation. */
   gint64 load_start_us, load_end_us, load_last_version, load_docs, load_bytes;
   double index_timeout_s; /* index: give up waiting for the catch-up */
@@ -138,6 +140,10 @@ gboolean ixia_bench_ensure_docs(const ixia_bench_opts_t *o, gint64 n, ixia_error
 /* The workloads. */
 extern const ixia_bench_workload_t ixia_bench_get_hot, ixia_bench_mixed, ixia_bench_put,
     ixia_bench_memcached, ixia_bench_filter, ixia_bench_agg, ixia_bench_freshness;
+/* Index of a filter shape by name, or -1; the shapes for --help. */
+int ixia_bench_filter_shape(const char *name);
+const char *ixia_bench_filter_shapes_help(void);
+
 /* siege: a fresh connection + get, and the `ixia get` command, on a quiet
  * API and then with `idle` idle connections and a slowloris client open
  * (bench/siege.c). */

@@ -40,7 +40,7 @@ char *ixia_bench_doc(guint64 i, guint32 seed, guint32 variant, const char *key) 
                          WORDS[mix_below(&s, N_WORDS)], WORDS[mix_below(&s, N_WORDS)],
                          WORDS[mix_below(&s, N_WORDS)], WORDS[mix_below(&s, N_WORDS)]);
   guint32 category = mix_below(&s, IXIA_BENCH_CATEGORIES);
-  guint32 brand = mix_below(&s, 2000);
+  guint32 brand = mix_below(&s, IXIA_BENCH_BRANDS);
   const char *country = COUNTRIES[mix_below(&s, G_N_ELEMENTS(COUNTRIES))];
   double price = IXIA_BENCH_PRICE_MIN +
                  mix_unit(variant ? &v : &s) * (IXIA_BENCH_PRICE_MAX - IXIA_BENCH_PRICE_MIN);
@@ -52,7 +52,9 @@ char *ixia_bench_doc(guint64 i, guint32 seed, guint32 variant, const char *key) 
   guint32 ntags = 1 + mix_below(&s, 5);
   for (guint32 t = 0; t < ntags; t++)
     g_string_append_printf(d, "%s\"t%03u\"", t ? "," : "", mix_below(&s, 300));
-  g_string_append_printf(d, "],\"updated_at\":%u,\"description\":\"",
+  g_string_append_c(d, ']');
+  if (mix_below(&s, 5) == 0) g_string_append_printf(d, ",\"discount\":%u", 5 + mix_below(&s, 40));
+  g_string_append_printf(d, ",\"updated_at\":%u,\"description\":\"",
                          1760000000u + mix_below(&s, 10000000) + variant);
   for (int w = 0; w < DESCRIPTION_WORDS; w++) {
     if (w) g_string_append_c(d, ' ');

@@ -3,7 +3,8 @@
  *
  * Documents are shaped like shared/sample-doc.json: key "p%012d", 50
  * categories (cat00..cat49), 2,000 brands, 15 countries, a price uniform in
- * [1, 500), 1-5 tags out of 300, ~1 KB with the description. Document i is
+ * [1, 500), 1-5 tags out of 300, a discount in ~20% of documents, ~1 KB
+ * with the description. Document i is
  * a pure function of (i, seed), so a workload can tell which documents a
  * filter should match without reading them back.
  *
@@ -15,6 +16,7 @@
 #include <glib.h>
 
 #define IXIA_BENCH_CATEGORIES 50
+#define IXIA_BENCH_BRANDS 2000
 #define IXIA_BENCH_PRICE_MIN 1.0
 #define IXIA_BENCH_PRICE_MAX 500.0
 

@@ -40,7 +40,8 @@ export PGPASSWORD=ixia-bench
 echo "$PGPASSWORD" > "$dir/pgpass.txt"
 [ "$(id -u)" -eq 0 ] && chown postgres: "$dir/pgpass.txt"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-as_pg "$pgbin/initdb" -D "$pg/data" -U bench -A scram-sha-256 --pwfile="$dir/pgpass.txt" >/dev/null
+# C locale: LIKE 'prefix%' can use a plain btree, as ixia's byte order does.
+as_pg "$pgbin/initdb" -D "$pg/data" -U bench -A scram-sha-256 --pwfile="$dir/pgpass.txt" --locale=C >/dev/null
 as_pg "$pgbin/pg_ctl" -D "$pg/data" -l "$pg/log" -w start \
   -o "-p $port -k $pg -c listen_addresses=127.0.0.1 -c shared_buffers=256MB -c max_connections=100" >/dev/null
 stop_pg() { as_pg "$pgbin/pg_ctl" -D "$pg/data" -m fast stop >/dev/null 2>&1 || true; }
@@ -60,6 +61,8 @@ t1=$(date +%s.%N)
 sql -c "CREATE INDEX docs_gin ON docs USING gin (doc jsonb_path_ops)"
 sql -c "CREATE INDEX docs_price ON docs (((doc->>'price')::float8))"
 sql -c "CREATE INDEX docs_cat_price ON docs ((doc->>'category'), ((doc->>'price')::float8))"
+sql -c "CREATE INDEX docs_brand ON docs ((doc->>'brand'))"
+sql -c "CREATE INDEX docs_country ON docs ((doc->>'country'))"
 sql -c "VACUUM ANALYZE docs"
 t2=$(date +%s.%N)
 size=$(sql -At -c "SELECT pg_total_relation_size('docs')")
@@ -90,14 +93,38 @@ run() {
 }
 
 # The ixia-bench shapes (bench/workloads.c, bench/data.h): prices are uniform
-# in [1, 500] with 50 categories; the aggregation reads the ~30% of documents
-# with price < 150.7.
-say "filter: category = X AND price in [a, a+20], 100 rows of 2 fields ($QUERY_CONNS conns)"
-run pg-filter "$QUERY_CONNS" "\\set c random(0, 49)
-\\set a random(1, 479)
-SELECT key, doc->'title', doc->'price' FROM docs
- WHERE doc->>'category' = 'cat' || lpad(:c::text, 2, '0')
-   AND (doc->>'price')::float8 BETWEEN :a AND :a + 20 LIMIT 100;"
+# in [1, 500] with 50 categories, 2,000 brands, 15 countries, a discount in ~20%
+# of the documents; the aggregation reads the ~30% of documents with
+# price < 150.7. Each filter shape runs at LIMIT 10 and LIMIT 100, two fields.
+countries="'US','CA','MX','GB','DE','FR','ES','IT','NL','SE','PL','JP','KR','AU','BR'"
+country_pick="(ARRAY[$countries])[:c]"
+shape_sql() { # SHAPE LIMIT
+  local cols="SELECT key, doc->'title', doc->'price' FROM docs WHERE" lim="LIMIT $2;"
+  case $1 in
+    cat-price) printf '%s\n' "\\set c random(0, 49)" "\\set a random(1, 479)" \
+      "$cols doc->>'category' = 'cat' || lpad(:c::text, 2, '0') AND (doc->>'price')::float8 BETWEEN :a AND :a + 20 $lim" ;;
+    narrow) printf '%s\n' "\\set a random(100, 49950)" \
+      "$cols (doc->>'price')::float8 BETWEEN :a / 100.0 AND :a / 100.0 + 0.5 $lim" ;;
+    wide) printf '%s\n' "\\set a random(1, 249)" \
+      "$cols (doc->>'price')::float8 BETWEEN :a AND :a + 250 $lim" ;;
+    brand-wide) printf '%s\n' "\\set b random(0, 1999)" "\\set a random(1, 249)" \
+      "$cols doc->>'brand' = 'brand' || lpad(:b::text, 4, '0') AND (doc->>'price')::float8 BETWEEN :a AND :a + 250 $lim" ;;
+    country-narrow) printf '%s\n' "\\set c random(1, 15)" "\\set a random(100, 49800)" \
+      "$cols doc->>'country' = $country_pick AND (doc->>'price')::float8 BETWEEN :a / 100.0 AND :a / 100.0 + 2 $lim" ;;
+    in100) printf '%s\n' "\\set b random(0, 1899)" \
+      "$cols doc->>'brand' IN (SELECT 'brand' || lpad(g::text, 4, '0') FROM generate_series(:b, :b + 99) g) $lim" ;;
+    not) printf '%s\n' "\\set c random(1, 15)" "$cols NOT (doc->>'country' = $country_pick) $lim" ;;
+    prefix) printf '%s\n' "\\set p random(0, 19)" \
+      "$cols doc->>'brand' LIKE 'brand' || lpad(:p::text, 2, '0') || '%' $lim" ;;
+    exists) printf '%s\n' "$cols doc ? 'discount' $lim" ;;
+  esac
+}
+for shape in ${SHAPES:-cat-price narrow wide brand-wide country-narrow in100 not prefix exists}; do
+  for limit in 10 100; do
+    say "filter:$shape, limit $limit ($QUERY_CONNS conns)"
+    run "pg-filter:$shape:$limit" "$QUERY_CONNS" "$(shape_sql "$shape" "$limit")"
+  done
+done
 say "agg: terms by category, count/sum/avg/min/max of price over ~30% ($QUERY_CONNS conns)"
 run pg-agg "$QUERY_CONNS" "SELECT doc->>'category', count(*), sum((doc->>'price')::float8),
   avg((doc->>'price')::float8), min((doc->>'price')::float8), max((doc->>'price')::float8)

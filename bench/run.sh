@@ -6,7 +6,8 @@
 #   DUR         seconds per timed workload (default 15; --quick 5)
 #   CONNS       connections (one client thread each) for gets and puts (default 16)
 #   LOAD_CONNS  connections of the bulk load, batches of 100 (default 8)
-#   QUERY_CONNS connections of filter and agg (default 4)
+#   QUERY_CONNS connections of the filter shapes and agg (default 16)
+#   SHAPES      filter shapes to run (default: all; ixia-bench --help lists them)
 #   IXIA_BIN    binaries to use (default: `make build`, then build/bin)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,8 @@ N=${N:-$([ $quick = 1 ] && echo 20000 || echo 1000000)}
 DUR=${DUR:-$([ $quick = 1 ] && echo 5 || echo 15)}
 CONNS=${CONNS:-16}
 LOAD_CONNS=${LOAD_CONNS:-8}
-QUERY_CONNS=${QUERY_CONNS:-4}
+QUERY_CONNS=${QUERY_CONNS:-16}
+SHAPES=${SHAPES:-cat-price narrow wide brand-wide country-narrow in100 not prefix exists}
 HOT_KEYS=1000
 # ixia-devkafka (librdkafka's mock) keeps only ~5 MiB per partition and drops
 # older records: a load that runs ahead of the indexer by more than that
@@ -45,6 +47,7 @@ get() {
   sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p" <<<"$line"
 }
 skipped() { { grep "\"workload\":\"$1\"" "$results" || true; } | sed -n 's/.*"skipped":"\([^"]*\)".*/\1/p' | tail -1; }
+xratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b > 0) printf "%.2f×", a / b; else print "n/a" }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b > 0) printf "%.0f%%", 100 * a / b; else print "n/a" }'; }
 half() { awk -v r="$1" 'BEGIN { printf "%d", (r > 2 ? r / 2 : 1) }'; }
 # 1234567 -> 1,234,567
@@ -84,8 +87,11 @@ bench --docs "$N" --conns "$LOAD_CONNS" --batch 100 load index
 index_du=$(du -sb "$dir/index" | cut -f1)
 store_du=$(du -sb "$dir/store" | cut -f1)
 
-say "filter and agg queries ($QUERY_CONNS connections, ${DUR}s each)"
-bench --duration "$DUR" --conns "$QUERY_CONNS" filter agg
+say "filter shapes at limit 10 and 100, and agg ($QUERY_CONNS connections, ${DUR}s each)"
+for limit in 10 100; do
+  for shape in $SHAPES; do bench --duration "$DUR" --conns "$QUERY_CONNS" --limit "$limit" "filter:$shape"; done
+done
+bench --duration "$DUR" --conns "$QUERY_CONNS" agg
 
 say "cached gets (get-hot, $CONNS connections, ${DUR}s)"
 bench --duration "$DUR" --conns "$CONNS" --hot-keys "$HOT_KEYS" get-hot
@@ -123,7 +129,7 @@ bench --idle 10000 siege
 # ---- the peer: PostgreSQL 15 with the same documents and request shapes -------
 say "the peer: PostgreSQL 15 (bench/peer-postgres.sh)"
 "$bin/ixia-local" down --dir "$dir" >/dev/null 2>&1 || true # its cores to the peer
-N=$N DUR=$DUR CONNS=$CONNS QUERY_CONNS=$QUERY_CONNS HOT_KEYS=$HOT_KEYS IXIA_BIN=$bin \
+N=$N DUR=$DUR CONNS=$CONNS QUERY_CONNS=$QUERY_CONNS HOT_KEYS=$HOT_KEYS IXIA_BIN=$bin SHAPES=$SHAPES \
   bench/peer-postgres.sh "$dir" | tee -a "$results" >&2 || say "the PostgreSQL peer failed (figures kept)"
 pg() { get "pg-$1" "$2"; }
 pgcell() { local v; v=$(pg "$1" ops_per_s); if [ -n "$v" ]; then echo "$(fmt "$v")/s, p50 $(pg "$1" p50_ms) / p99 $(pg "$1" p99_ms) ms"; else echo "n/a"; fi; }
@@ -152,11 +158,25 @@ elapsed=$(( $(date +%s) - started ))
   echo "| cached get (get-hot), $CONNS conns (goal ≥ 50%, p99 < 5 ms) | $(fmt "$(get get-hot ops_per_s)") gets/s, p50 $(get get-hot p50_ms) / p99 $(get get-hot p99_ms) / p99.9 $(get get-hot p999_ms) ms | raw memcached get: $(fmt "$(get memcached ops_per_s)") gets/s, p50 $(get memcached p50_ms) / p99 $(get memcached p99_ms) ms | $(ratio "$(get get-hot ops_per_s)" "$(get memcached ops_per_s)") | get of the same hot keys: $(pgcell get-hot) | $(ratio "$(get get-hot ops_per_s)" "$(pg get-hot ops_per_s)") |"
   echo "| mixed 15:1 get:put, Zipf 0.99 over N keys, $CONNS conns | $(fmt "$(get mixed ops_per_s)") ops/s, get p99 $(get mixed get_p99_ms) ms, put p99 $(get mixed put_p99_ms) ms, cache hit ratio $(get mixed cache_hit_ratio) | raw memcached get: $(fmt "$(get memcached ops_per_s)") gets/s (misses go to RocksDB: db_bench readrandom over N keys, $CONNS threads: $(fmt "$(dbrate "$db_read")") ops/s) | $(ratio "$(get mixed ops_per_s)" "$(get memcached ops_per_s)") | get of random keys: $(pgcell get-random) | |"
   echo "| durable put with replication on vs off, $CONNS conns | $(fmt "$put_rate") puts/s | replication off: $(fmt "$off_rate") puts/s | $(ratio "$put_rate" "$off_rate") | | |"
-  echo "| filter: category = X AND price in [a, a+20], 100 hits × 2 fields, $QUERY_CONNS conns | $(fmt "$(get filter ops_per_s)") queries/s, p50 $(get filter p50_ms) / p99 $(get filter p99_ms) ms $(row_skip filter) | | | $(pgcell filter) | $(ratio "$(get filter ops_per_s)" "$(pg filter ops_per_s)") |"
-  echo "| agg: terms by category (count/sum/avg/min/max of price) over $(get agg matched_fraction) of docs, $QUERY_CONNS conns (aim p50 < 100 ms) | p50 $(get agg p50_ms) / p99 $(get agg p99_ms) ms, $(get agg ops_per_s) queries/s $(row_skip agg) | | | $(pgcell agg) | $(ratio "$(get agg ops_per_s)" "$(pg agg ops_per_s)") |"
+  echo "| agg: terms by category (count/sum/avg/min/max of price) over $(get agg matched_fraction) of docs, $QUERY_CONNS conns (goal p50 < 20 ms, ≥ 100× PostgreSQL, ≥ 50M values/s per core) | p50 $(get agg p50_ms) / p99 $(get agg p99_ms) ms, $(get agg ops_per_s) queries/s, $(fmt "$(get agg agg_values_per_s)") values/s in one shard $(row_skip agg) | | | $(pgcell agg) | $(ratio "$(get agg ops_per_s)" "$(pg agg ops_per_s)") |"
   echo "| freshness: put → visible to a query, at $fresh_rate puts/s (goal p99 < 100 ms) | p50 $(get freshness fresh_p50_ms) / p99 $(get freshness fresh_p99_ms) / max $(get freshness fresh_max_ms) ms ($(get freshness visible) probes, $(get freshness lost) lost) $(row_skip freshness) | | | | |"
   echo "| \`ixia get\` with 10,000 idle connections and a slowloris open (goal < 100 ms) | p50 $(get siege siege_ixia_get_p50_ms) / max $(get siege siege_ixia_get_max_ms) ms ($(get siege idle_connections) idle held; slowloris cut after $(get siege slowloris_cut_after_ms) ms) $(row_err siege) | the same on a quiet API: p50 $(get siege quiet_ixia_get_p50_ms) / max $(get siege quiet_ixia_get_max_ms) ms | | | |"
   echo "| put → readable from Kafka, at $fresh_rate puts/s | p50 $(get cdc-lag lag_p50_ms) / p99 $(get cdc-lag lag_p99_ms) ms | raw produce (acks=all): $(fmt "$(get kafka-produce ops_per_s)") msgs/s, p50 $(get kafka-produce p50_ms) / p99 $(get kafka-produce p99_ms) ms | | | |"
+  echo
+  echo "Filter shapes, every hit re-read from the truth store, 2 fields per hit, $QUERY_CONNS connections (goals: limit 10 ≥ 3× PostgreSQL, limit 100 ≥ 1.5×, p99 < 10 ms):"
+  echo
+  echo "| shape | ixia, limit 10 | PostgreSQL, limit 10 | ratio | ixia, limit 100 | PostgreSQL, limit 100 | ratio |"
+  echo "|---|---|---|---|---|---|---|"
+  for shape in $SHAPES; do
+    cells=""
+    for limit in 10 100; do
+      w="filter:$shape:$limit"
+      v=$(get "$w" ops_per_s)
+      if [ -n "$v" ]; then ix="$(fmt "$v")/s, p50 $(get "$w" p50_ms) / p99 $(get "$w" p99_ms) ms, total $(get "$w" avg_total)"; else ix="n/a $(row_skip "$w")$(row_err "$w")"; fi
+      cells="$cells | $ix | $(pgcell "$w") | $(xratio "$v" "$(pg "$w" ops_per_s)")"
+    done
+    echo "| $shape$cells |"
+  done
   echo
   echo "Index size on disk: $(mib "$index_du") for $(fmt "$N") documents ($(mib "$raw_bytes") of JSON; index/raw = $(ratio "$index_du" "$raw_bytes")); truth store: $(mib "$store_du"). Indexer's own count: $(mib "$(get index index_disk_bytes)")."
   echo

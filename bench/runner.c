@@ -13,7 +13,7 @@ const char *const IXIA_BENCH_SCHEMA =
     "{\"field\":\"key\",\"type\":\"keyword\"},{\"field\":\"category\",\"type\":\"keyword\"},"
     "{\"field\":\"brand\",\"type\":\"keyword\"},{\"field\":\"country\",\"type\":\"keyword\"},"
     "{\"field\":\"price\",\"type\":\"double\"},{\"field\":\"tags\",\"type\":\"keyword\"},"
-    "{\"field\":\"updated_at\",\"type\":\"timestamp\"}]}";
+    "{\"field\":\"updated_at\",\"type\":\"timestamp\"},{\"field\":\"discount\",\"type\":\"double\"}]}";
 
 /* ---- results ------------------------------------------------------------ */
 

@@ -269,23 +269,122 @@ static void query_report(ixia_bench_run_t *r, const ixia_bench_worker_t *tot, cJ
   cJSON_AddNumberToObject(out, "avg_hits", (double)(gint64)((double)tot->extra[0] / ops * 10) / 10);
   cJSON_AddNumberToObject(out, "avg_total", (double)(gint64)((double)tot->extra[1] / ops * 10) / 10);
   cJSON_AddNumberToObject(out, "avg_took_ms", (double)(gint64)((double)tot->extra[2] / ops) / 1000);
-  if (r->wl == &ixia_bench_agg)
+  if (r->wl == &ixia_bench_agg) {
     cJSON_AddNumberToObject(out, "matched_fraction",
                             (double)(gint64)((double)tot->extra[1] / ops / (double)q->docs * 1000) / 1000);
+    /* Values aggregated (category and price of each match) per second of
+     * the server's time for one query: one shard, one core. */
+    double took_s = (double)tot->extra[2] / ops / 1e6;
+    if (took_s > 0)
+      cJSON_AddNumberToObject(out, "agg_values_per_s",
+                              (double)(gint64)((double)tot->extra[1] / ops * 2 / took_s));
+  } else {
+    cJSON_AddNumberToObject(out, "limit", r->o->limit);
+  }
 }
 
-/* category = X AND price in [a, a + 20], 100 hits of 2 fields. */
+/* The filter shapes, each stressing one evaluation path; bench/peer-postgres.sh
+ * runs the same shapes with the same parameter distributions. */
+static const struct {
+  const char *name, *what;
+} SHAPES[] = {
+    {"cat-price", "category = X AND price in [a, a+20] (~0.08%)"},
+    {"narrow", "price in [a, a+0.5] (~0.1%)"},
+    {"wide", "price in [a, a+250] (~50%)"},
+    {"brand-wide", "brand = X (~0.05%) AND price in [a, a+250] (~50%)"},
+    {"country-narrow", "country = C (~6.7%) AND price in [a, a+2] (~0.4%)"},
+    {"in100", "brand in 100 brands (~5%)"},
+    {"not", "NOT country = C (~93%)"},
+    {"prefix", "brand starts with brandNN (~5%)"},
+    {"exists", "exists discount (~20%)"},
+};
+
+int ixia_bench_filter_shape(const char *name) {
+  for (guint i = 0; i < G_N_ELEMENTS(SHAPES); i++)
+    if (!strcmp(name, SHAPES[i].name)) return (int)i;
+  return -1;
+}
+
+const char *ixia_bench_filter_shapes_help(void) {
+  static char *help;
+  if (!help) {
+    GString *h = g_string_new(NULL);
+    for (guint i = 0; i < G_N_ELEMENTS(SHAPES); i++)
+      g_string_append_printf(h, "%s  filter:%-15s %s\n", i ? "" : "", SHAPES[i].name, SHAPES[i].what);
+    help = g_string_free(h, FALSE);
+  }
+  return help;
+}
+
+static const char *const BENCH_COUNTRIES[] = {"US", "CA", "MX", "GB", "DE", "FR", "ES", "IT",
+                                              "NL", "SE", "PL", "JP", "KR", "AU", "BR"};
+
+/* The filter JSON of a shape with random parameters. */
+static void shape_filter(int shape, GRand *r, GString *f) {
+  double lo = IXIA_BENCH_PRICE_MIN, hi = IXIA_BENCH_PRICE_MAX;
+  switch (shape) {
+    case 0: {
+      double a = g_rand_double_range(r, lo, hi - 20);
+      g_string_append_printf(f, "{\"and\":[{\"term\":{\"category\":\"cat%02d\"}},"
+                                "{\"range\":{\"price\":{\"gte\":%.2f,\"lte\":%.2f}}}]}",
+                             g_rand_int_range(r, 0, IXIA_BENCH_CATEGORIES), a, a + 20);
+      break;
+    }
+    case 1: {
+      double a = g_rand_double_range(r, lo, hi - 0.5);
+      g_string_append_printf(f, "{\"range\":{\"price\":{\"gte\":%.2f,\"lte\":%.2f}}}", a, a + 0.5);
+      break;
+    }
+    case 2: {
+      double a = g_rand_double_range(r, lo, hi - 250);
+      g_string_append_printf(f, "{\"range\":{\"price\":{\"gte\":%.2f,\"lte\":%.2f}}}", a, a + 250);
+      break;
+    }
+    case 3: {
+      double a = g_rand_double_range(r, lo, hi - 250);
+      g_string_append_printf(f, "{\"and\":[{\"term\":{\"brand\":\"brand%04d\"}},"
+                                "{\"range\":{\"price\":{\"gte\":%.2f,\"lte\":%.2f}}}]}",
+                             g_rand_int_range(r, 0, IXIA_BENCH_BRANDS), a, a + 250);
+      break;
+    }
+    case 4: {
+      double a = g_rand_double_range(r, lo, hi - 2);
+      g_string_append_printf(f, "{\"and\":[{\"term\":{\"country\":\"%s\"}},"
+                                "{\"range\":{\"price\":{\"gte\":%.2f,\"lte\":%.2f}}}]}",
+                             BENCH_COUNTRIES[g_rand_int_range(r, 0, G_N_ELEMENTS(BENCH_COUNTRIES))],
+                             a, a + 2);
+      break;
+    }
+    case 5: {
+      int first = g_rand_int_range(r, 0, IXIA_BENCH_BRANDS - 100);
+      g_string_append(f, "{\"in\":{\"brand\":[");
+      for (int i = 0; i < 100; i++) g_string_append_printf(f, "%s\"brand%04d\"", i ? "," : "", first + i);
+      g_string_append(f, "]}}");
+      break;
+    }
+    case 6:
+      g_string_append_printf(f, "{\"not\":{\"term\":{\"country\":\"%s\"}}}",
+                             BENCH_COUNTRIES[g_rand_int_range(r, 0, G_N_ELEMENTS(BENCH_COUNTRIES))]);
+      break;
+    case 7:
+      g_string_append_printf(f, "{\"prefix\":{\"brand\":\"brand%02d\"}}",
+                             g_rand_int_range(r, 0, IXIA_BENCH_BRANDS / 100));
+      break;
+    default:
+      g_string_append(f, "{\"exists\":\"discount\"}");
+  }
+}
+
+/* One query of --shape with --limit hits of 2 fields. */
 static gboolean filter_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err) {
-  int cat = g_rand_int_range(w->rnd, 0, IXIA_BENCH_CATEGORIES);
-  double a = g_rand_double_range(w->rnd, IXIA_BENCH_PRICE_MIN, IXIA_BENCH_PRICE_MAX - 20);
-  char req[512];
-  snprintf(req, sizeof req,
-           "{\"namespace\":\"" IXIA_BENCH_NS "\",\"table\":\"" IXIA_BENCH_TABLE "\","
-           "\"filter\":{\"and\":[{\"term\":{\"category\":\"cat%02d\"}},"
-           "{\"range\":{\"price\":{\"gte\":%.2f,\"lte\":%.2f}}}]},"
-           "\"fields\":[\"title\",\"price\"],\"limit\":100}",
-           cat, a, a + 20);
-  return query_op(w, conn, req, err);
+  const ixia_bench_opts_t *o = w->run->o;
+  GString *req = g_string_new("{\"namespace\":\"" IXIA_BENCH_NS "\",\"table\":\"" IXIA_BENCH_TABLE "\","
+                              "\"filter\":");
+  shape_filter(o->filter_shape, w->rnd, req);
+  g_string_append_printf(req, ",\"fields\":[\"title\",\"price\"],\"limit\":%d}", o->limit);
+  gboolean ok = query_op(w, conn, req->str, err);
+  g_string_free(req, TRUE);
+  return ok;
 }
 
 const ixia_bench_workload_t ixia_bench_filter = {

@@ -23,6 +23,7 @@
  * Keyword prefixes and ranges walk the sorted value dictionary; past
  * WALK_CAP values they stop walking and compare the value bytes of each
  * candidate instead of reading one posting per value. */
+#include <math.h>
 #include <string.h>
 
 #include "idx.h"
@@ -30,9 +31,22 @@
 /* Dictionary values a prefix or keyword range lists before it switches to
  * comparing bytes per candidate. */
 #define WALK_CAP 1024
-/* Lucene's rule: a clause is read from the index when it costs at most this
- * many times the lead. */
+/* A filter that selects more than 1/LEAD_FACTOR of the live documents does
+ * not lead: the search walks the live set and checks it on the columns. */
 #define LEAD_FACTOR 8
+/* Relative costs of this engine, from profiles of the bench shapes: an id
+ * read from a cached posting (roaring AND/OR), a posting looked up, an id
+ * collected from points (gather, radix sort, append), a candidate checked
+ * on a column once its value is in the CPU cache, a cache line of column
+ * values fetched from memory (the profile's dominant cost for sparse
+ * candidates: a check reads one value per line), a column block looked up. */
+#define COST_POSTING_ID 1.0
+#define COST_POSTING 200.0
+#define COST_POINT_ID 12.0
+#define COST_CHECK 5.0
+#define COST_LINE 80.0
+#define COST_BLOCK 150.0
+#define LINES_PER_BLOCK 128.0
 /* Accepted value ids checked by a scan up to this many; beyond, a bitset. */
 #define SMALL_SET 8
 
@@ -55,6 +69,9 @@ struct pnode {
   guint64 *nums;      /* TERM/IN: sorted keys */
   guint n_nums;
   guint64 lo, hi;     /* RANGE: inclusive keys */
+  double dlo, dhi;    /* the same bounds as numbers, for column checks */
+  gboolean lo_open, hi_open; /* exclusive bounds */
+  double *dnums;      /* TERM/IN values as numbers */
   /* execution */
   roaring_bitmap_t *bm; /* materialized set, when read from the index */
   const char *how;
@@ -95,6 +112,7 @@ void ixia_idx_plan_free(pnode_t *p) {
   if (p->vids) g_array_free(p->vids, TRUE);
   g_free(p->vbits);
   g_free(p->nums);
+  g_free(p->dnums);
   if (p->bm) roaring_bitmap_free(p->bm);
   g_free(p);
 }
@@ -239,6 +257,8 @@ static gboolean plan_leaf(ixia_search_ctx_t *s, pnode_t *p) {
           p->est += (double)ixia_points_count(fld->points, p->nums[i], p->nums[i]);
         }
         qsort(p->nums, p->n_nums, sizeof(guint64), u64_cmp);
+        p->dnums = g_new(double, MAX(p->n_nums, 1));
+        for (guint i = 0; i < p->n_nums; i++) p->dnums[i] = num_of_key(p->nums[i]);
         return TRUE;
       }
       lookup_values(s->idx, p, f->values);
@@ -261,6 +281,10 @@ static gboolean plan_leaf(ixia_search_ctx_t *s, pnode_t *p) {
           else p->hi = f->hi_incl ? k : k - 1;
         }
         p->est = (double)ixia_points_count(fld->points, p->lo, p->hi);
+        p->dlo = f->lo ? ixia_num_decode(g_bytes_get_data(f->lo, NULL)) : -INFINITY;
+        p->dhi = f->hi ? ixia_num_decode(g_bytes_get_data(f->hi, NULL)) : INFINITY;
+        p->lo_open = f->lo && !f->lo_incl;
+        p->hi_open = f->hi && !f->hi_incl;
         return TRUE;
       }
       /* keyword ranges walk the dictionary like prefixes */
@@ -397,11 +421,38 @@ static gboolean materialize_leaf(ixia_search_ctx_t *s, pnode_t *p, roaring_bitma
     if (!walk_values(s, p, 0, &more)) return FALSE;
     p->by_bytes = FALSE;
   }
-  gboolean all = f->kind == IXIA_F_MATCH;
-  for (guint i = 0; i < p->vids->len; i++)
-    if (!or_posting(s, fld->id, g_array_index(p->vids, guint32, i), out, all, &first))
-      return FALSE;
-  return TRUE;
+  if (f->kind == IXIA_F_MATCH) {
+    for (guint i = 0; i < p->vids->len; i++)
+      if (!or_posting(s, fld->id, g_array_index(p->vids, guint32, i), out, TRUE, &first))
+        return FALSE;
+    return TRUE;
+  }
+  /* Many values: one union of all their postings (CRoaring's lazy OR),
+   * rather than growing the result one posting at a time. */
+  guint n = p->vids->len;
+  blk_t **blks = g_new0(blk_t *, MAX(n, 1));
+  const roaring_bitmap_t **bms = g_new0(const roaring_bitmap_t *, MAX(n, 1));
+  gboolean ok = TRUE;
+  guint64 ids = 0;
+  for (guint i = 0; ok && i < n; i++) {
+    blks[i] = ixia_idx_posting(s->idx, K_POST, fld->id, g_array_index(p->vids, guint32, i), s->err);
+    ok = blks[i] != NULL;
+    if (ok) {
+      bms[i] = blks[i]->bm;
+      ids += roaring_bitmap_get_cardinality(bms[i]);
+    }
+  }
+  if (ok) ok = ixia_idx_charge(s, ids) && ixia_idx_deadline(s);
+  if (ok && n == 1) roaring_bitmap_or_inplace(out, bms[0]);
+  if (ok && n > 1) {
+    roaring_bitmap_t *u = roaring_bitmap_or_many(n, bms);
+    roaring_bitmap_or_inplace(out, u);
+    roaring_bitmap_free(u);
+  }
+  for (guint i = 0; i < n; i++) ixia_idx_blk_unref(blks[i]);
+  g_free(blks);
+  g_free(bms);
+  return ok;
 }
 
 static gboolean materialize(ixia_search_ctx_t *s, pnode_t *p) {
@@ -471,6 +522,39 @@ static gboolean materialize(ixia_search_ctx_t *s, pnode_t *p) {
   return TRUE;
 }
 
+/* What reading a node's whole set from the index would cost. */
+static double mat_cost(const ixia_search_ctx_t *s, const pnode_t *p) {
+  double c = 0;
+  switch (p->kind) {
+    case N_ALL:
+    case N_NONE:
+      return 0;
+    case N_LEAF:
+      if (p->f->kind == IXIA_F_EXISTS) return p->est * COST_POSTING_ID + COST_POSTING;
+      if (p->field->numeric) return p->est * COST_POINT_ID + COST_POSTING;
+      if (p->by_bytes) return (double)s->n_live * COST_POSTING_ID + WALK_CAP * COST_POSTING;
+      return p->est * COST_POSTING_ID + (p->vids ? p->vids->len : 1) * COST_POSTING;
+    default:
+      for (guint i = 0; i < p->n_kids; i++) c += mat_cost(s, p->kids[i]);
+      if (p->kind == N_NOT) c += (double)s->n_live * COST_POSTING_ID;
+      return c;
+  }
+}
+
+static guint leaf_count(const pnode_t *p) {
+  if (p->kind != N_AND && p->kind != N_OR && p->kind != N_NOT) return 1;
+  guint n = 0;
+  for (guint i = 0; i < p->n_kids; i++) n += leaf_count(p->kids[i]);
+  return n;
+}
+
+/* What checking a node on the columns of cand candidates would cost. */
+static double check_cost(const ixia_search_ctx_t *s, const pnode_t *p, double cand) {
+  double blocks = MIN(cand, (double)s->n_live / BLOCK_SLOTS + 1);
+  double lines = MIN(cand, blocks * LINES_PER_BLOCK);
+  return leaf_count(p) * (cand * COST_CHECK + lines * COST_LINE + blocks * COST_BLOCK);
+}
+
 static int est_cmp(gconstpointer a, gconstpointer b) {
   const pnode_t *x = *(pnode_t *const *)a, *y = *(pnode_t *const *)b;
   return x->est < y->est ? -1 : x->est > y->est;
@@ -492,7 +576,7 @@ static gboolean materialize_and(ixia_search_ctx_t *s, pnode_t *p, roaring_bitmap
   for (guint i = 0; ok && i < kids->len; i++) {
     pnode_t *k = kids->pdata[i];
     double cand = have ? (double)roaring_bitmap_get_cardinality(out) : (double)s->n_live;
-    if (have && k->checkable && k->est > LEAD_FACTOR * cand) {
+    if (have && k->checkable && mat_cost(s, k) > check_cost(s, k, cand)) {
       g_ptr_array_add(checks, k);
       continue;
     }
@@ -572,15 +656,13 @@ static inline gboolean vid_ok(const pnode_t *p, guint32 v) {
   return FALSE;
 }
 
-static inline gboolean key_ok(const pnode_t *p, guint64 k) {
-  if (p->f->kind == IXIA_F_RANGE) return k >= p->lo && k <= p->hi;
-  guint lo = 0, hi = p->n_nums;
-  while (lo < hi) {
-    guint mid = (lo + hi) / 2;
-    if (p->nums[mid] == k) return TRUE;
-    if (p->nums[mid] < k) lo = mid + 1;
-    else hi = mid;
-  }
+/* A number passes a numeric leaf. Compared as doubles, which order like
+ * their encoding (-0 equals 0 in both; documents hold no NaN). */
+static inline gboolean num_ok(const pnode_t *p, double d) {
+  if (p->f->kind == IXIA_F_RANGE)
+    return (p->lo_open ? d > p->dlo : d >= p->dlo) && (p->hi_open ? d < p->dhi : d <= p->dhi);
+  for (guint i = 0; i < p->n_nums; i++)
+    if (p->dnums[i] == d) return TRUE;
   return FALSE;
 }
 
@@ -590,7 +672,7 @@ static gboolean slot_ok(ixia_idx_t *idx, const pnode_t *p, const col_t *c, guint
   const void *v = col_slot(c, slot, &n);
   for (guint32 i = 0; i < n; i++) {
     if (c->width == 8) {
-      if (key_ok(p, num_key(((const double *)v)[i]))) return TRUE;
+      if (num_ok(p, ((const double *)v)[i])) return TRUE;
     } else {
       guint32 vid = ((const guint32 *)v)[i];
       if (!p->by_bytes) {
@@ -666,11 +748,13 @@ gboolean ixia_idx_check_block(ixia_search_ctx_t *s, pnode_t *p, guint32 block, g
       return check_leaf(s, p, block, mask);
     case N_AND:
       if (p->bm) break;
+      if (!p->how) p->how = "per candidate";
       for (guint i = 0; i < p->n_kids && !mask_empty(mask); i++)
         if (!ixia_idx_check_block(s, p->kids[i], block, mask)) return FALSE;
       return TRUE;
     case N_OR: {
       if (p->bm) break;
+      if (!p->how) p->how = "per candidate";
       guint64 acc[BLOCK_WORDS] = {0}, m[BLOCK_WORDS];
       for (guint i = 0; i < p->n_kids; i++) {
         for (guint w = 0; w < BLOCK_WORDS; w++) m[w] = mask[w] & ~acc[w];
@@ -683,6 +767,7 @@ gboolean ixia_idx_check_block(ixia_search_ctx_t *s, pnode_t *p, guint32 block, g
     }
     case N_NOT: {
       if (p->bm) break;
+      if (!p->how) p->how = "per candidate";
       guint64 m[BLOCK_WORDS];
       memcpy(m, mask, sizeof m);
       if (!ixia_idx_check_block(s, p->kids[0], block, m)) return FALSE;

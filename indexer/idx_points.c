@@ -15,6 +15,7 @@
  *
  * Thread safety: one writer (the apply thread) and many readers, through a
  * writer-preferring rwlock so a stream of searches cannot starve apply. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "idx.h"
@@ -181,10 +182,34 @@ guint64 ixia_points_count(ixia_points_t *p, guint64 lo, guint64 hi) {
   return n;
 }
 
+/* Sorts ids (LSD radix, three 11-bit passes with small count arrays):
+ * roaring appends sorted ids in place, where unsorted ones cost a search
+ * and a move each. */
+static void sort_ids(guint32 *a, gsize n) {
+  guint32 *tmp = g_new(guint32, n), *src = a, *dst = tmp;
+  for (int shift = 0; shift < 33; shift += 11) {
+    gsize count[2049] = {0};
+    for (gsize i = 0; i < n; i++) count[((src[i] >> shift) & 2047) + 1]++;
+    for (guint b = 0; b < 2048; b++) count[b + 1] += count[b];
+    for (gsize i = 0; i < n; i++) dst[count[(src[i] >> shift) & 2047]++] = src[i];
+    guint32 *t = src;
+    src = dst;
+    dst = t;
+  }
+  /* Three passes: the sorted ids are in tmp. */
+  memcpy(a, src, n * sizeof *a);
+  g_free(tmp);
+}
+
+static int u32_cmp(const void *x, const void *y) {
+  guint32 a = *(const guint32 *)x, b = *(const guint32 *)y;
+  return a < b ? -1 : a > b;
+}
+
 guint64 ixia_points_collect(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bitmap_t *out) {
   if (lo > hi) return 0;
+  GArray *ids = g_array_new(FALSE, FALSE, sizeof(guint32));
   pthread_rwlock_rdlock(&p->lock);
-  guint64 n = 0;
   if (p->leaves->len > 0) {
     guint li, at;
     first_at_least(p, lo, &li, &at);
@@ -196,12 +221,17 @@ guint64 ixia_points_collect(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bi
         end = at;
         while (end < l->n && l->key[end] <= hi) end++;
       }
-      if (end > at) roaring_bitmap_add_many(out, end - at, l->id + at);
-      n += end - at;
+      if (end > at) g_array_append_vals(ids, l->id + at, end - at);
       if (last) break;
     }
   }
   pthread_rwlock_unlock(&p->lock);
+  guint64 n = ids->len;
+  guint32 *a = (guint32 *)(void *)ids->data;
+  if (n > 256) sort_ids(a, n);
+  else qsort(a, n, sizeof *a, u32_cmp);
+  roaring_bitmap_add_many(out, n, a);
+  g_array_free(ids, TRUE);
   return n;
 }
 

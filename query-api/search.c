@@ -66,6 +66,9 @@ static void shard_call(ixia_search_t *s, call_t *c) {
     if (transport && pooled && attempt == 0) {
       if (gerr) g_error_free(gerr);
       ixia_shard_client_destroy(client);
+      /* The shard restarted: every pooled connection to it is dead. */
+      for (ixia_shard_client_t *old; (old = g_async_queue_try_pop(sh->idle));)
+        ixia_shard_client_destroy(old);
       g_clear_pointer(&json, g_free);
       continue;
     }
