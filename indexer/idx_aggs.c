@@ -38,6 +38,7 @@ typedef struct anode {
   field_t *field; /* NULL: COUNT, or a field nothing was indexed under */
   struct anode **subs;
   guint n_subs;
+  struct anode *share; /* a sibling SUM/AVG of the same field that accumulates for both */
   /* metrics, by parent bucket */
   GArray *n;      /* guint64 */
   GArray *sum;    /* ixia_fsum_t */
@@ -66,6 +67,10 @@ struct ixia_idx_agg {
 };
 
 /* ------------------------------------------------------------- setup */
+
+/* sum and avg of one field among siblings read the same values into the same
+ * exact sum: the first accumulates, the others read its state. */
+static void share_sums(struct anode **nodes, guint n);
 
 static anode_t *anode_new(ixia_idx_agg_t *A, const ixia_agg_t *g, gboolean top) {
   anode_t *n = g_new0(anode_t, 1);
@@ -96,11 +101,24 @@ static anode_t *anode_new(ixia_idx_agg_t *A, const ixia_agg_t *g, gboolean top) 
       if (top && n->field && !n->field->numeric) n->direct = g_array_new(FALSE, TRUE, sizeof(guint32));
       n->subs = g_new0(anode_t *, MAX(g->n_subs, 1));
       for (guint i = 0; i < g->n_subs; i++) n->subs[n->n_subs++] = anode_new(A, g->subs[i], FALSE);
+      share_sums(n->subs, n->n_subs);
       break;
     default:
       break;
   }
   return n;
+}
+
+static void share_sums(anode_t **nodes, guint n) {
+  for (guint i = 0; i < n; i++) {
+    anode_t *a = nodes[i];
+    if ((a->g->kind != IXIA_AGG_SUM && a->g->kind != IXIA_AGG_AVG) || !a->field) continue;
+    for (guint j = 0; j < i && !a->share; j++) {
+      anode_t *b = nodes[j];
+      if ((b->g->kind == IXIA_AGG_SUM || b->g->kind == IXIA_AGG_AVG) && b->field == a->field && !b->share)
+        a->share = b;
+    }
+  }
 }
 
 static void anode_free(anode_t *n) {
@@ -140,6 +158,7 @@ ixia_idx_agg_t *ixia_idx_agg_new(ixia_search_ctx_t *s, ixia_aggs_t *aggs) {
   A->n_top = q->n_aggs;
   A->top = g_new0(anode_t *, MAX(q->n_aggs, 1));
   for (guint i = 0; i < q->n_aggs; i++) A->top[i] = anode_new(A, q->aggs[i], TRUE);
+  share_sums(A->top, A->n_top);
   A->cols = g_new0(blk_t *, MAX(q->n_agg_fields, 1));
   A->block = G_MAXUINT32;
   A->max_mem = s->lim ? s->lim->max_memory_bytes : G_MAXUINT64;
@@ -279,6 +298,38 @@ static gboolean add_terms(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guin
   return ok;
 }
 
+/* A block with one value per slot: count, sum, min or max straight from
+ * the array of first values. */
+static gboolean add_single(ixia_idx_agg_t *A, anode_t *n, const col_t *c, const apair_t *pr,
+                           guint np) {
+  const ixia_agg_t *g = n->g;
+  const double *v1 = c->v1.d;
+  guint32 top = 0;
+  for (guint i = 0; i < np; i++) top = MAX(top, pr[i].pb);
+  metric_reserve(n, top);
+  guint64 *cnt = (guint64 *)(void *)n->n->data;
+  if (g->kind == IXIA_AGG_SUM || g->kind == IXIA_AGG_AVG) {
+    ixia_fsum_t *fs = (ixia_fsum_t *)(void *)n->sum->data;
+    for (guint i = 0; i < np; i++) {
+      guint s = pr[i].slot;
+      if (!(c->has[s >> 6] >> (s & 63) & 1)) continue;
+      cnt[pr[i].pb]++;
+      gsize more = ixia_fsum_add(&fs[pr[i].pb], v1[s]);
+      if (more && !mem_grow(A, more)) return FALSE;
+    }
+    return TRUE;
+  }
+  double *ext = (double *)(void *)n->ext->data;
+  gboolean min = g->kind == IXIA_AGG_MIN;
+  for (guint i = 0; i < np; i++) {
+    guint s = pr[i].slot, pb = pr[i].pb;
+    if (!(c->has[s >> 6] >> (s & 63) & 1)) continue;
+    double x = v1[s];
+    if (cnt[pb]++ == 0 || (min ? x < ext[pb] : x > ext[pb])) ext[pb] = x;
+  }
+  return TRUE;
+}
+
 static gboolean add_pairs(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guint np) {
   const ixia_agg_t *g = n->g;
   if (g->kind == IXIA_AGG_TERMS) return add_terms(A, n, pr, np);
@@ -289,8 +340,12 @@ static gboolean add_pairs(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guin
     }
     return TRUE;
   }
+  if (n->share) return TRUE; /* a sibling accumulates these values */
   const col_t *c = column(A, n);
   if (!c) return TRUE;
+  if (!c->mstart && c->width == 8 && g->kind != IXIA_AGG_PERCENTILES &&
+      g->kind != IXIA_AGG_CARDINALITY)
+    return add_single(A, n, c, pr, np);
   for (guint i = 0; i < np; i++) {
     guint32 cnt, pb = pr[i].pb;
     const void *v = col_slot(c, pr[i].slot, &cnt);
@@ -431,15 +486,16 @@ static gboolean finish_node(ixia_idx_agg_t *A, anode_t *n, ixia_agg_cell_t *cell
     g_array_free(mine, TRUE);
     return ok;
   }
-  if (pb >= n->n->len) return TRUE; /* nothing accumulated */
+  const anode_t *src = n->share ? n->share : n;
+  if (pb >= src->n->len) return TRUE; /* nothing accumulated */
   ixia_agg_summary_t s = {0};
-  s.n = g_array_index(n->n, guint64, pb);
+  s.n = g_array_index(src->n, guint64, pb);
   if (s.n == 0) return TRUE;
   guint64 *hashes = NULL;
   switch (g->kind) {
     case IXIA_AGG_SUM:
     case IXIA_AGG_AVG:
-      s.sum = g_array_index(n->sum, ixia_fsum_t, pb);
+      s.sum = g_array_index(src->sum, ixia_fsum_t, pb);
       break;
     case IXIA_AGG_MIN:
     case IXIA_AGG_MAX:

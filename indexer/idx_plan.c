@@ -47,8 +47,6 @@
 #define COST_LINE 80.0
 #define COST_BLOCK 150.0
 #define LINES_PER_BLOCK 128.0
-/* Accepted value ids checked by a scan up to this many; beyond, a bitset. */
-#define SMALL_SET 8
 
 typedef enum { N_ALL, N_NONE, N_AND, N_OR, N_NOT, N_LEAF } nkind_t;
 
@@ -691,6 +689,42 @@ static gboolean slot_ok(ixia_idx_t *idx, const pnode_t *p, const col_t *c, guint
   return FALSE;
 }
 
+/* Single-valued blocks: whole 64-slot words compared without branches,
+ * which the compiler vectorises; sparse words go candidate by candidate. */
+static void check_dense(const pnode_t *p, const col_t *c, guint64 *mask) {
+  for (guint w = 0; w < BLOCK_WORDS; w++) {
+    guint64 m = mask[w] & c->has[w], keep = 0;
+    if (!m) {
+      mask[w] = 0;
+      continue;
+    }
+    if (c->width == 8) {
+      const double *v = c->v1.d + w * 64;
+      if (p->f->kind == IXIA_F_RANGE && __builtin_popcountll(m) > 8) {
+        double lo = p->lo_open ? nextafter(p->dlo, INFINITY) : p->dlo;
+        double hi = p->hi_open ? nextafter(p->dhi, -INFINITY) : p->dhi;
+        for (guint b = 0; b < 64; b++) keep |= (guint64)((v[b] >= lo) & (v[b] <= hi)) << b;
+      } else {
+        for (guint64 k = m; k; k &= k - 1) {
+          guint b = (guint)__builtin_ctzll(k);
+          if (num_ok(p, v[b])) keep |= G_GUINT64_CONSTANT(1) << b;
+        }
+      }
+    } else {
+      const guint32 *v = c->v1.u + w * 64;
+      /* Branchless: a match is as likely as not, so a branch mispredicts. */
+      for (guint64 k = m; k; k &= k - 1) {
+        guint b = (guint)__builtin_ctzll(k);
+        guint32 r = v[b] - p->vbits_lo;
+        guint64 in = r < p->vbits_n;
+        guint32 rr = in ? r : 0;
+        keep |= ((p->vbits[rr >> 6] >> (rr & 63)) & in) << b;
+      }
+    }
+    mask[w] = m & keep;
+  }
+}
+
 static gboolean check_leaf(ixia_search_ctx_t *s, pnode_t *p, guint32 block, guint64 *mask) {
   if (p->bm || !p->checkable) {
     if (!materialize(s, p)) return FALSE;
@@ -711,18 +745,22 @@ static gboolean check_leaf(ixia_search_ctx_t *s, pnode_t *p, guint32 block, guin
       mask[w] &= c->has[w];
     }
   } else {
-    if (!fld->numeric && !p->by_bytes && p->vids->len > SMALL_SET && !p->vbits) build_vbits(p);
-    if (p->by_bytes) g_rw_lock_reader_lock(&s->idx->dict_lock);
-    for (guint w = 0; w < BLOCK_WORDS; w++) {
-      guint64 m = mask[w] & c->has[w], keep = 0;
-      n += (guint64)__builtin_popcountll(mask[w]);
-      for (; m; m &= m - 1) {
-        guint bit = (guint)__builtin_ctzll(m);
-        if (slot_ok(s->idx, p, c, w << 6 | bit)) keep |= G_GUINT64_CONSTANT(1) << bit;
+    if (!fld->numeric && !p->by_bytes && p->vids->len && !p->vbits) build_vbits(p);
+    for (guint w = 0; w < BLOCK_WORDS; w++) n += (guint64)__builtin_popcountll(mask[w]);
+    if (!c->mstart && !p->by_bytes && (fld->numeric || p->vbits)) {
+      check_dense(p, c, mask);
+    } else {
+      if (p->by_bytes) g_rw_lock_reader_lock(&s->idx->dict_lock);
+      for (guint w = 0; w < BLOCK_WORDS; w++) {
+        guint64 m = mask[w] & c->has[w], keep = 0;
+        for (; m; m &= m - 1) {
+          guint bit = (guint)__builtin_ctzll(m);
+          if (slot_ok(s->idx, p, c, w << 6 | bit)) keep |= G_GUINT64_CONSTANT(1) << bit;
+        }
+        mask[w] = keep;
       }
-      mask[w] = keep;
+      if (p->by_bytes) g_rw_lock_reader_unlock(&s->idx->dict_lock);
     }
-    if (p->by_bytes) g_rw_lock_reader_unlock(&s->idx->dict_lock);
   }
   ixia_idx_blk_unref(b);
   p->checked += n;
