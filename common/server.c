@@ -603,6 +603,10 @@ ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int p
 
 int ixia_server_port(const ixia_server_t *srv) { return srv->port; }
 
+void ixia_server_set_workers(ixia_server_t *srv, int workers) {
+  if (!srv->pool && workers > 0) srv->workers = workers;
+}
+
 gboolean ixia_server_start(ixia_server_t *srv, ixia_error_t **err) {
   signal(SIGPIPE, SIG_IGN);
   GError *gerr = NULL;

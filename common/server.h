@@ -31,6 +31,11 @@ ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int p
                                ThriftProcessor *processor, ixia_error_t **err);
 /* The port actually bound. */
 int ixia_server_port(const ixia_server_t *srv);
+/* Replaces server.workers before ixia_server_start: a daemon whose calls
+ * only compute (no waiting on other servers) runs best with about as many
+ * workers as cores, where each extra thread costs wake-ups. */
+void ixia_server_set_workers(ixia_server_t *srv, int workers);
+
 gboolean ixia_server_start(ixia_server_t *srv, ixia_error_t **err);
 /* Stops accepting, closes open connections and waits for workers. */
 void ixia_server_stop(ixia_server_t *srv);

@@ -29,6 +29,11 @@ int main(int argc, char **argv) {
   proc = ixia_search_processor_new(ix, cfg);
   srv = ixia_server_new(cfg, ixia_config_str(cfg, "indexer.host"),
                         (int)ixia_config_int(cfg, "indexer.port"), proc, &err);
+  if (srv) {
+    gint64 threads = ixia_config_int(cfg, "indexer.search_threads");
+    if (threads == 0) threads = MAX(4, 2 * (gint64)g_get_num_processors());
+    ixia_server_set_workers(srv, (int)threads);
+  }
   if (!srv || !ixia_server_start(srv, &err)) goto out;
   if (!ixia_server_write_port_file(srv, ixia_config_str(cfg, "indexer.port_file"), &err)) goto out;
   IXIA_INFO("ixia-indexer serving on %s:%d, index %s", ixia_config_str(cfg, "indexer.host"),
