@@ -14,7 +14,8 @@ static const char *const SUMMARY =
     "  load           bulk put of --docs generated products (batch calls of --batch)\n"
     "  index          after load: time until a min_version query for the load's last\n"
     "                 version answers (documents indexed per second), index size\n"
-    "  get-hot        cached gets of --hot-keys keys\n"
+    "  get-hot        gets of --hot-keys keys (served from memory)\n"
+    "  get-random     gets of uniformly random keys over --keys\n"
     "  mixed          gets and puts at --read-ratio:1 over Zipf(--theta) keys of --keys;\n"
     "                 reports the cache hit ratio\n"
     "  put            durable puts, one document per call, over --keys keys\n"
@@ -46,7 +47,8 @@ static gboolean gen_docs(const ixia_bench_opts_t *o) {
 }
 
 static const ixia_bench_workload_t *const DRIVEN[] = {
-    &ixia_bench_get_hot, &ixia_bench_mixed, &ixia_bench_put,       &ixia_bench_memcached,
+    &ixia_bench_get_hot, &ixia_bench_get_random, &ixia_bench_mixed, &ixia_bench_put,
+    &ixia_bench_memcached,
     &ixia_bench_agg,     &ixia_bench_freshness,
 };
 

@@ -11,13 +11,14 @@
 /* ---- cache hit ratio over a run (from the API's counters) ---------------- */
 
 typedef struct {
-  double hits, misses;
+  double hits, misses, memory;
 } cache_counts_t;
 
 static gboolean cache_counts(const ixia_bench_opts_t *o, cache_counts_t *cc, ixia_error_t **err) {
   ixia_client_t *c = ixia_client_new(o->api, err);
   gboolean ok = c && ixia_bench_stat(c, "cache_hits", &cc->hits, err) &&
-                ixia_bench_stat(c, "cache_misses", &cc->misses, err);
+                ixia_bench_stat(c, "cache_misses", &cc->misses, err) &&
+                ixia_bench_stat(c, "gets_from_memory", &cc->memory, err);
   ixia_client_destroy(c);
   return ok;
 }
@@ -30,9 +31,13 @@ static void add_hit_ratio(const ixia_bench_opts_t *o, const cache_counts_t *befo
     return;
   }
   double hits = after.hits - before->hits, misses = after.misses - before->misses;
-  if (hits + misses > 0)
-    cJSON_AddNumberToObject(out, "cache_hit_ratio",
-                            (double)(gint64)(hits / (hits + misses) * 10000 + 0.5) / 10000);
+  double memory = after.memory - before->memory, all = hits + misses + memory;
+  /* Gets answered from the store's memory never ask memcached; the others
+   * hit or miss it (and then read the disk). */
+  if (all > 0) {
+    cJSON_AddNumberToObject(out, "from_memory_ratio", (double)(gint64)(memory / all * 10000 + 0.5) / 10000);
+    cJSON_AddNumberToObject(out, "cache_hit_ratio", (double)(gint64)((hits + memory) / all * 10000 + 0.5) / 10000);
+  }
 }
 
 static void key_of(gint64 i, char *buf, size_t size) { ixia_bench_key((guint64)i, buf, size); }
@@ -84,12 +89,34 @@ static gboolean get_hot_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t *
 
 static void hit_ratio_report(ixia_bench_run_t *r, const ixia_bench_worker_t *tot, cJSON *out) {
   (void)tot;
-  cJSON_AddNumberToObject(out, "keys", (double)(r->wl == &ixia_bench_mixed ? r->o->keys : r->o->hot_keys));
+  cJSON_AddNumberToObject(out, "keys", (double)(r->wl == &ixia_bench_get_hot ? r->o->hot_keys : r->o->keys));
   add_hit_ratio(r->o, r->state, out);
 }
 
 const ixia_bench_workload_t ixia_bench_get_hot = {
     .name = "get-hot", .prepare = get_hot_prepare, .op = get_hot_op,
+    .report = hit_ratio_report, .cleanup = g_free};
+
+/* ---- get-random: gets of uniformly random keys of the loaded table --------- */
+
+static gboolean get_random_prepare(ixia_bench_run_t *r, gpointer *state, char **skip,
+                                   ixia_error_t **err) {
+  (void)skip;
+  const ixia_bench_opts_t *o = r->o;
+  if (!ixia_bench_apply_schema(o, err) || !ixia_bench_ensure_docs(o, o->keys, err)) return FALSE;
+  cache_counts_t *cc = g_new0(cache_counts_t, 1);
+  *state = cc;
+  return cache_counts(o, cc, err);
+}
+
+static gboolean get_random_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err) {
+  char key[32];
+  key_of(g_rand_int_range(w->rnd, 0, (gint32)w->run->o->keys), key, sizeof key);
+  return get_one(conn, key, err);
+}
+
+const ixia_bench_workload_t ixia_bench_get_random = {
+    .name = "get-random", .prepare = get_random_prepare, .op = get_random_op,
     .report = hit_ratio_report, .cleanup = g_free};
 
 /* ---- mixed: gets and puts at read_ratio:1 over Zipf keys ------------------- */

@@ -1,4 +1,12 @@
-#include "cache.h"
+/* The look-aside cache on memcached (cache.h has the protocol): keys, the
+ * pool of libmemcached handles and the per-server health every thread
+ * shares, gets, leases and backfills (on a small thread pool, so a get never
+ * waits for its backfill). Writers' deletes are grouped in invalidate.c.
+ *
+ * Every libmemcached outcome is interpreted in one place (mc_check), which
+ * is also where a server is marked down: one failure spares every thread the
+ * next timeouts for cache.retry_timeout_s. */
+#include "cache_int.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -6,8 +14,6 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include <libmemcached/memcached.h>
-#include <libmemcached/util.h>
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -23,44 +29,6 @@
 #define PLAIN_KEY_MAX 200
 /* memcached reads an expiration above 30 days as a Unix time. */
 #define MAX_TTL_SECONDS (30 * 24 * 3600)
-
-typedef struct {
-  char *name; /* "host:port", for logs */
-  /* Monotonic time (µs) until which the server is skipped; 0 while healthy.
-   * Shared by every pooled connection, unlike libmemcached's own per-handle
-   * failure state, so one timeout spares all threads the next ones. */
-  _Atomic gint64 down_until;
-} server_t;
-
-struct ixia_cache {
-  gboolean disabled;
-  gint64 timeout_us, retry_us;
-  time_t default_ttl, lease_ttl;
-  gint64 backfill_pause_ms;
-  gint64 backfill_queue_max;
-
-  server_t *servers;
-  guint n_servers;
-  memcached_st *master; /* template the pool clones; never used for I/O */
-  memcached_pool_st *pool;
-
-  /* Counting semaphore over the pool: memcached_pool_fetch() can only wait
-   * in whole seconds, too coarse for cache.timeout_ms. */
-  GMutex pool_lock;
-  GCond pool_cond;
-  gint64 pool_free;
-
-  GThreadPool *workers;
-  GMutex jobs_lock; /* guards pending and closing */
-  GCond jobs_cond;  /* pending reached 0, or closing was set */
-  gint64 pending;
-  gboolean closing;
-
-  _Atomic gint64 last_warn_us; /* rate limit of per-operation warnings */
-
-  _Atomic guint64 hits, misses, errors, leases, backfills, backfills_stale, backfills_dropped,
-      invalidations, invalidation_failures;
-};
 
 struct ixia_cache_lease {
   ixia_cache_t *cache;
@@ -78,7 +46,6 @@ typedef struct {
   time_t ttl;
 } job_t;
 
-#define COUNT(c, field) atomic_fetch_add_explicit(&(c)->field, 1, memory_order_relaxed)
 
 /* ---- keys ---------------------------------------------------------------- */
 
@@ -154,14 +121,14 @@ static gboolean rc_is_connection_failure(memcached_return_t rc) {
   }
 }
 
-static void server_mark_down(ixia_cache_t *c, server_t *s, const char *why) {
+void ixia_cache_server_mark_down(ixia_cache_t *c, server_t *s, const char *why) {
   gint64 prev = atomic_exchange(&s->down_until, g_get_monotonic_time() + c->retry_us);
   if (prev == 0)
     IXIA_WARN("cache: memcached %s failed (%s); skipping it for %" G_GINT64_FORMAT " s", s->name,
               why, c->retry_us / G_USEC_PER_SEC);
 }
 
-static void server_mark_up(server_t *s) {
+void ixia_cache_server_mark_up(server_t *s) {
   if (atomic_load_explicit(&s->down_until, memory_order_relaxed) == 0) return;
   if (atomic_exchange(&s->down_until, 0) != 0)
     IXIA_INFO("cache: memcached %s answers again", s->name);
@@ -170,7 +137,7 @@ static void server_mark_up(server_t *s) {
 /* TRUE when a call may go to s now. Past the retry timeout exactly one caller
  * wins the right to probe (by pushing the deadline out again); the others
  * keep skipping until that probe marks the server up. */
-static gboolean server_usable(ixia_cache_t *c, server_t *s) {
+gboolean ixia_cache_server_usable(ixia_cache_t *c, server_t *s) {
   gint64 until = atomic_load_explicit(&s->down_until, memory_order_relaxed);
   if (until == 0) return TRUE;
   gint64 now = g_get_monotonic_time();
@@ -194,7 +161,7 @@ static gboolean mc_check(ixia_cache_t *c, memcached_st *mc, server_t *s, memcach
   case MEMCACHED_NOTFOUND:
   case MEMCACHED_NOTSTORED:
   case MEMCACHED_DATA_EXISTS:
-    if (s) server_mark_up(s);
+    if (s) ixia_cache_server_mark_up(s);
     return TRUE;
   default:
     break;
@@ -204,7 +171,7 @@ static gboolean mc_check(ixia_cache_t *c, memcached_st *mc, server_t *s, memcach
                                                             : memcached_strerror(mc, rc);
   char *why = g_strdup_printf("%s: %s", op, detail);
   if (rc_is_connection_failure(rc) && s) {
-    server_mark_down(c, s, why);
+    ixia_cache_server_mark_down(c, s, why);
   } else {
     gint64 now = g_get_monotonic_time();
     gint64 last = atomic_load_explicit(&c->last_warn_us, memory_order_relaxed);
@@ -263,7 +230,7 @@ static gboolean conn_acquire(ixia_cache_t *c, const char *mkey, conn_t *out) {
     goto fail;
   }
   server_t *s = &c->servers[idx];
-  if (!server_usable(c, s)) {
+  if (!ixia_cache_server_usable(c, s)) {
     memcached_pool_release(c->pool, mc);
     goto fail;
   }
@@ -366,7 +333,8 @@ static gboolean parse_servers(ixia_cache_t *c, const char *spec, ixia_error_t **
       break;
     }
     g_free(orig);
-    server_t s = {.name = g_strdup_printf("%s:%" G_GUINT64_FORMAT, host, port)};
+    server_t s = {.name = g_strdup_printf("%s:%" G_GUINT64_FORMAT, host, port),
+                  .host = g_strdup(host), .port = (guint16)port};
     g_array_append_val(servers, s);
   }
   g_strfreev(parts);
@@ -430,6 +398,7 @@ ixia_cache_t *ixia_cache_new(const ixia_config_t *cfg, ixia_error_t **err) {
   c->lease_ttl = (time_t)ixia_config_int(cfg, "cache.lease_ttl_seconds");
   c->backfill_pause_ms = ixia_config_int(cfg, "cache.test_backfill_pause_ms");
   c->backfill_queue_max = ixia_config_int(cfg, "cache.backfill_queue_max");
+  c->inval_retry_max = ixia_config_int(cfg, "cache.invalidation_retry_max");
   gint64 pool_size = ixia_config_int(cfg, "cache.pool_size");
   gint64 threads = ixia_config_int(cfg, "cache.backfill_threads");
 
@@ -462,6 +431,7 @@ ixia_cache_t *ixia_cache_new(const ixia_config_t *cfg, ixia_error_t **err) {
     ixia_error_from_gerror(err, gerr, IXIA_EINTERNAL, "cache backfill threads");
     goto fail;
   }
+  if (!ixia_cache_invalidator_start(c, err)) goto fail;
   return c;
 
 fail:
@@ -471,6 +441,7 @@ fail:
 
 void ixia_cache_destroy(ixia_cache_t *c) {
   if (!c) return;
+  ixia_cache_invalidator_stop(c);
   if (c->workers) {
     g_mutex_lock(&c->jobs_lock);
     c->closing = TRUE;
@@ -481,7 +452,10 @@ void ixia_cache_destroy(ixia_cache_t *c) {
   }
   if (c->pool) memcached_pool_destroy(c->pool); /* returns master, freed below */
   if (c->master) memcached_free(c->master);
-  for (guint i = 0; i < c->n_servers; i++) g_free(c->servers[i].name);
+  for (guint i = 0; i < c->n_servers; i++) {
+    g_free(c->servers[i].name);
+    g_free(c->servers[i].host);
+  }
   g_free(c->servers);
   g_mutex_clear(&c->pool_lock);
   g_cond_clear(&c->pool_cond);
@@ -729,26 +703,6 @@ gboolean ixia_cache_wait_idle(ixia_cache_t *c, gint64 timeout_ms) {
   return idle;
 }
 
-gboolean ixia_cache_invalidate(ixia_cache_t *c, const char *ns, const char *table,
-                               const char *key, size_t key_len) {
-  g_return_val_if_fail(c && ns && table && (key || !key_len), FALSE);
-  if (c->disabled) return TRUE;
-  char *mkey = ixia_cache_key(ns, table, key, key_len);
-  conn_t conn;
-  gboolean ok = FALSE;
-  if (conn_acquire(c, mkey, &conn)) {
-    memcached_return_t rc = memcached_delete(conn.mc, mkey, strlen(mkey), 0);
-    ok = mc_check(c, conn.mc, conn.server, rc, "delete");
-    conn_release(c, &conn);
-  }
-  g_free(mkey);
-  if (ok)
-    COUNT(c, invalidations);
-  else
-    COUNT(c, invalidation_failures);
-  return ok;
-}
-
 void ixia_cache_get_stats(ixia_cache_t *c, ixia_cache_stats_t *out) {
   g_return_if_fail(c && out);
 #define LOAD(f) out->f = atomic_load_explicit(&c->f, memory_order_relaxed)
@@ -761,5 +715,9 @@ void ixia_cache_get_stats(ixia_cache_t *c, ixia_cache_stats_t *out) {
   LOAD(backfills_dropped);
   LOAD(invalidations);
   LOAD(invalidation_failures);
+  out->invalidation_rounds = atomic_load_explicit(&c->inval_rounds, memory_order_relaxed);
+  out->invalidations_retried = atomic_load_explicit(&c->inval_retried, memory_order_relaxed);
+  out->invalidation_retries_dropped = atomic_load_explicit(&c->inval_retry_drops, memory_order_relaxed);
+  out->invalidation_retries_pending = atomic_load_explicit(&c->inval_retry_pending, memory_order_relaxed);
 #undef LOAD
 }

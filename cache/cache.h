@@ -104,11 +104,23 @@ void ixia_cache_backfill(ixia_cache_t *c, ixia_cache_lease_t *lease, gint64 vers
  * ownership; NULL is a no-op. */
 void ixia_cache_lease_release(ixia_cache_lease_t *lease);
 
-/* Deletes the key, waiting for memcached's answer (never noreply or
- * buffered: those report success without knowing). TRUE when the key is gone
- * (deleted or absent) or the cache is disabled. FALSE when memcached failed,
- * timed out or is marked down: the caller counts it; the TTL bounds the
- * staleness. */
+/* Deletes keys, waiting for memcached's answers (never noreply or buffered:
+ * those report success without knowing). The keys of every caller waiting at
+ * that moment go out together: one pipelined write per server, one read of
+ * the answers (a group round, like the store's group commit). Returns how
+ * many deletes failed: 0 when every key is gone (deleted or absent) or the
+ * cache is disabled. A delete fails (server down or marked down, timeout, an error answer): the
+ * caller counts it; that key is retried by later rounds (at least every
+ * 100 ms) until memcached confirms it, with at most
+ * cache.invalidation_retry_max keys waiting (beyond, the oldest are dropped
+ * and counted). Until then the cache TTL bounds how stale a get that reads
+ * memcached can be. */
+typedef struct {
+  const char *ns, *table, *key;
+  size_t key_len;
+} ixia_cache_keyref_t;
+guint ixia_cache_invalidate_many(ixia_cache_t *c, const ixia_cache_keyref_t *keys, guint n);
+/* One key: TRUE when it is gone. */
 gboolean ixia_cache_invalidate(ixia_cache_t *c, const char *ns, const char *table,
                                const char *key, size_t key_len);
 
@@ -130,7 +142,11 @@ typedef struct {
   guint64 backfills_stale;      /* backfills skipped because the lease was gone */
   guint64 backfills_dropped;    /* backfills dropped: queue full or cache closing */
   guint64 invalidations;        /* successful deletes (including of absent keys) */
-  guint64 invalidation_failures;
+  guint64 invalidation_failures; /* deletes that failed (then retried) */
+  guint64 invalidation_rounds;  /* pipelined rounds (each serves every waiting writer) */
+  guint64 invalidations_retried; /* failed deletes confirmed by a retry */
+  guint64 invalidation_retries_pending; /* failed deletes waiting for a retry now */
+  guint64 invalidation_retries_dropped; /* over cache.invalidation_retry_max: given up */
 } ixia_cache_stats_t;
 
 void ixia_cache_get_stats(ixia_cache_t *c, ixia_cache_stats_t *out);

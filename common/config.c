@@ -97,6 +97,11 @@ static const ixia_option_t options[] = {
     {"cache.backfill_threads", IXIA_OPT_INT, "2", 1, 256, "Threads that backfill the cache after misses."},
     {"cache.backfill_queue_max", IXIA_OPT_INT, "10000", 1, 10000000,
      "Pending backfills beyond this are dropped (the next get misses again)."},
+    {"cache.invalidation_retry_max", IXIA_OPT_INT, "100000", 0, 100000000,
+     "Deletes that failed (memcached down or timing out) kept for retry, at least every "
+     "100 ms, until memcached confirms them; beyond this many the oldest are given up "
+     "(counted: cache_invalidation_retries_dropped) and the cache TTL bounds their "
+     "staleness."},
     {"cache.test_backfill_pause_ms", IXIA_OPT_INT, "0", 0, 600000,
      "Test hook: each backfill sleeps this long before storing. Never set it in production."},
 

@@ -56,9 +56,10 @@ void ixia_json_append_string(GString *out, const char *s, size_t len);
 
 /* Appends to out the same object as ixia_json_project would build, read
  * straight from the text of a JSON object the server wrote itself (member
- * values are copied as they are). FALSE, with nothing appended, when the
+ * values are copied as they are), and says in *all_present (may be NULL)
+ * whether every path was there. FALSE, with nothing appended, when the
  * text cannot be followed. */
 gboolean ixia_json_project_text(const char *json, size_t len, const char *const *paths,
-                                guint npaths, GString *out);
+                                guint npaths, GString *out, gboolean *all_present);
 
 #endif

@@ -164,12 +164,16 @@ static void emit(const pnode_t *obj, GString *out) {
 }
 
 gboolean ixia_json_project_text(const char *json, size_t len, const char *const *paths,
-                                guint npaths, GString *out) {
+                                guint npaths, GString *out, gboolean *all_present) {
+  gboolean all = TRUE;
   const char *e = json + len;
   pnode_t root = {NULL, NULL, NULL, g_ptr_array_new_with_free_func(pnode_free)};
   gboolean bad = FALSE;
   for (guint i = 0; i < npaths && !bad; i++) {
-    if (!paths[i][0]) continue;
+    if (!paths[i][0]) {
+      all = FALSE;
+      continue;
+    }
     /* Find the value: one object level per segment. */
     const char *v = json, *ve = e, *p = paths[i];
     while (v && *p) {
@@ -178,7 +182,10 @@ gboolean ixia_json_project_text(const char *json, size_t len, const char *const 
       v = member(v, ve, p, n, &ve, &bad);
       p = dot ? dot + 1 : p + n;
     }
-    if (!v) continue;
+    if (!v) {
+      all = FALSE;
+      continue;
+    }
     /* Place it, nested as the path is; an earlier path that already holds
      * the member (or a whole object above it) wins. */
     gchar **parts = g_strsplit(paths[i], ".", -1);
@@ -204,6 +211,7 @@ gboolean ixia_json_project_text(const char *json, size_t len, const char *const 
     g_strfreev(parts);
   }
   if (!bad) emit(&root, out);
+  if (all_present) *all_present = all;
   g_ptr_array_free(root.kids, TRUE);
   return !bad;
 }

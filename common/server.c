@@ -114,7 +114,19 @@ struct ixia_server {
   guint64 timeouts;
   guint64 rejected_frames;
   guint64 requests;
+  guint64 inline_requests; /* answered on an I/O thread */
+  guint64 deferred;        /* tried inline, handed to a worker */
+  ixia_server_inline_fn inline_fn;
 };
+
+/* Set while an I/O thread runs a call itself (see ixia_server_set_inline). */
+static __thread gboolean tl_on_io, tl_deferred;
+
+gboolean ixia_server_on_io_thread(void) { return tl_on_io; }
+
+void ixia_server_defer(void) {
+  if (tl_on_io) tl_deferred = TRUE;
+}
 
 /* Markers told apart from connections in epoll data. */
 static char listen_marker, wake_marker;
@@ -293,9 +305,14 @@ static void warn_limited(ixia_server_t *srv, const char *why) {
 
 static gboolean flush_out(conn_t *c, gint64 now);
 
+/* What dispatch did with a frame. */
+enum { DISPATCH_CLOSE = 0, DISPATCH_KEEP = 1, DISPATCH_ANSWERED = 2 };
+
 /* A whole frame is held at in_pos: run it (or, for a refused connection,
- * answer why and close). FALSE when the connection must be closed. */
-static gboolean dispatch(conn_t *c, guint32 size, gint64 now) {
+ * answer why and close): on a worker, or here when it is a cheap call
+ * (DISPATCH_ANSWERED: the connection reads on). DISPATCH_CLOSE when the
+ * connection must be closed. */
+static int dispatch(conn_t *c, guint32 size, gint64 now) {
   ixia_server_t *srv = c->io->srv;
   c->frame_start = c->in->len > c->in_pos + 4 + size ? now : 0;
   if (c->refused) {
@@ -309,11 +326,40 @@ static gboolean dispatch(conn_t *c, guint32 size, gint64 now) {
     c->out_pos = 0;
     c->close_after = TRUE;
     c->since = now;
-    return flush_out(c, now);
+    return flush_out(c, now) ? DISPATCH_KEEP : DISPATCH_CLOSE;
+  }
+  const guint8 *frame = c->in->data + c->in_pos + 4;
+  const char *name;
+  guint32 name_len;
+  gint32 seqid;
+  if (srv->inline_fn && ixia_wire_peek_call(frame, size, &name, &name_len, &seqid) &&
+      srv->inline_fn(name, name_len)) {
+    /* A cheap call: answered here, without waking a worker. */
+    tl_on_io = TRUE;
+    tl_deferred = FALSE;
+    const GByteArray *out = ixia_server_serve_frame(srv->processor, &srv->lim, frame, size);
+    tl_on_io = FALSE;
+    if (!tl_deferred) {
+      c->in_pos += 4 + size;
+      __atomic_add_fetch(&srv->requests, 1, __ATOMIC_RELAXED);
+      __atomic_add_fetch(&srv->inline_requests, 1, __ATOMIC_RELAXED);
+      guint sent = 0;
+      if (!out || !send_some(c->fd, out->data, out->len, &sent)) return DISPATCH_CLOSE;
+      if (sent < out->len) {
+        c->out = g_byte_array_sized_new(out->len - sent);
+        g_byte_array_append(c->out, out->data + sent, out->len - sent);
+        c->out_pos = 0;
+        c->state = CONN_WRITING;
+        c->since = now;
+        return DISPATCH_KEEP;
+      }
+      return DISPATCH_ANSWERED;
+    }
+    __atomic_add_fetch(&srv->deferred, 1, __ATOMIC_RELAXED);
   }
   c->state = CONN_RUNNING;
   g_thread_pool_push(srv->pool, c, NULL);
-  return TRUE;
+  return DISPATCH_KEEP;
 }
 
 /* Reads until the socket is drained or one whole frame is held, and runs
@@ -342,7 +388,10 @@ static gboolean advance(conn_t *c, gint64 now) {
           __atomic_add_fetch(&srv->rejected_frames, 1, __ATOMIC_RELAXED);
           return FALSE;
         }
-        return dispatch(c, size, now);
+        int d = dispatch(c, size, now);
+        if (d != DISPATCH_ANSWERED) return d == DISPATCH_KEEP;
+        c->since = now;
+        continue; /* pipelined frames: the next one, or read on */
       }
     }
     if (!c->readable) return TRUE;
@@ -603,6 +652,8 @@ ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int p
 
 int ixia_server_port(const ixia_server_t *srv) { return srv->port; }
 
+void ixia_server_set_inline(ixia_server_t *srv, ixia_server_inline_fn fn) { srv->inline_fn = fn; }
+
 void ixia_server_set_workers(ixia_server_t *srv, int workers) {
   if (!srv->pool && workers > 0) srv->workers = workers;
 }
@@ -685,6 +736,8 @@ void ixia_server_add_stats(const ixia_server_t *srv, cJSON *o) {
   STAT("connections_timed_out", __atomic_load_n(&srv->timeouts, __ATOMIC_RELAXED));
   STAT("rejected_frames", __atomic_load_n(&srv->rejected_frames, __ATOMIC_RELAXED));
   STAT("requests", __atomic_load_n(&srv->requests, __ATOMIC_RELAXED));
+  STAT("requests_inline", __atomic_load_n(&srv->inline_requests, __ATOMIC_RELAXED));
+  STAT("requests_deferred", __atomic_load_n(&srv->deferred, __ATOMIC_RELAXED));
 #undef STAT
 }
 

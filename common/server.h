@@ -36,6 +36,19 @@ int ixia_server_port(const ixia_server_t *srv);
  * workers as cores, where each extra thread costs wake-ups. */
 void ixia_server_set_workers(ixia_server_t *srv, int workers);
 
+/* Cheap calls answered on the I/O threads. Before handing a frame to a
+ * worker, an I/O thread asks fn about the call's method name; when fn says
+ * yes it runs the call itself (no thread hand-off, no wake-up), and frames
+ * pipelined on the connection are answered in a row. A handler running on
+ * an I/O thread (ixia_server_on_io_thread) must not block: when it finds it
+ * would (a disk read, a call to another server), it calls ixia_server_defer
+ * and returns; its answer is dropped and the call runs again on a worker.
+ * Set before ixia_server_start. */
+typedef gboolean (*ixia_server_inline_fn)(const char *method, guint32 len);
+void ixia_server_set_inline(ixia_server_t *srv, ixia_server_inline_fn fn);
+gboolean ixia_server_on_io_thread(void);
+void ixia_server_defer(void);
+
 gboolean ixia_server_start(ixia_server_t *srv, ixia_error_t **err);
 /* Stops accepting, closes open connections and waits for workers. */
 void ixia_server_stop(ixia_server_t *srv);
@@ -44,7 +57,9 @@ void ixia_server_destroy(ixia_server_t *srv);
 /* Adds the server's counters to a stats object: connections_total,
  * connections_open, connections_refused (over server.max_connections),
  * connections_timed_out (server.request_timeout_ms), rejected_frames
- * (oversized or not Thrift), requests. srv may be NULL (adds nothing). */
+ * (oversized or not Thrift), requests, requests_inline (answered on an I/O
+ * thread), requests_deferred (tried there, run by a worker). srv may be NULL
+ * (adds nothing). */
 void ixia_server_add_stats(const ixia_server_t *srv, cJSON *o);
 
 /* Serves one request frame (its body, without the 4-byte header) with

@@ -610,6 +610,10 @@ static gpointer inval_main(gpointer data) {
     gpointer item = g_async_queue_pop(ix->inval_q);
     if (item == &wake_marker) break;
     GPtrArray *keys = item;
+    /* One pipelined round for the whole batch. */
+    ixia_cache_keyref_t *refs = g_new(ixia_cache_keyref_t, keys->len + 1);
+    GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+    guint n = 0;
     for (guint i = 0; i < keys->len; i++) {
       size_t len;
       const char *k = g_bytes_get_data(g_ptr_array_index(keys, i), &len);
@@ -617,15 +621,18 @@ static gpointer inval_main(gpointer data) {
       size_t nl, tl, kl;
       if (!ixia_store_parse_key(k, len, NULL, &ns, &nl, &table, &tl, &key, &kl)) continue;
       char *ns0 = ixia_memdup0(ns, nl), *table0 = ixia_memdup0(table, tl);
-      if (ixia_cache_invalidate(ix->cache, ns0, table0, key, kl)) {
-        __atomic_add_fetch(&ix->invalidations, 1, __ATOMIC_RELAXED);
-      } else {
-        __atomic_add_fetch(&ix->invalidation_failures, 1, __ATOMIC_RELAXED);
-        ratelimited_warn(&ix->cache_rl, "cache", "invalidating an indexed key failed");
-      }
-      g_free(ns0);
-      g_free(table0);
+      g_ptr_array_add(names, ns0);
+      g_ptr_array_add(names, table0);
+      refs[n++] = (ixia_cache_keyref_t){ns0, table0, key, kl};
     }
+    guint failed = ixia_cache_invalidate_many(ix->cache, refs, n);
+    __atomic_add_fetch(&ix->invalidations, n - failed, __ATOMIC_RELAXED);
+    if (failed) {
+      __atomic_add_fetch(&ix->invalidation_failures, failed, __ATOMIC_RELAXED);
+      ratelimited_warn(&ix->cache_rl, "cache", "invalidating indexed keys failed");
+    }
+    g_free(refs);
+    g_ptr_array_free(names, TRUE);
     g_ptr_array_unref(keys);
   }
   return NULL;

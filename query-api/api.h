@@ -91,4 +91,9 @@ guint ixia_api_max_get_keys(const ixia_api_t *api);
 /* A Thrift processor serving api (borrowed; must outlive the processor). */
 ThriftProcessor *ixia_api_processor_new(ixia_api_t *api);
 
+/* The calls ixia-query-api tries on its I/O threads (ixia_server_set_inline):
+ * gets and multi-gets (answered from the store's memory, deferred to a
+ * worker when a disk read or memcached is needed), stats and getSchema. */
+gboolean ixia_api_inline_call(const char *method, guint32 len);
+
 #endif

@@ -23,6 +23,7 @@ int main(int argc, char **argv) {
   proc = ixia_api_processor_new(api);
   srv = ixia_server_new(cfg, ixia_config_str(cfg, "api.host"), (int)ixia_config_int(cfg, "api.port"),
                         proc, &err);
+  if (srv) ixia_server_set_inline(srv, ixia_api_inline_call);
   if (!srv || !ixia_server_start(srv, &err)) goto out;
   ixia_api_set_server(api, srv);
   if (!ixia_server_write_port_file(srv, ixia_config_str(cfg, "api.port_file"), &err)) goto out;

@@ -225,7 +225,7 @@ static void append_doc(const ixia_query_t *q, const ixia_store_doc_t *d, const c
     return;
   }
   guint nf = g_strv_length(q->fields);
-  if (!parsed && ixia_json_project_text(d->json, d->json_len, (const char *const *)q->fields, nf, out))
+  if (!parsed && ixia_json_project_text(d->json, d->json_len, (const char *const *)q->fields, nf, out, NULL))
     return;
   cJSON *doc = parsed ? NULL : ixia_json_parse_stored(d->json, d->json_len);
   gboolean all;

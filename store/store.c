@@ -26,6 +26,7 @@ struct ixia_store {
   rocksdb_column_family_handle_t *cf_local;
   rocksdb_writeoptions_t *wopts;
   rocksdb_readoptions_t *ropts;
+  rocksdb_readoptions_t *ropts_memory; /* memtables and the block cache only */
   rocksdb_block_based_table_options_t *table_opts;
   rocksdb_cache_t *block_cache;
   rocksdb_compactionfilter_t *ttl_filter;
@@ -463,17 +464,27 @@ gboolean ixia_store_write(ixia_store_t *s, const ixia_write_op_t *ops, guint n, 
 
 /* ---------- reads ---------- */
 
-gboolean ixia_store_get(ixia_store_t *s, const char *ns, const char *table, const char *key,
-                        size_t key_len, gboolean *found, gint64 *version, gint64 *expire_out,
-                        char **json, size_t *json_len, ixia_error_t **err) {
+/* One document through ro; *in_memory is FALSE when ro reads only memory
+ * and the answer needs the disk. */
+static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, const char *ns,
+                          const char *table, const char *key, size_t key_len, gboolean *in_memory,
+                          gboolean *found, gint64 *version, gint64 *expire_out, char **json,
+                          size_t *json_len, ixia_error_t **err) {
   __atomic_add_fetch(&s->stats.gets, 1, __ATOMIC_RELAXED);
   GBytes *k = ixia_store_doc_key(ns, table, key, key_len);
   size_t klen, vlen = 0;
   const char *kd = g_bytes_get_data(k, &klen);
   char *rerr = NULL;
-  char *raw = rocksdb_get_cf(s->db, s->ropts, s->cf_default, kd, klen, &vlen, &rerr);
+  char *raw = rocksdb_get_cf(s->db, ro, s->cf_default, kd, klen, &vlen, &rerr);
   g_bytes_unref(k);
   *found = FALSE;
+  if (in_memory) *in_memory = TRUE;
+  /* RocksDB's Status::Incomplete: the block-cache tier cannot answer. */
+  if (rerr && in_memory && g_str_has_prefix(rerr, "Result incomplete")) {
+    rocksdb_free(rerr);
+    *in_memory = FALSE;
+    return TRUE;
+  }
   if (!ixia_error_from_rocksdb(err, rerr, "get")) return FALSE;
   if (!raw) return TRUE;
   gint64 v = 0, expire_at = 0;
@@ -493,6 +504,24 @@ gboolean ixia_store_get(ixia_store_t *s, const char *ns, const char *table, cons
   }
   rocksdb_free(raw);
   return TRUE;
+}
+
+gboolean ixia_store_get(ixia_store_t *s, const char *ns, const char *table, const char *key,
+                        size_t key_len, gboolean *found, gint64 *version, gint64 *expire_out,
+                        char **json, size_t *json_len, ixia_error_t **err) {
+  return store_get(s, s->ropts, ns, table, key, key_len, NULL, found, version, expire_out, json,
+                   json_len, err);
+}
+
+gboolean ixia_store_get_in_memory(ixia_store_t *s, const char *ns, const char *table,
+                                  const char *key, size_t key_len, gboolean *in_memory,
+                                  gboolean *found, gint64 *version, gint64 *expire_at, char **json,
+                                  size_t *json_len, ixia_error_t **err) {
+  __atomic_add_fetch(&s->stats.memory_gets, 1, __ATOMIC_RELAXED);
+  gboolean ok = store_get(s, s->ropts_memory, ns, table, key, key_len, in_memory, found, version,
+                          expire_at, json, json_len, err);
+  if (ok && !*in_memory) __atomic_add_fetch(&s->stats.memory_gets_missed, 1, __ATOMIC_RELAXED);
+  return ok;
 }
 
 gboolean ixia_store_multi_get(ixia_store_t *s, const char *ns, const char *table, guint n,
@@ -695,6 +724,8 @@ void ixia_store_get_stats(ixia_store_t *s, ixia_store_stats_t *out) {
   out->write_groups = __atomic_load_n(&s->stats.write_groups, __ATOMIC_RELAXED);
   out->conflicts = __atomic_load_n(&s->stats.conflicts, __ATOMIC_RELAXED);
   out->gets = __atomic_load_n(&s->stats.gets, __ATOMIC_RELAXED);
+  out->memory_gets = __atomic_load_n(&s->stats.memory_gets, __ATOMIC_RELAXED);
+  out->memory_gets_missed = __atomic_load_n(&s->stats.memory_gets_missed, __ATOMIC_RELAXED);
   out->writes_refused_disk_full = __atomic_load_n(&s->stats.writes_refused_disk_full, __ATOMIC_RELAXED);
   /* Measured now, so an idle store shows space freed since its last write. */
   ixia_disk_reserve_check(s->disk, NULL);
@@ -795,6 +826,8 @@ ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
   s->wopts = rocksdb_writeoptions_create();
   rocksdb_writeoptions_set_sync(s->wopts, ixia_config_bool(cfg, "store.sync"));
   s->ropts = rocksdb_readoptions_create();
+  s->ropts_memory = rocksdb_readoptions_create();
+  rocksdb_readoptions_set_read_tier(s->ropts_memory, 1 /* kBlockCacheTier */);
   s->queue = g_async_queue_new();
   s->writer = g_thread_new("ixia-store-writer", writer_main, s);
   IXIA_INFO("store open at %s, latest version %" G_GINT64_FORMAT, path, ixia_store_latest_version(s));
@@ -813,6 +846,7 @@ void ixia_store_destroy(ixia_store_t *s) {
   if (s->db) rocksdb_close(s->db);
   if (s->wopts) rocksdb_writeoptions_destroy(s->wopts);
   if (s->ropts) rocksdb_readoptions_destroy(s->ropts);
+  if (s->ropts_memory) rocksdb_readoptions_destroy(s->ropts_memory);
   if (s->opts) rocksdb_options_destroy(s->opts);
   if (s->local_opts) rocksdb_options_destroy(s->local_opts);
   if (s->table_opts) rocksdb_block_based_options_destroy(s->table_opts);

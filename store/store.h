@@ -72,6 +72,8 @@ typedef struct {
   guint64 write_groups; /* synced RocksDB writes: fsyncs when store.sync */
   guint64 conflicts;
   guint64 gets;
+  guint64 memory_gets;        /* reads that may only use memory (ixia_store_get_in_memory) */
+  guint64 memory_gets_missed; /* of those, the ones that needed the disk */
   guint64 writes_refused_disk_full; /* requests refused under store.disk_reserve_mb */
   gint64 disk_free_bytes;   /* free on store.path's file system, measured by get_stats; -1 unknown */
   gint64 disk_reserve_bytes; /* store.disk_reserve_mb in bytes; 0 = off */
@@ -96,6 +98,15 @@ gboolean ixia_store_write(ixia_store_t *store, const ixia_write_op_t *ops, guint
 gboolean ixia_store_get(ixia_store_t *store, const char *ns, const char *table, const char *key,
                         size_t key_len, gboolean *found, gint64 *version, gint64 *expire_at,
                         char **json, size_t *json_len, ixia_error_t **err);
+
+/* Reads a document only if memory (memtables and the block cache) can
+ * answer: never waits for the disk, so it may run on a thread that must not
+ * block. *in_memory FALSE: the answer needs a disk read (use ixia_store_get);
+ * the other outputs are then unset. Otherwise as ixia_store_get. */
+gboolean ixia_store_get_in_memory(ixia_store_t *store, const char *ns, const char *table,
+                                  const char *key, size_t key_len, gboolean *in_memory,
+                                  gboolean *found, gint64 *version, gint64 *expire_at, char **json,
+                                  size_t *json_len, ixia_error_t **err);
 
 /* One document of a multi-get. */
 typedef struct {
