@@ -518,6 +518,81 @@ ixia_cache_result_t ixia_cache_get(ixia_cache_t *c, const char *ns, const char *
   return result;
 }
 
+/* Decodes a cached value into d; FALSE for anything but a document. */
+static gboolean decode_value(const char *value, size_t vlen, ixia_cache_doc_t *d) {
+  if (!value || vlen < VALUE_HEADER_BYTES || value[0] != TAG_VALUE) return FALSE;
+  guint64 be;
+  memcpy(&be, value + 1, 8);
+  d->version = (gint64)GUINT64_FROM_BE(be);
+  d->len = vlen - VALUE_HEADER_BYTES;
+  d->json = g_malloc(d->len + 1);
+  memcpy(d->json, value + VALUE_HEADER_BYTES, d->len);
+  d->json[d->len] = '\0';
+  return TRUE;
+}
+
+void ixia_cache_get_many(ixia_cache_t *c, const ixia_cache_keyref_t *keys, guint n,
+                         ixia_cache_doc_t *out) {
+  memset(out, 0, sizeof *out * n);
+  if (n == 0) return;
+  for (guint i = 0; i < n; i++) out[i].result = IXIA_CACHE_MISS;
+  if (c->disabled) {
+    atomic_fetch_add_explicit(&c->misses, n, memory_order_relaxed);
+    return;
+  }
+  char **mkeys = g_new0(char *, n);
+  for (guint i = 0; i < n; i++)
+    mkeys[i] = ixia_cache_key(keys[i].ns, keys[i].table, keys[i].key, keys[i].key_len);
+  conn_t conn;
+  if (!conn_acquire(c, mkeys[0], &conn)) {
+    for (guint i = 0; i < n; i++) out[i].result = IXIA_CACHE_ERROR;
+  } else {
+    /* Keys of servers marked down are errors at once; the rest go in one
+     * multi-key get (one request per server, answered together). */
+    GHashTable *at = g_hash_table_new(g_str_hash, g_str_equal);
+    const char **ask = g_new(const char *, n);
+    size_t *lens = g_new(size_t, n);
+    guint m = 0;
+    for (guint i = 0; i < n; i++) {
+      uint32_t idx = memcached_generate_hash(conn.mc, mkeys[i], strlen(mkeys[i]));
+      if (idx >= c->n_servers || !ixia_cache_server_usable(c, &c->servers[idx])) {
+        out[i].result = IXIA_CACHE_ERROR;
+        continue;
+      }
+      g_hash_table_insert(at, mkeys[i], GUINT_TO_POINTER(i + 1));
+      ask[m] = mkeys[i];
+      lens[m++] = strlen(mkeys[i]);
+    }
+    memcached_return_t rc = m ? memcached_mget(conn.mc, ask, lens, m) : MEMCACHED_SUCCESS;
+    gboolean ok = mc_check(c, conn.mc, conn.server, rc, "mget");
+    memcached_result_st *res = NULL;
+    while (ok && m && (res = memcached_fetch_result(conn.mc, res, &rc))) {
+      char *k = g_strndup(memcached_result_key_value(res), memcached_result_key_length(res));
+      guint i = GPOINTER_TO_UINT(g_hash_table_lookup(at, k));
+      g_free(k);
+      if (i && decode_value(memcached_result_value(res), memcached_result_length(res), &out[i - 1]))
+        out[i - 1].result = IXIA_CACHE_HIT;
+    }
+    if (res) memcached_result_free(res);
+    if (ok && m && rc != MEMCACHED_END && rc != MEMCACHED_SUCCESS && rc != MEMCACHED_NOTFOUND)
+      ok = mc_check(c, conn.mc, conn.server, rc, "mget fetch");
+    if (!ok)
+      for (guint i = 0; i < n; i++)
+        if (out[i].result != IXIA_CACHE_HIT) out[i].result = IXIA_CACHE_ERROR;
+    conn_release(c, &conn);
+    g_hash_table_destroy(at);
+    g_free(ask);
+    g_free(lens);
+  }
+  for (guint i = 0; i < n; i++) {
+    if (out[i].result == IXIA_CACHE_HIT) COUNT(c, hits);
+    else if (out[i].result == IXIA_CACHE_MISS) COUNT(c, misses);
+    else COUNT(c, errors);
+    g_free(mkeys[i]);
+  }
+  g_free(mkeys);
+}
+
 static void random_token(guint8 token[TOKEN_BYTES]) {
   static _Atomic guint64 counter;
   if (getrandom(token, TOKEN_BYTES, GRND_NONBLOCK) == TOKEN_BYTES) return;

@@ -74,6 +74,20 @@ ixia_cache_result_t ixia_cache_get(ixia_cache_t *c, const char *ns, const char *
                                    const char *key, size_t key_len, gint64 *version, char **json,
                                    size_t *len);
 
+/* Looks n keys up with one multi-key get (a request per server, answered
+ * together). out[i] is for keys[i]: result as ixia_cache_get; on HIT its
+ * version and json (g_malloc'd; caller frees). Keys whose server is marked
+ * down are ERROR at once. (ixia_cache_keyref_t is declared below.) */
+typedef struct ixia_cache_keyref ixia_cache_keyref_t;
+typedef struct {
+  ixia_cache_result_t result;
+  gint64 version;
+  char *json;
+  size_t len;
+} ixia_cache_doc_t;
+void ixia_cache_get_many(ixia_cache_t *c, const ixia_cache_keyref_t *keys, guint n,
+                         ixia_cache_doc_t *out);
+
 /* Takes a lease on the key: adds a placeholder with a fresh random token and
  * a TTL of cache.lease_ttl_seconds, only if the key holds nothing. Call it
  * after a MISS and BEFORE reading the store. Returns NULL when the key holds
@@ -115,10 +129,10 @@ void ixia_cache_lease_release(ixia_cache_lease_t *lease);
  * cache.invalidation_retry_max keys waiting (beyond, the oldest are dropped
  * and counted). Until then the cache TTL bounds how stale a get that reads
  * memcached can be. */
-typedef struct {
+struct ixia_cache_keyref {
   const char *ns, *table, *key;
   size_t key_len;
-} ixia_cache_keyref_t;
+};
 guint ixia_cache_invalidate_many(ixia_cache_t *c, const ixia_cache_keyref_t *keys, guint n);
 /* One key: TRUE when it is gone. */
 gboolean ixia_cache_invalidate(ixia_cache_t *c, const char *ns, const char *table,

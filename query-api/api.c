@@ -241,100 +241,143 @@ static char *shape_doc(const char *json, size_t len, const char *const *fields,
   return out;
 }
 
+/* The cache TTL of a document: the table's, capped by the document's own
+ * expiry (a cached copy must not outlive it). 0 = do not cache. */
+static gint64 cache_ttl(ixia_api_t *api, const ixia_schema_t *schema, gint64 expire_at) {
+  gint64 ttl = schema->cache_ttl_seconds > 0 ? schema->cache_ttl_seconds : api->cache_default_ttl;
+  if (expire_at) ttl = MIN(ttl, expire_at - g_get_real_time() / G_USEC_PER_SEC);
+  return ttl;
+}
+
+/* Sets out from a document's text, shaped to fields. */
+static gboolean answer_doc(ixia_api_doc_t *out, gint64 version, const char *json, size_t len,
+                           const char *const *fields, gboolean *complete, ixia_error_t **err) {
+  out->json = shape_doc(json, len, fields, complete, err);
+  out->found = out->json != NULL;
+  out->version = version;
+  return out->json != NULL;
+}
+
+gboolean ixia_api_multi_get(ixia_api_t *api, const char *ns, const char *table,
+                            const char *const *keys, guint n, const char *const *fields,
+                            ixia_api_doc_t *out, ixia_error_t **err) {
+  memset(out, 0, sizeof *out * n);
+  ixia_schema_t *schema = lookup_schema(api, ns, table, err);
+  if (!schema) return FALSE;
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < n; i++) ok = check_key(api, keys[i], err);
+  for (const char *const *f = fields; ok && f && *f; f++) ok = ixia_field_path_valid(*f, err);
+  /* 1. The store's memory (memtables, block cache): microseconds, on the
+   * calling thread, strongly consistent. memcached only stands in front of
+   * the disk reads (docs/OPERATIONS.md, "How a get is served"). */
+  GArray *disk = g_array_new(FALSE, FALSE, sizeof(guint)); /* keys the memory could not answer */
+  for (guint i = 0; ok && i < n; i++) {
+    gboolean in_memory = FALSE, found = FALSE;
+    gint64 v = 0;
+    char *mem = NULL;
+    size_t mlen = 0;
+    if (!api->memcached_first)
+      ok = ixia_store_get_in_memory(api->store, ns, table, keys[i], strlen(keys[i]), &in_memory,
+                                    &found, &v, NULL, &mem, &mlen, err);
+    if (ok && in_memory) {
+      __atomic_add_fetch(&api->memory_gets, 1, __ATOMIC_RELAXED);
+      gboolean complete;
+      if (found) ok = answer_doc(&out[i], v, mem, mlen, fields, &complete, err);
+    } else if (ok) {
+      g_array_append_val(disk, i);
+    }
+    g_free(mem);
+  }
+  if (ok && disk->len && ixia_server_on_io_thread()) {
+    /* A disk read (or memcached) ahead: not on an I/O thread. */
+    ixia_server_defer();
+    ok = ixia_error_set(err, IXIA_EUNAVAILABLE, "get deferred to a worker");
+  }
+  /* 2. memcached, one multi-key get for all of them. */
+  guint m = ok ? disk->len : 0;
+  ixia_cache_keyref_t *refs = g_new(ixia_cache_keyref_t, m + 1);
+  ixia_cache_doc_t *cached = g_new0(ixia_cache_doc_t, m + 1);
+  for (guint j = 0; j < m; j++) {
+    const char *k = keys[g_array_index(disk, guint, j)];
+    refs[j] = (ixia_cache_keyref_t){ns, table, k, strlen(k)};
+  }
+  ixia_cache_get_many(api->cache, refs, m, cached);
+  /* 3. The store for the rest, each under a lease taken before the read so
+   * that a write in between cancels its backfill. */
+  GArray *rest = g_array_new(FALSE, FALSE, sizeof(guint)); /* indexes into disk */
+  ixia_cache_lease_t **leases = g_new0(ixia_cache_lease_t *, m + 1);
+  for (guint j = 0; j < m; j++) {
+    ixia_api_doc_t *o = &out[g_array_index(disk, guint, j)];
+    if (cached[j].result == IXIA_CACHE_HIT) {
+      gboolean complete;
+      char *shaped = shape_doc(cached[j].json, cached[j].len, fields, &complete, NULL);
+      if (shaped && complete) {
+        __atomic_add_fetch(&api->cache_hits, 1, __ATOMIC_RELAXED);
+        *o = (ixia_api_doc_t){TRUE, cached[j].version, shaped};
+        continue;
+      }
+      /* A cached entry lacking a requested field is a miss (Ixia's rule). */
+      g_free(shaped);
+      __atomic_add_fetch(&api->cache_partial_misses, 1, __ATOMIC_RELAXED);
+    }
+    __atomic_add_fetch(&api->cache_misses, 1, __ATOMIC_RELAXED);
+    if (cached[j].result != IXIA_CACHE_ERROR)
+      leases[j] = ixia_cache_lease(api->cache, ns, table, refs[j].key, refs[j].key_len);
+    g_array_append_val(rest, j);
+  }
+  if (rest->len) {
+    const char **rk = g_new(const char *, rest->len);
+    size_t *rl = g_new(size_t, rest->len);
+    ixia_store_doc_t *docs = g_new0(ixia_store_doc_t, rest->len);
+    for (guint r = 0; r < rest->len; r++) {
+      guint j = g_array_index(rest, guint, r);
+      rk[r] = refs[j].key;
+      rl[r] = refs[j].key_len;
+    }
+    ok = ixia_store_multi_get(api->store, ns, table, rest->len, rk, rl, docs, err);
+    for (guint r = 0; r < rest->len; r++) {
+      guint j = g_array_index(rest, guint, r);
+      const ixia_store_doc_t *d = &docs[r];
+      gint64 ttl = ok && d->found ? cache_ttl(api, schema, d->expire_at) : 0;
+      if (leases[j] && ttl > 0)
+        ixia_cache_backfill(api->cache, leases[j], d->version, d->json, d->json_len, ttl);
+      else
+        ixia_cache_lease_release(leases[j]);
+      leases[j] = NULL;
+      gboolean complete;
+      if (ok && d->found)
+        ok = answer_doc(&out[g_array_index(disk, guint, j)], d->version, d->json, d->json_len,
+                        fields, &complete, err);
+      g_free(docs[r].json);
+    }
+    g_free(rk);
+    g_free(rl);
+    g_free(docs);
+  }
+  for (guint j = 0; j < m; j++) {
+    ixia_cache_lease_release(leases[j]);
+    g_free(cached[j].json);
+  }
+  g_free(leases);
+  g_free(cached);
+  g_free(refs);
+  g_array_free(rest, TRUE);
+  g_array_free(disk, TRUE);
+  ixia_schema_unref(schema);
+  if (!ok)
+    for (guint i = 0; i < n; i++) g_clear_pointer(&out[i].json, g_free);
+  return ok;
+}
+
 gboolean ixia_api_get(ixia_api_t *api, const char *ns, const char *table, const char *key,
                       const char *const *fields, gboolean *found, gint64 *version, char **json,
                       ixia_error_t **err) {
-  *found = FALSE;
-  ixia_schema_t *schema = lookup_schema(api, ns, table, err);
-  if (!schema) return FALSE;
-  gboolean valid = check_key(api, key, err);
-  for (const char *const *f = fields; valid && f && *f; f++) valid = ixia_field_path_valid(*f, err);
-  if (!valid) {
-    ixia_schema_unref(schema);
-    return FALSE;
-  }
-  size_t klen = strlen(key);
-  gboolean ok = TRUE;
-  gint64 v = 0;
-  /* First the store's memory (memtables, block cache): microseconds, on the
-   * calling thread, strongly consistent; memcached only stands in front of
-   * the disk reads (docs/OPERATIONS.md, "How a get is served"). */
-  gboolean in_memory = FALSE;
-  char *mem = NULL;
-  size_t mlen = 0;
-  if (!api->memcached_first && !ixia_store_get_in_memory(api->store, ns, table, key, klen, &in_memory, found, &v, NULL,
-                                &mem, &mlen, err)) {
-    ixia_schema_unref(schema);
-    return FALSE;
-  }
-  if (in_memory) {
-    __atomic_add_fetch(&api->memory_gets, 1, __ATOMIC_RELAXED);
-    if (*found) {
-      gboolean complete;
-      char *out = shape_doc(mem, mlen, fields, &complete, err);
-      ok = out != NULL;
-      if (version) *version = v;
-      if (json) *json = out;
-      else g_free(out);
-    }
-    g_free(mem);
-    ixia_schema_unref(schema);
-    return ok;
-  }
-  if (ixia_server_on_io_thread()) {
-    /* A disk read (or memcached) ahead: not on an I/O thread. */
-    ixia_schema_unref(schema);
-    ixia_server_defer();
-    return ixia_error_set(err, IXIA_EUNAVAILABLE, "get deferred to a worker");
-  }
-  char *cached = NULL;
-  size_t clen = 0;
-  ixia_cache_result_t cr = ixia_cache_get(api->cache, ns, table, key, klen, &v, &cached, &clen);
-  if (cr == IXIA_CACHE_HIT) {
-    gboolean complete;
-    char *out = shape_doc(cached, clen, fields, &complete, NULL);
-    g_free(cached);
-    if (out && complete) {
-      __atomic_add_fetch(&api->cache_hits, 1, __ATOMIC_RELAXED);
-      *found = TRUE;
-      if (version) *version = v;
-      if (json) *json = out;
-      else g_free(out);
-      ixia_schema_unref(schema);
-      return TRUE;
-    }
-    /* A cached entry lacking a requested field is a miss (Ixia's rule). */
-    g_free(out);
-    __atomic_add_fetch(&api->cache_partial_misses, 1, __ATOMIC_RELAXED);
-  }
-  __atomic_add_fetch(&api->cache_misses, 1, __ATOMIC_RELAXED);
-  /* The lease must be taken before the store read: it is what lets a write
-   * that lands in between cancel this backfill. */
-  ixia_cache_lease_t *lease =
-      cr == IXIA_CACHE_ERROR ? NULL : ixia_cache_lease(api->cache, ns, table, key, klen);
-  char *doc = NULL;
-  size_t dlen = 0;
-  gint64 expire_at = 0;
-  ok = ixia_store_get(api->store, ns, table, key, klen, found, &v, &expire_at, &doc, &dlen, err);
-  if (ok && *found) {
-    /* A cached copy must not outlive the document's own TTL. */
-    gint64 ttl = schema->cache_ttl_seconds > 0 ? schema->cache_ttl_seconds : api->cache_default_ttl;
-    if (expire_at) ttl = MIN(ttl, expire_at - g_get_real_time() / G_USEC_PER_SEC);
-    if (lease && ttl > 0)
-      ixia_cache_backfill(api->cache, lease, v, doc, dlen, ttl);
-    else
-      ixia_cache_lease_release(lease);
-    gboolean complete;
-    char *out = shape_doc(doc, dlen, fields, &complete, err);
-    ok = out != NULL;
-    if (version) *version = v;
-    if (json) *json = out;
-    else g_free(out);
-  } else {
-    ixia_cache_lease_release(lease);
-  }
-  g_free(doc);
-  ixia_schema_unref(schema);
+  ixia_api_doc_t d;
+  gboolean ok = ixia_api_multi_get(api, ns, table, &key, 1, fields, &d, err);
+  *found = ok && d.found;
+  if (version) *version = d.version;
+  if (json) *json = d.json;
+  else g_free(d.json);
   return ok;
 }
 

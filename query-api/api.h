@@ -45,11 +45,26 @@ void ixia_api_set_server(ixia_api_t *api, ixia_server_t *srv);
 gboolean ixia_api_write(ixia_api_t *api, const ixia_api_op_t *ops, guint n, gint64 *versions,
                         ixia_error_t **err);
 
-/* fields: NULL-terminated dotted paths, or NULL for the whole document.
+/* A get: first from the truth store's memory (memtables and block cache; on
+ * an I/O thread the call defers itself when that is not enough), then from
+ * memcached, then from the store's disk with a lease and a backfill.
+ * fields: NULL-terminated dotted paths, or NULL for the whole document.
  * Missing key: TRUE with *found = FALSE. *json is g_malloc'd. */
 gboolean ixia_api_get(ixia_api_t *api, const char *ns, const char *table, const char *key,
                       const char *const *fields, gboolean *found, gint64 *version, char **json,
                       ixia_error_t **err);
+
+/* n gets of one table (memcached asked once for all the keys the store's
+ * memory could not answer, the store read once for the rest). out[i] is for
+ * keys[i]; free each json. */
+typedef struct {
+  gboolean found;
+  gint64 version;
+  char *json;
+} ixia_api_doc_t;
+gboolean ixia_api_multi_get(ixia_api_t *api, const char *ns, const char *table,
+                            const char *const *keys, guint n, const char *const *fields,
+                            ixia_api_doc_t *out, ixia_error_t **err);
 
 /* Documents of a known table with key > after, in key order, at most limit
  * (1..limits.max_get_keys), and fewer once they reach half of

@@ -130,13 +130,24 @@ static gboolean h_multi_get(IxiaIxiaIf *iface, GPtrArray **ret, const gchar *ns,
                                    "multiGet has %u keys, over the limit of %u (limits.max_get_keys)",
                                    n, ixia_api_max_get_keys(api)));
   const char **f = fields_of(fields);
+  const char **k = g_new(const char *, n + 1);
+  for (guint i = 0; i < n; i++) k[i] = g_ptr_array_index(keys, i);
+  ixia_api_doc_t *docs = g_new0(ixia_api_doc_t, n + 1);
   ixia_error_t *err = NULL;
-  gboolean ok = TRUE;
+  gboolean ok = ixia_api_multi_get(api, ns, table, k, n, f, docs, &err);
   for (guint i = 0; ok && i < n; i++) {
     IxiaDocument *doc = g_object_new(IXIA_TYPE_DOCUMENT, NULL);
-    ok = fill_doc(api, doc, ns, table, g_ptr_array_index(keys, i), f, &err);
+    g_free(doc->key);
+    g_free(doc->json);
+    doc->found = docs[i].found;
+    doc->key = g_strdup(k[i]);
+    doc->version = docs[i].version;
+    doc->json = docs[i].json ? docs[i].json : g_strdup("");
+    doc->__isset_found = doc->__isset_key = doc->__isset_version = doc->__isset_json = TRUE;
     g_ptr_array_add(*ret, doc);
   }
+  g_free(docs);
+  g_free(k);
   g_free(f);
   return ok ? TRUE : ixia_error_to_thrift(xe, err);
 }
