@@ -51,6 +51,8 @@
 #define K_COL 'C'    /* field id, block -> column block */
 
 #define IDX_FORMAT 2
+/* Batches between two writes of the changed dictionary counts. */
+#define COUNTS_EVERY 32
 
 /* Posting chunks: 65,536 ids per RocksDB value. */
 #define CHUNK_BITS 16
@@ -166,6 +168,11 @@ struct ixia_idx {
   GPtrArray *tables_by_id; /* table_t* by id (0 unused) */
   GPtrArray *fields;       /* field_t* by id (0 unused) */
   GPtrArray *pending_dict; /* GBytes* key/value pairs to re-put after a failed write */
+  /* Dictionary counts changed in memory but not yet written (apply thread):
+   * field id << 32 | value id. Written every COUNTS_EVERY batches and at
+   * close; after a crash counts may lag by that much (they are estimates). */
+  GHashTable *dirty_counts;
+  guint batches_since_counts;
 
   ixia_idx_cache_t *cache;
 
@@ -204,6 +211,9 @@ GBytes *ixia_idx_doc_key(guint32 table_id, const char *key, size_t key_len);
  * be NULL. FALSE when corrupt. */
 gboolean ixia_idx_rec_decode(const char *v, size_t vl, guint32 *id, gint64 *version,
                              gboolean *deleted, GArray *pairs);
+
+/* Writes every dictionary count changed since the last write (at close). */
+gboolean ixia_idx_flush_counts(ixia_idx_t *idx, ixia_error_t **err);
 
 /* ---- idx_merge.c ---- */
 

@@ -245,6 +245,7 @@ ixia_idx_t *ixia_idx_open(const char *path, const ixia_config_t *cfg, ixia_error
   idx->fields = g_ptr_array_new_with_free_func(ixia_idx_field_free);
   g_ptr_array_add(idx->fields, NULL);
   idx->pending_dict = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
+  idx->dirty_counts = g_hash_table_new(g_direct_hash, g_direct_equal);
   idx->cache = ixia_idx_cache_new((gsize)ixia_config_int(cfg, "index.cache_mb") << 20);
 
   idx->opts = rocksdb_options_create();
@@ -266,7 +267,7 @@ ixia_idx_t *ixia_idx_open(const char *path, const ixia_config_t *cfg, ixia_error
   idx->merge = ixia_idx_merge_operator_new();
   rocksdb_options_set_merge_operator(idx->opts, idx->merge);
   /* Bounds the operand chain a read has to fold. */
-  rocksdb_options_set_max_successive_merges(idx->opts, 64);
+  rocksdb_options_set_max_successive_merges(idx->opts, 0);
   idx->cfilter = ixia_idx_compaction_filter_new();
   rocksdb_options_set_compaction_filter(idx->opts, idx->cfilter);
 
@@ -292,6 +293,11 @@ ixia_idx_t *ixia_idx_open(const char *path, const ixia_config_t *cfg, ixia_error
 
 void ixia_idx_destroy(ixia_idx_t *idx) {
   if (!idx) return;
+  ixia_error_t *err = NULL;
+  if (idx->db && idx->wopts && !ixia_idx_flush_counts(idx, &err)) {
+    IXIA_WARN("index %s: dictionary counts not saved at close: %s", idx->path, err->message);
+    ixia_error_destroy(err);
+  }
   if (idx->db) rocksdb_close(idx->db);
   if (idx->wopts) rocksdb_writeoptions_destroy(idx->wopts);
   if (idx->ropts) rocksdb_readoptions_destroy(idx->ropts);
@@ -306,6 +312,7 @@ void ixia_idx_destroy(ixia_idx_t *idx) {
   g_ptr_array_free(idx->tables_by_id, TRUE);
   g_ptr_array_free(idx->fields, TRUE);
   g_ptr_array_free(idx->pending_dict, TRUE);
+  if (idx->dirty_counts) g_hash_table_destroy(idx->dirty_counts);
   g_rw_lock_clear(&idx->dict_lock);
   g_free(idx->path);
   g_free(idx);
@@ -511,7 +518,9 @@ gboolean ixia_idx_checksum(ixia_idx_t *idx, ixia_idx_checksum_t *out, ixia_error
       if (k[0] == K_POST) out->postings++;
     } else {
       hash_len_bytes(h, k, kl);
-      hash_len_bytes(h, v, vl);
+      /* A value's count is an estimate written every few batches: its id
+       * is the content. */
+      hash_len_bytes(h, v, k[0] == K_VALUE ? MIN(vl, 4) : vl);
       if (k[0] == K_TABLE) out->tables++;
       if (k[0] == K_DOC) {
         guint32 id;

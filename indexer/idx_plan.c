@@ -361,7 +361,13 @@ static pnode_t *build(ixia_search_ctx_t *s, const ixia_filter_t *f) {
     ixia_idx_plan_free(p);
     return NULL;
   }
-  if (p->est == 0 && !p->by_bytes) p->kind = N_NONE, p->checkable = TRUE;
+  /* Nothing can match: a value the dictionary never saw, an empty range of
+   * points (exact), an empty exists posting (exact). Dictionary counts are
+   * estimates (persisted every few batches) and decide nothing here. */
+  gboolean none = p->field->numeric || p->f->kind == IXIA_F_EXISTS
+                      ? p->est == 0
+                      : !p->by_bytes && p->vids && p->vids->len == 0;
+  if (none) p->kind = N_NONE, p->checkable = TRUE;
   return p;
 }
 

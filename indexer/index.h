@@ -171,9 +171,9 @@ typedef struct {
 
 /* A canonical checksum of the index's logical contents over one snapshot
  * (a fresh iterator, so merged values): every record in key order except
- * the volatile ones (consumer positions and the max-version mark), with
- * postings hashed as their sorted ids and column chunks as their non-empty
- * slots, so compaction, merge-operand history and container encoding do not
+ * the volatile ones (consumer positions, the max-version mark, and the
+ * dictionary's counts, which are estimates), with postings hashed as their
+ * sorted ids and column blocks as their non-empty slots, so compaction, merge-operand history and container encoding do not
  * change it; empty chunks (which compaction drops) are skipped. Two indexes
  * built from the same events in the same order give the same checksum.
  * Safe while another thread applies (it reads a snapshot). */
