@@ -18,6 +18,7 @@
 #include <xxhash.h>
 
 #include "log.h"
+#include "testhook.h"
 #include "schema.h"
 
 #define TAG_VALUE 'V'
@@ -396,7 +397,7 @@ ixia_cache_t *ixia_cache_new(const ixia_config_t *cfg, ixia_error_t **err) {
   c->retry_us = ixia_config_int(cfg, "cache.retry_timeout_s") * G_USEC_PER_SEC;
   c->default_ttl = (time_t)ixia_config_int(cfg, "cache.default_ttl_seconds");
   c->lease_ttl = (time_t)ixia_config_int(cfg, "cache.lease_ttl_seconds");
-  c->backfill_pause_ms = ixia_config_int(cfg, "cache.test_backfill_pause_ms");
+  c->backfill_pause_ms = ixia_test_hook("BACKFILL_PAUSE_MS", 0);
   c->backfill_queue_max = ixia_config_int(cfg, "cache.backfill_queue_max");
   c->inval_retry_max = ixia_config_int(cfg, "cache.invalidation_retry_max");
   gint64 pool_size = ixia_config_int(cfg, "cache.pool_size");
@@ -414,9 +415,6 @@ ixia_cache_t *ixia_cache_new(const ixia_config_t *cfg, ixia_error_t **err) {
     IXIA_INFO("cache: disabled (cache.servers is empty)");
     return c;
   }
-  if (c->backfill_pause_ms > 0)
-    IXIA_WARN("cache: cache.test_backfill_pause_ms=%" G_GINT64_FORMAT " is a test hook",
-              c->backfill_pause_ms);
 
   c->pool = memcached_pool_create(c->master, 1, (uint32_t)pool_size);
   if (!c->pool) {

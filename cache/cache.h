@@ -101,7 +101,7 @@ ixia_cache_lease_t *ixia_cache_lease(ixia_cache_t *c, const char *ns, const char
 /* Queues an asynchronous store of (version, json) under the lease and
  * returns at once. Takes ownership of lease (NULL is a no-op); copies json
  * (len bytes). A backfill thread (cache.backfill_threads) sleeps
- * cache.test_backfill_pause_ms if set (test hook), reads the key with gets
+ * IXIA_TEST_BACKFILL_PAUSE_MS if set (a test hook, testhook.h), reads the key with gets
  * and, only if it still holds this lease's token, replaces it with the value
  * by CAS, with a TTL of ttl_seconds (0 means cache.default_ttl_seconds;
  * clamped to 30 days, beyond which memcached reads it as a date). Anything

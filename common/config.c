@@ -102,8 +102,6 @@ static const ixia_option_t options[] = {
      "100 ms, until memcached confirms them; beyond this many the oldest are given up "
      "(counted: cache_invalidation_retries_dropped) and the cache TTL bounds their "
      "staleness."},
-    {"cache.test_backfill_pause_ms", IXIA_OPT_INT, "0", 0, 600000,
-     "Test hook: each backfill sleeps this long before storing. Never set it in production."},
 
     /* replication source (inside ixia-query-api) */
     {"replication.sinks", IXIA_OPT_STRING, "", 0, 0,

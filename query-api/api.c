@@ -7,6 +7,7 @@
 #include "json.h"
 #include "log.h"
 #include "server.h"
+#include "testhook.h"
 #include "replication.h"
 #include "search.h"
 #include "schema.h"
@@ -101,9 +102,8 @@ ixia_api_t *ixia_api_new(const ixia_config_t *cfg, ixia_error_t **err) {
   api->scan_max_bytes = (gsize)ixia_config_int(cfg, "server.max_frame_bytes") / 2;
   api->started_at = g_get_monotonic_time();
   api->cache_default_ttl = ixia_config_int(cfg, "cache.default_ttl_seconds");
-  /* Test hook, from the environment rather than the config table: the
-   * cache tests need memcached asked on every get. */
-  api->memcached_first = g_getenv("IXIA_TEST_MEMCACHED_FIRST") != NULL;
+  /* The cache tests need memcached asked on every get. */
+  api->memcached_first = ixia_test_hook("MEMCACHED_FIRST", 0) != 0;
   api->store = ixia_store_open(cfg, err);
   if (!api->store) goto fail;
   if (!ixia_store_foreach_schema(api->store, load_schema_cb, api, err)) goto fail;

@@ -307,9 +307,11 @@ static void test_stale_set_race(void) {
    * write lands between the reader's store read and its cache set. */
   char *d = g_build_filename(dir, "race", NULL);
   g_mkdir_with_parents(d, 0755);
-  const char *sets[] = {"cache.test_backfill_pause_ms=1000", NULL};
   ixt_api_t slow = {0};
-  CU_ASSERT_TRUE_FATAL(ixt_api_start(&slow, d, mc.addr, sets));
+  g_setenv("IXIA_TEST_BACKFILL_PAUSE_MS", "1000", TRUE); /* a test hook (common/testhook.h) */
+  gboolean started = ixt_api_start(&slow, d, mc.addr, NULL);
+  g_unsetenv("IXIA_TEST_BACKFILL_PAUSE_MS");
+  CU_ASSERT_TRUE_FATAL(started);
   CU_ASSERT_TRUE_FATAL(apply_schema(slow.addr));
   ixia_client_t *c = connect_to(slow.addr);
   put_doc(c, "race", "{\"price\":1,\"category\":\"old\"}");

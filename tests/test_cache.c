@@ -263,18 +263,26 @@ static char *server_of(const mcd_t *m) {
   return g_strdup_printf("127.0.0.1:%d", m->port);
 }
 
+/* A cache on m with config assignments ("section.key=value", NULL-ended);
+ * "pause=N" sets the backfill pause test hook (IXIA_TEST_BACKFILL_PAUSE_MS)
+ * for this cache. */
 static ixia_cache_t *cache_for(const mcd_t *m, ...) {
   char *servers = server_of(m);
   ixia_config_t *cfg = cfg_new(servers, NULL);
   va_list ap;
   va_start(ap, m);
   for (const char *a; (a = va_arg(ap, const char *));) {
+    if (g_str_has_prefix(a, "pause=")) {
+      g_setenv("IXIA_TEST_BACKFILL_PAUSE_MS", a + strlen("pause="), TRUE);
+      continue;
+    }
     ixia_error_t *err = NULL;
     CU_ASSERT_FATAL(ixia_config_set_assignment(cfg, a, &err));
   }
   va_end(ap);
   ixia_error_t *err = NULL;
   ixia_cache_t *c = ixia_cache_new(cfg, &err);
+  g_unsetenv("IXIA_TEST_BACKFILL_PAUSE_MS");
   if (!c) fprintf(stderr, "ixia_cache_new: %s\n", err->message);
   CU_ASSERT_PTR_NOT_NULL_FATAL(c);
   ixia_config_destroy(cfg);
@@ -580,7 +588,7 @@ static void test_lease_blocks_second_lease(void) {
 /* Reader misses and leases, reads v1; a writer commits v2 and deletes; the
  * slow backfill of v1 must not land. */
 static void test_stale_set_race(void) {
-  ixia_cache_t *c = cache_for(&mc1, "cache.test_backfill_pause_ms=300", NULL);
+  ixia_cache_t *c = cache_for(&mc1, "pause=300", NULL);
   gint64 v;
   char *got = NULL;
   size_t len;
@@ -653,7 +661,7 @@ static void test_invalidate(void) {
 
 static void test_queue_full_drops(void) {
   ixia_cache_t *c =
-      cache_for(&mc1, "cache.backfill_queue_max=1", "cache.test_backfill_pause_ms=200", NULL);
+      cache_for(&mc1, "cache.backfill_queue_max=1", "pause=200", NULL);
   ixia_cache_lease_t *l[3];
   for (int i = 0; i < 3; i++) {
     char key[8];
@@ -671,7 +679,7 @@ static void test_queue_full_drops(void) {
 }
 
 static void test_destroy_cuts_pause(void) {
-  ixia_cache_t *c = cache_for(&mc1, "cache.test_backfill_pause_ms=10000", NULL);
+  ixia_cache_t *c = cache_for(&mc1, "pause=10000", NULL);
   ixia_cache_lease_t *l = ixia_cache_lease(c, "shop", "destroy", KEY("k"));
   CU_ASSERT_PTR_NOT_NULL_FATAL(l);
   ixia_cache_backfill(c, l, 1, "{}", 2, 0);
@@ -733,7 +741,7 @@ static gpointer conc_worker(gpointer data) {
 static void test_concurrent_no_stale(void) {
   /* The pause widens the window between reading the store and storing,
    * where writes race with backfills. */
-  conc_t s = {.c = cache_for(&mc1, "cache.pool_size=4", "cache.test_backfill_pause_ms=1", NULL)};
+  conc_t s = {.c = cache_for(&mc1, "cache.pool_size=4", "pause=1", NULL)};
   g_mutex_init(&s.lock);
   GThread *t[CONC_THREADS];
   for (int i = 0; i < CONC_THREADS; i++) t[i] = g_thread_new("conc", conc_worker, &s);
