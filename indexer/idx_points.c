@@ -229,8 +229,8 @@ guint64 ixia_points_collect(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bi
   guint64 n = ids->len;
   guint32 *a = (guint32 *)(void *)ids->data;
   if (n > 256) sort_ids(a, n);
-  else qsort(a, n, sizeof *a, u32_cmp);
-  roaring_bitmap_add_many(out, n, a);
+  else if (n > 1) qsort(a, n, sizeof *a, u32_cmp);
+  if (n) roaring_bitmap_add_many(out, n, a);
   g_array_free(ids, TRUE);
   return n;
 }

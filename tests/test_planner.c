@@ -205,7 +205,7 @@ static cJSON *check(const char *filter, pred_fn fn, const void *arg) {
   GArray *want = brute(fn, arg);
   g_array_sort(got, u32_cmp);
   gboolean same = got->len == want->len && total == want->len &&
-                  memcmp(got->data, want->data, got->len * sizeof(guint32)) == 0;
+                  (got->len == 0 || memcmp(got->data, want->data, got->len * sizeof(guint32)) == 0);
   if (!same) {
     char *ex = ixia_json_print(explain);
     fprintf(stderr, "\nfilter %s: index %u ids (total %" G_GUINT64_FORMAT "), brute force %u\n  %s\n",
