@@ -71,6 +71,9 @@ static const ixia_option_t options[] = {
     {"store.wal_size_limit_mb", IXIA_OPT_INT, "4096", 0, 1048576,
      "Keep at most this much archived WAL. 0 = no size limit (the TTL alone applies)."},
     {"store.block_cache_mb", IXIA_OPT_INT, "256", 8, 1048576, "RocksDB block cache size."},
+    {"store.row_cache_mb", IXIA_OPT_INT, "256", 0, 1048576,
+     "RocksDB row cache: whole documents by key, for gets and the hits of queries (a hit skips "
+     "the index and data block search). 0 = off."},
     {"store.write_buffer_mb", IXIA_OPT_INT, "64", 1, 65536, "RocksDB memtable size."},
     {"store.disk_reserve_mb", IXIA_OPT_INT, "256", 0, 1048576,
      "Free space kept on the file system of store.path (flood-stage watermark). Below it, "
@@ -137,6 +140,8 @@ static const ixia_option_t options[] = {
      "Sync the index WAL on every applied batch. Off by default: the index is rebuilt from Kafka "
      "positions stored with it, and an unsynced tail is re-read after a crash."},
     {"index.block_cache_mb", IXIA_OPT_INT, "256", 8, 1048576, "Index RocksDB block cache size."},
+    {"index.row_cache_mb", IXIA_OPT_INT, "64", 0, 1048576,
+     "Index RocksDB row cache: the id records a search reads to name its hits. 0 = off."},
     {"index.write_buffer_mb", IXIA_OPT_INT, "64", 1, 65536, "Index RocksDB memtable size."},
     {"index.disk_reserve_mb", IXIA_OPT_INT, "256", 0, 1048576,
      "Free space kept on the file systems of index.path and of the failed-updates log. Below it, "

@@ -88,6 +88,8 @@ struct io_thread {
   int evfd;           /* wakes the thread: finished requests, stop */
   GThread *thread;
   GAsyncQueue *done;  /* conn_t * whose request finished */
+  GAsyncQueue *incoming; /* accepted sockets handed over by another I/O thread
+                            (fd + 1, refused connections negated) */
   GQueue conns;       /* every connection of this thread */
   GPtrArray *closed;  /* conn_t * closed during this epoll batch: events of
                          the same batch may still name them */
@@ -109,6 +111,7 @@ struct ixia_server {
   gint stopping;
   gint open;          /* connections open, refused ones included */
   gint64 warned_at;   /* µs, guarded by atomics: last refusal warning */
+  guint next_io;      /* round robin of accepted connections over the I/O threads */
   guint64 connections_total;
   guint64 connections_refused;
   guint64 timeouts;
@@ -518,7 +521,18 @@ static void accept_some(io_t *io, gint64 now) {
         continue;
       }
     }
-    add_conn(io, fd, refused, now);
+    /* Whichever thread the listening socket woke accepts; the connections
+     * go round the I/O threads, so that each thread's share of the clients
+     * is served on its own core. */
+    io_t *to = &srv->io[__atomic_fetch_add(&srv->next_io, 1, __ATOMIC_RELAXED) % srv->n_io];
+    if (to == io) {
+      add_conn(io, fd, refused, now);
+    } else {
+      g_async_queue_push(to->incoming, GINT_TO_POINTER(refused ? -(fd + 1) : fd + 1));
+      guint64 one = 1;
+      ssize_t w = write(to->evfd, &one, sizeof one);
+      (void)w;
+    }
   }
 }
 
@@ -572,6 +586,11 @@ static gpointer io_main(gpointer data) {
         (void)r;
         conn_t *c;
         while ((c = g_async_queue_try_pop(io->done))) finish_request(c, now);
+        gpointer in;
+        while ((in = g_async_queue_try_pop(io->incoming))) {
+          gint v = GPOINTER_TO_INT(in);
+          add_conn(io, ABS(v) - 1, v < 0, now);
+        }
       } else {
         on_conn_event(p, evs[i].events, now);
       }
@@ -669,6 +688,7 @@ gboolean ixia_server_start(ixia_server_t *srv, ixia_error_t **err) {
     io_t *io = &srv->io[i];
     io->srv = srv;
     io->done = g_async_queue_new();
+    io->incoming = g_async_queue_new();
     io->closed = g_ptr_array_new_with_free_func(conn_free);
     g_queue_init(&io->conns);
     io->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -705,6 +725,11 @@ void ixia_server_stop(ixia_server_t *srv) {
     io_t *io = &srv->io[i];
     while (g_async_queue_try_pop(io->done)) {
     }
+    gpointer in;
+    while ((in = g_async_queue_try_pop(io->incoming))) {
+      close(ABS(GPOINTER_TO_INT(in)) - 1);
+      g_atomic_int_add(&srv->open, -1);
+    }
     while (io->conns.head) conn_close(io->conns.head->data);
     g_ptr_array_set_size(io->closed, 0);
   }
@@ -718,6 +743,7 @@ void ixia_server_destroy(ixia_server_t *srv) {
     if (io->epfd >= 0) close(io->epfd);
     if (io->evfd >= 0) close(io->evfd);
     if (io->done) g_async_queue_unref(io->done);
+    if (io->incoming) g_async_queue_unref(io->incoming);
     if (io->closed) g_ptr_array_unref(io->closed);
   }
   g_free(srv->io);

@@ -156,6 +156,7 @@ struct ixia_idx {
   rocksdb_options_t *opts;
   rocksdb_block_based_table_options_t *table_opts;
   rocksdb_cache_t *block_cache;
+  rocksdb_cache_t *row_cache; /* NULL when index.row_cache_mb = 0 */
   rocksdb_filterpolicy_t *bloom;
   rocksdb_mergeoperator_t *merge;
   rocksdb_compactionfilter_t *cfilter;

@@ -263,7 +263,20 @@ ixia_idx_t *ixia_idx_open(const char *path, const ixia_config_t *cfg, ixia_error
   idx->bloom = rocksdb_filterpolicy_create_bloom_full(10);
   rocksdb_block_based_options_set_filter_policy(idx->table_opts, idx->bloom);
   rocksdb_block_based_options_set_cache_index_and_filter_blocks(idx->table_opts, 1);
+  /* The point reads of a search (a page's id records) find their key by a
+   * hash inside the data block, skip the memtable by its bloom filter, and
+   * repeat from the row cache. */
+  rocksdb_block_based_options_set_data_block_index_type(
+      idx->table_opts, rocksdb_block_based_table_data_block_index_type_binary_search_and_hash);
+  rocksdb_block_based_options_set_data_block_hash_ratio(idx->table_opts, 0.75);
   rocksdb_options_set_block_based_table_factory(idx->opts, idx->table_opts);
+  rocksdb_options_set_memtable_prefix_bloom_size_ratio(idx->opts, 0.05);
+  rocksdb_options_set_memtable_whole_key_filtering(idx->opts, 1);
+  gint64 row_mb = ixia_config_int(cfg, "index.row_cache_mb");
+  if (row_mb > 0) {
+    idx->row_cache = rocksdb_cache_create_lru((size_t)row_mb << 20);
+    rocksdb_options_set_row_cache(idx->opts, idx->row_cache);
+  }
   idx->merge = ixia_idx_merge_operator_new();
   rocksdb_options_set_merge_operator(idx->opts, idx->merge);
   /* Bounds the operand chain a read has to fold. */
@@ -307,6 +320,7 @@ void ixia_idx_destroy(ixia_idx_t *idx) {
   if (idx->cfilter) rocksdb_compactionfilter_destroy(idx->cfilter);
   if (idx->table_opts) rocksdb_block_based_options_destroy(idx->table_opts);
   if (idx->block_cache) rocksdb_cache_destroy(idx->block_cache);
+  if (idx->row_cache) rocksdb_cache_destroy(idx->row_cache);
   ixia_idx_cache_destroy(idx->cache);
   g_hash_table_destroy(idx->tables);
   g_ptr_array_free(idx->tables_by_id, TRUE);

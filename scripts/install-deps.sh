@@ -10,7 +10,7 @@ PACKAGES=(
   libmemcached-dev libmemcached-tools memcached
   libcjson-dev libcunit1-dev libxxhash-dev
   librdkafka-dev
-  libroaring-dev
+  libroaring-dev libjemalloc-dev
   docker-compose
 )
 
