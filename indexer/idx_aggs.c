@@ -6,7 +6,7 @@
  * engines group by small integer keys (ClickHouse): a terms node over a
  * keyword field maps a value id straight to its bucket through an array,
  * other keys (numbers, nested buckets) through a small open-addressing
- * table. Metrics keep per bucket a count, an exact sum (ixia_fsum_t, so
+ * table. Metrics keep per bucket a count, an exact sum (ixia_xsum_t, so
  * the order of blocks changes nothing), extremes, the values of
  * percentiles, and the distinct values of cardinality (value ids in a
  * bitmap, numbers in a set).
@@ -41,7 +41,7 @@ typedef struct anode {
   struct anode *share; /* a sibling SUM/AVG of the same field that accumulates for both */
   /* metrics, by parent bucket */
   GArray *n;      /* guint64 */
-  GArray *sum;    /* ixia_fsum_t */
+  GArray *sum;    /* ixia_xsum_t */
   GArray *ext;    /* double */
   GPtrArray *vals; /* GArray* of double (percentiles) */
   GPtrArray *card; /* roaring_bitmap_t* (value ids) or GHashTable* (number keys) */
@@ -80,7 +80,7 @@ static anode_t *anode_new(ixia_idx_agg_t *A, const ixia_agg_t *g, gboolean top) 
   switch (g->kind) {
     case IXIA_AGG_SUM:
     case IXIA_AGG_AVG:
-      n->sum = g_array_new(FALSE, TRUE, sizeof(ixia_fsum_t));
+      n->sum = g_array_new(FALSE, TRUE, sizeof(ixia_xsum_t));
       break;
     case IXIA_AGG_MIN:
     case IXIA_AGG_MAX:
@@ -126,10 +126,7 @@ static void anode_free(anode_t *n) {
   for (guint i = 0; i < n->n_subs; i++) anode_free(n->subs[i]);
   g_free(n->subs);
   g_array_free(n->n, TRUE);
-  if (n->sum) {
-    for (guint i = 0; i < n->sum->len; i++) ixia_fsum_clear(&g_array_index(n->sum, ixia_fsum_t, i));
-    g_array_free(n->sum, TRUE);
-  }
+  if (n->sum) g_array_free(n->sum, TRUE);
   if (n->ext) g_array_free(n->ext, TRUE);
   for (guint i = 0; n->vals && i < n->vals->len; i++)
     if (n->vals->pdata[i]) g_array_free(n->vals->pdata[i], TRUE);
@@ -188,13 +185,19 @@ static gboolean mem_grow(ixia_idx_agg_t *A, guint64 bytes) {
 
 /* --------------------------------------------------------- accumulating */
 
-/* Grows the per-bucket arrays of a metric node to hold bucket b. */
-static void metric_reserve(anode_t *n, guint32 b) {
+/* Grows the per-bucket arrays of a metric node to hold bucket b; FALSE at
+ * query.max_memory_mb (sums take a superaccumulator per bucket). */
+static gboolean metric_reserve(ixia_idx_agg_t *A, anode_t *n, guint32 b) {
   if (n->n->len <= b) g_array_set_size(n->n, b + 1);
-  if (n->sum && n->sum->len <= b) g_array_set_size(n->sum, b + 1);
+  if (n->sum && n->sum->len <= b) {
+    guint64 more = (guint64)(b + 1 - n->sum->len) * sizeof(ixia_xsum_t);
+    g_array_set_size(n->sum, b + 1);
+    if (!mem_grow(A, more)) return FALSE;
+  }
   if (n->ext && n->ext->len <= b) g_array_set_size(n->ext, b + 1);
   if (n->vals && n->vals->len <= b) g_ptr_array_set_size(n->vals, (gint)b + 1);
   if (n->card && n->card->len <= b) g_ptr_array_set_size(n->card, (gint)b + 1);
+  return TRUE;
 }
 
 static inline guint32 mix(guint32 pb, guint64 key) {
@@ -272,20 +275,37 @@ static gboolean add_terms(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guin
   const col_t *c = column(A, n);
   if (!c) return TRUE;
   g_array_set_size(n->pairs, 0);
-  for (guint i = 0; i < np; i++) {
-    guint32 cnt;
-    const void *v = col_slot(c, pr[i].slot, &cnt);
-    for (guint32 k = 0; k < cnt; k++) {
-      guint64 key = c->width == 8 ? num_key(((const double *)v)[k]) : ((const guint32 *)v)[k];
-      gint64 b = bucket_of(A, n, pr[i].pb, key);
+  guint out = 0;
+  if (!c->mstart && c->width == 4 && n->direct) {
+    /* One dictionary id per slot, top-level buckets found by id: the
+     * common terms shape, without a call per document. */
+    g_array_set_size(n->pairs, np);
+    apair_t *po = (apair_t *)(void *)n->pairs->data;
+    for (guint i = 0; i < np; i++) {
+      guint s = pr[i].slot;
+      if (!(c->has[s >> 6] >> (s & 63) & 1)) continue;
+      guint32 key = c->v1.u[s];
+      guint32 b1 = key < n->direct->len ? g_array_index(n->direct, guint32, key) : 0;
+      gint64 b = b1 ? (gint64)b1 - 1 : bucket_of(A, n, 0, key);
       if (b < 0) return FALSE;
       g_array_index(n->b_count, guint64, b)++;
-      if (n->n_subs) {
-        apair_t p = {pr[i].slot, (guint32)b};
-        g_array_append_val(n->pairs, p);
+      po[out++] = (apair_t){(guint16)s, (guint32)b};
+    }
+  } else {
+    for (guint i = 0; i < np; i++) {
+      guint32 cnt;
+      const void *v = col_slot(c, pr[i].slot, &cnt);
+      if (n->n_subs && n->pairs->len < out + cnt) g_array_set_size(n->pairs, MAX(2 * n->pairs->len, out + cnt + np));
+      for (guint32 k = 0; k < cnt; k++) {
+        guint64 key = c->width == 8 ? num_key(((const double *)v)[k]) : ((const guint32 *)v)[k];
+        gint64 b = bucket_of(A, n, pr[i].pb, key);
+        if (b < 0) return FALSE;
+        g_array_index(n->b_count, guint64, b)++;
+        if (n->n_subs) g_array_index(n->pairs, apair_t, out++) = (apair_t){pr[i].slot, (guint32)b};
       }
     }
   }
+  g_array_set_size(n->pairs, out);
   if (!n->n_subs || n->pairs->len == 0) return TRUE;
   /* The subs may reuse n->pairs' storage only after this loop: copy. */
   GArray *pairs = n->pairs;
@@ -306,16 +326,15 @@ static gboolean add_single(ixia_idx_agg_t *A, anode_t *n, const col_t *c, const 
   const double *v1 = c->v1.d;
   guint32 top = 0;
   for (guint i = 0; i < np; i++) top = MAX(top, pr[i].pb);
-  metric_reserve(n, top);
+  if (!metric_reserve(A, n, top)) return FALSE;
   guint64 *cnt = (guint64 *)(void *)n->n->data;
   if (g->kind == IXIA_AGG_SUM || g->kind == IXIA_AGG_AVG) {
-    ixia_fsum_t *fs = (ixia_fsum_t *)(void *)n->sum->data;
+    ixia_xsum_t *xs = (ixia_xsum_t *)(void *)n->sum->data;
     for (guint i = 0; i < np; i++) {
       guint s = pr[i].slot;
       if (!(c->has[s >> 6] >> (s & 63) & 1)) continue;
       cnt[pr[i].pb]++;
-      gsize more = ixia_fsum_add(&fs[pr[i].pb], v1[s]);
-      if (more && !mem_grow(A, more)) return FALSE;
+      ixia_xsum_add(&xs[pr[i].pb], v1[s]);
     }
     return TRUE;
   }
@@ -335,7 +354,7 @@ static gboolean add_pairs(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guin
   if (g->kind == IXIA_AGG_TERMS) return add_terms(A, n, pr, np);
   if (g->kind == IXIA_AGG_COUNT) {
     for (guint i = 0; i < np; i++) {
-      metric_reserve(n, pr[i].pb);
+      if (!metric_reserve(A, n, pr[i].pb)) return FALSE;
       g_array_index(n->n, guint64, pr[i].pb)++;
     }
     return TRUE;
@@ -350,16 +369,13 @@ static gboolean add_pairs(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guin
     guint32 cnt, pb = pr[i].pb;
     const void *v = col_slot(c, pr[i].slot, &cnt);
     if (!cnt) continue;
-    metric_reserve(n, pb);
+    if (!metric_reserve(A, n, pb)) return FALSE;
     g_array_index(n->n, guint64, pb) += cnt;
     switch (g->kind) {
       case IXIA_AGG_SUM:
       case IXIA_AGG_AVG: {
-        ixia_fsum_t *fs = &g_array_index(n->sum, ixia_fsum_t, pb);
-        for (guint32 k = 0; k < cnt; k++) {
-          gsize more = ixia_fsum_add(fs, ((const double *)v)[k]);
-          if (more && !mem_grow(A, more)) return FALSE;
-        }
+        ixia_xsum_t *xs = &g_array_index(n->sum, ixia_xsum_t, pb);
+        for (guint32 k = 0; k < cnt; k++) ixia_xsum_add(xs, ((const double *)v)[k]);
         break;
       }
       case IXIA_AGG_MIN:
@@ -415,13 +431,14 @@ gboolean ixia_idx_agg_block(ixia_idx_agg_t *A, guint32 block, const guint64 *mas
     }
     A->block = block;
   }
-  g_array_set_size(A->top_pairs, 0);
+  g_array_set_size(A->top_pairs, BLOCK_SLOTS);
+  apair_t *tp = (apair_t *)(void *)A->top_pairs->data;
+  guint np = 0;
   for (guint w = 0; w < BLOCK_WORDS; w++)
-    for (guint64 m = mask[w]; m; m &= m - 1) {
-      apair_t p = {(guint16)(w << 6 | (guint)__builtin_ctzll(m)), 0};
-      g_array_append_val(A->top_pairs, p);
-    }
-  if (A->top_pairs->len == 0) return TRUE;
+    for (guint64 m = mask[w]; m; m &= m - 1)
+      tp[np++] = (apair_t){(guint16)(w << 6 | (guint)__builtin_ctzll(m)), 0};
+  g_array_set_size(A->top_pairs, np);
+  if (np == 0) return TRUE;
   for (guint i = 0; i < A->n_top; i++)
     if (!add_pairs(A, A->top[i], (const apair_t *)(void *)A->top_pairs->data, A->top_pairs->len))
       return FALSE;
@@ -495,7 +512,7 @@ static gboolean finish_node(ixia_idx_agg_t *A, anode_t *n, ixia_agg_cell_t *cell
   switch (g->kind) {
     case IXIA_AGG_SUM:
     case IXIA_AGG_AVG:
-      s.sum = g_array_index(src->sum, ixia_fsum_t, pb);
+      ixia_xsum_into(&g_array_index(src->sum, ixia_xsum_t, pb), &s.sum);
       break;
     case IXIA_AGG_MIN:
     case IXIA_AGG_MAX:
@@ -543,6 +560,7 @@ static gboolean finish_node(ixia_idx_agg_t *A, anode_t *n, ixia_agg_cell_t *cell
       break;
   }
   gboolean ok = ixia_aggs_cell_merge(A->aggs, g, cell, &s, A->s->err);
+  ixia_fsum_clear(&s.sum);
   g_free(hashes);
   return ok;
 }

@@ -121,6 +121,25 @@ double ixia_fsum_result(const ixia_fsum_t *s) {
   return hi;
 }
 
+gsize ixia_xsum_into(const ixia_xsum_t *x, ixia_fsum_t *s) {
+  s->special |= x->special;
+  /* Carries up, so that every chunk is in [-2^31, 2^31) (balanced digits:
+   * a negative sum does not become a huge top chunk minus a remainder): each
+   * chunk times its weight is then exactly a double, and no term is larger
+   * than the sum needs. */
+  gint64 c[IXIA_XSUM_CHUNKS];
+  memcpy(c, x->c, sizeof c);
+  for (guint i = 0; i + 1 < IXIA_XSUM_CHUNKS; i++) {
+    gint64 carry = (c[i] + ((gint64)1 << 31)) >> 32; /* arithmetic: floor division */
+    c[i] -= carry * ((gint64)1 << 32);
+    c[i + 1] += carry;
+  }
+  gsize more = 0;
+  for (guint i = 0; i < IXIA_XSUM_CHUNKS; i++)
+    if (c[i]) more += ixia_fsum_add(s, ldexp((double)c[i], (int)(32 * i) - 1074));
+  return more;
+}
+
 void ixia_fsum_clear(ixia_fsum_t *s) {
   g_free(s->parts);
   memset(s, 0, sizeof *s);

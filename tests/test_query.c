@@ -1098,6 +1098,42 @@ static void test_aggs_limits(void) {
 
 /* The index calls ixia_aggs_add once per matching document; 300,000 calls
  * should take well under the 100 ms a whole query may spend. */
+/* The superaccumulator gives the fsum of the same values, bit for bit, for
+ * values of every magnitude and sign (subnormals, near DBL_MAX, cancelling),
+ * and the same infinities and NaN. */
+static void test_xsum_equals_fsum(void) {
+  GRand *r = g_rand_new_with_seed(7);
+  for (int rnd = 0; rnd < 400; rnd++) {
+    ixia_fsum_t f = {0}, g = {0};
+    ixia_xsum_t x;
+    memset(&x, 0, sizeof x);
+    int n = g_rand_int_range(r, 0, 300);
+    for (int i = 0; i < n; i++) {
+      double v;
+      switch (g_rand_int_range(r, 0, 6)) {
+        case 0: v = g_rand_double_range(r, -1000, 1000); break;
+        case 1: v = ldexp(g_rand_double_range(r, -1, 1), g_rand_int_range(r, -1074, 1000)); break;
+        case 2: v = (double)g_rand_int_range(r, -5, 5) * 1e300; break;
+        case 3: v = ldexp((double)g_rand_int_range(r, -3, 3), -1074); break; /* subnormal */
+        case 4: v = g_rand_int_range(r, 0, 2) ? 0.1 : -0.1; break;
+        default: v = round(g_rand_double_range(r, 0, 50000)) / 100; break; /* prices */
+      }
+      if (rnd % 50 == 49 && i == n / 2) v = rnd % 100 == 99 ? -INFINITY : INFINITY;
+      if (rnd == 398 && i == 0) v = NAN;
+      ixia_fsum_add(&f, v);
+      ixia_xsum_add(&x, v);
+    }
+    ixia_xsum_into(&x, &g);
+    double a = ixia_fsum_result(&f), b = ixia_fsum_result(&g);
+    gboolean same = (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
+    if (!same) fprintf(stderr, "\n  round %d: fsum %.17g, xsum %.17g\n", rnd, a, b);
+    CU_ASSERT_TRUE(same);
+    ixia_fsum_clear(&f);
+    ixia_fsum_clear(&g);
+  }
+  g_rand_free(r);
+}
+
 static void test_aggs_add_speed(void) {
   ixia_query_t *q = parse_ok(
       "'aggs': {'n': {'count': {}}, 'a': {'avg': 'price'}, 'mx': {'max': 'price'},"
@@ -1160,6 +1196,7 @@ int main(void) {
   IXT_ADD(s, test_aggs_split_merge);
   IXT_ADD(s, test_aggs_bad_partial);
   IXT_ADD(s, test_aggs_limits);
+  IXT_ADD(s, test_xsum_equals_fsum);
   IXT_ADD(s, test_aggs_add_speed);
   int rc = ixt_run();
   ixia_schema_unref(schema);
