@@ -134,6 +134,12 @@ struct ixia_cache_keyref {
   size_t key_len;
 };
 guint ixia_cache_invalidate_many(ixia_cache_t *c, const ixia_cache_keyref_t *keys, guint n);
+/* The same without waiting: cb(user, failed) runs once memcached answered
+ * (on the invalidator's thread; at once on the caller's when the cache is
+ * off or n is 0). keys are copied. cb must be quick: the next round waits. */
+typedef void (*ixia_cache_invalidated_cb)(gpointer user, guint failed);
+void ixia_cache_invalidate_many_async(ixia_cache_t *c, const ixia_cache_keyref_t *keys, guint n,
+                                      ixia_cache_invalidated_cb cb, gpointer user);
 /* One key: TRUE when it is gone. */
 gboolean ixia_cache_invalidate(ixia_cache_t *c, const char *ns, const char *table,
                                const char *key, size_t key_len);

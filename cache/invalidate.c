@@ -38,6 +38,8 @@ typedef struct {
   char **mkeys;
   guint n;
   guint failed;
+  ixia_cache_invalidated_cb cb; /* asynchronous: called, then the request freed */
+  gpointer user;
   gboolean done;
   GMutex lock;
   GCond cond;
@@ -179,7 +181,18 @@ static void round_server(inval_t *v, guint i, item_t *items, const GArray *mine)
   ixia_cache_server_mark_up(s);
 }
 
+static void free_mkeys(inval_req_t *r) {
+  for (guint i = 0; i < r->n; i++) g_free(r->mkeys[i]);
+  g_free(r->mkeys);
+}
+
 static void answer(inval_req_t *r) {
+  if (r->cb) {
+    r->cb(r->user, r->failed);
+    free_mkeys(r);
+    g_free(r);
+    return;
+  }
   g_mutex_lock(&r->lock);
   r->done = TRUE;
   g_cond_signal(&r->cond);
@@ -312,17 +325,30 @@ void ixia_cache_invalidator_stop(ixia_cache_t *c) {
   memcached_free(c->inval_mc);
 }
 
+static char **mkeys_of(const ixia_cache_keyref_t *keys, guint n) {
+  char **m = g_new(char *, n);
+  for (guint i = 0; i < n; i++) m[i] = ixia_cache_key(keys[i].ns, keys[i].table, keys[i].key, keys[i].key_len);
+  return m;
+}
+
 guint ixia_cache_invalidate_many(ixia_cache_t *c, const ixia_cache_keyref_t *keys, guint n) {
   g_return_val_if_fail(c && (keys || n == 0), n);
   if (c->disabled || n == 0) return 0;
-  inval_req_t r = {.n = n};
-  r.mkeys = g_new(char *, n);
-  for (guint i = 0; i < n; i++)
-    r.mkeys[i] = ixia_cache_key(keys[i].ns, keys[i].table, keys[i].key, keys[i].key_len);
+  inval_req_t r = {.n = n, .mkeys = mkeys_of(keys, n)};
   guint failed = submit(c, &r);
-  for (guint i = 0; i < n; i++) g_free(r.mkeys[i]);
-  g_free(r.mkeys);
+  free_mkeys(&r);
   return failed;
+}
+
+void ixia_cache_invalidate_many_async(ixia_cache_t *c, const ixia_cache_keyref_t *keys, guint n,
+                                      ixia_cache_invalidated_cb cb, gpointer user) {
+  if (!c || c->disabled || n == 0) {
+    cb(user, 0);
+    return;
+  }
+  inval_req_t *r = g_new0(inval_req_t, 1);
+  *r = (inval_req_t){.n = n, .mkeys = mkeys_of(keys, n), .cb = cb, .user = user};
+  g_async_queue_push(c->inval_queue, r);
 }
 
 gboolean ixia_cache_invalidate(ixia_cache_t *c, const char *ns, const char *table,

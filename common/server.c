@@ -86,6 +86,7 @@ struct io_thread {
   ixia_server_t *srv;
   int epfd;
   int evfd;           /* wakes the thread: finished requests, stop */
+  gint wake_pending;  /* evfd written and not yet read: further writes are not needed */
   GThread *thread;
   GAsyncQueue *done;  /* conn_t * whose request finished */
   GAsyncQueue *incoming; /* accepted sockets handed over by another I/O thread
@@ -119,8 +120,34 @@ struct ixia_server {
   guint64 requests;
   guint64 inline_requests; /* answered on an I/O thread */
   guint64 deferred;        /* tried inline, handed to a worker */
+  guint64 answered_later;  /* calls answered through ixia_server_call_answer */
+  gint pending_calls;      /* taken over by ixia_server_call_later, not yet answered */
+  GMutex calls_lock;
+  GCond calls_cond;        /* pending_calls reached 0 */
   ixia_server_inline_fn inline_fn;
 };
+
+/* A call answered later (ixia_server_call_later). Two references: the
+ * thread serving the frame drops its own once it is done with the frame's
+ * bytes, the answer drops the other; the last one gives the connection back
+ * to its I/O thread, so the answer may come before the handler returns. */
+struct ixia_server_call {
+  conn_t *c;
+  ixia_server_t *srv;
+  char *name;
+  gint32 seqid;
+  gint refs;
+};
+
+/* The frame a thread is serving, for ixia_server_call_later. */
+typedef struct {
+  conn_t *c;
+  ixia_server_t *srv;
+  const guint8 *frame;
+  guint32 size;
+  ixia_server_call_t *later;
+} serving_t;
+static __thread serving_t *tl_serving;
 
 /* Set while an I/O thread runs a call itself (see ixia_server_set_inline). */
 static __thread gboolean tl_on_io, tl_deferred;
@@ -206,11 +233,18 @@ static void answer_error(GByteArray *out, const guint8 *frame, guint32 size, ixi
   ixia_wire_append_error(out, name, name_len, seqid, code, message);
 }
 
+/* Wakes an I/O thread unless a wake-up is already on its way: the thread
+ * clears wake_pending before it drains its queues. */
+static void wake(io_t *io) {
+  if (__atomic_exchange_n(&io->wake_pending, 1, __ATOMIC_SEQ_CST)) return;
+  guint64 one = 1;
+  ssize_t w = write(io->evfd, &one, sizeof one);
+  (void)w; /* a full counter still wakes the thread */
+}
+
 static void hand_back(conn_t *c) {
   g_async_queue_push(c->io->done, c);
-  guint64 one = 1;
-  ssize_t w = write(c->io->evfd, &one, sizeof one);
-  (void)w; /* a full counter still wakes the thread */
+  wake(c->io);
 }
 
 const GByteArray *ixia_server_serve_frame(ThriftProcessor *processor,
@@ -255,15 +289,33 @@ const GByteArray *ixia_server_serve_frame(ThriftProcessor *processor,
   return out;
 }
 
+static void call_release(ixia_server_call_t *call);
+
+/* Serves a frame of c with tl_serving set; NULL answer and *later set when
+ * the handler took the call over. */
+static const GByteArray *serve(ixia_server_t *srv, conn_t *c, const guint8 *frame, guint32 size,
+                               ixia_server_call_t **later) {
+  serving_t sv = {c, srv, frame, size, NULL};
+  tl_serving = &sv;
+  const GByteArray *out = ixia_server_serve_frame(srv->processor, &srv->lim, frame, size);
+  tl_serving = NULL;
+  *later = sv.later;
+  return sv.later ? NULL : out;
+}
+
 /* Runs the frame at c->in[in_pos] and answers (worker thread). */
 static void run_request(gpointer data, gpointer user_data) {
   conn_t *c = data;
   ixia_server_t *srv = user_data;
   guint32 size = frame_size(c->in->data + c->in_pos);
-  const GByteArray *out =
-      ixia_server_serve_frame(srv->processor, &srv->lim, c->in->data + c->in_pos + 4, size);
+  ixia_server_call_t *later;
+  const GByteArray *out = serve(srv, c, c->in->data + c->in_pos + 4, size, &later);
   c->in_pos += 4 + size;
   __atomic_add_fetch(&srv->requests, 1, __ATOMIC_RELAXED);
+  if (later) {
+    call_release(later); /* the answer gives the connection back */
+    return;
+  }
   guint sent = 0;
   if (!out || !send_some(c->fd, out->data, out->len, &sent)) {
     c->send_failed = TRUE;
@@ -340,8 +392,19 @@ static int dispatch(conn_t *c, guint32 size, gint64 now) {
     /* A cheap call: answered here, without waking a worker. */
     tl_on_io = TRUE;
     tl_deferred = FALSE;
-    const GByteArray *out = ixia_server_serve_frame(srv->processor, &srv->lim, frame, size);
+    ixia_server_call_t *later;
+    const GByteArray *out = serve(srv, c, frame, size, &later);
     tl_on_io = FALSE;
+    if (later) {
+      /* Taken over (a write waiting for its group commit): the connection
+       * reads on once the answer is out. */
+      c->in_pos += 4 + size;
+      __atomic_add_fetch(&srv->requests, 1, __ATOMIC_RELAXED);
+      __atomic_add_fetch(&srv->inline_requests, 1, __ATOMIC_RELAXED);
+      c->state = CONN_RUNNING;
+      call_release(later);
+      return DISPATCH_KEEP;
+    }
     if (!tl_deferred) {
       c->in_pos += 4 + size;
       __atomic_add_fetch(&srv->requests, 1, __ATOMIC_RELAXED);
@@ -584,6 +647,7 @@ static gpointer io_main(gpointer data) {
         guint64 v;
         ssize_t r = read(io->evfd, &v, sizeof v);
         (void)r;
+        __atomic_store_n(&io->wake_pending, 0, __ATOMIC_SEQ_CST);
         conn_t *c;
         while ((c = g_async_queue_try_pop(io->done))) finish_request(c, now);
         gpointer in;
@@ -602,6 +666,73 @@ static gpointer io_main(gpointer data) {
     g_ptr_array_set_size(io->closed, 0);
   }
   return NULL;
+}
+
+/* ---------- calls answered later ---------- */
+
+ixia_server_call_t *ixia_server_call_later(void) {
+  serving_t *sv = tl_serving;
+  if (!sv || sv->later) return NULL;
+  const char *name = "";
+  guint32 name_len = 0;
+  gint32 seqid = 0;
+  ixia_wire_peek_call(sv->frame, sv->size, &name, &name_len, &seqid);
+  ixia_server_call_t *call = g_new0(ixia_server_call_t, 1);
+  call->c = sv->c;
+  call->srv = sv->srv;
+  call->name = g_strndup(name, name_len);
+  call->seqid = seqid;
+  call->refs = 2;
+  sv->later = call;
+  g_mutex_lock(&sv->srv->calls_lock);
+  sv->srv->pending_calls++;
+  g_mutex_unlock(&sv->srv->calls_lock);
+  return call;
+}
+
+static void call_release(ixia_server_call_t *call) {
+  if (!g_atomic_int_dec_and_test(&call->refs)) return;
+  ixia_server_t *srv = call->srv;
+  hand_back(call->c);
+  g_free(call->name);
+  g_free(call);
+  g_mutex_lock(&srv->calls_lock);
+  if (--srv->pending_calls == 0) g_cond_broadcast(&srv->calls_cond);
+  g_mutex_unlock(&srv->calls_lock);
+}
+
+void ixia_server_call_answer(ixia_server_call_t *call, ThriftStruct *result) {
+  ixia_server_t *srv = call->srv;
+  conn_t *c = call->c;
+  worker_t *w = worker_get(&srv->lim);
+  ixia_frame_buffer_reset(w->out);
+  g_byte_array_set_size(w->out->buf, 4);
+  GError *gerr = NULL;
+  gboolean ok =
+      thrift_protocol_write_message_begin(w->pout, call->name, T_REPLY, call->seqid, &gerr) >= 0 &&
+      thrift_struct_write(result, w->pout, &gerr) >= 0 &&
+      thrift_protocol_write_message_end(w->pout, &gerr) >= 0;
+  if (gerr) g_error_free(gerr);
+  GByteArray *out = w->out->buf;
+  if (!ok) {
+    char *msg = g_strdup_printf("the answer is over server.max_frame_bytes=%u", srv->lim.max_frame);
+    g_byte_array_set_size(out, 4);
+    ixia_wire_append_error(out, call->name, (guint32)strlen(call->name), call->seqid,
+                           IXIA_ETOOLARGE, msg);
+    g_free(msg);
+  }
+  set_frame_size(out->data, out->len - 4);
+  /* The connection is this call's until released: send from here. */
+  guint sent = 0;
+  if (!send_some(c->fd, out->data, out->len, &sent)) {
+    c->send_failed = TRUE;
+  } else if (sent < out->len) {
+    c->out = g_byte_array_sized_new(out->len - sent);
+    g_byte_array_append(c->out, out->data + sent, out->len - sent);
+    c->out_pos = 0;
+  }
+  __atomic_add_fetch(&srv->answered_later, 1, __ATOMIC_RELAXED);
+  call_release(call);
 }
 
 /* ---------- life cycle ---------- */
@@ -654,6 +785,8 @@ ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int p
   srv->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
                                        : ntohs(((struct sockaddr_in *)&ss)->sin_port);
   srv->processor = g_object_ref(processor);
+  g_mutex_init(&srv->calls_lock);
+  g_cond_init(&srv->calls_cond);
   srv->lim = ixia_wire_limits_from_config(cfg);
   srv->workers = (gint)ixia_config_int(cfg, "server.workers");
   srv->n_io = (guint)ixia_config_int(cfg, "server.io_threads");
@@ -717,10 +850,13 @@ void ixia_server_stop(ixia_server_t *srv) {
   }
   for (guint i = 0; srv->io && i < srv->n_io; i++)
     if (srv->io[i].thread) g_thread_join(srv->io[i].thread), srv->io[i].thread = NULL;
-  /* Requests running finish (their answers are sent); then every
-   * connection closes. */
+  /* Requests running finish (their answers are sent), and so do the calls
+   * answered later; then every connection closes. */
   if (srv->pool) g_thread_pool_free(srv->pool, FALSE, TRUE);
   srv->pool = NULL;
+  g_mutex_lock(&srv->calls_lock);
+  while (srv->pending_calls > 0) g_cond_wait(&srv->calls_cond, &srv->calls_lock);
+  g_mutex_unlock(&srv->calls_lock);
   for (guint i = 0; srv->io && i < srv->n_io; i++) {
     io_t *io = &srv->io[i];
     while (g_async_queue_try_pop(io->done)) {
@@ -747,6 +883,8 @@ void ixia_server_destroy(ixia_server_t *srv) {
     if (io->closed) g_ptr_array_unref(io->closed);
   }
   g_free(srv->io);
+  g_mutex_clear(&srv->calls_lock);
+  g_cond_clear(&srv->calls_cond);
   if (srv->listen_fd >= 0) close(srv->listen_fd);
   if (srv->spare_fd >= 0) close(srv->spare_fd);
   g_object_unref(srv->processor);
@@ -764,6 +902,7 @@ void ixia_server_add_stats(const ixia_server_t *srv, cJSON *o) {
   STAT("requests", __atomic_load_n(&srv->requests, __ATOMIC_RELAXED));
   STAT("requests_inline", __atomic_load_n(&srv->inline_requests, __ATOMIC_RELAXED));
   STAT("requests_deferred", __atomic_load_n(&srv->deferred, __ATOMIC_RELAXED));
+  STAT("requests_answered_later", __atomic_load_n(&srv->answered_later, __ATOMIC_RELAXED));
 #undef STAT
 }
 

@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 #include <thrift/c_glib/processor/thrift_processor.h>
+#include <thrift/c_glib/thrift_struct.h>
 
 #include "config.h"
 #include "error.h"
@@ -49,6 +50,20 @@ void ixia_server_set_inline(ixia_server_t *srv, ixia_server_inline_fn fn);
 gboolean ixia_server_on_io_thread(void);
 void ixia_server_defer(void);
 
+/* Calls answered later. A handler the server runs (on a worker or an I/O
+ * thread) may take its call over: ixia_server_call_later returns a handle,
+ * and the answer the processor writes when the handler returns is dropped.
+ * The connection reads no further frame until ixia_server_call_answer,
+ * which any thread may call once (before or after the handler returns) with
+ * the call's generated result struct (success or exception set); it sends
+ * the answer and frees the handle. So a write waits for its group commit
+ * without holding a thread. NULL outside a server (ixia_server_serve_frame
+ * called directly): the handler then answers as usual. Stopping the server
+ * waits for every call taken over to be answered. */
+typedef struct ixia_server_call ixia_server_call_t;
+ixia_server_call_t *ixia_server_call_later(void);
+void ixia_server_call_answer(ixia_server_call_t *call, ThriftStruct *result);
+
 gboolean ixia_server_start(ixia_server_t *srv, ixia_error_t **err);
 /* Stops accepting, closes open connections and waits for workers. */
 void ixia_server_stop(ixia_server_t *srv);
@@ -58,7 +73,8 @@ void ixia_server_destroy(ixia_server_t *srv);
  * connections_open, connections_refused (over server.max_connections),
  * connections_timed_out (server.request_timeout_ms), rejected_frames
  * (oversized or not Thrift), requests, requests_inline (answered on an I/O
- * thread), requests_deferred (tried there, run by a worker). srv may be NULL
+ * thread), requests_deferred (tried there, run by a worker),
+ * requests_answered_later (ixia_server_call_answer). srv may be NULL
  * (adds nothing). */
 void ixia_server_add_stats(const ixia_server_t *srv, cJSON *o);
 

@@ -179,42 +179,129 @@ static gboolean prepare_op(ixia_api_t *api, const ixia_api_op_t *op, guint i, gu
   return TRUE;
 }
 
+/* A write on its way: validated ops, then the store's group commit, then
+ * the cache round, then the caller's callback. Every string the ops point
+ * to is owned here. */
+typedef struct {
+  ixia_api_t *api;
+  guint n;
+  prepared_t *prep;
+  ixia_write_op_t *w;
+  char **strs; /* ns, table, key of each op */
+  gint64 *versions;
+  ixia_api_write_cb cb;
+  gpointer user;
+} write_ctx_t;
+
+static void write_ctx_free(write_ctx_t *x) {
+  for (guint i = 0; i < x->n; i++) {
+    ixia_schema_unref(x->prep[i].schema);
+    cJSON_Delete(x->prep[i].doc);
+    g_free(x->prep[i].json);
+  }
+  g_strfreev(x->strs);
+  g_free(x->prep);
+  g_free(x->w);
+  g_free(x->versions);
+  g_free(x);
+}
+
+static void write_finish(write_ctx_t *x, ixia_error_t *err) {
+  x->cb(x->user, err ? NULL : x->versions, err);
+  write_ctx_free(x);
+}
+
+static void write_invalidated(gpointer user, guint failed) {
+  (void)failed; /* counted by the cache; the keys are retried (cache/cache.h) */
+  write_finish(user, NULL);
+}
+
 /* After the store write and before the acknowledgement: every cached copy
  * of the written keys goes, in the cache's group round (pipelined with the
- * other writers waiting). Deleting before the write as well is not needed:
+ * other writes waiting). Deleting before the write as well is not needed:
  * a get that reads memcached between the write and this delete began before
  * the write was acknowledged, and a backfill racing the write loses its
  * lease to this delete. */
-static void invalidate_all(ixia_api_t *api, const ixia_api_op_t *ops, guint n) {
-  ixia_cache_keyref_t *refs = g_new(ixia_cache_keyref_t, n);
-  for (guint i = 0; i < n; i++)
-    refs[i] = (ixia_cache_keyref_t){ops[i].ns, ops[i].table, ops[i].key, strlen(ops[i].key)};
-  ixia_cache_invalidate_many(api->cache, refs, n);
+static void write_committed(gpointer user, ixia_error_t *err) {
+  write_ctx_t *x = user;
+  if (err) {
+    write_finish(x, err);
+    return;
+  }
+  ixia_cache_keyref_t *refs = g_new(ixia_cache_keyref_t, x->n);
+  for (guint i = 0; i < x->n; i++)
+    refs[i] = (ixia_cache_keyref_t){x->w[i].ns, x->w[i].table, x->w[i].key, x->w[i].key_len};
+  guint n = x->n;
+  ixia_cache_invalidate_many_async(x->api->cache, refs, n, write_invalidated, x);
   g_free(refs);
 }
 
-gboolean ixia_api_write(ixia_api_t *api, const ixia_api_op_t *ops, guint n, gint64 *versions,
-                        ixia_error_t **err) {
+gboolean ixia_api_write_async(ixia_api_t *api, const ixia_api_op_t *ops, guint n,
+                              ixia_api_write_cb cb, gpointer user, ixia_error_t **err) {
   if (n == 0) return ixia_error_set(err, IXIA_EINVAL, "batch is empty");
   if (n > api->max_batch_ops)
     return ixia_error_set(err, IXIA_ETOOLARGE,
                           "batch has %u operations, over the limit of %u (limits.max_batch_ops)", n,
                           api->max_batch_ops);
-  prepared_t *prep = g_new0(prepared_t, n);
-  ixia_write_op_t *w = g_new0(ixia_write_op_t, n);
+  write_ctx_t *x = g_new0(write_ctx_t, 1);
+  x->api = api;
+  x->n = n;
+  x->prep = g_new0(prepared_t, n);
+  x->w = g_new0(ixia_write_op_t, n);
+  x->versions = g_new0(gint64, n);
+  x->strs = g_new0(char *, 3 * n + 1);
+  x->cb = cb;
+  x->user = user;
   gboolean ok = TRUE;
-  for (guint i = 0; ok && i < n; i++) ok = prepare_op(api, &ops[i], i, n, &prep[i], &w[i], err);
+  for (guint i = 0; ok && i < n; i++) {
+    ixia_api_op_t op = ops[i];
+    op.ns = x->strs[3 * i] = g_strdup(op.ns);
+    op.table = x->strs[3 * i + 1] = g_strdup(op.table);
+    op.key = x->strs[3 * i + 2] = g_strdup(op.key);
+    ok = prepare_op(api, &op, i, n, &x->prep[i], &x->w[i], err);
+  }
+  if (!ok) {
+    write_ctx_free(x);
+    return FALSE;
+  }
+  ixia_store_write_async(api->store, x->w, n, x->versions, write_committed, x);
+  return TRUE;
+}
+
+/* The synchronous form waits for the asynchronous one. */
+typedef struct {
+  GMutex lock;
+  GCond cond;
+  gboolean done;
+  gint64 *versions;
+  guint n;
+  ixia_error_t *err;
+} write_wait_t;
+
+static void write_waited(gpointer user, const gint64 *versions, ixia_error_t *err) {
+  write_wait_t *w = user;
+  g_mutex_lock(&w->lock);
+  if (versions) memcpy(w->versions, versions, w->n * sizeof *versions);
+  w->err = err;
+  w->done = TRUE;
+  g_cond_signal(&w->cond);
+  g_mutex_unlock(&w->lock);
+}
+
+gboolean ixia_api_write(ixia_api_t *api, const ixia_api_op_t *ops, guint n, gint64 *versions,
+                        ixia_error_t **err) {
+  write_wait_t w = {.versions = versions, .n = n};
+  g_mutex_init(&w.lock);
+  g_cond_init(&w.cond);
+  gboolean ok = ixia_api_write_async(api, ops, n, write_waited, &w, err);
   if (ok) {
-    ok = ixia_store_write(api->store, w, n, versions, err);
-    if (ok) invalidate_all(api, ops, n);
+    g_mutex_lock(&w.lock);
+    while (!w.done) g_cond_wait(&w.cond, &w.lock);
+    g_mutex_unlock(&w.lock);
+    if (w.err) ok = ixia_error_propagate(err, w.err);
   }
-  for (guint i = 0; i < n; i++) {
-    ixia_schema_unref(prep[i].schema);
-    cJSON_Delete(prep[i].doc);
-    g_free(prep[i].json);
-  }
-  g_free(prep);
-  g_free(w);
+  g_mutex_clear(&w.lock);
+  g_cond_clear(&w.cond);
   return ok;
 }
 
@@ -634,7 +721,10 @@ char *ixia_api_stats(ixia_api_t *api) {
 }
 
 gboolean ixia_api_inline_call(const char *method, guint32 len) {
-  static const char *const cheap[] = {"get", "multiGet", "stats", "getSchema"};
+  /* Writes only validate here and wait for their group commit without a
+   * thread (ixia_server_call_later). */
+  static const char *const cheap[] = {"get", "multiGet", "stats", "getSchema", "put", "upsert",
+                                      "deleteDoc"};
   for (guint i = 0; i < G_N_ELEMENTS(cheap); i++)
     if (strlen(cheap[i]) == len && memcmp(cheap[i], method, len) == 0) return TRUE;
   return FALSE;

@@ -44,6 +44,15 @@ void ixia_api_set_server(ixia_api_t *api, ixia_server_t *srv);
 /* Atomic: all ops or none. versions[i] receives each op's version. */
 gboolean ixia_api_write(ixia_api_t *api, const ixia_api_op_t *ops, guint n, gint64 *versions,
                         ixia_error_t **err);
+/* The same without holding the calling thread: ops (and their strings) are
+ * copied and validated at once; a bad op returns FALSE with err and cb is
+ * never called. Otherwise cb(user, versions, error) runs later, on the
+ * store's writer or the cache's invalidator thread, once the write is
+ * durable and its cached copies are gone (versions valid during the call),
+ * or with the error that stopped it (owned by cb). cb must be quick. */
+typedef void (*ixia_api_write_cb)(gpointer user, const gint64 *versions, ixia_error_t *err);
+gboolean ixia_api_write_async(ixia_api_t *api, const ixia_api_op_t *ops, guint n,
+                              ixia_api_write_cb cb, gpointer user, ixia_error_t **err);
 
 /* A get: first from the truth store's memory (memtables and block cache; on
  * an I/O thread the call defers itself when that is not enough), then from
@@ -108,7 +117,8 @@ ThriftProcessor *ixia_api_processor_new(ixia_api_t *api);
 
 /* The calls ixia-query-api tries on its I/O threads (ixia_server_set_inline):
  * gets and multi-gets (answered from the store's memory, deferred to a
- * worker when a disk read or memcached is needed), stats and getSchema. */
+ * worker when a disk read or memcached is needed), stats, getSchema, and
+ * single-document writes (validated there, answered once durable). */
 gboolean ixia_api_inline_call(const char *method, guint32 len);
 
 #endif

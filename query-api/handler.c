@@ -22,13 +22,63 @@ G_DEFINE_TYPE(IxiaApiHandler, ixia_api_handler, IXIA_TYPE_IXIA_HANDLER)
 
 static ixia_api_t *api_of(IxiaIxiaIf *iface) { return ((IxiaApiHandler *)iface)->api; }
 
+/* A write served by ixia-query-api's server is answered once it is durable
+ * (ixia_server_call_later): the thread that decoded it goes on serving, and
+ * writes wait for their group commit without holding threads. */
+typedef struct {
+  ixia_server_call_t *call;
+  GType result; /* the call's generated result struct */
+  guint n;
+} later_write_t;
+
+static void answer_write(gpointer user, const gint64 *versions, ixia_error_t *err) {
+  later_write_t *l = user;
+  ThriftStruct *r = g_object_new(l->result, NULL);
+  IxiaIxiaError *xe = NULL;
+  if (err) ixia_error_to_thrift(&xe, err);
+  if (l->result == IXIA_TYPE_IXIA_BATCH_RESULT) {
+    IxiaIxiaBatchResult *b = IXIA_IXIA_BATCH_RESULT(r);
+    if (xe) b->err = xe, b->__isset_err = TRUE;
+    else g_array_append_vals(b->success, versions, l->n), b->__isset_success = TRUE;
+  } else {
+    /* put, upsert and deleteDoc results: the same two fields */
+    G_STATIC_ASSERT(sizeof(IxiaIxiaPutResult) == sizeof(IxiaIxiaUpsertResult) &&
+                    sizeof(IxiaIxiaPutResult) == sizeof(IxiaIxiaDeleteDocResult));
+    IxiaIxiaPutResult *p = (IxiaIxiaPutResult *)r;
+    if (xe) p->err = xe, p->__isset_err = TRUE;
+    else p->success = versions[0], p->__isset_success = TRUE;
+  }
+  ixia_server_call_answer(l->call, r);
+  g_object_unref(r);
+  g_free(l);
+}
+
+/* Writes ops: answered later when the server lets the call wait, else at
+ * once. FALSE with *xe set for an error to answer now. */
+static gboolean write_ops(IxiaIxiaIf *iface, const ixia_api_op_t *ops, guint n, gint64 *versions,
+                          GType result, IxiaIxiaError **xe) {
+  ixia_error_t *err = NULL;
+  ixia_server_call_t *call = ixia_server_call_later();
+  if (!call) {
+    if (!ixia_api_write(api_of(iface), ops, n, versions, &err)) return ixia_error_to_thrift(xe, err);
+    return TRUE;
+  }
+  later_write_t *l = g_new(later_write_t, 1);
+  *l = (later_write_t){call, result, n};
+  /* A bad op is answered through the call as well: the processor's own
+   * answer is dropped once the call was taken over. */
+  if (!ixia_api_write_async(api_of(iface), ops, n, answer_write, l, &err)) answer_write(l, NULL, err);
+  return TRUE;
+}
+
 static gboolean write_one(IxiaIxiaIf *iface, gint64 *ret, ixia_write_kind_t kind, const gchar *ns,
                           const gchar *table, const gchar *key, const gchar *json, gint64 expected,
                           IxiaIxiaError **xe) {
   ixia_api_op_t op = {kind, ns, table, key, json, expected};
-  ixia_error_t *err = NULL;
-  if (!ixia_api_write(api_of(iface), &op, 1, ret, &err)) return ixia_error_to_thrift(xe, err);
-  return TRUE;
+  GType result = kind == IXIA_WRITE_PUT      ? IXIA_TYPE_IXIA_PUT_RESULT
+                 : kind == IXIA_WRITE_UPSERT ? IXIA_TYPE_IXIA_UPSERT_RESULT
+                                             : IXIA_TYPE_IXIA_DELETE_DOC_RESULT;
+  return write_ops(iface, &op, 1, ret, result, xe);
 }
 
 static gboolean h_put(IxiaIxiaIf *iface, gint64 *ret, const gchar *ns, const gchar *table,
@@ -65,7 +115,6 @@ static gboolean h_batch(IxiaIxiaIf *iface, GArray **ret, const GPtrArray *ops, I
                                    "batch has %u operations, over the limit of %u (limits.max_batch_ops)",
                                    n, ixia_api_max_batch_ops(api)));
   ixia_api_op_t *aops = g_new0(ixia_api_op_t, n ? n : 1);
-  ixia_error_t *err = NULL;
   for (guint i = 0; i < n; i++) {
     IxiaWriteOp *w = g_ptr_array_index(ops, i);
     ixia_write_kind_t kind = w->kind == IXIA_OP_KIND_PUT      ? IXIA_WRITE_PUT
@@ -75,11 +124,11 @@ static gboolean h_batch(IxiaIxiaIf *iface, GArray **ret, const GPtrArray *ops, I
     aops[i] = (ixia_api_op_t){kind, w->ns, w->table, w->key, w->json, w->expected_version};
   }
   gint64 *versions = g_new0(gint64, n ? n : 1);
-  gboolean ok = ixia_api_write(api, aops, n, versions, &err);
+  gboolean ok = write_ops(iface, aops, n, versions, IXIA_TYPE_IXIA_BATCH_RESULT, xe);
   if (ok) g_array_append_vals(*ret, versions, n);
   g_free(versions);
   g_free(aops);
-  return ok ? TRUE : ixia_error_to_thrift(xe, err);
+  return ok;
 }
 
 /* NULL-terminated view of a list<string>; free the array only. */

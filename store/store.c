@@ -13,6 +13,8 @@ typedef struct {
   guint n;
   gint64 *versions;
   ixia_error_t *error;
+  ixia_store_done_cb cb; /* ixia_store_write_async: called, then the request freed */
+  gpointer user;
   gboolean done;
   GMutex lock;
   GCond cond;
@@ -265,7 +267,10 @@ static gboolean stage_request(ixia_store_t *s, GHashTable *overlay, write_req_t 
       staged_t *prev = &staged[GPOINTER_TO_UINT(prev_idx)];
       /* Staged values carry a placeholder version until applied. */
       cur = prev->value ? g_bytes_ref(prev->value) : NULL;
-    } else {
+    } else if (op->expected_version != -1 || op->kind == IXIA_WRITE_UPSERT ||
+               op->kind == IXIA_WRITE_SCHEMA) {
+      /* Only a condition or a merge needs the current value: a plain put
+       * or delete costs the single writer no read. */
       cur = current_value(s, overlay, st->key, &req->error);
       if (req->error) {
         ok = FALSE;
@@ -303,6 +308,11 @@ static void staged_clear(staged_t *staged, guint n) {
 }
 
 static void finish(write_req_t *req) {
+  if (req->cb) {
+    req->cb(req->user, req->error);
+    g_free(req);
+    return;
+  }
   g_mutex_lock(&req->lock);
   req->done = TRUE;
   g_cond_signal(&req->cond);
@@ -444,6 +454,18 @@ static gpointer writer_main(gpointer data) {
   }
   g_ptr_array_free(group, TRUE);
   return NULL;
+}
+
+void ixia_store_write_async(ixia_store_t *s, const ixia_write_op_t *ops, guint n, gint64 *versions,
+                            ixia_store_done_cb cb, gpointer user) {
+  if (n == 0) {
+    cb(user, NULL);
+    return;
+  }
+  write_req_t *req = g_new0(write_req_t, 1);
+  *req = (write_req_t){.ops = ops, .n = n, .versions = versions, .cb = cb, .user = user};
+  __atomic_add_fetch(&s->stats.write_requests, 1, __ATOMIC_RELAXED);
+  g_async_queue_push(s->queue, req);
 }
 
 gboolean ixia_store_write(ixia_store_t *s, const ixia_write_op_t *ops, guint n, gint64 *versions,

@@ -92,6 +92,14 @@ void ixia_store_destroy(ixia_store_t *store);
 gboolean ixia_store_write(ixia_store_t *store, const ixia_write_op_t *ops, guint n,
                           gint64 *versions, ixia_error_t **err);
 
+/* The same without waiting: cb(user, error) runs on the writer thread once
+ * the group holding the request is durable (error NULL; versions filled)
+ * or failed (error owned by cb). ops, their strings and versions must stay
+ * valid until then. cb must be quick: the next group waits for it. */
+typedef void (*ixia_store_done_cb)(gpointer user, ixia_error_t *error);
+void ixia_store_write_async(ixia_store_t *store, const ixia_write_op_t *ops, guint n,
+                            gint64 *versions, ixia_store_done_cb cb, gpointer user);
+
 /* Reads a document. Missing or expired: TRUE with *found = FALSE.
  * *expire_at (may be NULL) is its expiry in epoch seconds, 0 = never.
  * *json is g_malloc'd, NUL-terminated. */

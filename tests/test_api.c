@@ -393,6 +393,28 @@ static void append_get_frame(GByteArray *out, const char *key, guint32 seqid) {
   g_byte_array_unref(b);
 }
 
+/* A framed `put` call of key with doc and seqid (expected version -1). */
+static void append_put_frame(GByteArray *out, const char *key, const char *doc, guint32 seqid) {
+  GByteArray *b = g_byte_array_new();
+  put32(b, 0x80010001u);
+  put32(b, 3);
+  g_byte_array_append(b, (const guint8 *)"put", 3);
+  put32(b, seqid);
+  put_string_field(b, 1, "shop");
+  put_string_field(b, 2, "products");
+  put_string_field(b, 3, key);
+  put_string_field(b, 4, doc);
+  guint8 f5[3] = {10, 0, 5}; /* i64 expected_version = -1: none */
+  g_byte_array_append(b, f5, 3);
+  put32(b, 0xFFFFFFFFu);
+  put32(b, 0xFFFFFFFFu);
+  guint8 stop = 0;
+  g_byte_array_append(b, &stop, 1);
+  put32(out, b->len);
+  g_byte_array_append(out, b->data, b->len);
+  g_byte_array_unref(b);
+}
+
 static int raw_connect_port(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
@@ -418,8 +440,8 @@ static gboolean recv_all(int fd, guint8 *p, gsize n) {
 
 /* Gets are answered from the store's memory on the API's I/O threads,
  * memcached untouched, and see every acknowledged write at once. One
- * connection with many gets in flight gets every answer, in order, matched
- * to its request. */
+ * connection with many gets (and then puts and gets) in flight gets every
+ * answer, in order, matched to its request. */
 static void test_gets_from_memory_and_pipelining(void) {
   ixt_api_t mem = {0};
   char *d = g_build_filename(dir, "memory", NULL);
@@ -494,6 +516,48 @@ static void test_gets_from_memory_and_pipelining(void) {
     g_free(body);
   }
   CU_ASSERT_EQUAL(matched, n);
+
+  /* Writes answered once durable, pipelined with gets: 100 (put k, get k)
+   * pairs in one send; every answer comes in order with its seqid, and
+   * each get sees the put before it. */
+  g_byte_array_set_size(frames, 0);
+  const int pairs = 100;
+  for (int i = 0; i < pairs; i++) {
+    char doc[64];
+    g_snprintf(doc, sizeof doc, "{\"category\": \"p%d\", \"price\": %d}", i, i);
+    append_put_frame(frames, "pipe", doc, 5000 + 2 * (guint32)i);
+    append_get_frame(frames, "pipe", 5001 + 2 * (guint32)i);
+  }
+  CU_ASSERT_EQUAL(send(fd, frames->data, frames->len, MSG_NOSIGNAL), (ssize_t)frames->len);
+  matched = 0;
+  gint64 last_version = 0;
+  for (int i = 0; i < 2 * pairs; i++) {
+    guint8 hdr[4];
+    if (!recv_all(fd, hdr, 4)) break;
+    guint32 size = (guint32)hdr[0] << 24 | (guint32)hdr[1] << 16 | (guint32)hdr[2] << 8 | hdr[3];
+    guint8 *body = g_malloc(size);
+    if (!recv_all(fd, body, size)) {
+      g_free(body);
+      break;
+    }
+    guint32 seqid = (guint32)body[11] << 24 | (guint32)body[12] << 16 | (guint32)body[13] << 8 | body[14];
+    gboolean ok = body[3] == 2 && seqid == 5000 + (guint32)i;
+    if (i % 2 == 0) {
+      /* put: REPLY, then field 0 (i64 success): the version */
+      ok = ok && size >= 15 + 3 + 8 && body[15] == 10;
+      gint64 v = 0;
+      for (int k = 0; ok && k < 8; k++) v = v << 8 | body[18 + k];
+      ok = ok && v > last_version;
+      last_version = v;
+    } else {
+      char want[32];
+      g_snprintf(want, sizeof want, "\"category\":\"p%d\"", i / 2);
+      ok = ok && memmem(body, size, want, strlen(want)) != NULL;
+    }
+    matched += ok;
+    g_free(body);
+  }
+  CU_ASSERT_EQUAL(matched, 2 * pairs);
   close(fd);
   g_byte_array_unref(frames);
   ixia_client_destroy(c);
