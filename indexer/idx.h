@@ -328,6 +328,10 @@ void ixia_points_update(ixia_points_t *p, const ixia_point_change_t *ch, guint n
 guint64 ixia_points_count(ixia_points_t *p, guint64 lo, guint64 hi);
 /* Adds the ids of points with lo <= key <= hi to out; returns how many. */
 guint64 ixia_points_collect(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bitmap_t *out);
+/* Keeps in cand only the ids of points with lo <= key <= hi; returns how
+ * many points the range holds. For a range beside a smaller candidate set
+ * (a selective term AND a range): no sort and no bitmap of the range. */
+guint64 ixia_points_filter(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bitmap_t *cand);
 guint64 ixia_points_size(ixia_points_t *p);
 gsize ixia_points_bytes(ixia_points_t *p);
 

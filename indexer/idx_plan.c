@@ -45,6 +45,9 @@
 #define COST_POINT_ID 12.0
 #define COST_CHECK 5.0
 #define COST_LINE 80.0
+/* A numeric range beside candidates: each point of the range marks a bit
+ * (no sort, no bitmap built), each candidate probes one. */
+#define COST_POINT_MARK 2.0
 #define COST_BLOCK 150.0
 #define LINES_PER_BLOCK 128.0
 
@@ -74,6 +77,7 @@ struct pnode {
   roaring_bitmap_t *bm; /* materialized set, when read from the index */
   const char *how;
   gboolean lead;
+  gboolean probed; /* a range that filtered the candidates through its points */
   guint64 checked, passed;
 };
 
@@ -573,6 +577,10 @@ static GPtrArray *kids_by_cost(pnode_t *p) {
   return a;
 }
 
+static gboolean range_leaf(const pnode_t *k) {
+  return k->kind == N_LEAF && k->field && k->field->numeric && k->f->kind == IXIA_F_RANGE;
+}
+
 static gboolean materialize_and(ixia_search_ctx_t *s, pnode_t *p, roaring_bitmap_t *out,
                                 GPtrArray *checks) {
   GPtrArray *kids = kids_by_cost(p);
@@ -580,8 +588,19 @@ static gboolean materialize_and(ixia_search_ctx_t *s, pnode_t *p, roaring_bitmap
   for (guint i = 0; ok && i < kids->len; i++) {
     pnode_t *k = kids->pdata[i];
     double cand = have ? (double)roaring_bitmap_get_cardinality(out) : (double)s->n_live;
-    if (have && k->checkable && mat_cost(s, k) > check_cost(s, k, cand)) {
+    gboolean probe = have && range_leaf(k);
+    double cost = probe ? k->est * COST_POINT_MARK + cand * COST_POSTING_ID + COST_POSTING
+                        : mat_cost(s, k);
+    if (have && k->checkable && cost > check_cost(s, k, cand)) {
       g_ptr_array_add(checks, k);
+      continue;
+    }
+    if (probe) {
+      k->how = "points, probed by the candidates";
+      k->probed = TRUE;
+      k->passed = ixia_points_filter(k->field->points, k->lo, k->hi, out);
+      ok = ixia_idx_charge(s, k->passed);
+      if (roaring_bitmap_is_empty(out)) break;
       continue;
     }
     ok = materialize(s, k);
@@ -855,7 +874,7 @@ cJSON *ixia_idx_plan_explain(const pnode_t *p) {
   if (p->f && p->f->field) cJSON_AddStringToObject(o, "field", p->f->field->field);
   cJSON_AddStringToObject(o, "how", p->how ? p->how : "not evaluated");
   cJSON_AddNumberToObject(o, "estimate", (double)(guint64)(p->est + 0.5));
-  if (p->bm || p->lead) cJSON_AddNumberToObject(o, "actual", (double)p->passed);
+  if (p->bm || p->lead || p->probed) cJSON_AddNumberToObject(o, "actual", (double)p->passed);
   if (p->checked) {
     cJSON_AddNumberToObject(o, "checked", (double)p->checked);
     cJSON_AddNumberToObject(o, "passed", (double)p->passed);

@@ -270,12 +270,13 @@ static void test_shapes(void) {
   shape_arg_t s = {.cat = 7, .brand = 1234, .country = 3, .price = {100, 120, FALSE, FALSE}};
   char f[4096];
 
-  /* A selective term and a narrow range: the term leads, the range is
-   * read from the points (cheaper than a check per candidate). */
+  /* A selective term and a narrow range: the term leads, the range's
+   * points mark a bitset the candidates probe (cheaper than a check per
+   * candidate, and than a sorted bitmap of the range). */
   snprintf(f, sizeof f, "{\"and\": [{\"term\": {\"cat\": \"c07\"}}, {\"range\": {\"price\": {\"gte\": 100, \"lte\": 120}}}]}");
   cJSON *ex = check(f, p_cat_price, &s);
   CU_ASSERT_TRUE(led_by(ex, "cat"));
-  CU_ASSERT_STRING_EQUAL(how_of(ex, "price"), "points");
+  CU_ASSERT_STRING_EQUAL(how_of(ex, "price"), "points, probed by the candidates");
   cJSON_Delete(ex);
 
   /* A narrow range alone: the points. */
