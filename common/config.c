@@ -87,6 +87,12 @@ static const ixia_option_t options[] = {
     /* cache */
     {"cache.servers", IXIA_OPT_STRING, "127.0.0.1:11211", 0, 0,
      "Comma-separated memcached servers (host:port), consistently hashed. Empty disables the cache."},
+    {"cache.get_path", IXIA_OPT_STRING, "auto", 0, 0,
+     "How a get that the store's memory (memtables, block and row caches) cannot answer is "
+     "served: 'memcached' (look-aside: memcached, then the store's disk under a lease and a "
+     "backfill), 'store' (the store's disk directly), or 'auto': whichever costs less, as "
+     "measured on this API's recent gets (get_memcached_us and get_disk_read_us in stats; "
+     "every 64th get takes the other path to keep both measured)."},
     {"cache.timeout_ms", IXIA_OPT_INT, "50", 1, 60000,
      "Connect, send and receive timeout for memcached. Keep it short: a hung memcached only slows gets."},
     {"cache.retry_timeout_s", IXIA_OPT_INT, "2", 1, 3600,

@@ -12,6 +12,8 @@
 #include "search.h"
 #include "schema.h"
 
+typedef enum { GET_PATH_AUTO, GET_PATH_MEMCACHED, GET_PATH_STORE } get_path_t;
+
 struct ixia_api {
   ixia_store_t *store;
   ixia_replication_t *replication;
@@ -32,7 +34,35 @@ struct ixia_api {
   guint64 cache_hits, cache_misses, cache_partial_misses;
   guint64 memory_gets; /* answered from the store's memory, memcached not asked */
   gboolean memcached_first; /* test hook: skip the store's memory */
+  /* Gets the store's memory cannot answer (cache.get_path): through
+   * memcached, or straight from the store's disk, whichever costs less as
+   * measured: moving averages (microseconds x 16) of a memcached multi-get
+   * and of a store read per key. */
+  get_path_t get_path;
+  gint64 mc_us16, disk_us16;
+  guint64 gets_from_disk, path_samples;
 };
+
+/* Every PATH_SAMPLE-th get takes the other path too, so its cost stays known. */
+#define PATH_SAMPLE 64
+
+static void ewma(gint64 *avg16, gint64 us) {
+  gint64 a = __atomic_load_n(avg16, __ATOMIC_RELAXED);
+  __atomic_store_n(avg16, a ? a + (us * 16 - a) / 8 : us * 16, __ATOMIC_RELAXED);
+}
+
+/* Whether this get asks memcached before reading the store's disk. */
+static gboolean via_memcached(ixia_api_t *api) {
+  if (api->get_path == GET_PATH_MEMCACHED) return TRUE;
+  if (api->get_path == GET_PATH_STORE) return FALSE;
+  gint64 mc = __atomic_load_n(&api->mc_us16, __ATOMIC_RELAXED);
+  gint64 disk = __atomic_load_n(&api->disk_us16, __ATOMIC_RELAXED);
+  gboolean cheaper = mc > 0 && (disk == 0 || mc < disk);
+  /* Unmeasured paths are tried; a sample keeps the other one measured. */
+  if (__atomic_add_fetch(&api->path_samples, 1, __ATOMIC_RELAXED) % PATH_SAMPLE == 0)
+    return !cheaper;
+  return mc == 0 || cheaper;
+}
 
 static char *table_id(const char *ns, const char *table) {
   return g_strdup_printf("%s\t%s", ns, table);
@@ -104,6 +134,14 @@ ixia_api_t *ixia_api_new(const ixia_config_t *cfg, ixia_error_t **err) {
   api->cache_default_ttl = ixia_config_int(cfg, "cache.default_ttl_seconds");
   /* The cache tests need memcached asked on every get. */
   api->memcached_first = ixia_test_hook("MEMCACHED_FIRST", 0) != 0;
+  const char *path = ixia_config_str(cfg, "cache.get_path");
+  if (g_strcmp0(path, "auto") == 0) api->get_path = GET_PATH_AUTO;
+  else if (g_strcmp0(path, "memcached") == 0) api->get_path = GET_PATH_MEMCACHED;
+  else if (g_strcmp0(path, "store") == 0) api->get_path = GET_PATH_STORE;
+  else {
+    ixia_error_set(err, IXIA_EINVAL, "cache.get_path: '%s' is none of auto, memcached, store", path);
+    goto fail;
+  }
   api->store = ixia_store_open(cfg, err);
   if (!api->store) goto fail;
   if (!ixia_store_foreach_schema(api->store, load_schema_cb, api, err)) goto fail;
@@ -380,7 +418,8 @@ gboolean ixia_api_multi_get(ixia_api_t *api, const char *ns, const char *table,
     ixia_server_defer();
     ok = ixia_error_set(err, IXIA_EUNAVAILABLE, "get deferred to a worker");
   }
-  /* 2. memcached, one multi-key get for all of them. */
+  /* 2. memcached, one multi-key get for all of them, when it costs less
+   * than the store's disk (cache.get_path). */
   guint m = ok ? disk->len : 0;
   ixia_cache_keyref_t *refs = g_new(ixia_cache_keyref_t, m + 1);
   ixia_cache_doc_t *cached = g_new0(ixia_cache_doc_t, m + 1);
@@ -388,7 +427,14 @@ gboolean ixia_api_multi_get(ixia_api_t *api, const char *ns, const char *table,
     const char *k = keys[g_array_index(disk, guint, j)];
     refs[j] = (ixia_cache_keyref_t){ns, table, k, strlen(k)};
   }
-  ixia_cache_get_many(api->cache, refs, m, cached);
+  gboolean mc = m > 0 && via_memcached(api);
+  if (mc) {
+    gint64 t0 = g_get_monotonic_time();
+    ixia_cache_get_many(api->cache, refs, m, cached);
+    ewma(&api->mc_us16, g_get_monotonic_time() - t0);
+  } else {
+    for (guint j = 0; j < m; j++) cached[j].result = IXIA_CACHE_ERROR; /* not asked: no lease */
+  }
   /* 3. The store for the rest, each under a lease taken before the read so
    * that a write in between cancels its backfill. */
   GArray *rest = g_array_new(FALSE, FALSE, sizeof(guint)); /* indexes into disk */
@@ -407,7 +453,8 @@ gboolean ixia_api_multi_get(ixia_api_t *api, const char *ns, const char *table,
       g_free(shaped);
       __atomic_add_fetch(&api->cache_partial_misses, 1, __ATOMIC_RELAXED);
     }
-    __atomic_add_fetch(&api->cache_misses, 1, __ATOMIC_RELAXED);
+    if (mc) __atomic_add_fetch(&api->cache_misses, 1, __ATOMIC_RELAXED);
+    else __atomic_add_fetch(&api->gets_from_disk, 1, __ATOMIC_RELAXED);
     if (cached[j].result != IXIA_CACHE_ERROR)
       leases[j] = ixia_cache_lease(api->cache, ns, table, refs[j].key, refs[j].key_len);
     g_array_append_val(rest, j);
@@ -421,7 +468,9 @@ gboolean ixia_api_multi_get(ixia_api_t *api, const char *ns, const char *table,
       rk[r] = refs[j].key;
       rl[r] = refs[j].key_len;
     }
+    gint64 t0 = g_get_monotonic_time();
     ok = ixia_store_multi_get(api->store, ns, table, rest->len, rk, rl, docs, err);
+    ewma(&api->disk_us16, (g_get_monotonic_time() - t0) / rest->len);
     for (guint r = 0; r < rest->len; r++) {
       guint j = g_array_index(rest, guint, r);
       const ixia_store_doc_t *d = &docs[r];
@@ -651,6 +700,12 @@ char *ixia_api_stats(ixia_api_t *api) {
   cJSON_AddNumberToObject(o, "store_latest_version", (double)ixia_store_latest_version(api->store));
   cJSON_AddNumberToObject(o, "gets_from_memory",
                           (double)__atomic_load_n(&api->memory_gets, __ATOMIC_RELAXED));
+  cJSON_AddNumberToObject(o, "gets_from_disk",
+                          (double)__atomic_load_n(&api->gets_from_disk, __ATOMIC_RELAXED));
+  cJSON_AddNumberToObject(o, "get_memcached_us",
+                          (double)__atomic_load_n(&api->mc_us16, __ATOMIC_RELAXED) / 16);
+  cJSON_AddNumberToObject(o, "get_disk_read_us",
+                          (double)__atomic_load_n(&api->disk_us16, __ATOMIC_RELAXED) / 16);
   cJSON_AddNumberToObject(o, "cache_hits", (double)hits);
   cJSON_AddNumberToObject(o, "cache_misses", (double)misses);
   cJSON_AddNumberToObject(o, "cache_hit_ratio", hits + misses ? (double)hits / (double)(hits + misses) : 0);

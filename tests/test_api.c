@@ -27,7 +27,7 @@ static const char *SCHEMA =
 
 static const char *const API_SETS[] = {"limits.max_doc_bytes=4096", "limits.max_json_depth=8",
                                        "server.request_timeout_ms=1000", "server.idle_timeout_ms=1000", "cache.retry_timeout_s=1",
-                                       NULL};
+                                       "cache.get_path=memcached", NULL};
 
 static ixia_client_t *connect_to(const char *addr) {
   ixia_error_t *e = NULL;
@@ -564,6 +564,49 @@ static void test_gets_from_memory_and_pipelining(void) {
   CU_ASSERT_TRUE(ixt_api_stop(&mem));
 }
 
+/* cache.get_path: 'store' reads what the store's memory cannot answer
+ * straight from its disk, memcached never asked; 'auto' measures both paths
+ * (every 64th get samples the other one) and reports what they cost. (The
+ * API of these tests skips the store's memory: every get takes one of the
+ * two paths.) */
+static void test_get_path(void) {
+  static const char *const paths[] = {"store", "auto"};
+  for (guint p = 0; p < G_N_ELEMENTS(paths); p++) {
+    ixt_api_t a = {0};
+    char *d = g_build_filename(dir, paths[p], NULL);
+    g_mkdir_with_parents(d, 0755);
+    char *set = g_strdup_printf("cache.get_path=%s", paths[p]);
+    const char *sets[] = {"cache.retry_timeout_s=1", set, NULL};
+    gboolean started = ixt_api_start(&a, d, mc.addr, sets);
+    g_free(set);
+    g_free(d);
+    CU_ASSERT_TRUE_FATAL(started && apply_schema(a.addr));
+    ixia_client_t *c = connect_to(a.addr);
+    gint64 v = put_doc(c, "gp", "{\"category\": \"path\", \"price\": 3}");
+    double hits = stat_of(c, "cache_hits"), misses = stat_of(c, "cache_misses");
+    double disk = stat_of(c, "gets_from_disk");
+    for (int i = 0; i < 200; i++) {
+      gint64 got = 0;
+      char *json = get_doc(c, "gp", NULL, &got);
+      CU_ASSERT_EQUAL(got, v);
+      CU_ASSERT_PTR_NOT_NULL(json && strstr(json, "path"));
+      g_free(json);
+    }
+    double asked = stat_of(c, "cache_hits") - hits + stat_of(c, "cache_misses") - misses;
+    double from_disk = stat_of(c, "gets_from_disk") - disk;
+    if (p == 0) {
+      CU_ASSERT_EQUAL(asked, 0);
+      CU_ASSERT_EQUAL(from_disk, 200);
+    } else {
+      CU_ASSERT_EQUAL(asked + from_disk, 200);
+      CU_ASSERT_TRUE(asked >= 3 && from_disk >= 3); /* both paths measured */
+      CU_ASSERT_TRUE(stat_of(c, "get_memcached_us") > 0 && stat_of(c, "get_disk_read_us") > 0);
+    }
+    ixia_client_destroy(c);
+    CU_ASSERT_TRUE(ixt_api_stop(&a));
+  }
+}
+
 static void test_bad_input(void) {
   ixia_client_t *c = connect_to(api.addr);
   gint64 keep = put_doc(c, "keep", "{\"price\":42}");
@@ -721,6 +764,7 @@ int main(void) {
   IXT_ADD(s, test_ttl_through_the_cache);
   IXT_ADD(s, test_stale_set_race);
   IXT_ADD(s, test_gets_from_memory_and_pipelining);
+  IXT_ADD(s, test_get_path);
   IXT_ADD(s, test_bad_input);
   IXT_ADD(s, test_memcached_failures); /* last: it restarts memcached */
   return ixt_run();
