@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "auth.h"
 #include "bench.h"
 #include "data.h"
 #include "lag.h"
@@ -144,6 +145,7 @@ int main(int argc, char **argv) {
     ixia_config_destroy(cfg);
     return 2;
   }
+  ixia_auth_client_key_from_env(cfg);
   ixia_bench_opts_t o = {
       .api = ixia_client_address(api_opt, cfg),
       .memcached = mc ? g_strdup(mc) : g_strdup(g_getenv("IXIA_MEMCACHED")),
