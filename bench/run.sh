@@ -95,6 +95,8 @@ bench --duration "$DUR" --conns "$QUERY_CONNS" agg
 
 say "cached gets (get-hot, $CONNS connections, ${DUR}s)"
 bench --duration "$DUR" --conns "$CONNS" --hot-keys "$HOT_KEYS" get-hot
+say "cached gets over HTTP/JSON, keep-alive (http-get-hot, $CONNS connections, ${DUR}s)"
+bench --duration "$DUR" --conns "$CONNS" --hot-keys "$HOT_KEYS" http-get-hot
 say "mixed: gets and puts 15:1, Zipf keys over $N documents ($CONNS connections, ${DUR}s)"
 bench --duration "$DUR" --conns "$CONNS" --keys "$N" mixed
 say "durable puts, one per call ($CONNS connections, ${DUR}s)"
@@ -156,6 +158,7 @@ elapsed=$(( $(date +%s) - started ))
   echo "| index catch-up after the load (load start → min_version query answers) | $(fmt "$(get index docs_per_s)") docs/s $(row_skip index)$(row_err index) | db_bench fillrandom sync=0, 1 thread: $(fmt "$(dbrate "$db_nosync")") ops/s | $(ratio "$(get index docs_per_s)" "$(dbrate "$db_nosync")") | | |"
   echo "| durable put, 1 doc per call, $CONNS conns (goal ≥ 50%) | $(fmt "$put_rate") puts/s, p99 $(get put p99_ms) ms | db_bench fillrandom sync=1, $CONNS threads: $(fmt "$(dbrate "$db_sync")") ops/s | $(ratio "$put_rate" "$(dbrate "$db_sync")") | upsert: $(pgcell upsert) | $(ratio "$put_rate" "$(pg upsert ops_per_s)") |"
   echo "| cached get (get-hot), $CONNS conns (goal ≥ 50%, p99 < 5 ms) | $(fmt "$(get get-hot ops_per_s)") gets/s, p50 $(get get-hot p50_ms) / p99 $(get get-hot p99_ms) / p99.9 $(get get-hot p999_ms) ms | raw memcached get: $(fmt "$(get memcached ops_per_s)") gets/s, p50 $(get memcached p50_ms) / p99 $(get memcached p99_ms) ms | $(ratio "$(get get-hot ops_per_s)" "$(get memcached ops_per_s)") | get of the same hot keys: $(pgcell get-hot) | $(ratio "$(get get-hot ops_per_s)" "$(pg get-hot ops_per_s)") |"
+  echo "| cached get over HTTP/JSON, keep-alive (http-get-hot), $CONNS conns (goal ≥ 80% of get-hot) | $(fmt "$(get http-get-hot ops_per_s)") gets/s, p50 $(get http-get-hot p50_ms) / p99 $(get http-get-hot p99_ms) ms $(row_skip http-get-hot)$(row_err http-get-hot) | the same gets over Thrift (get-hot): $(fmt "$(get get-hot ops_per_s)") gets/s | $(ratio "$(get http-get-hot ops_per_s)" "$(get get-hot ops_per_s)") | | |"
   echo "| mixed 15:1 get:put, Zipf 0.99 over N keys, $CONNS conns | $(fmt "$(get mixed ops_per_s)") ops/s, get p99 $(get mixed get_p99_ms) ms, put p99 $(get mixed put_p99_ms) ms, cache hit ratio $(get mixed cache_hit_ratio) | raw memcached get: $(fmt "$(get memcached ops_per_s)") gets/s (misses go to RocksDB: db_bench readrandom over N keys, $CONNS threads: $(fmt "$(dbrate "$db_read")") ops/s) | $(ratio "$(get mixed ops_per_s)" "$(get memcached ops_per_s)") | get of random keys: $(pgcell get-random) | |"
   echo "| durable put with replication on vs off, $CONNS conns | $(fmt "$put_rate") puts/s | replication off: $(fmt "$off_rate") puts/s | $(ratio "$put_rate" "$off_rate") | | |"
   echo "| agg: terms by category (count/sum/avg/min/max of price) over $(get agg matched_fraction) of docs, $QUERY_CONNS conns (goal p50 < 20 ms, ≥ 100× PostgreSQL, ≥ 50M values/s per core) | p50 $(get agg p50_ms) / p99 $(get agg p99_ms) ms, $(get agg ops_per_s) queries/s, $(fmt "$(get agg agg_values_per_s)") values/s in one shard $(row_skip agg) | | | $(pgcell agg) | $(ratio "$(get agg ops_per_s)" "$(pg agg ops_per_s)") |"
