@@ -15,6 +15,7 @@ PACKAGES=(
   docker-compose
   # tests: Python clients, promtool, the console in a real browser
   python3 python3-requests python3-thrift python3-confluent-kafka prometheus chromium chromium-driver
+  curl openssl
 )
 
 missing=()

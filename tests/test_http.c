@@ -125,7 +125,7 @@ static int http(const char *method, const char *path, const char *key, const cha
 static int http_status(const char *method, const char *path, const char *key, const char *body) {
   resp_t r;
   int st = http(method, path, key, body, NULL, &r);
-  if (st >= 300) fprintf(stderr, "  %s %s -> %d %s", method, path, st, r.body ? r.body : "");
+  if (st >= 500 || st < 0) fprintf(stderr, "  %s %s -> %d %s", method, path, st, r.body ? r.body : "");
   resp_clear(&r);
   return st;
 }
@@ -881,6 +881,63 @@ static void test_logs(void) {
   g_free(dir);
 }
 
+/* ---------- TLS ---------- */
+
+static int sh(const char *cmd, char **out) {
+  const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+  int status = -1;
+  if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, out, NULL,
+                    &status, NULL))
+    return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_tls(void) {
+  char *dir = g_strdup_printf("%s/tls", stack.dir);
+  g_mkdir_with_parents(dir, 0700);
+  char *cmd = g_strdup_printf("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 "
+                              "-addext subjectAltName=IP:127.0.0.1 -keyout %s/key.pem -out %s/cert.pem",
+                              dir, dir);
+  CU_ASSERT_EQUAL_FATAL(sh(cmd, NULL), 0);
+  g_free(cmd);
+  char *cert = g_strdup_printf("http.tls_cert_file=%s/cert.pem", dir);
+  char *key = g_strdup_printf("http.tls_key_file=%s/key.pem", dir);
+  const char *sets[] = {cert, key, "auth.enabled=false", NULL};
+  ixt_api_t a;
+  CU_ASSERT_TRUE_FATAL(ixt_api_start(&a, dir, "", sets));
+  /* HTTPS with the certificate verified */
+  char *out = NULL;
+  cmd = g_strdup_printf("curl -sS --cacert %s/cert.pem https://127.0.0.1:%d/healthz", dir, a.http_port);
+  CU_ASSERT_EQUAL(sh(cmd, &out), 0);
+  CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "\"ok\""));
+  g_free(out);
+  g_free(cmd);
+  /* plain HTTP on the TLS port is told so */
+  int saved = http_port;
+  http_port = a.http_port;
+  resp_t r;
+  CU_ASSERT_EQUAL(http("GET", "/healthz", NULL, NULL, NULL, &r), 400);
+  CU_ASSERT_PTR_NOT_NULL(r.body && strstr(r.body, "HTTPS only"));
+  resp_clear(&r);
+  http_port = saved;
+  CU_ASSERT_TRUE(ixt_api_stop(&a));
+  /* a missing key file stops the daemon at start, naming the option */
+  const char *bad[] = {cert, "http.tls_key_file=/nonexistent/key.pem", "auth.enabled=false", NULL};
+  char *bad_dir = g_strdup_printf("%s/bad", dir);
+  g_mkdir_with_parents(bad_dir, 0700);
+  CU_ASSERT_FALSE(ixt_api_start(&a, bad_dir, "", bad));
+  ixt_daemon_stop(&a);
+  char *log = g_strdup_printf("%s/ixia-query-api.log", bad_dir), *text = NULL;
+  CU_ASSERT_TRUE(g_file_get_contents(log, &text, NULL, NULL));
+  CU_ASSERT_PTR_NOT_NULL(text && strstr(text, "http.tls_key_file"));
+  g_free(text);
+  g_free(log);
+  g_free(bad_dir);
+  g_free(cert);
+  g_free(key);
+  g_free(dir);
+}
+
 /* ---------- suite ---------- */
 
 static int suite_init(void) {
@@ -919,5 +976,6 @@ int main(void) {
   IXT_ADD(s, test_consumer_group);
   IXT_ADD(s, test_health);
   IXT_ADD(s, test_logs);
+  IXT_ADD(s, test_tls);
   return ixt_run();
 }
