@@ -51,10 +51,12 @@ static const ixia_option_t options[] = {
     {"http.max_bulk_bytes", IXIA_OPT_INT, "67108864", 1024, 4096LL * MIB,
      "Largest body of a POST .../_bulk (NDJSON) request."},
     {"http.request_timeout_ms", IXIA_OPT_INT, "30000", 100, 86400000,
-     "A new HTTP connection must send its first bytes within this long, and a request must not "
-     "stall longer than this between bytes (slow clients, slowloris)."},
+     "A new HTTP connection must send its first bytes within this long; until then it holds no "
+     "event loop (silent connections, slowloris)."},
     {"http.idle_timeout_ms", IXIA_OPT_INT, "300000", 1000, 86400000,
-     "A keep-alive HTTP connection with no request for this long is closed."},
+     "An HTTP connection with no bytes moving for this long is closed: between keep-alive "
+     "requests and in the middle of one (libmicrohttpd has one inactivity timeout; whole "
+     "seconds)."},
     {"http.tls_cert_file", IXIA_OPT_STRING, "", 0, 0,
      "PEM certificate (chain) of the HTTP ports. With http.tls_key_file set too, every daemon's "
      "HTTP port speaks only HTTPS."},
