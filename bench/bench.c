@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "auth.h"
 #include "bench.h"
 #include "data.h"
 #include "lag.h"
@@ -15,6 +16,7 @@ static const char *const SUMMARY =
     "  index          after load: time until a min_version query for the load's last\n"
     "                 version answers (documents indexed per second), index size\n"
     "  get-hot        gets of --hot-keys keys (served from memory)\n"
+    "  http-get-hot   the same gets over HTTP/JSON (--http), keep-alive connections\n"
     "  get-random     gets of uniformly random keys over --keys\n"
     "  mixed          gets and puts at --read-ratio:1 over Zipf(--theta) keys of --keys;\n"
     "                 reports the cache hit ratio\n"
@@ -47,7 +49,7 @@ static gboolean gen_docs(const ixia_bench_opts_t *o) {
 }
 
 static const ixia_bench_workload_t *const DRIVEN[] = {
-    &ixia_bench_get_hot, &ixia_bench_get_random, &ixia_bench_mixed, &ixia_bench_put,
+    &ixia_bench_get_hot, &ixia_bench_http_get_hot, &ixia_bench_get_random, &ixia_bench_mixed, &ixia_bench_put,
     &ixia_bench_memcached,
     &ixia_bench_agg,     &ixia_bench_freshness,
 };
@@ -99,13 +101,14 @@ static int run_one(ixia_bench_opts_t *o, const char *wl) {
 }
 
 int main(int argc, char **argv) {
-  char *api_opt = NULL, *mc = NULL, *kafka = NULL;
+  char *api_opt = NULL, *mc = NULL, *kafka = NULL, *http = NULL;
   int threads = 0, conns = 16, batch = 100, read_ratio = 15, seed = 42, idle = 10000, limit = 100;
   gint64 keys = 100000, hot_keys = 1000, docs = 100000;
   double seconds = 10, rate = 0, theta = 0.99, probe_rate = 100, poll_ms = 1, index_timeout = 1800;
   GOptionEntry entries[] = {
       {"api", 0, 0, G_OPTION_ARG_STRING, &api_opt, "ixia API address (default $IXIA_API)", "HOST:PORT"},
       {"memcached", 0, 0, G_OPTION_ARG_STRING, &mc, "memcached (default $IXIA_MEMCACHED)", "HOST:PORT"},
+      {"http", 0, 0, G_OPTION_ARG_STRING, &http, "the API's HTTP port (default $IXIA_HTTP)", "http://HOST:PORT"},
       {"kafka", 0, 0, G_OPTION_ARG_STRING, &kafka, "Kafka bootstrap (default $IXIA_KAFKA)", "HOSTS"},
       {"threads", 0, 0, G_OPTION_ARG_INT, &threads, "client threads (default: --conns)", "N"},
       {"conns", 0, 0, G_OPTION_ARG_INT, &conns, "connections, spread over the threads (16)", "N"},
@@ -144,9 +147,11 @@ int main(int argc, char **argv) {
     ixia_config_destroy(cfg);
     return 2;
   }
+  ixia_auth_client_key_from_env(cfg);
   ixia_bench_opts_t o = {
       .api = ixia_client_address(api_opt, cfg),
       .memcached = mc ? g_strdup(mc) : g_strdup(g_getenv("IXIA_MEMCACHED")),
+      .http = http ? g_strdup(http) : g_strdup(g_getenv("IXIA_HTTP")),
       .kafka = kafka ? g_strdup(kafka) : g_strdup(g_getenv("IXIA_KAFKA")),
       .topic = ixia_config_str(cfg, "kafka.topic"),
       .threads = threads > 0 ? threads : conns,
@@ -173,7 +178,9 @@ int main(int argc, char **argv) {
   }
   g_free(o.api);
   g_free(o.memcached);
+  g_free(o.http);
   g_free(o.kafka);
+  g_free(http);
   g_free(api_opt);
   g_free(mc);
   g_free(kafka);

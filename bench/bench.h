@@ -33,6 +33,7 @@
 
 typedef struct {
   char *api;       /* host:port of ixia-query-api */
+  char *http;      /* http://host:port of its HTTP port (http-get-hot), NULL if unknown */
   char *memcached; /* host:port, for the raw memcached workload */
   char *kafka;     /* bootstrap servers, for cdc-lag and kafka-produce */
   const char *topic; /* the change-event topic (kafka.topic) */
@@ -138,7 +139,7 @@ gboolean ixia_bench_put_docs(const ixia_bench_opts_t *o, gint64 first, gint64 n,
 gboolean ixia_bench_ensure_docs(const ixia_bench_opts_t *o, gint64 n, ixia_error_t **err);
 
 /* The workloads. */
-extern const ixia_bench_workload_t ixia_bench_get_hot, ixia_bench_get_random, ixia_bench_mixed, ixia_bench_put,
+extern const ixia_bench_workload_t ixia_bench_get_hot, ixia_bench_http_get_hot, ixia_bench_get_random, ixia_bench_mixed, ixia_bench_put,
     ixia_bench_memcached, ixia_bench_filter, ixia_bench_agg, ixia_bench_freshness;
 /* Index of a filter shape by name, or -1; the shapes for --help. */
 int ixia_bench_filter_shape(const char *name);

@@ -89,7 +89,8 @@ static gboolean get_hot_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t *
 
 static void hit_ratio_report(ixia_bench_run_t *r, const ixia_bench_worker_t *tot, cJSON *out) {
   (void)tot;
-  cJSON_AddNumberToObject(out, "keys", (double)(r->wl == &ixia_bench_get_hot ? r->o->hot_keys : r->o->keys));
+  gboolean hot = r->wl == &ixia_bench_get_hot || r->wl == &ixia_bench_http_get_hot;
+  cJSON_AddNumberToObject(out, "keys", (double)(hot ? r->o->hot_keys : r->o->keys));
   add_hit_ratio(r->o, r->state, out);
 }
 

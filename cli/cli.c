@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "client.h"
 #include "config.h"
 #include "load.h"
@@ -21,6 +22,8 @@ enum {
   OPT_KEY_FIELD = 1 << 2,
   OPT_CONNS = 1 << 3,
   OPT_BATCH = 1 << 4,
+  OPT_KEYSPEC = 1 << 5, /* keys create: --namespaces, --actions, --expires-in, --description */
+  OPT_OUT = 1 << 6,
 };
 
 #define LOAD_DEFAULT_CONNS 8
@@ -35,6 +38,7 @@ typedef struct {
   char *fields;
   char *key_field;
   gint conns, batch; /* -1 when not given */
+  char *namespaces, *actions, *expires_in, *description, *out;
   ixia_client_t *client; /* connected on first use, after local input is read */
 } ixia_cli_t;
 
@@ -52,6 +56,8 @@ int ixia_cli_exit_code(const ixia_error_t *err) {
     case IXIA_ENOTFOUND: return IXIA_EXIT_NOTFOUND;
     case IXIA_EUNAVAILABLE: return IXIA_EXIT_UNREACHABLE;
     case IXIA_EEXHAUSTED: return IXIA_EXIT_EXHAUSTED;
+    case IXIA_EUNAUTHENTICATED:
+    case IXIA_EDENIED: return IXIA_EXIT_DENIED;
     default: return IXIA_EXIT_ERROR;
   }
 }
@@ -178,21 +184,8 @@ static int ixia_cli_cmd_delete(ixia_cli_t *cli, char **args) {
   return ixia_cli_print_version(version);
 }
 
-/* "a, b,,c" → {"a", "b", "c"}: tolerant of spaces and stray commas. */
-static char **ixia_cli_split_fields(const char *list) {
-  GPtrArray *out = g_ptr_array_new();
-  char **parts = g_strsplit(list, ",", -1);
-  for (char **p = parts; *p; p++) {
-    char *f = g_strstrip(*p);
-    if (*f) g_ptr_array_add(out, g_strdup(f));
-  }
-  g_strfreev(parts);
-  g_ptr_array_add(out, NULL);
-  return (char **)g_ptr_array_free(out, FALSE);
-}
-
 static int ixia_cli_cmd_get(ixia_cli_t *cli, char **args) {
-  char **fields = cli->fields ? ixia_cli_split_fields(cli->fields) : NULL;
+  char **fields = cli->fields ? ixia_split_list(cli->fields) : NULL;
   if (fields && !fields[0]) {
     g_strfreev(fields);
     return ixia_cli_usage("--fields needs at least one field name");
@@ -262,24 +255,8 @@ static int ixia_cli_cmd_shards(ixia_cli_t *cli, char **args) {
   IXIA_CLI_CONNECT(cli);
   char **addrs = ixia_client_shards(cli->client, &err);
   if (!addrs) return ixia_cli_fail(err);
-  cJSON *out = cJSON_CreateArray();
   gboolean all_up = TRUE;
-  for (char **a = addrs; *a; a++) {
-    cJSON *item = cJSON_CreateObject();
-    cJSON_AddStringToObject(item, "address", g_strstrip(*a));
-    ixia_shard_client_t *sc = ixia_shard_client_new(*a, 10000, &err);
-    char *json = NULL;
-    if (sc && ixia_shard_client_status(sc, &json, &err))
-      cJSON_AddItemToObject(item, "status", cJSON_Parse(json));
-    if (err) {
-      all_up = FALSE;
-      cJSON_AddStringToObject(item, "error", err->message);
-      g_clear_pointer(&err, ixia_error_destroy);
-    }
-    g_free(json);
-    ixia_shard_client_destroy(sc);
-    cJSON_AddItemToArray(out, item);
-  }
+  cJSON *out = ixia_shard_statuses(addrs, 10000, &all_up);
   g_strfreev(addrs);
   char *text = cJSON_Print(out);
   printf("%s\n", text);
@@ -368,6 +345,83 @@ static int ixia_cli_cmd_load(ixia_cli_t *cli, char **args) {
   return IXIA_EXIT_OK;
 }
 
+/* "30d", "12h", "15m", "90s" or seconds → seconds; -1 when malformed. */
+static gint64 ixia_cli_duration(const char *text) {
+  char *end = NULL;
+  gint64 n = g_ascii_strtoll(text, &end, 10);
+  if (end == text || n <= 0) return -1;
+  gint64 unit = !*end ? 1 : !strcmp(end, "s") ? 1 : !strcmp(end, "m") ? 60 : !strcmp(end, "h") ? 3600
+                : !strcmp(end, "d") ? 86400 : -1;
+  return unit < 0 ? -1 : n * unit;
+}
+
+static int ixia_cli_cmd_keys_create(ixia_cli_t *cli, char **args) {
+  (void)args;
+  if (!cli->namespaces || !cli->actions)
+    return ixia_cli_usage("keys create needs --namespaces NS,... (or '*') and --actions "
+                          "read,write,query,schema,admin");
+  cJSON *spec = cJSON_CreateObject();
+  char **ns = ixia_split_list(cli->namespaces), **acts = ixia_split_list(cli->actions);
+  cJSON_AddItemToObject(spec, "namespaces", cJSON_CreateStringArray((const char *const *)ns, (int)g_strv_length(ns)));
+  cJSON_AddItemToObject(spec, "actions", cJSON_CreateStringArray((const char *const *)acts, (int)g_strv_length(acts)));
+  g_strfreev(ns);
+  g_strfreev(acts);
+  if (cli->expires_in) {
+    gint64 secs = ixia_cli_duration(cli->expires_in);
+    if (secs < 0) {
+      cJSON_Delete(spec);
+      return ixia_cli_usage("--expires-in takes a duration such as 3600, 90s, 15m, 12h or 30d");
+    }
+    cJSON_AddNumberToObject(spec, "expires_at", (double)(g_get_real_time() / G_USEC_PER_SEC + secs));
+  }
+  if (cli->description) cJSON_AddStringToObject(spec, "description", cli->description);
+  char *text = cJSON_PrintUnformatted(spec);
+  cJSON_Delete(spec);
+  int rc = ixia_cli_connect(cli);
+  if (rc != IXIA_EXIT_OK) {
+    cJSON_free(text);
+    return rc;
+  }
+  ixia_error_t *err = NULL;
+  char *out = NULL;
+  gboolean ok = ixia_client_create_key(cli->client, text, &out, &err);
+  cJSON_free(text);
+  return ixia_cli_print_result(ok, out, err);
+}
+
+static int ixia_cli_cmd_keys_list(ixia_cli_t *cli, char **args) {
+  (void)args;
+  IXIA_CLI_CONNECT(cli);
+  ixia_error_t *err = NULL;
+  char *out = NULL;
+  gboolean ok = ixia_client_list_keys(cli->client, &out, &err);
+  return ixia_cli_print_result(ok, out, err);
+}
+
+static int ixia_cli_cmd_keys_revoke(ixia_cli_t *cli, char **args) {
+  IXIA_CLI_CONNECT(cli);
+  ixia_error_t *err = NULL;
+  if (!ixia_client_revoke_key(cli->client, args[0], &err)) return ixia_cli_fail(err);
+  printf("{\"revoked\":\"%s\"}\n", args[0]);
+  return IXIA_EXIT_OK;
+}
+
+static int ixia_cli_cmd_keys_service(ixia_cli_t *cli, char **args) {
+  (void)args;
+  if (!cli->out) {
+    char *key = ixia_auth_new_service_key();
+    puts(key);
+    g_free(key);
+    return IXIA_EXIT_OK;
+  }
+  ixia_error_t *err = NULL;
+  gboolean created = FALSE;
+  if (!ixia_auth_ensure_service_key(cli->out, &created, &err)) return ixia_cli_fail(err);
+  fprintf(stderr, "ixia: %s %s\n", created ? "wrote a new service key to" : "kept the service key in",
+          cli->out);
+  return IXIA_EXIT_OK;
+}
+
 static int ixia_cli_cmd_help(ixia_cli_t *cli, char **args);
 
 static const ixia_cli_command_t commands[] = {
@@ -389,6 +443,14 @@ static const ixia_cli_command_t commands[] = {
     {"stats", "", "print server counters as JSON", 0, 0, ixia_cli_cmd_stats},
     {"shards", "", "print every index shard's status (positions, lag, failed updates); exit 4 "
      "if one is unreachable", 0, 0, ixia_cli_cmd_shards},
+    {"keys create", "", "create an API key (--namespaces A,B|'*' --actions read,write,query,"
+     "schema,admin [--expires-in 30d] [--description TEXT]); prints it once", 0, OPT_KEYSPEC,
+     ixia_cli_cmd_keys_create},
+    {"keys list", "", "list API keys (ids, scopes, expiry; never the secrets)", 0, 0,
+     ixia_cli_cmd_keys_list},
+    {"keys revoke", "ID", "revoke an API key at once", 1, 0, ixia_cli_cmd_keys_revoke},
+    {"keys service-key", "", "print a new service key, or with --out FILE write one there "
+     "unless it exists (mode 0600)", 0, OPT_OUT, ixia_cli_cmd_keys_service},
     {"config-doc", "", "print the configuration reference (docs/CONFIG.md)", 0, 0,
      ixia_cli_cmd_config_doc},
     {"help", "", "show this help", 0, 0, ixia_cli_cmd_help},
@@ -405,8 +467,11 @@ static char *ixia_cli_summary(void) {
   g_string_append(s,
                   "\nThe API address comes from --api, else $IXIA_API, else the config "
                   "(api.host:api.port).\n"
+                  "The API key comes from $IXIA_KEY, else the service key file (auth.service_key_file)\n"
+                  "when readable.\n"
                   "Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 API unreachable, 5 refused: resources\n"
-                  "exhausted (the server's disk is under its reserve; nothing was written, retry later).");
+                  "exhausted (the server's disk is under its reserve; nothing was written, retry later),\n"
+                  "6 no valid API key, or the key does not allow it.");
   return g_string_free(s, FALSE);
 }
 
@@ -425,6 +490,14 @@ static gboolean ixia_cli_parse(ixia_cli_t *cli, int *argc, char ***argv, ixia_er
        "N"},
       {"batch", 'b', 0, G_OPTION_ARG_INT, &cli->batch, "load: documents per batch (default 100)",
        "N"},
+      {"namespaces", 0, 0, G_OPTION_ARG_STRING, &cli->namespaces,
+       "keys create: namespaces the key may act on, or '*'", "A,B"},
+      {"actions", 0, 0, G_OPTION_ARG_STRING, &cli->actions,
+       "keys create: read, write, query, schema, admin", "A,B"},
+      {"expires-in", 0, 0, G_OPTION_ARG_STRING, &cli->expires_in,
+       "keys create: lifetime (3600, 90s, 15m, 12h, 30d); default never", "DURATION"},
+      {"description", 0, 0, G_OPTION_ARG_STRING, &cli->description, "keys create: a note", "TEXT"},
+      {"out", 0, 0, G_OPTION_ARG_FILENAME, &cli->out, "keys service-key: file to write", "FILE"},
       {NULL, 0, 0, 0, NULL, NULL, NULL},
   };
   char *summary = ixia_cli_summary();
@@ -471,6 +544,8 @@ static guint ixia_cli_given_opts(const ixia_cli_t *cli) {
   if (cli->key_field) given |= OPT_KEY_FIELD;
   if (cli->conns != -1) given |= OPT_CONNS;
   if (cli->batch != -1) given |= OPT_BATCH;
+  if (cli->namespaces || cli->actions || cli->expires_in || cli->description) given |= OPT_KEYSPEC;
+  if (cli->out) given |= OPT_OUT;
   return given;
 }
 
@@ -491,7 +566,9 @@ static int ixia_cli_dispatch(ixia_cli_t *cli, int argc, char **argv) {
                           : stray & OPT_FIELDS       ? "--fields"
                           : stray & OPT_KEY_FIELD    ? "--key-field"
                           : stray & OPT_CONNS        ? "--conns"
-                                                     : "--batch",
+                          : stray & OPT_BATCH        ? "--batch"
+                          : stray & OPT_KEYSPEC      ? "--namespaces/--actions/--expires-in/--description"
+                                                     : "--out",
                           c->name);
   if (cli->expect_version != G_MININT64 && cli->expect_version < 0)
     return ixia_cli_usage("--expect-version must be 0 (key absent) or a version");
@@ -513,6 +590,7 @@ int ixia_cli_main(int argc, char **argv) {
     ixia_error_destroy(err);
     code = IXIA_EXIT_USAGE;
   } else {
+    ixia_auth_client_key_from_env(cli.cfg);
     code = ixia_cli_dispatch(&cli, argc, argv);
   }
   fflush(stdout);
@@ -525,5 +603,10 @@ int ixia_cli_main(int argc, char **argv) {
   g_free(cli.api);
   g_free(cli.fields);
   g_free(cli.key_field);
+  g_free(cli.namespaces);
+  g_free(cli.actions);
+  g_free(cli.expires_in);
+  g_free(cli.description);
+  g_free(cli.out);
   return code;
 }

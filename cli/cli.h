@@ -6,7 +6,7 @@
  *   2 usage error, 3 not found, 4 API unreachable, 5 refused because a
  *   resource is exhausted (RESOURCE_EXHAUSTED: the server's disk is under
  *   its free-space reserve; nothing was written, retry once space is
- *   freed). */
+ *   freed), 6 no valid API key or the key does not allow the call. */
 #ifndef IXIA_CLI_H
 #define IXIA_CLI_H
 
@@ -19,10 +19,12 @@ enum {
   IXIA_EXIT_NOTFOUND = 3,
   IXIA_EXIT_UNREACHABLE = 4,
   IXIA_EXIT_EXHAUSTED = 5,
+  IXIA_EXIT_DENIED = 6,
 };
 
 /* Exit code for an error: NOT_FOUND → 3, UNAVAILABLE → 4,
- * RESOURCE_EXHAUSTED → 5, anything else 1. */
+ * RESOURCE_EXHAUSTED → 5, UNAUTHENTICATED and PERMISSION_DENIED → 6,
+ * anything else 1. */
 int ixia_cli_exit_code(const ixia_error_t *err);
 
 /* Prints "ixia: <CODE_NAME>: message" on stderr. */

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "client.h"
 #include "config.h"
 #include "error.h"
@@ -167,6 +168,20 @@ static char *local_ixia_bin(local_t *l, const char *name, ixia_error_t **err) {
  * overrides first, then ours, so that the ones ixia-local relies on (ports,
  * paths) win. */
 static void local_ixia_common_args(local_t *l, GPtrArray *argv) {
+  /* API keys are off locally unless the user's config or --set turns them
+   * on (then the stack's service key is DIR/service.key). */
+  gboolean user_auth = FALSE;
+  for (char **s = l->o->sets; s && *s; s++) user_auth |= g_str_has_prefix(*s, "auth.enabled=");
+  if (l->o->config_file) {
+    GKeyFile *kf = g_key_file_new();
+    user_auth |= g_key_file_load_from_file(kf, l->o->config_file, G_KEY_FILE_NONE, NULL) &&
+                 g_key_file_has_key(kf, "auth", "enabled", NULL);
+    g_key_file_free(kf);
+  }
+  if (!user_auth) {
+    g_ptr_array_add(argv, g_strdup("--set"));
+    g_ptr_array_add(argv, g_strdup("auth.enabled=false"));
+  }
   if (l->o->config_file) {
     g_ptr_array_add(argv, g_strdup("--config"));
     g_ptr_array_add(argv, g_strdup(l->o->config_file));
@@ -175,6 +190,42 @@ static void local_ixia_common_args(local_t *l, GPtrArray *argv) {
     g_ptr_array_add(argv, g_strdup("--set"));
     g_ptr_array_add(argv, g_strdup(*s));
   }
+  char *svc = g_build_filename(l->dir, "service.key", NULL);
+  ixia_auth_ensure_service_key(svc, NULL, NULL);
+  g_ptr_array_add(argv, g_strdup("--set"));
+  g_ptr_array_add(argv, g_strdup_printf("auth.service_key_file=%s", svc));
+  g_ptr_array_add(argv, g_strdup("--set"));
+  g_ptr_array_add(argv, g_strdup_printf("auth.keys_file=%s/keys.json", l->dir));
+  if (user_auth) {
+    /* Our own probes (the API's stats) authenticate with it too. */
+    char *key = NULL;
+    if (g_file_get_contents(svc, &key, NULL, NULL)) ixia_auth_set_client_key(g_strstrip(key));
+    g_free(key);
+  }
+  g_free(svc);
+}
+
+/* Every daemon's HTTP port (/metrics, /healthz, /readyz): a free one,
+ * written to DIR/FILE. */
+static void local_http_args(local_t *l, GPtrArray *argv, const char *option, const char *file) {
+  char *path = local_fresh_state_path(l, file);
+  g_ptr_array_add(argv, g_strdup("--set"));
+  g_ptr_array_add(argv, g_strdup("http.host=127.0.0.1"));
+  g_ptr_array_add(argv, g_strdup("--set"));
+  g_ptr_array_add(argv, g_strdup_printf("%s=0", option));
+  g_ptr_array_add(argv, g_strdup("--set"));
+  g_ptr_array_add(argv, g_strdup_printf("%s_file=%s", option, path));
+  g_free(path);
+}
+
+/* VAR=http://127.0.0.1:PORT in local.env, from DIR/FILE. */
+static void local_http_env(local_t *l, const char *var, const char *file) {
+  char *path = local_state_path(l, file);
+  char *text = NULL;
+  if (g_file_get_contents(path, &text, NULL, NULL) && *g_strstrip(text))
+    g_string_append_printf(l->env, "%s=http://127.0.0.1:%s\n", var, text);
+  g_free(text);
+  g_free(path);
 }
 
 static void local_add_set(GPtrArray *argv, char *assignment) {
@@ -280,6 +331,7 @@ static gboolean local_sink_command(local_t *l, GPtrArray *argv, ixia_error_t **e
   local_add_set(argv, g_strdup("sink.host=127.0.0.1"));
   local_add_set(argv, g_strdup("sink.port=0"));
   local_add_set(argv, g_strdup_printf("sink.port_file=%s", port_file));
+  local_http_args(l, argv, "sink.http_port", "sink.http_port");
   local_add_set(argv, g_strdup_printf("kafka.brokers=%s",
                                       (char *)g_hash_table_lookup(l->addrs, "ixia-devkafka")));
   g_free(port_file);
@@ -294,6 +346,7 @@ static gboolean local_sink_probe(local_t *l) {
 static void local_sink_ready(local_t *l) {
   char *addr = g_strdup_printf("127.0.0.1:%d", l->port);
   g_string_append_printf(l->env, "IXIA_SINK=%s\n", addr);
+  local_http_env(l, "IXIA_SINK_HTTP", "sink.http_port");
   g_hash_table_insert(l->addrs, g_strdup("ixia-replication-sink"), addr);
 }
 
@@ -310,6 +363,7 @@ static gboolean local_indexer_command(local_t *l, GPtrArray *argv, ixia_error_t 
   local_add_set(argv, g_strdup("indexer.host=127.0.0.1"));
   local_add_set(argv, g_strdup("indexer.port=0"));
   local_add_set(argv, g_strdup_printf("indexer.port_file=%s", port_file));
+  local_http_args(l, argv, "indexer.http_port", "indexer.http_port");
   local_add_set(argv, g_strdup("indexer.partitions="));
   local_add_set(argv, g_strdup_printf("index.path=%s", index));
   local_add_set(argv, g_strdup_printf("kafka.brokers=%s",
@@ -330,6 +384,7 @@ static gboolean local_indexer_probe(local_t *l) {
 static void local_indexer_ready(local_t *l) {
   char *addr = g_strdup_printf("127.0.0.1:%d", l->port);
   g_string_append_printf(l->env, "IXIA_INDEXER=%s\n", addr);
+  local_http_env(l, "IXIA_INDEXER_HTTP", "indexer.http_port");
   g_hash_table_insert(l->addrs, g_strdup("ixia-indexer"), addr);
 }
 
@@ -345,6 +400,7 @@ static gboolean local_query_api_command(local_t *l, GPtrArray *argv, ixia_error_
   local_add_set(argv, g_strdup("api.host=127.0.0.1"));
   local_add_set(argv, g_strdup("api.port=0"));
   local_add_set(argv, g_strdup_printf("api.port_file=%s", port_file));
+  local_http_args(l, argv, "http.port", "http.port");
   local_add_set(argv, g_strdup_printf("store.path=%s", store));
   local_add_set(argv, g_strdup_printf("cache.servers=%s",
                                       (char *)g_hash_table_lookup(l->addrs, "memcached")));
@@ -379,6 +435,7 @@ static gboolean local_query_api_probe(local_t *l) {
 static void local_query_api_ready(local_t *l) {
   char *addr = g_strdup_printf("127.0.0.1:%d", l->port);
   g_string_append_printf(l->env, "IXIA_API=%s\n", addr);
+  local_http_env(l, "IXIA_HTTP", "http.port");
   g_hash_table_insert(l->addrs, g_strdup("ixia-query-api"), addr);
 }
 

@@ -1,5 +1,6 @@
 #include "client.h"
 #include "thrift_util.h"
+#include "auth.h"
 
 #include <cjson/cJSON.h>
 
@@ -21,6 +22,81 @@ struct ixia_client {
   ixia_thrift_conn_t conn;
   IxiaIxiaIf *iface;
 };
+
+/* Reads exactly len bytes, waiting at most AUTH_TIMEOUT_MS in all. */
+#define AUTH_TIMEOUT_MS 10000
+static gboolean read_full(int fd, guint8 *buf, gsize len, gint64 deadline) {
+  gsize got = 0;
+  while (got < len) {
+    gint64 left = (deadline - g_get_monotonic_time()) / 1000;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (left <= 0 || poll(&p, 1, (int)left) <= 0) return FALSE;
+    ssize_t r = recv(fd, buf + got, len - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return FALSE;
+    got += (gsize)r;
+  }
+  return TRUE;
+}
+
+/* The per-connection authenticate call (common/thrift_gate.h), encoded by
+ * hand: every ixia service answers it, whatever its generated client. */
+static gboolean authenticate(int fd, const char *hostport, const char *key, ixia_error_t **err) {
+  GByteArray *f = g_byte_array_new();
+  guint32 klen = (guint32)strlen(key);
+  guint8 hdr[4] = {0};
+  g_byte_array_append(f, hdr, 4);
+  guint32 be = GUINT32_TO_BE(0x80010001u); /* version 1, T_CALL */
+  g_byte_array_append(f, (const guint8 *)&be, 4);
+  be = GUINT32_TO_BE(12);
+  g_byte_array_append(f, (const guint8 *)&be, 4);
+  g_byte_array_append(f, (const guint8 *)"authenticate", 12);
+  be = 0;
+  g_byte_array_append(f, (const guint8 *)&be, 4); /* seqid */
+  const guint8 field[3] = {11 /* T_STRING */, 0, 1}, stop = 0;
+  g_byte_array_append(f, field, 3);
+  be = GUINT32_TO_BE(klen);
+  g_byte_array_append(f, (const guint8 *)&be, 4);
+  g_byte_array_append(f, (const guint8 *)key, klen);
+  g_byte_array_append(f, &stop, 1);
+  be = GUINT32_TO_BE(f->len - 4);
+  memcpy(f->data, &be, 4);
+  gboolean ok = send(fd, f->data, f->len, MSG_NOSIGNAL) == (ssize_t)f->len;
+  g_byte_array_free(f, TRUE);
+  gint64 deadline = g_get_monotonic_time() + AUTH_TIMEOUT_MS * 1000;
+  guint8 size_be[4];
+  guint32 size = 0;
+  ok = ok && read_full(fd, size_be, 4, deadline);
+  if (ok) {
+    memcpy(&size, size_be, 4);
+    size = GUINT32_FROM_BE(size);
+    ok = size >= 12 && size <= 1u << 20;
+  }
+  guint8 *ans = ok ? g_malloc(size) : NULL;
+  ok = ok && read_full(fd, ans, size, deadline);
+  if (!ok) {
+    g_free(ans);
+    return ixia_error_set(err, IXIA_EUNAVAILABLE, "%s: no answer to authenticate", hostport);
+  }
+  gint32 code = ixia_wire_answer_error_code(ans, size);
+  if (code) {
+    /* The message follows the code: T_STRING, id 2, length, bytes. */
+    guint32 n;
+    memcpy(&n, ans + 4, 4);
+    gsize p = 12 + GUINT32_FROM_BE(n) + 10;
+    char *msg = NULL;
+    if (p + 7 <= size && ans[p] == 11) {
+      guint32 ml;
+      memcpy(&ml, ans + p + 3, 4);
+      ml = GUINT32_FROM_BE(ml);
+      if (ml <= size - p - 7) msg = g_strndup((const char *)ans + p + 7, ml);
+    }
+    ixia_error_set(err, (ixia_code_t)code, "%s: %s", hostport, msg ? msg : "authenticate failed");
+    g_free(msg);
+  }
+  g_free(ans);
+  return code == 0;
+}
 
 gboolean ixia_thrift_conn_open(ixia_thrift_conn_t *c, const char *hostport, gint64 connect_timeout_ms,
                                gint64 io_timeout_ms, ixia_error_t **err) {
@@ -69,6 +145,11 @@ gboolean ixia_thrift_conn_open(ixia_thrift_conn_t *c, const char *hostport, gint
     struct timeval tv = {.tv_sec = io_timeout_ms / 1000, .tv_usec = (io_timeout_ms % 1000) * 1000};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  }
+  const char *key = ixia_auth_client_key();
+  if (key && !authenticate(fd, hostport, key, err)) {
+    close(fd);
+    return FALSE;
   }
   c->fd = fd;
   ixia_wire_limits_t lim = ixia_wire_limits();
@@ -295,6 +376,22 @@ gboolean ixia_client_stats(ixia_client_t *c, char **json, ixia_error_t **err) {
   STRING_CALL(c, json, err, ixia_ixia_if_stats(c->iface, &s, &xe, &gerr));
 }
 
+gboolean ixia_client_create_key(ixia_client_t *c, const char *spec_json, char **json,
+                                ixia_error_t **err) {
+  STRING_CALL(c, json, err, ixia_ixia_if_create_key(c->iface, &s, spec_json, &xe, &gerr));
+}
+
+gboolean ixia_client_list_keys(ixia_client_t *c, char **json, ixia_error_t **err) {
+  STRING_CALL(c, json, err, ixia_ixia_if_list_keys(c->iface, &s, &xe, &gerr));
+}
+
+gboolean ixia_client_revoke_key(ixia_client_t *c, const char *id, ixia_error_t **err) {
+  IxiaIxiaError *xe = NULL;
+  GError *gerr = NULL;
+  gboolean ok = ixia_ixia_if_revoke_key(c->iface, id, &xe, &gerr);
+  return ixia_client_check(c, ok, xe, gerr, err);
+}
+
 gboolean ixia_client_snapshot(ixia_client_t *c, const char *dir, char **json, ixia_error_t **err) {
   STRING_CALL(c, json, err, ixia_ixia_if_snapshot(c->iface, &s, dir, &xe, &gerr));
 }
@@ -343,5 +440,34 @@ char **ixia_client_shards(ixia_client_t *api, ixia_error_t **err) {
   else
     out = g_strsplit(list, ",", -1);
   cJSON_Delete(stats);
+  return out;
+}
+
+cJSON *ixia_shard_statuses(char **addrs, gint64 io_timeout_ms, gboolean *all_up) {
+  cJSON *out = cJSON_CreateArray();
+  if (all_up) *all_up = TRUE;
+  for (char **a = addrs; a && *a; a++) {
+    char *addr = g_strstrip(g_strdup(*a));
+    if (!*addr) {
+      g_free(addr);
+      continue;
+    }
+    cJSON *item = cJSON_CreateObject();
+    cJSON_AddStringToObject(item, "address", addr);
+    ixia_error_t *err = NULL;
+    ixia_shard_client_t *sc = ixia_shard_client_new(addr, io_timeout_ms, &err);
+    char *json = NULL;
+    if (sc && ixia_shard_client_status(sc, &json, &err))
+      cJSON_AddItemToObject(item, "status", cJSON_Parse(json));
+    if (err) {
+      if (all_up) *all_up = FALSE;
+      cJSON_AddStringToObject(item, "error", err->message);
+      ixia_error_destroy(err);
+    }
+    g_free(json);
+    g_free(addr);
+    ixia_shard_client_destroy(sc);
+    cJSON_AddItemToArray(out, item);
+  }
   return out;
 }

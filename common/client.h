@@ -10,6 +10,7 @@
 #ifndef IXIA_CLIENT_H
 #define IXIA_CLIENT_H
 
+#include <cjson/cJSON.h>
 #include <glib.h>
 
 #include "config.h"
@@ -72,6 +73,12 @@ gboolean ixia_client_apply_schema(ixia_client_t *c, const char *schema_json, gin
 gboolean ixia_client_get_schema(ixia_client_t *c, const char *ns, const char *table, char **json,
                                 ixia_error_t **err);
 gboolean ixia_client_stats(ixia_client_t *c, char **json, ixia_error_t **err);
+/* API keys (Ixia.createKey, listKeys, revokeKey; admin on every
+ * namespace): *json as the calls return it. */
+gboolean ixia_client_create_key(ixia_client_t *c, const char *spec_json, char **json,
+                                ixia_error_t **err);
+gboolean ixia_client_list_keys(ixia_client_t *c, char **json, ixia_error_t **err);
+gboolean ixia_client_revoke_key(ixia_client_t *c, const char *id, ixia_error_t **err);
 /* Ixia.snapshot: a checkpoint of the truth store written to dir on the
  * API's host; *json is {"dir", "version"}. */
 gboolean ixia_client_snapshot(ixia_client_t *c, const char *dir, char **json, ixia_error_t **err);
@@ -107,5 +114,9 @@ gboolean ixia_shard_client_check(ixia_shard_client_t *c, gboolean ok, IxiaIxiaEr
 gboolean ixia_shard_client_search(ixia_shard_client_t *c, const char *request_json, char **json,
                                   ixia_error_t **err);
 gboolean ixia_shard_client_status(ixia_shard_client_t *c, char **json, ixia_error_t **err);
+/* Every shard's status: a JSON array of {"address", "status": {...}} or
+ * {"address", "error": "..."} (`ixia shards`, the API's /v1/_shards and
+ * readiness). *all_up (may be NULL) is FALSE when one could not answer. */
+cJSON *ixia_shard_statuses(char **addrs, gint64 io_timeout_ms, gboolean *all_up);
 
 #endif

@@ -12,6 +12,9 @@
 static const ixia_option_t options[] = {
     /* log */
     {"log.level", IXIA_OPT_STRING, "info", 0, 0, "Log level: error, warn, info or debug."},
+    {"log.format", IXIA_OPT_STRING, "text", 0, 0,
+     "text: one line per event (time, level, message); json: one JSON object per line "
+     "({\"time\", \"level\", \"daemon\", \"pid\", \"msg\"}) for log shippers."},
 
     /* api */
     {"api.host", IXIA_OPT_STRING, "127.0.0.1", 0, 0,
@@ -20,6 +23,56 @@ static const ixia_option_t options[] = {
      "TCP port of ixia-query-api. 0 picks a free port (see api.port_file)."},
     {"api.port_file", IXIA_OPT_STRING, "", 0, 0,
      "If set, ixia-query-api writes the port it listens on to this file once it serves."},
+
+    /* http: the HTTP port of every daemon (common/http.h) */
+    {"http.host", IXIA_OPT_STRING, "127.0.0.1", 0, 0,
+     "Address the HTTP ports of every daemon listen on (ixia-query-api's HTTP/JSON interface and "
+     "status console; /metrics, /healthz and /readyz everywhere)."},
+    {"http.port", IXIA_OPT_INT, "8080", -1, 65535,
+     "HTTP port of ixia-query-api (HTTP/JSON interface, status console, /metrics, /healthz, "
+     "/readyz). 0 picks a free port; -1 = no HTTP port."},
+    {"http.port_file", IXIA_OPT_STRING, "", 0, 0,
+     "If set, ixia-query-api writes its HTTP port to this file once it serves."},
+    {"http.threads", IXIA_OPT_INT, "2", 1, 64,
+     "Event loops (threads) that own a daemon's HTTP connections; cheap calls (cached gets, "
+     "stats, metrics) are answered on them."},
+    {"http.workers", IXIA_OPT_INT, "32", 1, 4096,
+     "Threads that run HTTP requests which may block (writes, queries, reads from disk or "
+     "memcached)."},
+    {"http.max_queued", IXIA_OPT_INT, "10000", 1, 10000000,
+     "HTTP requests waiting for a worker beyond which new ones get 429 (RESOURCE_EXHAUSTED)."},
+    {"http.max_connections", IXIA_OPT_INT, "20000", 1, 1000000,
+     "Most open HTTP connections of a daemon; beyond it a new connection gets 503 and is closed."},
+    {"http.max_header_bytes", IXIA_OPT_INT, "65536", 4096, 16777216,
+     "Memory for one HTTP connection's request line and headers; a request with more is refused "
+     "(431) and its connection closed."},
+    {"http.max_body_bytes", IXIA_OPT_INT, "4194304", 1024, 1024LL * MIB,
+     "Largest HTTP request body (except _bulk): a larger one gets 413 TOO_LARGE."},
+    {"http.max_bulk_bytes", IXIA_OPT_INT, "67108864", 1024, 4096LL * MIB,
+     "Largest body of a POST .../_bulk (NDJSON) request."},
+    {"http.request_timeout_ms", IXIA_OPT_INT, "30000", 100, 86400000,
+     "A new HTTP connection must send its first bytes within this long; until then it holds no "
+     "event loop (silent connections, slowloris)."},
+    {"http.idle_timeout_ms", IXIA_OPT_INT, "300000", 1000, 86400000,
+     "An HTTP connection with no bytes moving for this long is closed: between keep-alive "
+     "requests and in the middle of one (libmicrohttpd has one inactivity timeout; whole "
+     "seconds)."},
+    {"http.tls_cert_file", IXIA_OPT_STRING, "", 0, 0,
+     "PEM certificate (chain) of the HTTP ports. With http.tls_key_file set too, every daemon's "
+     "HTTP port speaks only HTTPS."},
+    {"http.tls_key_file", IXIA_OPT_STRING, "", 0, 0, "PEM private key of http.tls_cert_file."},
+
+    /* auth: API keys (common/auth.h) */
+    {"auth.enabled", IXIA_OPT_BOOL, "true", 0, 0,
+     "Require API keys: on the API (Thrift authenticate, HTTP Authorization: Bearer), and the "
+     "service key on index shards and sinks. ixia-local turns it off unless told otherwise."},
+    {"auth.keys_file", IXIA_OPT_STRING, "data/keys.json", 0, 0,
+     "ixia-query-api's key store: ids, scopes, expiry and SHA-256 hashes of the API keys (never "
+     "the keys), managed with `ixia keys`."},
+    {"auth.service_key_file", IXIA_OPT_STRING, "data/service.key", 0, 0,
+     "File holding the service key the daemons use among themselves (and the recovery tools): "
+     "it grants everything. ixia-query-api creates it (mode 0600) when missing; index shards "
+     "and sinks need it to start when auth.enabled."},
 
     /* server: the Thrift server shared by every daemon */
     {"server.io_threads", IXIA_OPT_INT, "2", 1, 64,
@@ -128,6 +181,11 @@ static const ixia_option_t options[] = {
     {"sink.port", IXIA_OPT_INT, "9091", 0, 65535, "Port of ixia-replication-sink. 0 picks a free port."},
     {"sink.port_file", IXIA_OPT_STRING, "", 0, 0,
      "If set, the sink writes the port it listens on to this file once it serves."},
+    {"sink.http_port", IXIA_OPT_INT, "8081", -1, 65535,
+     "HTTP port of ixia-replication-sink (/metrics, /healthz, /readyz). 0 picks a free port; "
+     "-1 = none."},
+    {"sink.http_port_file", IXIA_OPT_STRING, "", 0, 0,
+     "If set, the sink writes its HTTP port to this file once it serves."},
     {"sink.delivery_timeout_ms", IXIA_OPT_INT, "30000", 100, 3600000,
      "A replicate call fails if Kafka has not acknowledged every event by then (the source re-sends)."},
 
@@ -171,6 +229,14 @@ static const ixia_option_t options[] = {
     {"indexer.port", IXIA_OPT_INT, "9093", 0, 65535, "Port of the Search service. 0 picks a free port."},
     {"indexer.port_file", IXIA_OPT_STRING, "", 0, 0,
      "If set, the indexer writes its listening port to this file once it serves."},
+    {"indexer.http_port", IXIA_OPT_INT, "8083", -1, 65535,
+     "HTTP port of ixia-indexer (/metrics, /healthz, /readyz). 0 picks a free port; -1 = none."},
+    {"indexer.http_port_file", IXIA_OPT_STRING, "", 0, 0,
+     "If set, the indexer writes its HTTP port to this file once it serves."},
+    {"indexer.consumer_group", IXIA_OPT_STRING, "ixia-indexer", 0, 0,
+     "Kafka consumer group the shards commit their positions to after each applied batch, for "
+     "monitoring only (kafka-consumer-groups, Burrow): positions stored in the index stay the "
+     "truth. Empty = no commits."},
     {"indexer.partitions", IXIA_OPT_STRING, "", 0, 0,
      "Kafka partitions of kafka.topic this shard consumes, e.g. \"0,1\" or \"0-3\"; empty = all."},
     {"indexer.failed_log", IXIA_OPT_STRING, "", 0, 0,
@@ -379,6 +445,18 @@ const char *ixia_config_str(const ixia_config_t *cfg, const char *name) {
   return get(cfg, name, IXIA_OPT_STRING)->s;
 }
 
+char **ixia_split_list(const char *list) {
+  GPtrArray *out = g_ptr_array_new();
+  char **parts = g_strsplit(list ? list : "", ",", -1);
+  for (char **p = parts; *p; p++) {
+    char *f = g_strstrip(*p);
+    if (*f) g_ptr_array_add(out, g_strdup(f));
+  }
+  g_strfreev(parts);
+  g_ptr_array_add(out, NULL);
+  return (char **)g_ptr_array_free(out, FALSE);
+}
+
 char *ixia_config_doc_markdown(void) {
   static const char *const type_names[] = {"integer", "boolean", "string", "number"};
   GString *s = g_string_new(
@@ -440,6 +518,9 @@ ixia_config_t *ixia_config_from_args(int *argc, char ***argv, const char *parame
   if (ok && !ixia_log_set_level_name(ixia_config_str(cfg, "log.level")))
     ok = ixia_error_set(err, IXIA_EINVAL, "config log.level: unknown level '%s'",
                         ixia_config_str(cfg, "log.level"));
+  if (ok && !ixia_log_set_format_name(ixia_config_str(cfg, "log.format")))
+    ok = ixia_error_set(err, IXIA_EINVAL, "config log.format: '%s' is neither text nor json",
+                        ixia_config_str(cfg, "log.format"));
   if (ok) {
     /* Clients and in-memory decoding use the same wire limits as servers. */
     ixia_wire_limits_t lim = ixia_wire_limits_from_config(cfg);

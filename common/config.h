@@ -51,6 +51,11 @@ double ixia_config_double(const ixia_config_t *cfg, const char *name);
 /* Borrowed; valid as long as the config. */
 const char *ixia_config_str(const ixia_config_t *cfg, const char *name);
 
+/* "a, b,,c" -> {"a", "b", "c"}: a comma-separated list (of fields, keys,
+ * namespaces), tolerant of spaces and stray commas; NULL gives an empty
+ * list. g_strfreev the result. */
+char **ixia_split_list(const char *list);
+
 /* Markdown reference of every option (caller frees). */
 char *ixia_config_doc_markdown(void);
 

@@ -81,6 +81,8 @@ const char *ixia_code_name(ixia_code_t code) {
     case IXIA_EINTERNAL: return "INTERNAL";
     case IXIA_EUNSUPPORTED: return "UNSUPPORTED";
     case IXIA_EEXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case IXIA_EUNAUTHENTICATED: return "UNAUTHENTICATED";
+    case IXIA_EDENIED: return "PERMISSION_DENIED";
   }
   return "UNKNOWN";
 }

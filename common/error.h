@@ -25,6 +25,8 @@ typedef enum {
   IXIA_EINTERNAL = 7,
   IXIA_EUNSUPPORTED = 8,
   IXIA_EEXHAUSTED = 9, /* refused: a resource (disk space) is under its reserve; retry later */
+  IXIA_EUNAUTHENTICATED = 10, /* no API key, an unknown or revoked one, or an expired one */
+  IXIA_EDENIED = 11,          /* the key is valid but not for this namespace and action */
 } ixia_code_t;
 
 typedef struct ixia_error {

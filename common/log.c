@@ -4,8 +4,19 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 static volatile gint current_level = IXIA_LOG_INFO;
+static volatile gint json_format = 0;
+
+gboolean ixia_log_set_format_name(const char *name) {
+  if (g_ascii_strcasecmp(name, "text") == 0) g_atomic_int_set(&json_format, 0);
+  else if (g_ascii_strcasecmp(name, "json") == 0) g_atomic_int_set(&json_format, 1);
+  else return FALSE;
+  return TRUE;
+}
 static const char *const names[] = {"error", "warn", "info", "debug"};
 
 gboolean ixia_log_set_level_name(const char *name) {
@@ -37,6 +48,24 @@ void ixia_log(ixia_log_level_t level, const char *fmt, ...) {
   char *msg = g_strdup_vprintf(fmt, ap);
   va_end(ap);
   /* One fprintf per line keeps lines whole when threads log at once. */
-  fprintf(stderr, "%s.%03ldZ %-5s %s\n", stamp, ts.tv_nsec / 1000000, names[level], msg);
+  if (g_atomic_int_get(&json_format)) {
+    char when[48];
+    snprintf(when, sizeof when, "%s.%03ldZ", stamp, ts.tv_nsec / 1000000);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "time", when);
+    cJSON_AddStringToObject(o, "level", names[level]);
+    cJSON_AddStringToObject(o, "daemon", g_get_prgname() ? g_get_prgname() : "ixia");
+    cJSON_AddNumberToObject(o, "pid", (double)getpid());
+    /* cJSON escapes the message; invalid UTF-8 is replaced first. */
+    char *valid = g_utf8_make_valid(msg, -1);
+    cJSON_AddStringToObject(o, "msg", valid);
+    g_free(valid);
+    char *line = cJSON_PrintUnformatted(o);
+    fprintf(stderr, "%s\n", line);
+    cJSON_free(line);
+    cJSON_Delete(o);
+  } else {
+    fprintf(stderr, "%s.%03ldZ %-5s %s\n", stamp, ts.tv_nsec / 1000000, names[level], msg);
+  }
   g_free(msg);
 }

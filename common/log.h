@@ -1,5 +1,6 @@
 /* Levelled logging to stderr, one line per call, safe from any thread.
- * The level is process-wide (set once at start from log.level). */
+ * The level and format are process-wide (set once at start from log.level
+ * and log.format). Messages never carry secrets: API keys are named by id. */
 #ifndef IXIA_LOG_H
 #define IXIA_LOG_H
 
@@ -10,6 +11,9 @@ typedef enum { IXIA_LOG_ERROR = 0, IXIA_LOG_WARN, IXIA_LOG_INFO, IXIA_LOG_DEBUG 
 /* Returns FALSE for an unknown level name (error, warn, info, debug). */
 gboolean ixia_log_set_level_name(const char *name);
 void ixia_log_set_level(ixia_log_level_t level);
+/* "text" (the default) or "json" (log.format): one JSON object per line,
+ * {"time", "level", "daemon", "pid", "msg"}. FALSE for another name. */
+gboolean ixia_log_set_format_name(const char *name);
 gboolean ixia_log_enabled(ixia_log_level_t level);
 void ixia_log(ixia_log_level_t level, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 

@@ -79,6 +79,7 @@ typedef struct {
   gboolean close_after; /* close once the answer is out */
   gboolean refused;    /* over server.max_connections: answer with an error */
   gboolean closed;     /* closed; freed once the current epoll batch is done */
+  gpointer hook_state; /* hooks' per-connection state (ixia_server_conn_state) */
   GList link;          /* in io->conns */
 } conn_t;
 
@@ -125,6 +126,7 @@ struct ixia_server {
   GMutex calls_lock;
   GCond calls_cond;        /* pending_calls reached 0 */
   ixia_server_inline_fn inline_fn;
+  ixia_server_hooks_t hooks;
 };
 
 /* A call answered later (ixia_server_call_later). Two references: the
@@ -137,6 +139,10 @@ struct ixia_server_call {
   char *name;
   gint32 seqid;
   gint refs;
+  const guint8 *frame; /* the request, for the observe hook (the connection's
+                          input stays put until the call is released) */
+  guint32 size;
+  gint64 t0;           /* µs: when the frame began to be served (observe hook) */
 };
 
 /* The frame a thread is serving, for ixia_server_call_later. */
@@ -151,8 +157,27 @@ static __thread serving_t *tl_serving;
 
 /* Set while an I/O thread runs a call itself (see ixia_server_set_inline). */
 static __thread gboolean tl_on_io, tl_deferred;
+/* The state slot of the connection whose call runs on this thread. */
+static __thread gpointer *tl_state;
 
 gboolean ixia_server_on_io_thread(void) { return tl_on_io; }
+
+gboolean ixia_server_run_inline(void (*fn)(gpointer), gpointer data) {
+  gboolean was = tl_on_io;
+  tl_on_io = TRUE;
+  tl_deferred = FALSE;
+  fn(data);
+  gboolean ran = !tl_deferred;
+  tl_on_io = was;
+  tl_deferred = FALSE;
+  return ran;
+}
+
+gpointer *ixia_server_conn_state(void) { return tl_state; }
+
+void ixia_server_set_hooks(ixia_server_t *srv, const ixia_server_hooks_t *hooks) {
+  srv->hooks = *hooks;
+}
 
 void ixia_server_defer(void) {
   if (tl_on_io) tl_deferred = TRUE;
@@ -291,16 +316,36 @@ const GByteArray *ixia_server_serve_frame(ThriftProcessor *processor,
 
 static void call_release(ixia_server_call_t *call);
 
-/* Serves a frame of c with tl_serving set; NULL answer and *later set when
- * the handler took the call over. */
+/* One frame of connection c through the hooks and the processor, with
+ * tl_serving set; NULL answer and *later set when the handler took the call
+ * over (the observe hook then runs when it is answered). */
 static const GByteArray *serve(ixia_server_t *srv, conn_t *c, const guint8 *frame, guint32 size,
                                ixia_server_call_t **later) {
+  static __thread GByteArray *gated;
   serving_t sv = {c, srv, frame, size, NULL};
-  tl_serving = &sv;
-  const GByteArray *out = ixia_server_serve_frame(srv->processor, &srv->lim, frame, size);
-  tl_serving = NULL;
+  tl_state = &c->hook_state;
+  gint64 t0 = srv->hooks.observe ? g_get_monotonic_time() : 0;
+  const GByteArray *out = NULL;
+  if (srv->hooks.gate) {
+    if (!gated) gated = g_byte_array_new();
+    g_byte_array_set_size(gated, 0);
+    if (srv->hooks.gate(srv->hooks.user, frame, size, gated)) out = gated;
+  }
+  if (!out) {
+    tl_serving = &sv;
+    out = ixia_server_serve_frame(srv->processor, &srv->lim, frame, size);
+    tl_serving = NULL;
+  }
+  if (sv.later) {
+    sv.later->t0 = t0;
+    out = NULL;
+  } else if (out && srv->hooks.observe && !tl_deferred) {
+    srv->hooks.observe(srv->hooks.user, frame, size, out->data + 4, out->len - 4,
+                       g_get_monotonic_time() - t0);
+  }
+  tl_state = NULL;
   *later = sv.later;
-  return sv.later ? NULL : out;
+  return out;
 }
 
 /* Runs the frame at c->in[in_pos] and answers (worker thread). */
@@ -331,6 +376,7 @@ static void run_request(gpointer data, gpointer user_data) {
 
 static void conn_free(gpointer data) {
   conn_t *c = data;
+  if (c->hook_state && c->io->srv->hooks.state_free) c->io->srv->hooks.state_free(c->hook_state);
   if (c->in) g_byte_array_unref(c->in);
   if (c->out) g_byte_array_unref(c->out);
   g_free(c);
@@ -441,8 +487,17 @@ static gboolean advance(conn_t *c, gint64 now) {
     if (have >= 4) {
       size = frame_size(c->in->data + c->in_pos);
       if (size > srv->lim.max_frame) {
-        IXIA_WARN("closing a connection: frame of %u bytes is over server.max_frame_bytes=%u",
-                  size, srv->lim.max_frame);
+        const char *http = ixia_wire_http_refusal(c->in->data + c->in_pos, have);
+        if (http) {
+          /* HTTP sent to the Thrift port: say so in HTTP, then close. */
+          IXIA_WARN("closing a connection: it speaks HTTP to the Thrift port (the HTTP/JSON "
+                    "interface is on http.port)");
+          guint pos = 0;
+          send_some(c->fd, (const guint8 *)http, (guint)strlen(http), &pos);
+        } else {
+          IXIA_WARN("closing a connection: frame of %u bytes is over server.max_frame_bytes=%u",
+                    size, srv->lim.max_frame);
+        }
         __atomic_add_fetch(&srv->rejected_frames, 1, __ATOMIC_RELAXED);
         return FALSE;
       }
@@ -683,6 +738,8 @@ ixia_server_call_t *ixia_server_call_later(void) {
   call->name = g_strndup(name, name_len);
   call->seqid = seqid;
   call->refs = 2;
+  call->frame = sv->frame;
+  call->size = sv->size;
   sv->later = call;
   g_mutex_lock(&sv->srv->calls_lock);
   sv->srv->pending_calls++;
@@ -722,6 +779,9 @@ void ixia_server_call_answer(ixia_server_call_t *call, ThriftStruct *result) {
     g_free(msg);
   }
   set_frame_size(out->data, out->len - 4);
+  if (srv->hooks.observe)
+    srv->hooks.observe(srv->hooks.user, call->frame, call->size, out->data + 4, out->len - 4,
+                       g_get_monotonic_time() - call->t0);
   /* The connection is this call's until released: send from here. */
   guint sent = 0;
   if (!send_some(c->fd, out->data, out->len, &sent)) {
@@ -751,10 +811,7 @@ static gint fd_room(void) {
   return (gint)MAX((gint64)rl.rlim_cur - FD_RESERVE - REFUSED_MAX, 16);
 }
 
-ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int port,
-                               ThriftProcessor *processor, ixia_error_t **err) {
-  /* Workers build request objects concurrently from the first request on. */
-  ixia_thrift_init();
+int ixia_listen(const char *host, int port, const char *what, int *bound, ixia_error_t **err) {
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                            .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
   struct addrinfo *res = NULL;
@@ -762,28 +819,40 @@ ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int p
   snprintf(portstr, sizeof portstr, "%d", port);
   int rc = getaddrinfo(host, portstr, &hints, &res);
   if (rc != 0) {
-    ixia_error_set(err, IXIA_EINVAL, "cannot resolve listen address %s: %s", host, gai_strerror(rc));
-    return NULL;
+    ixia_error_set(err, IXIA_EINVAL, "cannot resolve %s listen address %s: %s", what, host,
+                   gai_strerror(rc));
+    return -1;
   }
   int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   int one = 1;
   if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
-    ixia_error_set(err, IXIA_EUNAVAILABLE, "cannot listen on %s:%d: %s", host, port,
+    ixia_error_set(err, IXIA_EUNAVAILABLE, "cannot listen for %s on %s:%d: %s", what, host, port,
                    g_strerror(errno));
     if (fd >= 0) close(fd);
     freeaddrinfo(res);
-    return NULL;
+    return -1;
   }
   freeaddrinfo(res);
   struct sockaddr_storage ss;
   socklen_t sl = sizeof ss;
   getsockname(fd, (struct sockaddr *)&ss, &sl);
+  *bound = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                    : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  return fd;
+}
+
+ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int port,
+                               ThriftProcessor *processor, ixia_error_t **err) {
+  /* Workers build request objects concurrently from the first request on. */
+  ixia_thrift_init();
+  int bound = 0;
+  int fd = ixia_listen(host, port, "Thrift", &bound, err);
+  if (fd < 0) return NULL;
   ixia_server_t *srv = g_new0(ixia_server_t, 1);
   srv->listen_fd = fd;
   srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  srv->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-                                       : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  srv->port = bound;
   srv->processor = g_object_ref(processor);
   g_mutex_init(&srv->calls_lock);
   g_cond_init(&srv->calls_cond);

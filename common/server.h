@@ -26,6 +26,11 @@
 
 typedef struct ixia_server ixia_server_t;
 
+/* A listening socket (non-blocking, close-on-exec, SO_REUSEADDR) on
+ * host:port (0 picks a free port, *bound gets the one bound); -1 with an
+ * error naming `what` (e.g. "HTTP"). */
+int ixia_listen(const char *host, int port, const char *what, int *bound, ixia_error_t **err);
+
 /* Binds and listens on host:port (port 0 picks a free one). Takes a
  * reference on processor. */
 ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int port,
@@ -49,6 +54,30 @@ typedef gboolean (*ixia_server_inline_fn)(const char *method, guint32 len);
 void ixia_server_set_inline(ixia_server_t *srv, ixia_server_inline_fn fn);
 gboolean ixia_server_on_io_thread(void);
 void ixia_server_defer(void);
+/* Runs fn(data) the way an I/O thread runs a cheap call (another event
+ * loop, the HTTP port's, uses it): ixia_server_on_io_thread() is TRUE
+ * inside. FALSE when fn called ixia_server_defer (run it again where it
+ * may block). */
+gboolean ixia_server_run_inline(void (*fn)(gpointer), gpointer data);
+
+/* Hooks of the layers above the server (common/thrift_gate.c: API keys and
+ * call metrics). gate runs before a frame reaches the processor: it may
+ * answer the frame itself (TRUE, the whole answer frame, header included,
+ * in out). observe runs after each answered frame. Both get the
+ * connection's state slot (see ixia_server_conn_state); state_free frees
+ * what a hook stored there when the connection closes. Set before
+ * ixia_server_start. */
+typedef struct {
+  gboolean (*gate)(gpointer user, const guint8 *frame, guint32 size, GByteArray *out);
+  void (*observe)(gpointer user, const guint8 *frame, guint32 size, const guint8 *answer,
+                  guint32 answer_len, gint64 elapsed_us);
+  GDestroyNotify state_free;
+  gpointer user;
+} ixia_server_hooks_t;
+void ixia_server_set_hooks(ixia_server_t *srv, const ixia_server_hooks_t *hooks);
+/* While a hook or the processor runs a call: the slot of the call's
+ * connection (NULL outside a connection, e.g. ixia_server_serve_frame). */
+gpointer *ixia_server_conn_state(void);
 
 /* Calls answered later. A handler the server runs (on a worker or an I/O
  * thread) may take its call over: ixia_server_call_later returns a handle,

@@ -704,3 +704,71 @@ void ixia_wire_append_error(GByteArray *out, const char *name, guint32 name_len,
   g_byte_array_append(out, &stop, 1);
   g_byte_array_append(out, &stop, 1);
 }
+
+void ixia_wire_append_void_reply(GByteArray *out, const char *name, guint32 name_len,
+                                 gint32 seqid) {
+  put_be32(out, 0x80010000u | T_REPLY);
+  put_be32(out, name_len);
+  g_byte_array_append(out, (const guint8 *)name, name_len);
+  put_be32(out, (guint32)seqid);
+  const guint8 stop = T_STOP; /* an empty result struct: success of a void call */
+  g_byte_array_append(out, &stop, 1);
+}
+
+gboolean ixia_wire_call_string(const guint8 *frame, gsize len, gint16 id, const char **value,
+                               guint32 *value_len) {
+  const char *name;
+  guint32 name_len;
+  gint32 seqid;
+  if (!ixia_wire_peek_call(frame, len, &name, &name_len, &seqid)) return FALSE;
+  gsize p = 12 + name_len;
+  /* Top-level fields of the argument struct; only strings are walked
+   * over (the calls this reads take strings only). */
+  while (p + 1 <= len && frame[p] != T_STOP) {
+    if (p + 7 > len || frame[p] != T_STRING) return FALSE;
+    gint16 fid = (gint16)((frame[p + 1] << 8) | frame[p + 2]);
+    guint32 n;
+    memcpy(&n, frame + p + 3, 4);
+    n = GUINT32_FROM_BE(n);
+    if (n > len - p - 7) return FALSE;
+    if (fid == id) {
+      *value = (const char *)frame + p + 7;
+      *value_len = n;
+      return TRUE;
+    }
+    p += 7 + n;
+  }
+  return FALSE;
+}
+
+gint32 ixia_wire_answer_error_code(const guint8 *answer, gsize len) {
+  if (len < 12 || answer[0] != 0x80 || answer[1] != 0x01) return 0;
+  guint32 n;
+  memcpy(&n, answer + 4, 4);
+  n = GUINT32_FROM_BE(n);
+  if (n > len - 12) return 0;
+  gsize p = 12 + n;
+  /* result struct: field 1 (a struct) is the IxiaError; its field 1 the code */
+  if (p + 10 > len || answer[p] != T_STRUCT || answer[p + 1] != 0 || answer[p + 2] != 1) return 0;
+  if (answer[p + 3] != T_I32 || answer[p + 4] != 0 || answer[p + 5] != 1) return 0;
+  guint32 code;
+  memcpy(&code, answer + p + 6, 4);
+  return (gint32)GUINT32_FROM_BE(code);
+}
+
+const char *ixia_wire_http_refusal(const guint8 *bytes, gsize len) {
+  static const char *const methods[] = {"GET ", "POST", "PUT ", "HEAD", "DELE", "PATC", "OPTI",
+                                        "CONN", "TRAC"};
+  if (len < 4) return NULL;
+  for (guint i = 0; i < G_N_ELEMENTS(methods); i++)
+    if (memcmp(bytes, methods[i], 4) == 0)
+      return "HTTP/1.1 400 Bad Request\r\n"
+             "Content-Type: application/json\r\n"
+             "Connection: close\r\n"
+             "Content-Length: 207\r\n"
+             "\r\n"
+             "{\"code\": \"INVALID_ARGUMENT\", \"message\": \"this is an ixia Thrift port (framed "
+             "binary Thrift); the HTTP/JSON interface and /metrics, /healthz, /readyz are on the "
+             "daemon's HTTP port (http.port, docs/HTTP.md)\"}\n";
+  return NULL;
+}

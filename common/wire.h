@@ -104,4 +104,19 @@ gboolean ixia_wire_peek_call(const guint8 *frame, gsize len, const char **name, 
 void ixia_wire_append_error(GByteArray *out, const char *name, guint32 name_len, gint32 seqid,
                             gint32 code, const char *message);
 
+/* A successful reply to a void call (name, seqid), without frame header. */
+void ixia_wire_append_void_reply(GByteArray *out, const char *name, guint32 name_len,
+                                 gint32 seqid);
+/* The string argument with field id `id` of a call frame whose arguments
+ * are all strings (authenticate). Borrowed, not NUL-terminated; FALSE when
+ * absent or malformed. */
+gboolean ixia_wire_call_string(const guint8 *frame, gsize len, gint16 id, const char **value,
+                               guint32 *value_len);
+/* The IxiaError code an answer frame (without header) carries, 0 when it
+ * is not an IxiaError answer. */
+gint32 ixia_wire_answer_error_code(const guint8 *answer, gsize len);
+/* When bytes (the first ones a connection sent) start an HTTP request: a
+ * whole HTTP 400 answer saying this is a Thrift port; else NULL. */
+const char *ixia_wire_http_refusal(const guint8 *bytes, gsize len);
+
 #endif

@@ -12,6 +12,7 @@
 #include "json.h"
 #include "kafka_util.h"
 #include "log.h"
+#include "monitor.h"
 #include "store.h"
 #include "thrift_util.h"
 
@@ -71,10 +72,7 @@ typedef struct {
 } job_t;
 
 /* Where an event of a batch came from, for the failed-updates log. */
-typedef struct {
-  gint32 partition;
-  gint64 offset;
-} origin_t;
+typedef ixia_event_origin_t origin_t;
 
 typedef struct {
   GPtrArray *objs;  /* IxiaChangeEvent *: own what events point into */
@@ -101,6 +99,8 @@ struct ixia_indexer {
   rd_kafka_t *rk;
   rd_kafka_queue_t *consumer_q; /* for waking the poll */
   rd_kafka_topic_t *rkt;        /* for the partitioner */
+  char *group;                  /* indexer.consumer_group */
+  ixia_indexer_monitor_t *monitor; /* metrics, group commits (monitor.h) */
   GThread *thread;
   gint stop;
   gboolean stopped;
@@ -812,6 +812,7 @@ static gpointer apply_main(gpointer data) {
       __atomic_add_fetch(&ix->messages, b.messages, __ATOMIC_RELAXED);
       publish_positions(ix, &b);
       queue_invalidations(ix, &b);
+      ixia_indexer_monitor_batch(ix->monitor, b.objs, (const origin_t *)(void *)b.origins->data, b.next);
       batch_reset(&b, ix->n_partitions);
       backoff_ms = 0;
       continue;
@@ -852,9 +853,11 @@ static gboolean consumer_new(ixia_indexer_t *ix, ixia_error_t **err) {
   rd_kafka_conf_t *conf = rd_kafka_conf_new();
   gboolean ok = ixia_kafka_conf_set(conf, "kafka consumer setting", "bootstrap.servers", ix->brokers, err) &&
                 ixia_kafka_conf_set(conf, "kafka consumer setting", "client.id", "ixia-indexer", err) &&
-                /* assign() needs no group; librdkafka wants an id anyway.
-                 * Nothing is ever committed: positions live in the index. */
-                ixia_kafka_conf_set(conf, "kafka consumer setting", "group.id", "ixia-indexer", err) &&
+                /* assign() needs no group membership; positions live in the
+                 * index, and are committed to the group for monitoring only
+                 * (monitor.h). */
+                ixia_kafka_conf_set(conf, "kafka consumer setting", "group.id",
+                                    *ix->group ? ix->group : "ixia-indexer", err) &&
                 ixia_kafka_conf_set(conf, "kafka consumer setting", "enable.auto.commit", "false", err) &&
                 ixia_kafka_conf_set(conf, "kafka consumer setting", "enable.auto.offset.store", "false", err) &&
                 /* Ends of partitions tell sync searches that nothing is
@@ -903,6 +906,7 @@ ixia_indexer_t *ixia_indexer_new(const ixia_config_t *cfg, ixia_idx_t *idx, ixia
   g_snprintf(ix->fetch_wait, sizeof ix->fetch_wait, "%" G_GINT64_FORMAT,
              ixia_config_int(cfg, "indexer.fetch_wait_ms"));
   ix->retry_max_ms = ixia_config_int(cfg, "indexer.retry_max_ms");
+  ix->group = g_strdup(ixia_config_str(cfg, "indexer.consumer_group"));
   g_mutex_init(&ix->job_lock);
   g_mutex_init(&ix->pos_lock);
   g_cond_init(&ix->pos_cond);
@@ -980,6 +984,7 @@ ixia_indexer_t *ixia_indexer_new(const ixia_config_t *cfg, ixia_idx_t *idx, ixia
             ix->topic, list->str, (int)ix->n_partitions, ix->brokers, ix->failed_log,
             ix->cache ? "; invalidating the cache" : "");
   g_string_free(list, TRUE);
+  ix->monitor = ixia_indexer_monitor_new(ix->rk, ix->topic, ix->group, ix->n_partitions);
   ix->stopped = FALSE;
   if (ix->cache) ix->inval_thread = g_thread_new("ixia-invalidate", inval_main, ix);
   ix->thread = g_thread_new("ixia-apply", apply_main, ix);
@@ -1041,6 +1046,8 @@ void ixia_indexer_destroy(ixia_indexer_t *ix) {
   g_free(ix->topic);
   g_free(ix->brokers);
   g_free(ix->failed_log);
+  g_free(ix->group);
+  ixia_indexer_monitor_destroy(ix->monitor);
   g_free(ix);
 }
 
@@ -1173,7 +1180,9 @@ char *ixia_indexer_status(ixia_indexer_t *ix) {
     cJSON_AddNumberToObject(e, "next_offset", (double)ix->applied[p]);
     if (hi >= 0) {
       cJSON_AddNumberToObject(e, "high_watermark", (double)hi);
-      cJSON_AddNumberToObject(e, "lag", (double)MAX(hi - MAX(ix->applied[p], 0), 0));
+      gint64 lag = MAX(hi - MAX(ix->applied[p], 0), 0);
+      cJSON_AddNumberToObject(e, "lag", (double)lag);
+      cJSON_AddNumberToObject(e, "lag_seconds", ixia_indexer_monitor_lag_seconds(ix->monitor, p, lag));
     } else {
       cJSON_AddNullToObject(e, "high_watermark");
       cJSON_AddNullToObject(e, "lag");
@@ -1201,6 +1210,8 @@ char *ixia_indexer_status(ixia_indexer_t *ix) {
   cJSON_AddNumberToObject(o, "disk_free_bytes", (double)ixia_disk_reserve_free(ix->disk));
   cJSON_AddNumberToObject(o, "disk_reserve_bytes", (double)ixia_disk_reserve_bytes(ix->disk));
   cJSON_AddStringToObject(o, "kafka_topic", ix->topic);
+  cJSON_AddStringToObject(o, "consumer_group", ix->group);
+  cJSON_AddNumberToObject(o, "apply_rate", ixia_indexer_monitor_apply_rate(ix->monitor));
 #define COUNTER(name) \
   cJSON_AddNumberToObject(o, #name, (double)__atomic_load_n(&ix->name, __ATOMIC_RELAXED))
   COUNTER(batches);
@@ -1223,3 +1234,5 @@ char *ixia_indexer_status(ixia_indexer_t *ix) {
   cJSON_Delete(o);
   return out;
 }
+
+ixia_indexer_monitor_t *ixia_indexer_monitor_of(ixia_indexer_t *ix) { return ix->monitor; }

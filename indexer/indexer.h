@@ -149,6 +149,10 @@ gboolean ixia_indexer_reindex(ixia_indexer_t *ix, const ixia_idx_event_t *events
  * the file now. */
 char *ixia_indexer_status(ixia_indexer_t *ix);
 
+/* The shard's monitoring (monitor.h; borrowed). */
+typedef struct ixia_indexer_monitor ixia_indexer_monitor_t;
+ixia_indexer_monitor_t *ixia_indexer_monitor_of(ixia_indexer_t *ix);
+
 /* The Search Thrift processor over ix (borrowed; it must outlive the
  * processor). Query limits come from cfg's query.* options. g_object_unref
  * the result. */

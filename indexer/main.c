@@ -1,10 +1,13 @@
 /* ixia-indexer: open the shard's index, consume Kafka into it, serve Search. */
 #include <stdio.h>
 
+#include "auth.h"
 #include "config.h"
+#include "health.h"
 #include "indexer.h"
 #include "log.h"
 #include "server.h"
+#include "thrift_gate.h"
 
 int main(int argc, char **argv) {
   ixia_error_t *err = NULL;
@@ -19,10 +22,17 @@ int main(int argc, char **argv) {
     return 2;
   }
   int rc = 1;
+  static const char *const methods[] = {"search", "status", "reindex", "docs", "authenticate", NULL};
   ixia_indexer_t *ix = NULL;
+  ixia_thrift_gate_t *gate = NULL;
+  ixia_indexer_http_t *http = NULL;
   ThriftProcessor *proc = NULL;
   ixia_server_t *srv = NULL;
-  ixia_idx_t *idx = ixia_idx_open(ixia_config_str(cfg, "index.path"), cfg, &err);
+  ixia_idx_t *idx = NULL;
+  /* Only the service key opens this port (auth.h). */
+  ixia_auth_t *auth = ixia_auth_new(cfg, FALSE, &err);
+  if (!auth) goto out;
+  idx = ixia_idx_open(ixia_config_str(cfg, "index.path"), cfg, &err);
   if (!idx) goto out;
   ix = ixia_indexer_new(cfg, idx, &err);
   if (!ix) goto out;
@@ -33,8 +43,12 @@ int main(int argc, char **argv) {
     gint64 threads = ixia_config_int(cfg, "indexer.search_threads");
     if (threads == 0) threads = MAX(4, 2 * (gint64)g_get_num_processors());
     ixia_server_set_workers(srv, (int)threads);
+    gate = ixia_thrift_gate_new(auth, methods);
+    ixia_thrift_gate_install(gate, srv);
   }
   if (!srv || !ixia_server_start(srv, &err)) goto out;
+  http = ixia_indexer_http_new(cfg, ix, &err);
+  if (!http && err) goto out;
   if (!ixia_server_write_port_file(srv, ixia_config_str(cfg, "indexer.port_file"), &err)) goto out;
   IXIA_INFO("ixia-indexer serving on %s:%d, index %s", ixia_config_str(cfg, "indexer.host"),
             ixia_server_port(srv), ixia_config_str(cfg, "index.path"));
@@ -48,11 +62,14 @@ out:
   }
   /* The server first: a worker may wait for a reindex on the apply thread.
    * Then the indexer finishes its current batch before the index closes. */
+  ixia_indexer_http_destroy(http);
   if (srv) ixia_server_stop(srv);
   ixia_server_destroy(srv);
+  ixia_thrift_gate_destroy(gate);
   if (proc) g_object_unref(proc);
   ixia_indexer_destroy(ix);
   ixia_idx_destroy(idx);
+  ixia_auth_destroy(auth);
   ixia_config_destroy(cfg);
   return rc;
 }

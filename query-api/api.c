@@ -738,6 +738,7 @@ char *ixia_api_stats(ixia_api_t *api) {
   cJSON_AddBoolToObject(o, "replication_enabled", rs.enabled);
   cJSON_AddNumberToObject(o, "replication_checkpoint", (double)rs.checkpoint);
   cJSON_AddNumberToObject(o, "replication_lag", (double)(rs.latest - rs.checkpoint));
+  cJSON_AddNumberToObject(o, "replication_lag_ms", (double)rs.lag_ms);
   cJSON_AddNumberToObject(o, "replication_events_published", (double)rs.events_published);
   cJSON_AddNumberToObject(o, "replication_calls", (double)rs.calls);
   cJSON_AddNumberToObject(o, "replication_failures", (double)rs.failures);

@@ -10,6 +10,7 @@
 #include "client.h"
 #include "ixia_replication_sink.h"
 #include "log.h"
+#include "metrics.h"
 #include "thrift_util.h"
 
 struct ixia_replication {
@@ -37,10 +38,15 @@ struct ixia_replication {
    * overflow that dropped the oldest). Guarded by lock. */
   GQueue tail;
   gsize tail_bytes;
+  /* (last version, commit time) of each committed group not yet known to
+   * be acknowledged, oldest first: replication lag in time. Guarded by lock. */
+  GArray *commit_times;
+  guint commit_times_head;
   /* connection to the current sink; conn.fd is read by destroy (under lock)
    * to interrupt a call in flight */
   ixia_thrift_conn_t conn;
   IxiaReplicationSinkIf *client;
+  ixia_metric_series_t *group_sizes;
 };
 
 static gboolean load_checkpoint(ixia_replication_t *r, ixia_error_t **err) {
@@ -162,10 +168,27 @@ static gint64 batch_last(IxiaWalBatch *b) {
   return ixia_store_batch_last(b->sequence, (const char *)b->data->data, b->data->len);
 }
 
+/* Commit times kept for the lag in milliseconds; beyond, the oldest go
+ * (the lag then reads as at least their age). */
+#define COMMIT_TIMES_MAX 65536
+
+typedef struct {
+  gint64 last;
+  gint64 at_us; /* monotonic */
+} commit_time_t;
+
 static void on_commit(gint64 first_version, const char *batch, size_t len, gpointer user) {
   ixia_replication_t *r = user;
   IxiaWalBatch *b = ixia_wal_batch_new(first_version, batch, len);
+  commit_time_t ct = {batch_last(b), g_get_monotonic_time()};
+  ixia_metric_observe(r->group_sizes, (double)(ct.last - first_version + 1));
   g_mutex_lock(&r->lock);
+  if (r->commit_times->len - r->commit_times_head >= COMMIT_TIMES_MAX) r->commit_times_head++;
+  if (r->commit_times_head > 4096 && r->commit_times_head * 2 > r->commit_times->len) {
+    g_array_remove_range(r->commit_times, 0, r->commit_times_head);
+    r->commit_times_head = 0;
+  }
+  g_array_append_val(r->commit_times, ct);
   g_queue_push_tail(&r->tail, b);
   r->tail_bytes += len;
   while (r->tail_bytes > TAIL_MAX_BYTES) { /* far behind: the WAL has it all */
@@ -380,6 +403,14 @@ ixia_replication_t *ixia_replication_new(const ixia_config_t *cfg, ixia_store_t 
     return NULL;
   }
   g_queue_init(&r->tail);
+  r->commit_times = g_array_new(FALSE, FALSE, sizeof(commit_time_t));
+  static const double group_buckets[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
+  r->group_sizes = ixia_metrics_series(
+      ixia_metrics_histogram(ixia_metrics_default(), "ixia_store_group_commit_edits",
+                             "Edits per group commit (one synced WAL write shared by the "
+                             "writers waiting at that moment).",
+                             NULL, group_buckets, G_N_ELEMENTS(group_buckets)),
+      NULL);
   gint64 latest = ixia_store_latest_version(store);
   if (r->checkpoint > latest) {
     /* Versions up to the checkpoint would never be shipped: a store restored
@@ -421,6 +452,7 @@ void ixia_replication_destroy(ixia_replication_t *r) {
   if (r->n_sinks > 0 && r->store) ixia_store_set_commit_cb(r->store, NULL, NULL);
   if (r->thread) g_thread_join(r->thread);
   g_queue_clear_full(&r->tail, g_object_unref);
+  if (r->commit_times) g_array_free(r->commit_times, TRUE);
   disconnect(r);
   g_strfreev(r->sinks);
   g_free(r->checkpoint_path);
@@ -452,6 +484,14 @@ void ixia_replication_get_stats(ixia_replication_t *r, ixia_replication_stats_t 
   out->persisted = r->persisted;
   out->checkpoint_failures = r->checkpoint_failures;
   out->checkpoint_error = g_strdup(r->checkpoint_error);
+  /* The age of the oldest committed group the sinks have not acknowledged. */
+  while (r->commit_times && r->commit_times_head < r->commit_times->len &&
+         g_array_index(r->commit_times, commit_time_t, r->commit_times_head).last <= r->checkpoint)
+    r->commit_times_head++;
+  out->lag_ms = r->commit_times && r->commit_times_head < r->commit_times->len
+                    ? (g_get_monotonic_time() -
+                       g_array_index(r->commit_times, commit_time_t, r->commit_times_head).at_us) / 1000
+                    : 0;
   g_mutex_unlock(&r->lock);
   out->latest = ixia_store_latest_version(r->store);
 }

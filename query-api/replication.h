@@ -35,6 +35,7 @@ typedef struct {
   gboolean enabled;
   gint64 checkpoint;      /* last version acknowledged by a sink */
   gint64 latest;          /* store's latest version */
+  gint64 lag_ms;          /* age of the oldest commit not yet acknowledged; 0 caught up */
   guint64 events_published; /* edits acknowledged by sinks since start */
   guint64 calls;
   guint64 failures;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "auth.h"
 #include "config.h"
 #include "recovery.h"
 
@@ -294,6 +295,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: --batch must be 1..10000\n", prog);
     code = EXIT_USAGE;
   } else {
+    /* API key: $IXIA_KEY, else the service key file when readable (the
+     * shards accept only the service key). */
+    ixia_auth_client_key_from_env(cfg);
     code = cmd->run(cfg, &o, sub_argc, sub_argv);
   }
   ixia_config_destroy(cfg);

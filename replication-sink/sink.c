@@ -7,6 +7,7 @@
 #include "json.h"
 #include "kafka_util.h"
 #include "log.h"
+#include "metrics.h"
 #include "store.h"
 #include "thrift_util.h"
 
@@ -286,6 +287,7 @@ struct ixia_sink {
   guint64 version_mismatches;
   guint64 producer_restarts;
   gint64 last_sequence;
+  ixia_metric_series_t *delivery_latency; /* produce -> acknowledged, per event */
 };
 
 static void call_clear(gpointer data) {
@@ -300,10 +302,13 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
   (void)rk;
   producer_t *p = opaque;
   call_t *c = msg->_private;
-  if (msg->err)
+  if (msg->err) {
     __atomic_add_fetch(&p->sink->delivery_failures, 1, __ATOMIC_RELAXED);
-  else
+  } else {
     __atomic_add_fetch(&p->sink->events_published, 1, __ATOMIC_RELAXED);
+    gint64 us = rd_kafka_message_latency(msg);
+    if (us >= 0) ixia_metric_observe(p->sink->delivery_latency, (double)us / 1e6);
+  }
   g_mutex_lock(&c->lock);
   c->outstanding--;
   if (msg->err) {
@@ -583,6 +588,11 @@ ixia_sink_t *ixia_sink_new(const ixia_config_t *cfg, ixia_error_t **err) {
   s->brokers = g_strdup(ixia_config_str(cfg, "kafka.brokers"));
   s->topic = g_strdup(ixia_config_str(cfg, "kafka.topic"));
   s->delivery_timeout_ms = ixia_config_int(cfg, "sink.delivery_timeout_ms");
+  s->delivery_latency = ixia_metrics_series(
+      ixia_metrics_histogram(ixia_metrics_default(), "ixia_sink_delivery_seconds",
+                             "From producing a change event to Kafka acknowledging it (acks=all).",
+                             NULL, ixia_metrics_latency_buckets, ixia_metrics_latency_n),
+      NULL);
   s->linger_ms = ixia_config_int(cfg, "kafka.linger_ms");
   s->message_timeout_ms = ixia_config_int(cfg, "kafka.message_timeout_ms");
   /* An event carries a whole document plus its key and a small envelope;
@@ -673,4 +683,20 @@ char *ixia_sink_stats(ixia_sink_t *s) {
   char *out = ixia_json_print(o);
   cJSON_Delete(o);
   return out;
+}
+
+gboolean ixia_sink_kafka_check(ixia_sink_t *s, int timeout_ms, ixia_error_t **err) {
+  g_mutex_lock(&s->lock);
+  producer_t *p = s->producer;
+  if (p) g_atomic_int_inc(&p->refs);
+  g_mutex_unlock(&s->lock);
+  if (!p) return ixia_error_set(err, IXIA_EUNAVAILABLE, "no Kafka producer");
+  const struct rd_kafka_metadata *md = NULL;
+  rd_kafka_resp_err_t kerr = rd_kafka_metadata(p->rk, 0, NULL, &md, timeout_ms);
+  if (md) rd_kafka_metadata_destroy(md);
+  producer_unref(p, 0);
+  if (kerr)
+    return ixia_error_set(err, IXIA_EUNAVAILABLE, "Kafka unreachable at %s: %s", s->brokers,
+                          rd_kafka_err2str(kerr));
+  return TRUE;
 }

@@ -101,6 +101,9 @@ gboolean ixia_sink_replicate(ixia_sink_t *sink, const ixia_sink_batch_t *batches
  * kafka_topic and more. */
 char *ixia_sink_stats(ixia_sink_t *sink);
 
+/* Kafka answers a metadata request within timeout_ms (readiness). */
+gboolean ixia_sink_kafka_check(ixia_sink_t *sink, int timeout_ms, ixia_error_t **err);
+
 /* Lets stats report server counters; the server is borrowed and must
  * outlive its use by stats (stop the server before destroying either). */
 void ixia_sink_set_server(ixia_sink_t *sink, ixia_server_t *srv);

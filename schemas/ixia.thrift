@@ -18,8 +18,11 @@ enum ErrorCode {
   UNAVAILABLE = 6,         /* a dependency failed; retry later */
   INTERNAL = 7,
   UNSUPPORTED = 8,         /* not implemented yet */
-  RESOURCE_EXHAUSTED = 9   /* refused, nothing written: free disk space under its reserve
+  RESOURCE_EXHAUSTED = 9,  /* refused, nothing written: free disk space under its reserve
                               (store.disk_reserve_mb, index.disk_reserve_mb); retry later */
+  UNAUTHENTICATED = 10,    /* no API key on this connection, or an unknown, revoked or
+                              expired one: call authenticate first (docs/HTTP.md, "API keys") */
+  PERMISSION_DENIED = 11   /* the key does not grant this action on this namespace */
 }
 
 exception IxiaError {
@@ -108,7 +111,27 @@ service Ixia {
    * max_bytes (at least one batch when any exists): the archive that makes
    * point-in-time restore possible. NOT_FOUND when the WAL no longer holds
    * version after+1 (purged: take a new snapshot). */
-  list<WalBatch> walSince(1: i64 after, 2: i32 max_bytes) throws (1: IxiaError err)
+  list<WalBatch> walSince(1: i64 after, 2: i32 max_bytes) throws (1: IxiaError err),
+
+  /* API keys (docs/HTTP.md, "API keys"). With auth on (auth.enabled), a
+   * connection calls authenticate once, first; every later call on it acts
+   * with that key's namespaces x actions. A connection that has not
+   * authenticated gets UNAUTHENTICATED; a call outside the key's scope gets
+   * PERMISSION_DENIED. Every ixia server port (the index shards' and the
+   * sinks' too, which take only the service key) answers this call the same
+   * way, so clients send it right after connecting. */
+  void authenticate(1: string key) throws (1: IxiaError err),
+
+  /* Admin on every namespace. spec_json: {"namespaces": ["shop"] or ["*"],
+   * "actions": ["read", "write", "query", "schema", "admin"],
+   * "expires_at": epoch seconds (0 = never), "description": "..."}. Returns
+   * JSON {"id", "key", ...}: the only time the secret is shown; the server
+   * keeps a SHA-256 hash. */
+  string createKey(1: string spec_json) throws (1: IxiaError err),
+  /* JSON {"keys": [{"id", "namespaces", "actions", "expires_at", "created_at",
+   * "description", "expired"}]}: never the secrets. */
+  string listKeys() throws (1: IxiaError err),
+  void revokeKey(1: string id) throws (1: IxiaError err)
 }
 
 /* ---------------------------------------------------------------------------

@@ -11,7 +11,11 @@ PACKAGES=(
   libcjson-dev libcunit1-dev libxxhash-dev
   librdkafka-dev
   libroaring-dev libjemalloc-dev
+  libmicrohttpd-dev
   docker-compose
+  # tests: Python clients, promtool, the console in a real browser
+  python3 python3-requests python3-thrift python3-confluent-kafka prometheus chromium chromium-driver
+  curl openssl
 )
 
 missing=()

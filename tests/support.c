@@ -137,6 +137,16 @@ void ixt_memcached_stop(ixt_memcached_t *m) {
   m->addr = NULL;
 }
 
+/* Assignments every daemon started from now on gets after the defaults
+ * (ixt_daemon_defaults). */
+static GPtrArray *extra_sets;
+
+void ixt_daemon_defaults(const char *const *sets) {
+  if (extra_sets) g_ptr_array_unref(extra_sets);
+  extra_sets = g_ptr_array_new_with_free_func(g_free);
+  for (const char *const *s = sets; s && *s; s++) g_ptr_array_add(extra_sets, g_strdup(*s));
+}
+
 /* Runs d's daemon with its options; port 0 = a free one. */
 static gboolean daemon_spawn(ixt_daemon_t *d, int port) {
   char *port_file = g_strdup_printf("%s/%s.port", d->dir, d->section);
@@ -155,6 +165,26 @@ static gboolean daemon_spawn(ixt_daemon_t *d, int port) {
   g_ptr_array_add(argv, g_strdup_printf("%s.port=%d", d->section, port));
   g_ptr_array_add(argv, g_strdup("--set"));
   g_ptr_array_add(argv, g_strdup_printf("%s.port_file=%s", d->section, port_file));
+  /* Defaults a test's own sets may override: no API keys, the HTTP port on
+   * a free port (written to DIR/SECTION.http_port). */
+  g_ptr_array_add(argv, g_strdup("--set"));
+  g_ptr_array_add(argv, g_strdup("auth.enabled=false"));
+  const char *http = !strcmp(d->section, "api") ? "http.port"
+                     : !strcmp(d->section, "sink") ? "sink.http_port"
+                     : !strcmp(d->section, "indexer") ? "indexer.http_port"
+                                                      : NULL;
+  char *http_file = g_strdup_printf("%s/%s.http_port", d->dir, d->section);
+  unlink(http_file);
+  if (http) {
+    g_ptr_array_add(argv, g_strdup("--set"));
+    g_ptr_array_add(argv, g_strdup_printf("%s=0", http));
+    g_ptr_array_add(argv, g_strdup("--set"));
+    g_ptr_array_add(argv, g_strdup_printf("%s_file=%s", http, http_file));
+  }
+  for (guint i = 0; extra_sets && i < extra_sets->len; i++) {
+    g_ptr_array_add(argv, g_strdup("--set"));
+    g_ptr_array_add(argv, g_strdup(g_ptr_array_index(extra_sets, i)));
+  }
   for (guint i = 0; i < d->sets->len; i++) {
     g_ptr_array_add(argv, g_strdup("--set"));
     g_ptr_array_add(argv, g_strdup(g_ptr_array_index(d->sets, i)));
@@ -186,10 +216,14 @@ static gboolean daemon_spawn(ixt_daemon_t *d, int port) {
   if (ok) {
     g_free(d->addr);
     d->addr = g_strdup_printf("127.0.0.1:%d", d->port);
+    char *text = NULL;
+    d->http_port = http && g_file_get_contents(http_file, &text, NULL, NULL) ? atoi(text) : 0;
+    g_free(text);
   } else {
     fprintf(stderr, "%s did not start; see %s\n", d->name, log);
   }
   g_free(port_file);
+  g_free(http_file);
   g_free(log);
   return ok;
 }

@@ -29,11 +29,13 @@ void ixt_memcached_stop(ixt_memcached_t *m);
 
 /* An ixia daemon (ixia-query-api, ixia-replication-sink, ...) started with
  * `--set SECTION.port=0 --set SECTION.port_file=DIR/SECTION.port`, its log in
- * DIR/NAME.log. */
+ * DIR/NAME.log; API keys off and its HTTP port on a free port unless the
+ * test's sets say otherwise. */
 typedef struct {
   GPid pid;
   int port;
   char *addr; /* "127.0.0.1:PORT" */
+  int http_port; /* its HTTP port (/metrics, /healthz, ...), 0 = none */
   char *dir;
   char *name;
   char *section;
@@ -45,6 +47,10 @@ typedef ixt_daemon_t ixt_api_t;
  * may be NULL. */
 gboolean ixt_daemon_start(ixt_daemon_t *d, const char *name, const char *section, const char *dir,
                           const char *const *sets);
+/* "--set" assignments (NULL-terminated) every daemon started afterwards
+ * gets after the defaults and before its own (e.g. API keys on for a whole
+ * stack). NULL clears them. */
+void ixt_daemon_defaults(const char *const *sets);
 /* kill -9; the options are kept for ixt_daemon_restart. */
 void ixt_daemon_kill(ixt_daemon_t *d);
 /* Starts the daemon again with the same options on the same port. */

@@ -1,0 +1,136 @@
+/* http-get-hot: the cached gets of get-hot over the HTTP/JSON interface,
+ * one keep-alive connection per client thread, so bench/run.sh can put the
+ * two transports side by side (goal: HTTP >= 80% of Thrift).
+ *
+ * The client is a minimal HTTP/1.1 one on a blocking socket: one request
+ * written at once, the status line and headers read up to the blank line,
+ * then exactly Content-Length bytes, so the connection stays usable for the
+ * next request. Anything but 200 with a body is an error. */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "bench.h"
+#include "data.h"
+
+typedef struct {
+  int fd;
+  GString *in;
+  char *auth_header;
+} http_conn_t;
+
+/* "http://host:port" (or host:port) -> host, port. */
+static gboolean split_url(const char *url, char **host, char **port) {
+  const char *p = g_str_has_prefix(url, "http://") ? url + 7 : url;
+  const char *colon = strrchr(p, ':');
+  if (!colon || colon == p) return FALSE;
+  *host = g_strndup(p, (gsize)(colon - p));
+  *port = g_strdup(colon + 1);
+  char *slash = strchr(*port, '/');
+  if (slash) *slash = 0;
+  return TRUE;
+}
+
+static gpointer http_open(ixia_bench_run_t *r, ixia_error_t **err) {
+  char *host = NULL, *port = NULL;
+  if (!split_url(r->o->http, &host, &port)) {
+    ixia_error_set(err, IXIA_EINVAL, "bad --http address '%s' (expected http://HOST:PORT)", r->o->http);
+    return NULL;
+  }
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+  struct addrinfo *res = NULL;
+  int fd = -1;
+  if (getaddrinfo(host, port, &hints, &res) == 0) {
+    fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
+      close(fd);
+      fd = -1;
+    }
+    freeaddrinfo(res);
+  }
+  g_free(host);
+  g_free(port);
+  if (fd < 0) {
+    ixia_error_set(err, IXIA_EUNAVAILABLE, "cannot connect to %s: %s", r->o->http, g_strerror(errno));
+    return NULL;
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  http_conn_t *c = g_new0(http_conn_t, 1);
+  c->fd = fd;
+  c->in = g_string_sized_new(8192);
+  const char *key = ixia_auth_client_key();
+  c->auth_header = key ? g_strdup_printf("Authorization: Bearer %s\r\n", key) : g_strdup("");
+  return c;
+}
+
+static void http_close(gpointer conn) {
+  http_conn_t *c = conn;
+  if (!c) return;
+  close(c->fd);
+  g_string_free(c->in, TRUE);
+  g_free(c->auth_header);
+  g_free(c);
+}
+
+/* Reads until `in` holds at least `want` bytes. */
+static gboolean fill(http_conn_t *c, gsize want) {
+  char buf[16384];
+  while (c->in->len < want) {
+    ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return FALSE;
+    g_string_append_len(c->in, buf, n);
+  }
+  return TRUE;
+}
+
+static gboolean http_get_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err) {
+  http_conn_t *c = conn;
+  char key[32];
+  ixia_bench_key((guint64)g_rand_int_range(w->rnd, 0, (gint32)w->run->o->hot_keys), key, sizeof key);
+  char req[512];
+  int len = snprintf(req, sizeof req, "GET /v1/" IXIA_BENCH_NS "/" IXIA_BENCH_TABLE "/docs/%s HTTP/1.1\r\n"
+                     "Host: bench\r\n%s\r\n", key, c->auth_header);
+  if (send(c->fd, req, (size_t)len, MSG_NOSIGNAL) != len)
+    return ixia_error_set(err, IXIA_EUNAVAILABLE, "http send: %s", g_strerror(errno));
+  char *end = NULL;
+  while (!(end = strstr(c->in->str, "\r\n\r\n")))
+    if (!fill(c, c->in->len + 1)) return ixia_error_set(err, IXIA_EUNAVAILABLE, "http: connection closed");
+  gsize head = (gsize)(end - c->in->str) + 4;
+  const char *cl = strcasestr(c->in->str, "\r\nContent-Length:");
+  gsize body = cl && cl < end ? (gsize)g_ascii_strtoull(cl + 17, NULL, 10) : 0;
+  if (!fill(c, head + body)) return ixia_error_set(err, IXIA_EUNAVAILABLE, "http: connection closed");
+  gboolean ok = g_str_has_prefix(c->in->str, "HTTP/1.1 200 ") && body > 0;
+  if (!ok) {
+    char *status = g_strndup(c->in->str, MIN(head + body, 200));
+    ixia_error_set(err, IXIA_EINTERNAL, "http get %s: %s", key, status);
+    g_free(status);
+  }
+  g_string_erase(c->in, 0, (gssize)(head + body));
+  return ok;
+}
+
+static gboolean http_prepare(ixia_bench_run_t *r, gpointer *state, char **skip, ixia_error_t **err) {
+  if (!r->o->http) {
+    *skip = g_strdup("no --http or IXIA_HTTP");
+    return TRUE;
+  }
+  /* The same table, keys and warm-up as get-hot. */
+  return ixia_bench_get_hot.prepare(r, state, skip, err);
+}
+
+static void http_report(ixia_bench_run_t *r, const ixia_bench_worker_t *tot, cJSON *out) {
+  cJSON_AddStringToObject(out, "transport", "http keep-alive");
+  ixia_bench_get_hot.report(r, tot, out);
+}
+
+const ixia_bench_workload_t ixia_bench_http_get_hot = {
+    .name = "http-get-hot", .prepare = http_prepare, .open = http_open, .close = http_close,
+    .op = http_get_op, .report = http_report, .cleanup = g_free};
