@@ -792,5 +792,8 @@ void ixia_cache_get_stats(ixia_cache_t *c, ixia_cache_stats_t *out) {
   out->invalidations_retried = atomic_load_explicit(&c->inval_retried, memory_order_relaxed);
   out->invalidation_retries_dropped = atomic_load_explicit(&c->inval_retry_drops, memory_order_relaxed);
   out->invalidation_retries_pending = atomic_load_explicit(&c->inval_retry_pending, memory_order_relaxed);
+  g_mutex_lock(&c->jobs_lock);
+  out->backfills_pending = (guint64)c->pending;
+  g_mutex_unlock(&c->jobs_lock);
 #undef LOAD
 }

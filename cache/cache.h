@@ -166,6 +166,7 @@ typedef struct {
   guint64 invalidation_rounds;  /* pipelined rounds (each serves every waiting writer) */
   guint64 invalidations_retried; /* failed deletes confirmed by a retry */
   guint64 invalidation_retries_pending; /* failed deletes waiting for a retry now */
+  guint64 backfills_pending;    /* backfills queued or running now (0: the cache is idle) */
   guint64 invalidation_retries_dropped; /* over cache.invalidation_retry_max: given up */
 } ixia_cache_stats_t;
 

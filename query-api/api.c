@@ -715,6 +715,7 @@ char *ixia_api_stats(ixia_api_t *api) {
   cJSON_AddNumberToObject(o, "cache_backfills", (double)cs.backfills);
   cJSON_AddNumberToObject(o, "cache_backfills_stale", (double)cs.backfills_stale);
   cJSON_AddNumberToObject(o, "cache_backfills_dropped", (double)cs.backfills_dropped);
+  cJSON_AddNumberToObject(o, "cache_backfills_pending", (double)cs.backfills_pending);
   cJSON_AddNumberToObject(o, "cache_invalidation_failures", (double)cs.invalidation_failures);
   cJSON_AddNumberToObject(o, "cache_invalidation_rounds", (double)cs.invalidation_rounds);
   cJSON_AddNumberToObject(o, "cache_invalidations_retried", (double)cs.invalidations_retried);

@@ -99,6 +99,17 @@ static double stat_of(ixia_client_t *c, const char *name) {
   return d;
 }
 
+/* Waits (bounded) until the API's background cache work is done: every
+ * backfill landed or was dropped. What tests wait on instead of sleeping. */
+static gboolean cache_idle(ixia_client_t *c) {
+  gint64 until = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+  while (stat_of(c, "cache_backfills_pending") > 0) {
+    if (g_get_monotonic_time() > until) return FALSE;
+    g_usleep(1000);
+  }
+  return TRUE;
+}
+
 static void test_round_trip(void) {
   ixia_client_t *c = connect_to(api.addr);
   CU_ASSERT_PTR_NOT_NULL_FATAL(c);
@@ -194,7 +205,7 @@ static void test_batch_and_multiget(void) {
            !g_strcmp0(((IxiaDocument *)g_ptr_array_index(docs, 2))->json, "{\"price\":2}");
     hits0 = hits;
     g_ptr_array_free(docs, TRUE);
-    if (!both) g_usleep(20000);
+    if (!both) CU_ASSERT_TRUE(cache_idle(c));
   }
   CU_ASSERT_TRUE(both);
   g_ptr_array_free(fields, TRUE);
@@ -235,7 +246,7 @@ static void test_read_your_writes_through_cache(void) {
       CU_ASSERT_STRING_EQUAL(doc, json);
       CU_ASSERT_EQUAL(got, v);
       g_free(doc);
-      g_usleep(20000); /* let the backfill land so later gets are hits */
+      CU_ASSERT_TRUE(cache_idle(c)); /* the backfill landed: later gets are hits */
     }
   }
   /* The cache really served some of those gets. */
@@ -257,7 +268,7 @@ static void test_ttl_through_the_cache(void) {
     CU_ASSERT_TRUE(ixia_client_get(c, "shop", "flash", "deal", NULL, &found, NULL, NULL, NULL));
     CU_ASSERT_TRUE(found);
     hit = stat_of(c, "cache_hits") > hits0;
-    g_usleep(50000);
+    if (!hit) CU_ASSERT_TRUE(cache_idle(c));
   }
   CU_ASSERT_TRUE(hit); /* the document really was served from the cache */
   g_usleep((gulong)MAX(0, put_at + 3200 * 1000 - g_get_monotonic_time()));
@@ -270,24 +281,12 @@ static void test_ttl_through_the_cache(void) {
   ixia_client_destroy(c);
 }
 
-static char *memcached_raw(const char *key, size_t *len);
-
 static void test_partial_cache_entry_is_a_miss(void) {
   ixia_client_t *c = connect_to(api.addr);
   put_doc(c, "partial", "{\"price\":5,\"category\":\"c\"}");
   char *doc = get_doc(c, "partial", NULL, NULL);
   g_free(doc);
-  /* The miss backfills in the background: wait (bounded) until memcached
-   * holds the whole document. */
-  gint64 until = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
-  for (;;) {
-    size_t len = 0;
-    char *raw = memcached_raw("partial", &len);
-    gboolean there = raw && memmem(raw, len, "category", 8);
-    g_free(raw);
-    if (there || g_get_monotonic_time() > until) break;
-    g_usleep(10000);
-  }
+  CU_ASSERT_TRUE(cache_idle(c)); /* the miss's backfill landed */
   double misses = stat_of(c, "cache_partial_misses");
   /* A field the document lacks: the cached entry lacks it too, so the get
    * falls back to the store, which answers without it. */
@@ -323,7 +322,8 @@ static void test_stale_set_race(void) {
   g_mkdir_with_parents(d, 0755);
   ixt_api_t slow = {0};
   g_setenv("IXIA_TEST_BACKFILL_PAUSE_MS", "1000", TRUE); /* a test hook (common/testhook.h) */
-  gboolean started = ixt_api_start(&slow, d, mc.addr, NULL);
+  const char *sets[] = {"cache.get_path=memcached", NULL};
+  gboolean started = ixt_api_start(&slow, d, mc.addr, sets);
   g_unsetenv("IXIA_TEST_BACKFILL_PAUSE_MS");
   CU_ASSERT_TRUE_FATAL(started);
   CU_ASSERT_TRUE_FATAL(apply_schema(slow.addr));
@@ -333,7 +333,7 @@ static void test_stale_set_race(void) {
   CU_ASSERT_STRING_EQUAL(doc, "{\"price\":1,\"category\":\"old\"}");
   g_free(doc);
   put_doc(c, "race", "{\"price\":2,\"category\":\"new\"}"); /* acknowledged during the pause */
-  g_usleep(1500 * 1000);
+  CU_ASSERT_TRUE(cache_idle(c)); /* the paused backfill has run */
   size_t len = 0;
   char *raw = memcached_raw("race", &len);
   /* The paused backfill must not have stored the old document. */
