@@ -102,14 +102,61 @@ GPid ixt_spawn(char **argv, const char *log_path) {
   return pid;
 }
 
+/* The state letter of a process (/proc/PID/stat), '?' when unknown. */
+static char proc_state(GPid pid) {
+  char path[64], *text = NULL;
+  g_snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  if (!g_file_get_contents(path, &text, NULL, NULL)) return '?';
+  const char *p = strrchr(text, ')');
+  char st = p && p[1] == ' ' ? p[2] : '?';
+  g_free(text);
+  return st;
+}
+
 void ixt_signal(GPid pid, int sig) {
   if (pid <= 0) return;
   kill(pid, sig);
+  if (sig == SIGSTOP) {
+    /* kill() returns before every thread has stopped: a request sent right
+     * after could still be served. */
+    gint64 until = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+    while (proc_state(pid) != 'T' && g_get_monotonic_time() < until) g_usleep(1000);
+  }
   if (sig == SIGKILL || sig == SIGTERM) {
     waitpid(pid, NULL, 0);
     for (guint i = 0; i < children->len; i++)
       if (g_array_index(children, GPid, i) == pid) g_array_index(children, GPid, i) = 0;
   }
+}
+
+/* The pid a memcached on 127.0.0.1:port reports (its "stats"), 0 when it
+ * does not answer: whether the server on a port is the one we started (a
+ * free port can be taken by another process between the probe and the
+ * bind; the memcached we spawned then exits and the port answers for the
+ * other one). */
+static GPid memcached_pid(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  struct timeval tv = {.tv_sec = 2};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  GPid pid = 0;
+  char buf[8192];
+  size_t len = 0;
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 && send(fd, "stats\r\n", 7, MSG_NOSIGNAL) == 7) {
+    while (len < sizeof buf - 1) {
+      ssize_t r = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+      if (r <= 0) break;
+      len += (size_t)r;
+      buf[len] = 0;
+      if (strstr(buf, "END\r\n")) break;
+    }
+    buf[len] = 0;
+    const char *p = strstr(buf, "STAT pid ");
+    if (p) pid = (GPid)atoi(p + 9);
+  }
+  close(fd);
+  return pid;
 }
 
 gboolean ixt_memcached_start(ixt_memcached_t *m, int port) {
@@ -119,7 +166,7 @@ gboolean ixt_memcached_start(ixt_memcached_t *m, int port) {
     snprintf(ps, sizeof ps, "%d", m->port);
     char *argv[] = {MEMCACHED_BIN, "-l", "127.0.0.1", "-p", ps, "-U", "0", "-m", "64", "-u", "root", NULL};
     m->pid = ixt_spawn(argv, "/dev/null");
-    if (m->pid && ixt_wait_tcp(m->port, 5000)) {
+    if (m->pid && ixt_wait_tcp(m->port, 5000) && memcached_pid(m->port) == m->pid) {
       g_free(m->addr);
       m->addr = g_strdup_printf("127.0.0.1:%d", m->port);
       return TRUE;

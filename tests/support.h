@@ -15,7 +15,8 @@ gboolean ixt_wait_tcp(int port, int timeout_ms);
 
 /* Starts argv[0] with output to log_path; tracked for cleanup. */
 GPid ixt_spawn(char **argv, const char *log_path);
-/* Sends sig and, for SIGKILL/SIGTERM, waits for the process to exit. */
+/* Sends sig and, for SIGKILL/SIGTERM, waits for the process to exit; for
+ * SIGSTOP, until it is stopped. */
 void ixt_signal(GPid pid, int sig);
 
 typedef struct {
