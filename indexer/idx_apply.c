@@ -381,7 +381,7 @@ static void rec_diff(batch_t *b, guint32 table_id, guint32 id, const GArray *old
       }
     }
     if (f && (ie > i) != (je > j)) post_change(b, K_POST, fid, VID_EXISTS, id, je > j);
-    if (f && changed && f->type != IXIA_FIELD_TEXT) col_set(b, f, id, np + j, je - j);
+    if (f && changed && f->type != IXIA_FIELD_TEXT) col_set(b, f, id, np ? np + j : NULL, je - j);
     i = ie;
     j = je;
   }
