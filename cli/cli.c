@@ -47,14 +47,7 @@ typedef struct {
   int (*run)(ixia_cli_t *cli, char **args);
 } ixia_cli_command_t;
 
-int ixia_cli_exit_code(const ixia_error_t *err) {
-  switch (err->code) {
-    case IXIA_ENOTFOUND: return IXIA_EXIT_NOTFOUND;
-    case IXIA_EUNAVAILABLE: return IXIA_EXIT_UNREACHABLE;
-    case IXIA_EEXHAUSTED: return IXIA_EXIT_EXHAUSTED;
-    default: return IXIA_EXIT_ERROR;
-  }
-}
+int ixia_cli_exit_code(const ixia_error_t *err) { return ixia_error_exit_code(err); }
 
 void ixia_cli_print_error(const ixia_error_t *err) {
   fprintf(stderr, "ixia: %s: %s\n", ixia_code_name(err->code), err->message);
@@ -405,8 +398,10 @@ static char *ixia_cli_summary(void) {
   g_string_append(s,
                   "\nThe API address comes from --api, else $IXIA_API, else the config "
                   "(api.host:api.port).\n"
-                  "Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 API unreachable, 5 refused: resources\n"
-                  "exhausted (the server's disk is under its reserve; nothing was written, retry later).");
+                  "Exit codes: 0 ok, 1 other error (e.g. CONFLICT), 2 usage, 3 not found, 4 API unreachable,\n"
+                  "5 refused: resources exhausted (the server's disk is under its reserve; nothing was\n"
+                  "written, retry later), 6 bad input (INVALID_ARGUMENT, TYPE_MISMATCH, TOO_LARGE), 7 an\n"
+                  "index shard unavailable, 8 query deadline exceeded, 9 min_version not reached in time.");
   return g_string_free(s, FALSE);
 }
 

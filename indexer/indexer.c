@@ -1056,7 +1056,7 @@ gboolean ixia_indexer_wait_caught_up(ixia_indexer_t *ix, gint64 deadline_us, ixi
     gint64 left_ms = (deadline_us - g_get_monotonic_time()) / 1000;
     if (left_ms <= 0) {
       g_free(high);
-      return ixia_error_set(err, IXIA_EUNAVAILABLE, "shard not caught up within the deadline");
+      return ixia_error_set(err, IXIA_ENOTCAUGHTUP, "shard not caught up within the deadline");
     }
     int64_t lo = 0, hi = 0;
     rd_kafka_resp_err_t kerr =
@@ -1091,12 +1091,12 @@ gboolean ixia_indexer_wait_caught_up(ixia_indexer_t *ix, gint64 deadline_us, ixi
   if (ok) return TRUE;
   ixia_error_t *full = NULL;
   if (g_atomic_int_get(&ix->disk_paused) && !ixia_disk_reserve_check(ix->disk, &full)) {
-    ixia_error_set(err, IXIA_EUNAVAILABLE,
+    ixia_error_set(err, IXIA_ENOTCAUGHTUP,
                    "shard not caught up within the deadline: indexing is paused: %s", full->message);
     ixia_error_destroy(full);
     return FALSE;
   }
-  return ixia_error_set(err, IXIA_EUNAVAILABLE, "shard not caught up within the deadline");
+  return ixia_error_set(err, IXIA_ENOTCAUGHTUP, "shard not caught up within the deadline");
 }
 
 gboolean ixia_indexer_reindex(ixia_indexer_t *ix, const ixia_idx_event_t *events, guint n,
@@ -1145,9 +1145,11 @@ gboolean ixia_indexer_reindex(ixia_indexer_t *ix, const ixia_idx_event_t *events
   return ok;
 }
 
+/* Lines of the failed-updates log; 0 when there is no file (none yet, or
+ * replay-failed moved it aside), -1 when it cannot be read. */
 static gint64 count_lines(const char *path) {
   FILE *f = fopen(path, "re");
-  if (!f) return -1;
+  if (!f) return errno == ENOENT ? 0 : -1;
   char buf[65536];
   gint64 lines = 0;
   size_t n;

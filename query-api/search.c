@@ -85,6 +85,8 @@ static void shard_call(ixia_search_t *s, call_t *c) {
   g_free(json);
   if (c->err) {
     counter_add(&s->shard_errors, 1);
+    /* Down, unreachable or unable to answer: the shard, not the API. */
+    if (c->err->code == IXIA_EUNAVAILABLE) c->err->code = IXIA_ESHARD;
     ixia_error_prefix(c->err, "shard %u (%s)", c->shard, sh->address);
   }
 }
@@ -207,7 +209,7 @@ static gboolean wait_replicated(ixia_search_t *s, gint64 min_version, gint64 dea
   gint64 acked;
   while ((acked = s->acked(s->acked_ud)) < min_version) {
     if (g_get_monotonic_time() >= wait_until)
-      return ixia_error_set(err, IXIA_EUNAVAILABLE,
+      return ixia_error_set(err, IXIA_ENOTCAUGHTUP,
                             "min_version %" G_GINT64_FORMAT " not replicated within the wait "
                             "(query.max_wait_ms / timeout_ms); replication has acknowledged %" G_GINT64_FORMAT,
                             min_version, acked);
@@ -472,7 +474,7 @@ char *ixia_search_run(ixia_search_t *s, const char *request_json, size_t len,
   char *out = NULL;
   ixia_query_t *q = ixia_query_parse(request_json, len, lookup, lookup_ud, &s->lim, &e);
   if (q && s->n_shards == 0)
-    ixia_error_set(&e, IXIA_EUNAVAILABLE,
+    ixia_error_set(&e, IXIA_ESHARD,
                    "query: no index shards are configured (query.indexers is empty)");
   if (q && !e) {
     /* The shards parse the same text again, against their own schemas. */

@@ -1,7 +1,8 @@
 /* ixia-recovery SUBCOMMAND [OPTIONS]: thin dispatch; the work is in the
- * ixia_recovery library (recovery.h). Exit codes: 0 done, 1 failed,
- * 2 usage error. Each subcommand prints a JSON summary on stdout and its
- * progress on stderr. */
+ * ixia_recovery library (recovery.h). Exit codes: 0 done, 1 failed or
+ * diverged, 2 usage error; a failed call exits as `ixia` does (common/error.h:
+ * 4 API unreachable, 6 bad input, 7 shard unavailable, ...). Each
+ * subcommand prints a JSON summary on stdout and its progress on stderr. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,8 +24,9 @@ typedef struct {
 static int print_summary(cJSON *summary, ixia_error_t *err) {
   if (!summary) {
     fprintf(stderr, "ixia-recovery: %s: %s\n", ixia_code_name(err->code), err->message);
+    int code = ixia_error_exit_code(err);
     ixia_error_destroy(err);
-    return EXIT_FAILED;
+    return code;
   }
   char *text = cJSON_Print(summary);
   printf("%s\n", text);

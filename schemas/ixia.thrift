@@ -18,8 +18,12 @@ enum ErrorCode {
   UNAVAILABLE = 6,         /* a dependency failed; retry later */
   INTERNAL = 7,
   UNSUPPORTED = 8,         /* not implemented yet */
-  RESOURCE_EXHAUSTED = 9   /* refused, nothing written: free disk space under its reserve
+  RESOURCE_EXHAUSTED = 9,  /* refused, nothing written: free disk space under its reserve
                               (store.disk_reserve_mb, index.disk_reserve_mb); retry later */
+  DEADLINE_EXCEEDED = 10,  /* a query ran past its deadline (query.deadline_ms, timeout_ms) */
+  NOT_CAUGHT_UP = 11,      /* min_version was not reached within the wait (query.max_wait_ms) */
+  SHARD_UNAVAILABLE = 12   /* an index shard could not answer (down, or repairing itself
+                              when the query asked for allow_repairing: false) */
 }
 
 exception IxiaError {

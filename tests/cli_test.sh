@@ -310,10 +310,10 @@ run "$IXIA" get shop products p2
 # --- refused writes ------------------------------------------------------------
 
 run "$IXIA" put shop products p3 '{"title":"x","price":"cheap"}'
-if [ $rc -eq 1 ] && [[ $err == "ixia: "* ]] && [[ $err == *price* ]]; then
-  pass "wrong-typed field refused, naming the field"
+if [ $rc -eq 6 ] && [[ $err == "ixia: TYPE_MISMATCH: "* ]] && [[ $err == *price* ]]; then
+  pass "wrong-typed field refused (exit 6, bad input), naming the field"
 else
-  fail "wrong-typed field refused, naming the field" "$(last)"
+  fail "wrong-typed field refused (exit 6, bad input), naming the field" "$(last)"
 fi
 run "$IXIA" get shop products p3
 expect_rc "refused document was not stored" 3
@@ -326,10 +326,10 @@ else
 fi
 
 run "$IXIA" put shop products p4 '{"title": '
-if [ $rc -eq 1 ] && [[ $err == "ixia: "* ]]; then
-  pass "malformed JSON refused"
+if [ $rc -eq 6 ] && [[ $err == "ixia: INVALID_ARGUMENT: "* ]]; then
+  pass "malformed JSON refused (exit 6)"
 else
-  fail "malformed JSON refused" "$(last)"
+  fail "malformed JSON refused (exit 6)" "$(last)"
 fi
 
 # --- bulk load ----------------------------------------------------------------
@@ -391,12 +391,24 @@ else
 fi
 echo '{"namespace":"shop","table":"products","filter":{"range":{"price":{"gte":"cheap"}}}}' >"$WORK/q.json"
 STDIN=$WORK/q.json run "$IXIA" query -
-if [ $rc -eq 1 ] && [[ $err == *INVALID_ARGUMENT* ]] && [[ $err == *'filter.range.price'* ]]; then
+if [ $rc -eq 6 ] && [[ $err == *INVALID_ARGUMENT* ]] && [[ $err == *'filter.range.price'* ]]; then
   pass "query -: a bad query names the bad part"
 else
   fail "query -: a bad query names the bad part" "$(last)"
 fi
 
+# min_version that replication cannot reach in time (the sink is stopped):
+# exit 9, not 4 (the API answers).
+sink_pid=$(awk '$1 == "ixia-replication-sink" {print $2}' "$DIR/pids")
+kill -STOP "$sink_pid"
+vnew=$(json_field "$("$IXIA" put shop products waiting '{"category":"cat03","price":1.5}')" version)
+run "$IXIA" query "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":0,\"min_version\":$vnew,\"timeout_ms\":300}"
+kill -CONT "$sink_pid"
+if [ $rc -eq 9 ] && [[ $err == "ixia: NOT_CAUGHT_UP: "* ]]; then
+  pass "query: min_version not reached in time exits 9"
+else
+  fail "query: min_version not reached in time exits 9" "$(last)"
+fi
 run "$IXIA" shards
 if [ $rc -eq 0 ] && is_json "$out" && [[ $out == *'"partition_count"'* ]] && [[ $out == *"$IXIA_INDEXER"* ]]; then
   pass "shards prints each shard's status"
