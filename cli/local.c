@@ -260,7 +260,30 @@ static gboolean local_devkafka_probe(local_t *l) {
   return ok;
 }
 
+/* Says how much ixia-devkafka keeps: a shard further behind than that
+ * loses events (and repairs itself from the truth store). */
+static void local_devkafka_backlog(local_t *l) {
+  ixia_error_t *err = NULL;
+  char *reply = ixia_proc_tcp_request("127.0.0.1", l->port, "backlog\n", LOCAL_PROBE_TIMEOUT_MS, &err);
+  guint64 per = 0;
+  int parts = 0;
+  char builtin[16] = "";
+  if (reply && (sscanf(reply, "ok budget %" G_GUINT64_FORMAT " partitions %d", &per, &parts) == 2 ||
+                sscanf(reply, "ok budget %" G_GUINT64_FORMAT " %15s partitions %d", &per, builtin, &parts) == 3))
+    fprintf(stderr,
+            "ixia-local: ixia-devkafka keeps up to %" G_GUINT64_FORMAT " MiB of events in memory "
+            "(%d partitions x %" G_GUINT64_FORMAT " MiB%s); an indexer further behind loses "
+            "events and repairs itself from the truth store\n",
+            per * (guint64)parts >> 20, parts, per >> 20,
+            *builtin ? ", librdkafka's built-in limit" : ", devkafka.memory_mb");
+  else
+    fprintf(stderr, "ixia-local: cannot read ixia-devkafka's backlog: %s\n", reply ? reply : err->message);
+  g_free(reply);
+  ixia_error_destroy(err);
+}
+
 static void local_devkafka_ready(local_t *l) {
+  local_devkafka_backlog(l);
   /* The probe just read it; only a concurrent rm could take it away. */
   char *bootstrap = local_read_state(l, LOCAL_KAFKA_BOOTSTRAP_FILE);
   if (!bootstrap) bootstrap = g_strdup("");

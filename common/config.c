@@ -209,6 +209,11 @@ static const ixia_option_t options[] = {
     /* ixia-devkafka: the embedded, in-memory broker for local runs and tests */
     {"devkafka.brokers", IXIA_OPT_INT, "3", 1, 16, "Brokers in the mock cluster."},
     {"devkafka.partitions", IXIA_OPT_INT, "4", 1, 1024, "Partitions of kafka.topic."},
+    {"devkafka.memory_mb", IXIA_OPT_INT, "1024", 1, 1048576,
+     "Memory budget of ixia-devkafka's backlog: record batches kept per partition are bounded by "
+     "this divided by devkafka.partitions; beyond it the oldest are deleted (a consumer further "
+     "behind loses them, and an index shard repairs itself). Memory is used only as events "
+     "arrive."},
     {"devkafka.bootstrap_file", IXIA_OPT_STRING, "", 0, 0,
      "If set, ixia-devkafka writes its bootstrap address list to this file once it serves."},
     {"devkafka.control_port_file", IXIA_OPT_STRING, "", 0, 0,

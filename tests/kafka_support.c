@@ -90,6 +90,11 @@ static void ks_add_set(GPtrArray *argv, char *assignment) {
 }
 
 gboolean ixt_devkafka_start(ixt_devkafka_t *k, const char *dir, int brokers, int partitions) {
+  return ixt_devkafka_start_sets(k, dir, brokers, partitions, NULL);
+}
+
+gboolean ixt_devkafka_start_sets(ixt_devkafka_t *k, const char *dir, int brokers, int partitions,
+                                 const char *const *sets) {
   g_return_val_if_fail(k->pid == 0, FALSE);
   k->dir = g_strdup(dir);
   k->log_path = g_build_filename(dir, "ixia-devkafka.log", NULL);
@@ -110,6 +115,7 @@ gboolean ixt_devkafka_start(ixt_devkafka_t *k, const char *dir, int brokers, int
   ks_add_set(argv, g_strdup_printf("devkafka.partitions=%d", partitions));
   ks_add_set(argv, g_strdup_printf("devkafka.bootstrap_file=%s", bootstrap_file));
   ks_add_set(argv, g_strdup_printf("devkafka.control_port_file=%s", control_file));
+  for (const char *const *s = sets; s && *s; s++) ks_add_set(argv, g_strdup(*s));
   g_ptr_array_add(argv, NULL);
 
   ks_parent = getpid();
