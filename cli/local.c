@@ -335,6 +335,11 @@ static gboolean local_indexer_command(local_t *l, GPtrArray *argv, ixia_error_t 
   local_add_set(argv, g_strdup_printf("indexer.port_file=%s", port_file));
   local_add_set(argv, g_strdup("indexer.partitions="));
   local_add_set(argv, g_strdup_printf("index.path=%s", index));
+  /* Self-healing reads from the API, which starts after the indexer: the
+   * indexer reads its port from the file the API writes. */
+  char *api_port = local_state_path(l, LOCAL_API_PORT_FILE);
+  local_add_set(argv, g_strdup_printf("indexer.api_port_file=%s", api_port));
+  g_free(api_port);
   local_add_set(argv, g_strdup_printf("kafka.brokers=%s",
                                       (char *)g_hash_table_lookup(l->addrs, "ixia-devkafka")));
   local_add_set(argv, g_strdup_printf("cache.servers=%s",

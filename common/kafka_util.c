@@ -1,8 +1,14 @@
 #include "kafka_util.h"
 
 #include <syslog.h>
+#include <zlib.h>
 
 #include "log.h"
+
+gint32 ixia_kafka_partition(const void *key, size_t len, gint32 partition_count) {
+  guint32 crc = (guint32)crc32(crc32(0L, Z_NULL, 0), key, (uInt)len);
+  return partition_count > 0 ? (gint32)(crc % (guint32)partition_count) : 0;
+}
 
 gboolean ixia_kafka_conf_set(rd_kafka_conf_t *conf, const char *what, const char *name,
                              const char *value, ixia_error_t **err) {

@@ -134,6 +134,8 @@ void ixia_api_destroy(ixia_api_t *api) {
 
 void ixia_api_set_server(ixia_api_t *api, ixia_server_t *srv) { api->server = srv; }
 guint ixia_api_max_batch_ops(const ixia_api_t *api) { return api->max_batch_ops; }
+ixia_store_t *ixia_api_store(ixia_api_t *api) { return api->store; }
+
 guint ixia_api_max_get_keys(const ixia_api_t *api) { return api->max_get_keys; }
 
 typedef struct {

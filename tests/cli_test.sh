@@ -409,6 +409,13 @@ if [ $rc -eq 9 ] && [[ $err == "ixia: NOT_CAUGHT_UP: "* ]]; then
 else
   fail "query: min_version not reached in time exits 9" "$(last)"
 fi
+run "$IXIA" query "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":0,\"min_version\":$vnew}"
+if [ $rc -eq 0 ] && [[ $out == *'"shards":[{"shard":0,"as_of":'* ]] && [[ $out == *'"repairing":false'* ]]; then
+  pass "query: each shard's as_of, stale hits and repairing state"
+else
+  fail "query: each shard's as_of, stale hits and repairing state" "$(last)"
+fi
+
 run "$IXIA" shards
 if [ $rc -eq 0 ] && is_json "$out" && [[ $out == *'"partition_count"'* ]] && [[ $out == *"$IXIA_INDEXER"* ]]; then
   pass "shards prints each shard's status"

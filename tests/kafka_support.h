@@ -138,6 +138,15 @@ typedef struct {
 } ixt_stack_t;
 
 gboolean ixt_stack_start(ixt_stack_t *s, guint shards, const char *const *api_sets);
+/* The same with extra "--set" assignments per daemon (each NULL-terminated,
+ * may be NULL). The shards always get indexer.api_port_file=DIR/api.port
+ * (they repair themselves from the API). */
+typedef struct {
+  const char *const *api_sets;
+  const char *const *indexer_sets;
+  const char *const *devkafka_sets;
+} ixt_stack_opts_t;
+gboolean ixt_stack_start_opts(ixt_stack_t *s, guint shards, const ixt_stack_opts_t *o);
 /* Stops everything; FALSE when a daemon's log holds a sanitizer report. */
 gboolean ixt_stack_stop(ixt_stack_t *s);
 

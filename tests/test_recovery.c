@@ -163,13 +163,7 @@ static cJSON *verify_live(void) {
   return r;
 }
 
-static double num(const cJSON *o, const char *path) {
-  char **parts = g_strsplit(path, ".", -1);
-  const cJSON *x = o;
-  for (char **p = parts; *p && x; p++) x = cJSON_GetObjectItemCaseSensitive(x, *p);
-  g_strfreev(parts);
-  return cJSON_IsNumber(x) ? x->valuedouble : -1;
-}
+#define num ixt_json_num
 
 static gboolean verify_ok(void) {
   cJSON *r = verify_live();
@@ -466,8 +460,8 @@ static void test_cli_with_only_ixia_api(void) {
   g_free(out);
   char *meta = g_strdup_printf("%s/SNAPSHOT.json", snap);
   CU_ASSERT_TRUE(g_file_test(meta, G_FILE_TEST_EXISTS));
-  /* An existing, non-empty directory is refused. */
-  CU_ASSERT_EQUAL(run_cli(a1, &out), 1);
+  /* An existing, non-empty directory is refused: bad input, exit 6. */
+  CU_ASSERT_EQUAL(run_cli(a1, &out), 6);
   g_free(out);
   char *a2[] = {"verify", "-q", NULL};
   CU_ASSERT_EQUAL(run_cli(a2, &out), 0);
