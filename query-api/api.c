@@ -601,6 +601,10 @@ char *ixia_api_stats(ixia_api_t *api) {
   cJSON_AddNumberToObject(o, "replication_events_published", (double)rs.events_published);
   cJSON_AddNumberToObject(o, "replication_calls", (double)rs.calls);
   cJSON_AddNumberToObject(o, "replication_failures", (double)rs.failures);
+  /* A Kafka outage shows here at once, long before a call times out. */
+  cJSON_AddNumberToObject(o, "replication_pending_edits", (double)MAX(rs.latest - rs.checkpoint, 0));
+  cJSON_AddNumberToObject(o, "replication_pending_age_ms", (double)rs.pending_age_ms);
+  cJSON_AddNumberToObject(o, "replication_call_age_ms", (double)rs.call_age_ms);
   cJSON_AddBoolToObject(o, "replication_gap", rs.gap);
   if (rs.gap) {
     cJSON_AddNumberToObject(o, "replication_gap_missing_from", (double)rs.gap_missing_from);

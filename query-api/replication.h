@@ -45,6 +45,8 @@ typedef struct {
   gint64 persisted;       /* the checkpoint in store.path/REPLICATION_CHECKPOINT */
   guint64 checkpoint_failures; /* failed saves of that file (e.g. a full disk) */
   char *checkpoint_error; /* g_malloc'd: why the last save failed; NULL once one succeeds */
+  gint64 pending_age_ms;  /* how long the oldest edit not acknowledged by a sink has waited (0: none) */
+  gint64 call_age_ms;     /* how long the shipment in flight has waited for its sink (0: none) */
 } ixia_replication_stats_t;
 
 /* Starts the source when replication.sinks is set; otherwise returns a
