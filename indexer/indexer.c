@@ -376,43 +376,10 @@ GArray *ixia_indexer_parse_partitions(const char *spec, gint32 n_partitions, ixi
   return out;
 }
 
-/* The topic's partition count; all topics are asked for, because a request
- * naming the topic could create it (broker auto-creation). */
+/* The topic's partition count (an indexer cannot choose its partitions
+ * without it). */
 static gint32 topic_partitions(ixia_indexer_t *ix, ixia_error_t **err) {
-  gint64 deadline = g_get_monotonic_time() + METADATA_WAIT_US;
-  char *last = g_strdup("no answer");
-  gint32 n = -1;
-  for (;;) {
-    const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_resp_err_t kerr = rd_kafka_metadata(ix->rk, 1, NULL, &md, 2000);
-    if (kerr) {
-      g_free(last);
-      last = g_strdup(rd_kafka_err2str(kerr));
-    } else {
-      g_free(last);
-      last = g_strdup_printf("topic %s does not exist", ix->topic);
-      for (int i = 0; i < md->topic_cnt; i++) {
-        if (strcmp(md->topics[i].topic, ix->topic) != 0) continue;
-        if (md->topics[i].err) {
-          g_free(last);
-          last = g_strdup(rd_kafka_err2str(md->topics[i].err));
-        } else if (md->topics[i].partition_cnt > 0) {
-          n = md->topics[i].partition_cnt;
-        }
-      }
-    }
-    if (md) rd_kafka_metadata_destroy(md);
-    if (n > 0 || g_get_monotonic_time() >= deadline) break;
-    IXIA_WARN("kafka: waiting for the partitions of topic %s at %s: %s", ix->topic, ix->brokers,
-              last);
-    g_usleep(500000);
-  }
-  if (n <= 0)
-    ixia_error_set(err, IXIA_EUNAVAILABLE,
-                   "cannot read the partitions of topic %s from kafka.brokers %s: %s", ix->topic,
-                   ix->brokers, last);
-  g_free(last);
-  return n;
+  return ixia_kafka_topic_partitions(ix->rk, ix->topic, ix->brokers, METADATA_WAIT_US, err);
 }
 
 /* (Re)assigns every owned partition at its stored position: at start, and
