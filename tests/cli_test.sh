@@ -151,6 +151,9 @@ if [ $rc -ne 0 ] || [ ! -f "$DIR/local.env" ]; then
   finish
 fi
 pass "ixia-local up"
+[[ $err == *"ixia-devkafka keeps up to 1024 MiB of events"* ]] &&
+  pass "ixia-local up prints devkafka's backlog budget" ||
+  fail "ixia-local up prints devkafka's backlog budget" "$(last)"
 pids_started=$(awk '!/^#/ && NF == 3 {print $2 ":" $3}' "$DIR/pids")
 cp "$DIR/pids" "$WORK/pids.before"
 if grep -q '^IXIA_API=127\.0\.0\.1:[0-9]\+$' "$DIR/local.env" &&
@@ -435,6 +438,35 @@ else
 fi
 run "$BIN/ixia-recovery" frobnicate
 expect_rc "ixia-recovery: unknown subcommand is a usage error" 2
+
+# --- a shard down, ixia-local restart ------------------------------------------
+
+idx_pid=$(awk '$1 == "ixia-indexer" {print $2}' "$DIR/pids")
+kill -9 "$idx_pid"
+run "$IXIA" query '{"namespace":"shop","table":"products","limit":0}'
+if [ $rc -eq 7 ] && [[ $err == "ixia: SHARD_UNAVAILABLE: "* ]]; then
+  pass "query with the shard down exits 7 (not 4: the API answers)"
+else
+  fail "query with the shard down exits 7 (not 4: the API answers)" "$(last)"
+fi
+run "$LOCAL" restart ixia-indexer --dir "$DIR"
+new_pid=$(awk '$1 == "ixia-indexer" {print $2}' "$DIR/pids")
+if [ $rc -eq 0 ] && [ -n "$new_pid" ] && [ "$new_pid" != "$idx_pid" ] && grep -q "^IXIA_INDEXER=$IXIA_INDEXER\$" "$DIR/local.env"; then
+  pass "ixia-local restart ixia-indexer: same port, the new process recorded"
+else
+  fail "ixia-local restart ixia-indexer: same port, the new process recorded" "$(last)" "pids: $(cat "$DIR/pids")"
+fi
+# The killed one is no longer expected alive; the new one is, until down.
+kept=""
+for ps in $pids_started; do [ "${ps%%:*}" = "$idx_pid" ] || kept="$kept $ps"; done
+pids_started="$kept $new_pid:$(awk '{print $22}' "/proc/$new_pid/stat" 2>/dev/null)"
+run "$LOCAL" status --dir "$DIR"
+[ $rc -eq 0 ] && [[ $out == *"ixia-indexer"*"running"*"pid $new_pid"* ]] &&
+  pass "status shows the restarted indexer running" || fail "status shows the restarted indexer running" "$(last)"
+run "$IXIA" query '{"namespace":"shop","table":"products","limit":0}'
+expect_out "query answers again after the restart" '"total":'
+run "$LOCAL" restart no-such --dir "$DIR"
+expect_rc "ixia-local restart of an unknown daemon is a usage error" 2
 
 # --- stats ------------------------------------------------------------------
 
