@@ -494,10 +494,12 @@ static void batch_clear(batch_t *b) {
  * offset below the expected one means the partition started over (the
  * topic was re-created, or Kafka lost its data). Either way the index
  * misses edits it can never read from Kafka: the shard repairs itself from
- * the truth store (heal.h). */
+ * the truth store (heal.h). A partition the shard never read starts at
+ * offset 0: when Kafka starts it later, its first events are gone (a new
+ * or rebuilt shard on a topic whose retention dropped them). */
 static void check_continuity(ixia_indexer_t *ix, batch_t *b, gint32 p, gint64 offset) {
-  gint64 expect = b->next[p] >= 0 ? b->next[p] : b->eof[p] >= 0 ? b->eof[p] : ix->applied[p];
-  if (expect < 0 || offset == expect) return;
+  gint64 expect = b->next[p] >= 0 ? b->next[p] : b->eof[p] >= 0 ? b->eof[p] : MAX(ix->applied[p], 0);
+  if (offset == expect) return;
   if (offset > expect) {
     __atomic_add_fetch(&ix->offsets_lost, (guint64)(offset - expect), __ATOMIC_RELAXED);
     char *what = g_strdup_printf("partition %d: offsets %" G_GINT64_FORMAT "..%" G_GINT64_FORMAT
