@@ -145,6 +145,7 @@ struct ixia_indexer {
   ixia_expiry_t *expiry;
   GHashTable *schema_misses;
   gint64 last_end_check;
+  gint64 last_schema_fetch; /* atomic: a search's fetch of schemas (learn_schema) */
   char fetch_wait[24]; /* indexer.fetch_wait_ms, as librdkafka wants it */
 
   /* Counters, atomics. */
@@ -1314,7 +1315,15 @@ void ixia_indexer_request_repair(ixia_indexer_t *ix, const char *why) {
   ixia_heal_request(ix->heal, IXIA_HEAL_REQUESTED, why);
 }
 
+/* Searches may name any table (the Search port is not only the API's): at
+ * most one schema fetch per this long. */
+#define LEARN_SCHEMA_EVERY_US G_USEC_PER_SEC
+
 gboolean ixia_indexer_learn_schema(ixia_indexer_t *ix, const char *ns, const char *table) {
+  gint64 now = g_get_monotonic_time(), last = __atomic_load_n(&ix->last_schema_fetch, __ATOMIC_RELAXED);
+  if ((last && now - last < LEARN_SCHEMA_EVERY_US) ||
+      !__atomic_compare_exchange_n(&ix->last_schema_fetch, &last, now, FALSE, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    return FALSE;
   ixia_error_t *err = NULL;
   GPtrArray *schemas = ixia_heal_fetch_schemas(ix->heal, &err);
   if (!schemas) {

@@ -23,6 +23,9 @@ static gboolean filter_init(filter_t *f, const char *ns, const char *table,
                             const ixia_truthscan_filter_t *in, ixia_error_t **err) {
   memset(f, 0, sizeof *f);
   if (!in || in->partition_count <= 0 || in->n_partitions == 0) return TRUE;
+  if (in->partition_count > IXIA_TRUTHSCAN_MAX_PARTITIONS)
+    return ixia_error_set(err, IXIA_EINVAL, "partition_count %d is over %d", (int)in->partition_count,
+                          IXIA_TRUTHSCAN_MAX_PARTITIONS);
   f->n = in->partition_count;
   f->owned = g_new0(gboolean, f->n);
   for (guint i = 0; i < in->n_partitions; i++) {

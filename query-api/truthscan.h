@@ -33,6 +33,8 @@
 #define IXIA_TRUTHSCAN_MAX_KEYS 100000
 #define IXIA_TRUTHSCAN_MAX_DIGEST_KEYS 1000000
 #define IXIA_TRUTHSCAN_MAX_RANGES 10000
+/* Kafka allows far fewer per topic; bounds the filter's memory. */
+#define IXIA_TRUTHSCAN_MAX_PARTITIONS 100000
 
 /* Which keys: every key when partition_count is 0 or partitions is empty. */
 typedef struct {
