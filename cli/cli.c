@@ -51,16 +51,7 @@ typedef struct {
   int (*run)(ixia_cli_t *cli, char **args);
 } ixia_cli_command_t;
 
-int ixia_cli_exit_code(const ixia_error_t *err) {
-  switch (err->code) {
-    case IXIA_ENOTFOUND: return IXIA_EXIT_NOTFOUND;
-    case IXIA_EUNAVAILABLE: return IXIA_EXIT_UNREACHABLE;
-    case IXIA_EEXHAUSTED: return IXIA_EXIT_EXHAUSTED;
-    case IXIA_EUNAUTHENTICATED:
-    case IXIA_EDENIED: return IXIA_EXIT_DENIED;
-    default: return IXIA_EXIT_ERROR;
-  }
-}
+int ixia_cli_exit_code(const ixia_error_t *err) { return ixia_error_exit_code(err); }
 
 void ixia_cli_print_error(const ixia_error_t *err) {
   fprintf(stderr, "ixia: %s: %s\n", ixia_code_name(err->code), err->message);
@@ -469,9 +460,11 @@ static char *ixia_cli_summary(void) {
                   "(api.host:api.port).\n"
                   "The API key comes from $IXIA_KEY, else the service key file (auth.service_key_file)\n"
                   "when readable.\n"
-                  "Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 API unreachable, 5 refused: resources\n"
-                  "exhausted (the server's disk is under its reserve; nothing was written, retry later),\n"
-                  "6 no valid API key, or the key does not allow it.");
+                  "Exit codes: 0 ok, 1 other error (e.g. CONFLICT), 2 usage, 3 not found, 4 API unreachable,\n"
+                  "5 refused: resources exhausted (the server's disk is under its reserve; nothing was\n"
+                  "written, retry later), 6 bad input (INVALID_ARGUMENT, TYPE_MISMATCH, TOO_LARGE), 7 an\n"
+                  "index shard unavailable, 8 query deadline exceeded, 9 min_version not reached in time,\n"
+                  "10 no valid API key, or the key does not allow it.");
   return g_string_free(s, FALSE);
 }
 

@@ -1,30 +1,18 @@
 /* The `ixia` command-line client: one function per command, dispatched from
  * a table (cli.c); the bulk loader lives in load.c.
  *
- * Exit codes are part of the interface (scripts and tests rely on them):
- *   0 success, 1 error reported by the server or a local failure,
- *   2 usage error, 3 not found, 4 API unreachable, 5 refused because a
- *   resource is exhausted (RESOURCE_EXHAUSTED: the server's disk is under
- *   its free-space reserve; nothing was written, retry once space is
- *   freed), 6 no valid API key or the key does not allow the call. */
+ * Exit codes are part of the interface (scripts and tests rely on them);
+ * common/error.h lists them (IXIA_EXIT_*): 0 success, 1 other error,
+ * 2 usage, 3 not found, 4 API unreachable, 5 refused under a disk reserve,
+ * 6 bad input refused by the server, 7 an index shard unavailable,
+ * 8 query deadline exceeded, 9 min_version wait ran out, 10 no valid API key
+ * or one that does not allow the call. */
 #ifndef IXIA_CLI_H
 #define IXIA_CLI_H
 
 #include "error.h"
 
-enum {
-  IXIA_EXIT_OK = 0,
-  IXIA_EXIT_ERROR = 1,
-  IXIA_EXIT_USAGE = 2,
-  IXIA_EXIT_NOTFOUND = 3,
-  IXIA_EXIT_UNREACHABLE = 4,
-  IXIA_EXIT_EXHAUSTED = 5,
-  IXIA_EXIT_DENIED = 6,
-};
-
-/* Exit code for an error: NOT_FOUND → 3, UNAVAILABLE → 4,
- * RESOURCE_EXHAUSTED → 5, UNAUTHENTICATED and PERMISSION_DENIED → 6,
- * anything else 1. */
+/* Exit code for an error (ixia_error_exit_code). */
 int ixia_cli_exit_code(const ixia_error_t *err);
 
 /* Prints "ixia: <CODE_NAME>: message" on stderr. */

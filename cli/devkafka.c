@@ -19,6 +19,7 @@
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
+#include "devkafka_log.h"
 #include "kafka_util.h"
 #include "log.h"
 #include "server.h"
@@ -59,6 +60,11 @@ struct ixia_devkafka {
   GThread *thread;
   GThread *nodelay_thread;
   gint stopping;
+  /* The partition logs (devkafka_log.h): found = the budget applies. */
+  ixia_devkafka_parts_t parts;
+  gboolean parts_found;
+  char *parts_why; /* why not */
+  gsize budget;    /* bytes per partition */
 };
 
 /* ---- TCP_NODELAY on the mock brokers' connections ------------------------ */
@@ -156,6 +162,18 @@ ixia_devkafka_t *ixia_devkafka_new(const ixia_config_t *cfg, ixia_error_t **err)
     ixia_devkafka_destroy(dk);
     return NULL;
   }
+  /* The backlog: devkafka.memory_mb over the partitions, instead of the
+   * mock's built-in 5 MiB each. */
+  dk->budget = (gsize)ixia_config_int(cfg, "devkafka.memory_mb") * 1024 * 1024 / (gsize)dk->partitions;
+  dk->parts_found = ixia_devkafka_parts_find(dk->mcluster, dk->rk, dk->topic, dk->brokers, dk->partitions,
+                                             &dk->parts, &dk->parts_why);
+  if (dk->parts_found) {
+    ixia_devkafka_parts_set_budget(&dk->parts, dk->budget);
+  } else {
+    IXIA_WARN("devkafka.memory_mb cannot be applied: %s; each partition keeps librdkafka's built-in "
+              "%d MiB", dk->parts_why, IXIA_DEVKAFKA_MOCK_MAX_BYTES >> 20);
+    dk->budget = IXIA_DEVKAFKA_MOCK_MAX_BYTES;
+  }
   dk->bootstraps = g_strdup(rd_kafka_mock_cluster_bootstraps(dk->mcluster));
   dk->nodelay_thread = g_thread_new("devkafka-nodelay", devkafka_nodelay_loop, dk);
   return dk;
@@ -169,7 +187,7 @@ int ixia_devkafka_control_port(const ixia_devkafka_t *dk) { return dk->thread ? 
 
 static const char devkafka_help[] =
     "commands: ping | bootstrap | broker-down ID|all | broker-up ID|all | "
-    "produce-errors COUNT ERRNAME|CODE | rtt ID|all MS | help";
+    "produce-errors COUNT ERRNAME|CODE | rtt ID|all MS | backlog | reset-topic | help";
 
 /* Names newer Kafka uses for codes librdkafka 2.0 still calls otherwise. */
 static const struct {
@@ -289,6 +307,36 @@ static char *devkafka_cmd_rtt(ixia_devkafka_t *dk, char **args, int nargs) {
   return reply;
 }
 
+/* "ok budget B [built-in] partitions P: I:START-END:BYTES ..." */
+static char *devkafka_cmd_backlog(ixia_devkafka_t *dk) {
+  GString *s = g_string_new(NULL);
+  g_string_printf(s, "ok budget %" G_GSIZE_FORMAT "%s partitions %d:", dk->budget,
+                  dk->parts_found ? "" : " built-in", dk->partitions);
+  for (int i = 0; dk->parts_found && i < dk->partitions; i++) {
+    gint64 start, end;
+    gsize bytes, budget;
+    ixia_devkafka_parts_usage(&dk->parts, i, &start, &end, &bytes, &budget);
+    g_string_append_printf(s, " %d:%" G_GINT64_FORMAT "-%" G_GINT64_FORMAT ":%" G_GSIZE_FORMAT, i,
+                           start, end, bytes);
+  }
+  return g_string_free(s, FALSE);
+}
+
+/* Empties the topic with its offsets starting at 0 again: what consumers
+ * see when a topic is deleted and re-created (or an in-memory Kafka is
+ * restarted) under them. Brokers are down meanwhile, so the mock thread
+ * reads no partition while it changes. */
+static char *devkafka_cmd_reset_topic(ixia_devkafka_t *dk) {
+  if (!dk->parts_found) return g_strdup_printf("error reset-topic is not available: %s", dk->parts_why);
+  rd_kafka_resp_err_t kerr = rd_kafka_mock_broker_set_down(dk->mcluster, -1);
+  if (kerr) return g_strdup_printf("error reset-topic: broker-down: %s", rd_kafka_err2str(kerr));
+  ixia_devkafka_parts_reset(&dk->parts);
+  kerr = rd_kafka_mock_broker_set_up(dk->mcluster, -1);
+  if (kerr) return g_strdup_printf("error reset-topic: broker-up: %s", rd_kafka_err2str(kerr));
+  return g_strdup_printf("ok topic %s re-created empty: %d partitions, offsets from 0", dk->topic,
+                         dk->partitions);
+}
+
 static char *devkafka_dispatch(ixia_devkafka_t *dk, char **argv, int argc) {
   if (argc == 0) return g_strdup("error empty command (try help)");
   const char *cmd = argv[0];
@@ -301,7 +349,10 @@ static char *devkafka_dispatch(ixia_devkafka_t *dk, char **argv, int argc) {
   if (strcmp(cmd, "broker-up") == 0) return devkafka_cmd_broker_state(dk, TRUE, args, nargs);
   if (strcmp(cmd, "produce-errors") == 0) return devkafka_cmd_produce_errors(dk, args, nargs);
   if (strcmp(cmd, "rtt") == 0) return devkafka_cmd_rtt(dk, args, nargs);
-  if (strcmp(cmd, "ping") == 0 || strcmp(cmd, "help") == 0 || strcmp(cmd, "bootstrap") == 0)
+  if (strcmp(cmd, "backlog") == 0 && nargs == 0) return devkafka_cmd_backlog(dk);
+  if (strcmp(cmd, "reset-topic") == 0 && nargs == 0) return devkafka_cmd_reset_topic(dk);
+  if (strcmp(cmd, "ping") == 0 || strcmp(cmd, "help") == 0 || strcmp(cmd, "bootstrap") == 0 ||
+      strcmp(cmd, "backlog") == 0 || strcmp(cmd, "reset-topic") == 0)
     return g_strdup_printf("error %s takes no arguments", cmd);
   char *shown = g_strescape(cmd, NULL);
   char *reply = g_strdup_printf("error unknown command '%s' (try help)", shown);
@@ -320,7 +371,8 @@ char *ixia_devkafka_command(ixia_devkafka_t *dk, const char *line) {
   /* Faults are logged so that a test's devkafka log explains its timeline;
    * probes (ping, bootstrap) would only add noise. */
   const char *cmd = argv->len ? g_ptr_array_index(argv, 0) : "";
-  gboolean quiet = argv->len == 1 && (strcmp(cmd, "ping") == 0 || strcmp(cmd, "bootstrap") == 0);
+  gboolean quiet = argv->len == 1 && (strcmp(cmd, "ping") == 0 || strcmp(cmd, "bootstrap") == 0 ||
+                                      strcmp(cmd, "backlog") == 0);
   if (!quiet || g_str_has_prefix(reply, "error")) {
     char *shown = g_strescape(line, NULL);
     IXIA_INFO("control: %s -> %s", shown, reply);
@@ -496,6 +548,7 @@ void ixia_devkafka_destroy(ixia_devkafka_t *dk) {
   g_mutex_clear(&dk->lock);
   g_free(dk->bootstraps);
   g_free(dk->topic);
+  g_free(dk->parts_why);
   g_free(dk);
 }
 
@@ -504,9 +557,10 @@ void ixia_devkafka_destroy(ixia_devkafka_t *dk) {
 static const char devkafka_summary[] =
     "Runs an IN-MEMORY Kafka cluster (librdkafka's mock cluster) on 127.0.0.1 for local runs\n"
     "and tests. It is NOT a production broker: every record lives in this process's memory\n"
-    "and is lost when it exits; each partition keeps at most about 5 MiB of batches (older\n"
-    "ones are dropped); it listens on loopback only. Production uses real Kafka\n"
-    "(docker-compose.yml; point kafka.brokers at it).\n"
+    "and is lost when it exits; the partitions together keep at most devkafka.memory_mb of\n"
+    "events (default 1 GiB; older ones are dropped, and an index shard that had not read\n"
+    "them repairs itself from the truth store); it listens on loopback only. Production\n"
+    "uses real Kafka (docker-compose.yml; point kafka.brokers at it).\n"
     "\n"
     "It creates kafka.topic with devkafka.partitions partitions (replication factor\n"
     "min(3, devkafka.brokers)) and writes the bootstrap list to devkafka.bootstrap_file.\n"
@@ -518,6 +572,8 @@ static const char devkafka_summary[] =
     "  broker-down ID|all, broker-up ID|all    (IDs 1..devkafka.brokers)\n"
     "  produce-errors COUNT ERRNAME|CODE       (e.g. 3 NOT_LEADER_FOR_PARTITION)\n"
     "  rtt ID|all MS\n"
+    "  backlog                                 (budget, then per partition I:FIRST-NEXT:BYTES)\n"
+    "  reset-topic                             (empty the topic, offsets from 0: as if re-created)\n"
     "\n"
     "Example: ixia-devkafka --set devkafka.bootstrap_file=kafka.bootstrap \\\n"
     "           --set devkafka.control_port_file=kafka.control\n"
@@ -565,8 +621,11 @@ int ixia_devkafka_main(int argc, char **argv) {
   }
   char *control = dk->thread ? g_strdup_printf("127.0.0.1:%d", dk->port) : g_strdup("off");
   IXIA_INFO("ixia-devkafka (IN-MEMORY, local runs and tests only; data is lost on exit) serving "
-            "%s: topic %s, %d partitions, replication factor %d; control %s",
-            ixia_devkafka_bootstraps(dk), dk->topic, dk->partitions, dk->replication, control);
+            "%s: topic %s, %d partitions, replication factor %d; backlog %" G_GSIZE_FORMAT
+            " MiB per partition%s; control %s",
+            ixia_devkafka_bootstraps(dk), dk->topic, dk->partitions, dk->replication,
+            dk->budget >> 20, dk->parts_found ? " (devkafka.memory_mb)" : " (librdkafka's built-in limit)",
+            control);
   g_free(control);
   ixia_wait_for_signal();
   IXIA_INFO("shutting down; the cluster's data is discarded");

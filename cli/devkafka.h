@@ -3,10 +3,11 @@
  * NOT A PRODUCTION BROKER. It hosts librdkafka's mock cluster
  * (rdkafka_mock.h), which speaks the real Kafka protocol on 127.0.0.1 only
  * and keeps every record in this process's memory: everything is lost when
- * it exits, and each partition keeps at most about 5 MiB of record batches
- * (librdkafka's built-in limit; older batches are dropped, so a consumer far
- * behind sees its offset go out of range). Production runs real Kafka
- * (docker-compose.yml).
+ * it exits. The partitions together keep at most devkafka.memory_mb of
+ * record batches (devkafka_log.h raises librdkafka's built-in 5 MiB per
+ * partition to that budget); older batches are dropped, so a consumer
+ * further behind sees its offset go out of range. Production runs real
+ * Kafka (docker-compose.yml).
  *
  * On start it creates kafka.topic with devkafka.partitions partitions and
  * replication factor min(3, devkafka.brokers), then writes its bootstrap
@@ -27,6 +28,10 @@
  *                                 (any rd_kafka_err2name name, case-insensitive,
  *                                 optional RD_KAFKA_RESP_ERR_ prefix) or a code
  *   rtt ID|all MS                 delay every response of the broker(s) by MS
+ *   backlog                       ok budget BYTES [built-in] partitions N: I:FIRST-NEXT:BYTES ...
+ *                                 (per partition: the budget, and the offsets and bytes held)
+ *   reset-topic                   delete every event and start each partition's offsets at 0
+ *                                 again: what consumers see when the topic is re-created
  *
  * Broker IDs are 1..devkafka.brokers. Neither down nor up moves partition
  * leadership (librdkafka's mock does not), so with a leader down its

@@ -39,6 +39,7 @@ typedef struct local local_t;
  * stop in reverse order. */
 typedef struct {
   const char *name; /* pid file entry and logs/NAME.log */
+  const char *env_key; /* its address in local.env */
   int attempts;     /* > 1 where a free port chosen by us may be taken meanwhile */
   /* Appends the command line (argv[0] an absolute path) for one attempt. */
   gboolean (*command)(local_t *l, GPtrArray *argv, ixia_error_t **err);
@@ -60,6 +61,7 @@ struct local {
   GHashTable *addrs;  /* service name → "127.0.0.1:PORT", for the services after it */
   GString *env;       /* contents of local.env */
   int port;           /* port of the service being started */
+  int want_port;      /* restart: the port it had (0: any) */
   char *probe_msg;    /* why the last probe failed, for the time-out message */
 };
 
@@ -86,7 +88,7 @@ static gboolean local_memcached_command(local_t *l, GPtrArray *argv, ixia_error_
     return ixia_error_set(err, IXIA_ENOTFOUND,
                           "memcached not found in PATH or /usr/bin; install it "
                           "(scripts/install-deps.sh)");
-  l->port = ixia_proc_free_port(err);
+  l->port = l->want_port ? l->want_port : ixia_proc_free_port(err);
   if (l->port < 0) {
     g_free(bin);
     return FALSE;
@@ -311,7 +313,34 @@ static gboolean local_devkafka_probe(local_t *l) {
   return ok;
 }
 
+/* Says how much ixia-devkafka keeps: a shard further behind than that
+ * loses events (and repairs itself from the truth store). Measured: an
+ * event of a ~950-byte document takes about 1,040 bytes of the budget. */
+#define LOCAL_BYTES_PER_EVENT 1040
+static void local_devkafka_backlog(local_t *l) {
+  ixia_error_t *err = NULL;
+  char *reply = ixia_proc_tcp_request("127.0.0.1", l->port, "backlog\n", LOCAL_PROBE_TIMEOUT_MS, &err);
+  guint64 per = 0;
+  int parts = 0;
+  char builtin[16] = "";
+  if (reply && (sscanf(reply, "ok budget %" G_GUINT64_FORMAT " partitions %d", &per, &parts) == 2 ||
+                sscanf(reply, "ok budget %" G_GUINT64_FORMAT " %15s partitions %d", &per, builtin, &parts) == 3))
+    fprintf(stderr,
+            "ixia-local: ixia-devkafka keeps up to %" G_GUINT64_FORMAT " MiB of events in memory "
+            "(%d partitions x %" G_GUINT64_FORMAT " MiB%s), about %" G_GUINT64_FORMAT
+            " writes of 1 KiB documents; an indexer further behind loses events and repairs "
+            "itself from the truth store\n",
+            per * (guint64)parts >> 20, parts, per >> 20,
+            *builtin ? ", librdkafka's built-in limit" : ", devkafka.memory_mb",
+            per * (guint64)parts / LOCAL_BYTES_PER_EVENT);
+  else
+    fprintf(stderr, "ixia-local: cannot read ixia-devkafka's backlog: %s\n", reply ? reply : err->message);
+  g_free(reply);
+  ixia_error_destroy(err);
+}
+
 static void local_devkafka_ready(local_t *l) {
+  local_devkafka_backlog(l);
   /* The probe just read it; only a concurrent rm could take it away. */
   char *bootstrap = local_read_state(l, LOCAL_KAFKA_BOOTSTRAP_FILE);
   if (!bootstrap) bootstrap = g_strdup("");
@@ -329,7 +358,7 @@ static gboolean local_sink_command(local_t *l, GPtrArray *argv, ixia_error_t **e
   g_ptr_array_add(argv, bin);
   local_ixia_common_args(l, argv);
   local_add_set(argv, g_strdup("sink.host=127.0.0.1"));
-  local_add_set(argv, g_strdup("sink.port=0"));
+  local_add_set(argv, g_strdup_printf("sink.port=%d", l->want_port));
   local_add_set(argv, g_strdup_printf("sink.port_file=%s", port_file));
   local_http_args(l, argv, "sink.http_port", "sink.http_port");
   local_add_set(argv, g_strdup_printf("kafka.brokers=%s",
@@ -361,11 +390,16 @@ static gboolean local_indexer_command(local_t *l, GPtrArray *argv, ixia_error_t 
   g_ptr_array_add(argv, bin);
   local_ixia_common_args(l, argv);
   local_add_set(argv, g_strdup("indexer.host=127.0.0.1"));
-  local_add_set(argv, g_strdup("indexer.port=0"));
+  local_add_set(argv, g_strdup_printf("indexer.port=%d", l->want_port));
   local_add_set(argv, g_strdup_printf("indexer.port_file=%s", port_file));
   local_http_args(l, argv, "indexer.http_port", "indexer.http_port");
   local_add_set(argv, g_strdup("indexer.partitions="));
   local_add_set(argv, g_strdup_printf("index.path=%s", index));
+  /* Self-healing reads from the API, which starts after the indexer: the
+   * indexer reads its port from the file the API writes. */
+  char *api_port = local_state_path(l, LOCAL_API_PORT_FILE);
+  local_add_set(argv, g_strdup_printf("indexer.api_port_file=%s", api_port));
+  g_free(api_port);
   local_add_set(argv, g_strdup_printf("kafka.brokers=%s",
                                       (char *)g_hash_table_lookup(l->addrs, "ixia-devkafka")));
   local_add_set(argv, g_strdup_printf("cache.servers=%s",
@@ -398,7 +432,7 @@ static gboolean local_query_api_command(local_t *l, GPtrArray *argv, ixia_error_
   g_ptr_array_add(argv, bin);
   local_ixia_common_args(l, argv);
   local_add_set(argv, g_strdup("api.host=127.0.0.1"));
-  local_add_set(argv, g_strdup("api.port=0"));
+  local_add_set(argv, g_strdup_printf("api.port=%d", l->want_port));
   local_add_set(argv, g_strdup_printf("api.port_file=%s", port_file));
   local_http_args(l, argv, "http.port", "http.port");
   local_add_set(argv, g_strdup_printf("store.path=%s", store));
@@ -443,11 +477,11 @@ static void local_query_api_ready(local_t *l) {
  * sink and the indexer need Kafka, the API needs the cache, the sink and the
  * indexer). */
 static const local_service_t local_services[] = {
-    {"memcached", 3, local_memcached_command, local_memcached_probe, local_memcached_ready},
-    {"ixia-devkafka", 1, local_devkafka_command, local_devkafka_probe, local_devkafka_ready},
-    {"ixia-replication-sink", 1, local_sink_command, local_sink_probe, local_sink_ready},
-    {"ixia-indexer", 1, local_indexer_command, local_indexer_probe, local_indexer_ready},
-    {"ixia-query-api", 1, local_query_api_command, local_query_api_probe, local_query_api_ready},
+    {"memcached", "IXIA_MEMCACHED", 3, local_memcached_command, local_memcached_probe, local_memcached_ready},
+    {"ixia-devkafka", "IXIA_KAFKA", 1, local_devkafka_command, local_devkafka_probe, local_devkafka_ready},
+    {"ixia-replication-sink", "IXIA_SINK", 1, local_sink_command, local_sink_probe, local_sink_ready},
+    {"ixia-indexer", "IXIA_INDEXER", 1, local_indexer_command, local_indexer_probe, local_indexer_ready},
+    {"ixia-query-api", "IXIA_API", 1, local_query_api_command, local_query_api_probe, local_query_api_ready},
 };
 
 /* ---- state, pid file, lock --------------------------------------------- */
@@ -840,6 +874,155 @@ int ixia_local_status(const ixia_local_opts_t *o) {
   return rc;
 }
 
+/* ---- restart --------------------------------------------------------- */
+
+static const local_service_t *local_service_named(const char *name) {
+  for (guint i = 0; i < G_N_ELEMENTS(local_services); i++) {
+    const char *n = local_services[i].name;
+    if (strcmp(n, name) == 0 || (g_str_has_prefix(n, "ixia-") && strcmp(n + 5, name) == 0))
+      return &local_services[i];
+  }
+  return NULL;
+}
+
+/* local.env as KEY -> VALUE, plus the keys in order. */
+static GHashTable *local_read_env(local_t *l, GPtrArray *order) {
+  GHashTable *env = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  char *text = NULL;
+  if (g_file_get_contents(l->env_path, &text, NULL, NULL)) {
+    char **lines = g_strsplit(text, "\n", -1);
+    for (char **line = lines; *line; line++) {
+      char *eq = strchr(*line, '=');
+      if (!eq) continue;
+      char *key = g_strndup(*line, (gsize)(eq - *line));
+      if (!g_hash_table_contains(env, key)) g_ptr_array_add(order, g_strdup(key));
+      g_hash_table_replace(env, key, g_strdup(eq + 1));
+    }
+    g_strfreev(lines);
+  }
+  g_free(text);
+  return env;
+}
+
+static int local_port_of(const char *addr) {
+  const char *colon = addr ? strrchr(addr, ':') : NULL;
+  return colon ? atoi(colon + 1) : 0;
+}
+
+/* Restarts one recorded daemon on the port it had, keeping it in DIR/pids
+ * (so status and down see it); ixia-devkafka picks new ports (the mock
+ * cluster chooses them), so the sink and the indexer, which hold its
+ * address, restart after it on their own ports. */
+static int local_restart_locked(local_t *l, const char *name) {
+  ixia_error_t *err = NULL;
+  const local_service_t *svc = local_service_named(name);
+  if (!svc) {
+    fprintf(stderr, "ixia-local: unknown daemon '%s': expected memcached, ixia-devkafka, "
+                    "ixia-replication-sink, ixia-indexer or ixia-query-api\n", name);
+    return 2;
+  }
+  gboolean exists = FALSE;
+  if (!local_read_pids(l, &exists, &err)) return local_report("ixia-local: %s\n", err);
+  if (!exists) {
+    fprintf(stderr, "ixia-local: nothing recorded in %s; start the stack with up or run\n", l->pids_path);
+    return 1;
+  }
+  GPtrArray *order = g_ptr_array_new_with_free_func(g_free);
+  GHashTable *env = local_read_env(l, order);
+  for (guint i = 0; i < G_N_ELEMENTS(local_services); i++) {
+    const char *addr = g_hash_table_lookup(env, local_services[i].env_key);
+    if (addr) g_hash_table_insert(l->addrs, g_strdup(local_services[i].name), g_strdup(addr));
+  }
+  /* What restarts, in start order. */
+  GPtrArray *todo = g_ptr_array_new();
+  gboolean kafka = strcmp(svc->name, "ixia-devkafka") == 0;
+  for (guint i = 0; i < G_N_ELEMENTS(local_services); i++) {
+    const local_service_t *s = &local_services[i];
+    if (s == svc || (kafka && (!strcmp(s->name, "ixia-replication-sink") || !strcmp(s->name, "ixia-indexer"))))
+      g_ptr_array_add(todo, (gpointer)s);
+  }
+  int rc = 0;
+  /* Stop them, last started first; remember where each was recorded. */
+  for (guint i = todo->len; i-- > 0;) {
+    const local_service_t *s = g_ptr_array_index(todo, i);
+    for (guint k = 0; k < l->procs->len; k++) {
+      local_proc_t *p = &g_array_index(l->procs, local_proc_t, k);
+      if (strcmp(p->name, s->name) != 0) continue;
+      if (ixia_proc_stop(p->pid, p->start_time, LOCAL_STOP_GRACE_MS, &err) == IXIA_STOP_FAILED) {
+        rc = local_report("ixia-local: %s\n", err);
+        break;
+      }
+      fprintf(stderr, "ixia-local: stopped %s (pid %d)\n", p->name, (int)p->pid);
+      p->pid = 0; /* its slot, to be filled by the new process */
+    }
+  }
+  for (guint i = 0; rc == 0 && i < todo->len; i++) {
+    const local_service_t *s = g_ptr_array_index(todo, i);
+    l->want_port = strcmp(s->name, "ixia-devkafka") == 0
+                       ? 0
+                       : local_port_of(g_hash_table_lookup(l->addrs, s->name));
+    g_string_truncate(l->env, 0);
+    guint before = l->procs->len;
+    if (!local_start(l, s, &err)) {
+      rc = local_report("ixia-local: %s\n", err);
+      break;
+    }
+    /* The new record takes the old one's place. */
+    local_proc_t fresh = g_array_index(l->procs, local_proc_t, before);
+    fresh.name = g_strdup(fresh.name); /* removing the entry frees its copy */
+    g_array_remove_index(l->procs, before);
+    gboolean placed = FALSE;
+    for (guint k = 0; k < l->procs->len && !placed; k++) {
+      local_proc_t *p = &g_array_index(l->procs, local_proc_t, k);
+      if (p->pid == 0 && strcmp(p->name, s->name) == 0) {
+        g_free(p->name);
+        *p = fresh;
+        placed = TRUE;
+      }
+    }
+    if (!placed) g_array_append_val(l->procs, fresh);
+    /* Its address lines replace the old ones in local.env. */
+    char **lines = g_strsplit(l->env->str, "\n", -1);
+    for (char **line = lines; *line; line++) {
+      char *eq = strchr(*line, '=');
+      if (!eq) continue;
+      char *key = g_strndup(*line, (gsize)(eq - *line));
+      if (!g_hash_table_contains(env, key)) g_ptr_array_add(order, g_strdup(key));
+      g_hash_table_replace(env, key, g_strdup(eq + 1));
+    }
+    g_strfreev(lines);
+  }
+  l->want_port = 0;
+  /* Records of processes that could not be started again are dropped. */
+  for (guint k = l->procs->len; k-- > 0;)
+    if (g_array_index(l->procs, local_proc_t, k).pid == 0) g_array_remove_index(l->procs, k);
+  if (!local_write_pids(l, &err)) rc = rc ? rc : local_report("ixia-local: %s\n", err);
+  GString *text = g_string_new(NULL);
+  for (guint i = 0; i < order->len; i++) {
+    const char *key = g_ptr_array_index(order, i);
+    g_string_append_printf(text, "%s=%s\n", key, (char *)g_hash_table_lookup(env, key));
+  }
+  GError *gerr = NULL;
+  if (!g_file_set_contents(l->env_path, text->str, (gssize)text->len, &gerr))
+    rc = rc ? rc : local_report("ixia-local: %s\n", (ixia_error_from_gerror(&err, gerr, IXIA_EINTERNAL, l->env_path), err));
+  if (rc == 0 && kafka)
+    fprintf(stderr, "ixia-local: ixia-devkafka has new addresses (reload %s); its events are gone: "
+                    "the indexer repairs itself from the truth store\n", l->env_path);
+  g_string_free(text, TRUE);
+  g_ptr_array_unref(todo);
+  g_hash_table_unref(env);
+  g_ptr_array_unref(order);
+  return rc;
+}
+
+int ixia_local_restart(const ixia_local_opts_t *o, const char *name) {
+  local_t *l = local_new(o);
+  ixia_error_t *err = NULL;
+  int rc = local_lock(l, TRUE, &err) ? local_restart_locked(l, name) : local_report("ixia-local: %s\n", err);
+  local_free(l);
+  return rc;
+}
+
 int ixia_local_run(const ixia_local_opts_t *o) {
   local_t *l = local_new(o);
   ixia_error_t *err = NULL;
@@ -869,7 +1052,11 @@ int ixia_local_run(const ixia_local_opts_t *o) {
     for (guint i = 0; i < l->procs->len && !died; i++) {
       local_proc_t *p = &g_array_index(l->procs, local_proc_t, i);
       int status = 0;
-      if (!ixia_proc_reap(p->pid, &status)) continue;
+      /* Our children are reaped; a daemon `ixia-local restart` started
+       * since is not our child, so its liveness is its pid record. */
+      gboolean gone = ixia_proc_reap(p->pid, &status);
+      if (!gone && ixia_proc_matches(p->pid, p->start_time)) continue;
+      if (!gone) status = 0;
       /* Wait for an `ixia-local down` from another shell to finish: if it
        * stopped the stack, the death is expected and the pid file gone. */
       if (!local_lock(l, TRUE, &err)) {
@@ -882,6 +1069,22 @@ int ixia_local_run(const ixia_local_opts_t *o) {
         local_free(l);
         return 0;
       }
+      /* Replaced by `ixia-local restart`: follow the new record. */
+      pid_t dead = p->pid;
+      GArray *mine = l->procs;
+      l->procs = g_array_new(FALSE, TRUE, sizeof(local_proc_t));
+      g_array_set_clear_func(l->procs, local_proc_clear);
+      gboolean exists = FALSE, recorded = FALSE;
+      if (local_read_pids(l, &exists, NULL))
+        for (guint k = 0; k < l->procs->len; k++) recorded = recorded || g_array_index(l->procs, local_proc_t, k).pid == dead;
+      if (exists && !recorded) {
+        g_array_unref(mine);
+        local_unlock(l);
+        break; /* scan the new records from the start */
+      }
+      g_array_unref(l->procs);
+      l->procs = mine;
+      p = &g_array_index(l->procs, local_proc_t, i);
       char *how = ixia_proc_describe_status(status);
       char *log = local_log_path(l, p->name);
       fprintf(stderr, "ixia-local: %s (pid %d) %s; see %s. Stopping the stack.\n", p->name,
@@ -930,7 +1133,7 @@ static gboolean local_check_config(const char *file, char **sets, ixia_error_t *
   return ok;
 }
 
-static int local_dispatch(const char *cmd, const ixia_local_opts_t *o) {
+static int local_dispatch(const char *cmd, const char *arg, const ixia_local_opts_t *o) {
   struct sigaction sa = {.sa_handler = local_on_signal};
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
@@ -942,7 +1145,8 @@ static int local_dispatch(const char *cmd, const ixia_local_opts_t *o) {
   if (strcmp(cmd, "down") == 0) return ixia_local_down(o);
   if (strcmp(cmd, "run") == 0) return ixia_local_run(o);
   if (strcmp(cmd, "status") == 0) return ixia_local_status(o);
-  fprintf(stderr, "ixia-local: unknown command '%s': expected up, down, run or status\n", cmd);
+  if (strcmp(cmd, "restart") == 0) return ixia_local_restart(o, arg);
+  fprintf(stderr, "ixia-local: unknown command '%s': expected up, down, run, status or restart\n", cmd);
   return 2;
 }
 
@@ -960,7 +1164,7 @@ int ixia_local_main(int argc, char **argv) {
        "Seconds each daemon may take to answer (default 30)", "SECONDS"},
       {NULL, 0, 0, 0, NULL, NULL, NULL},
   };
-  GOptionContext *ctx = g_option_context_new("up|down|run|status --dir DIR");
+  GOptionContext *ctx = g_option_context_new("up|down|run|status|restart NAME --dir DIR");
   g_option_context_set_summary(
       ctx,
       "Runs the ixia stack (memcached, ixia-devkafka, ixia-replication-sink, ixia-indexer,\n"
@@ -970,7 +1174,11 @@ int ixia_local_main(int argc, char **argv) {
       "  up       start the daemons on free loopback ports, write DIR/local.env, return\n"
       "  down     stop exactly the processes `up` started\n"
       "  run      up, wait for Ctrl-C, then down\n"
-      "  status   show which recorded processes are running");
+      "  status   show which recorded processes are running\n"
+      "  restart NAME  restart one daemon (memcached, ixia-devkafka, ixia-replication-sink,\n"
+      "           ixia-indexer, ixia-query-api) on the port it had, keeping it recorded for\n"
+      "           status and down; ixia-devkafka gets new ports (and loses its events), so the\n"
+      "           sink and the indexer restart after it");
   g_option_context_add_main_entries(ctx, entries, NULL);
   GError *gerr = NULL;
   ixia_error_t *err = NULL;
@@ -978,8 +1186,8 @@ int ixia_local_main(int argc, char **argv) {
   if (!g_option_context_parse(ctx, &argc, &argv, &gerr)) {
     fprintf(stderr, "ixia-local: %s\n", gerr->message);
     g_error_free(gerr);
-  } else if (argc != 2) {
-    fprintf(stderr, "ixia-local: expected one command: up, down, run or status (see --help)\n");
+  } else if (argc < 2 || argc > 3 || (argc == 3) != (strcmp(argv[1], "restart") == 0)) {
+    fprintf(stderr, "ixia-local: expected one command: up, down, run, status or restart NAME (see --help)\n");
   } else if (!dir || !*dir) {
     fprintf(stderr, "ixia-local: --dir DIR is required\n");
   } else if (timeout_s < 1) {
@@ -995,7 +1203,7 @@ int ixia_local_main(int argc, char **argv) {
                            .sets = sets,
                            .bin_dir = bin_dir,
                            .timeout_s = timeout_s};
-    rc = local_dispatch(argv[1], &o);
+    rc = local_dispatch(argv[1], argc == 3 ? argv[2] : NULL, &o);
     g_free(config_abs);
     g_free(bin_dir);
   }

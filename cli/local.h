@@ -40,8 +40,14 @@ typedef struct {
 int ixia_local_up(const ixia_local_opts_t *o);
 int ixia_local_down(const ixia_local_opts_t *o);
 int ixia_local_status(const ixia_local_opts_t *o);
-/* up, then wait for SIGINT/SIGTERM/SIGHUP (or a daemon dying), then down. */
+/* up, then wait for SIGINT/SIGTERM/SIGHUP (or a daemon dying), then down.
+ * A daemon replaced by `restart` meanwhile is followed, not mourned. */
 int ixia_local_run(const ixia_local_opts_t *o);
+/* Restarts one recorded daemon (its name, with or without "ixia-") on the
+ * port it had and records the new process in its place; ixia-devkafka gets
+ * new ports, so the sink and the indexer (which hold its address) restart
+ * after it, and local.env is rewritten with the new addresses. */
+int ixia_local_restart(const ixia_local_opts_t *o, const char *name);
 
 /* Command-line entry point of ixia-local. */
 int ixia_local_main(int argc, char **argv);

@@ -14,6 +14,21 @@
 
 #define PROC_POLL_US (20 * 1000)
 
+/* Threads of a process still listed (its leader included). A process killed
+ * with -9 shows its leader as a zombie while other threads are still
+ * exiting, and those still hold its files (RocksDB's lock among them). */
+static guint ixia_proc_threads(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  GDir *d = g_dir_open(path, 0, NULL);
+  guint n = 0;
+  if (d) {
+    while (g_dir_read_name(d)) n++;
+    g_dir_close(d);
+  }
+  return n;
+}
+
 guint64 ixia_proc_start_time(pid_t pid) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -26,7 +41,8 @@ guint64 ixia_proc_start_time(pid_t pid) {
   if (p) {
     char **fields = g_strsplit(p + 2, " ", 21);
     /* fields[0] is field 3 (state), so field 22 is fields[19]. */
-    if (g_strv_length(fields) >= 20 && fields[0][0] != 'Z' && fields[0][0] != 'X')
+    gboolean leader_gone = fields[0] && (fields[0][0] == 'Z' || fields[0][0] == 'X');
+    if (g_strv_length(fields) >= 20 && (!leader_gone || ixia_proc_threads(pid) > 1))
       start = g_ascii_strtoull(fields[19], NULL, 10);
     g_strfreev(fields);
   }

@@ -14,7 +14,9 @@
 #include "error.h"
 
 /* Start time of a live process in clock ticks since boot, or 0 when there
- * is no such process or it has exited (a zombie waiting to be reaped). */
+ * is no such process or it has exited (a zombie waiting to be reaped). A
+ * process whose leader thread is a zombie while other threads still exit
+ * (kill -9 of a threaded daemon) counts as live: it still holds its files. */
 guint64 ixia_proc_start_time(pid_t pid);
 
 /* TRUE when pid is alive and is still the process that started at

@@ -1,4 +1,6 @@
 #include "client.h"
+
+#include "antientropy.h"
 #include "thrift_util.h"
 #include "auth.h"
 
@@ -181,10 +183,16 @@ char *ixia_client_address(const char *explicit_addr, const ixia_config_t *cfg) {
 }
 
 ixia_client_t *ixia_client_new(const char *hostport, ixia_error_t **err) {
+  return ixia_client_new_timeout(hostport, 0, err);
+}
+
+void ixia_client_interrupt(ixia_client_t *c) { ixia_thrift_conn_interrupt(&c->conn); }
+
+ixia_client_t *ixia_client_new_timeout(const char *hostport, gint64 io_timeout_ms, ixia_error_t **err) {
   ixia_client_t *c = g_new0(ixia_client_t, 1);
   c->address = g_strdup(hostport);
   ixia_error_t *e = NULL;
-  if (!ixia_thrift_conn_open(&c->conn, hostport, 5000, 0, &e)) {
+  if (!ixia_thrift_conn_open(&c->conn, hostport, 5000, io_timeout_ms, &e)) {
     ixia_error_prefix(e, "ixia API");
     ixia_error_propagate(err, e);
     g_free(c->address);
@@ -470,4 +478,110 @@ cJSON *ixia_shard_statuses(char **addrs, gint64 io_timeout_ms, gboolean *all_up)
     cJSON_AddItemToArray(out, item);
   }
   return out;
+}
+
+/* ---------- repair listings ---------- */
+
+static GArray *partition_list(const gint32 *partitions, guint n) {
+  GArray *a = g_array_sized_new(FALSE, FALSE, sizeof(gint32), n);
+  if (n) g_array_append_vals(a, partitions, n);
+  return a;
+}
+
+gboolean ixia_client_key_versions(ixia_client_t *c, const char *ns, const char *table,
+                                  const char *after, const char *end, gint limit,
+                                  gint32 partition_count, const gint32 *partitions,
+                                  guint n_partitions, GArray *out, gint64 *store_version,
+                                  ixia_error_t **err) {
+  IxiaKeyVersionPage *page = g_object_new(IXIA_TYPE_KEY_VERSION_PAGE, NULL);
+  GArray *parts = partition_list(partitions, n_partitions);
+  IxiaIxiaError *xe = NULL;
+  GError *gerr = NULL;
+  gboolean ok = ixia_ixia_if_key_versions(c->iface, &page, ns, table, after ? after : "", end ? end : "",
+                                          limit, partition_count, parts, &xe, &gerr);
+  g_array_unref(parts);
+  ok = ixia_client_check(c, ok, xe, gerr, err);
+  if (ok) {
+    *store_version = page->store_version;
+    for (guint i = 0; i < page->keys->len; i++) {
+      IxiaKeyVersion *kv = g_ptr_array_index(page->keys, i);
+      ixia_ae_kv_t e = {g_strdup(kv->key ? kv->key : ""), kv->version};
+      g_array_append_val(out, e);
+    }
+  }
+  g_object_unref(page);
+  return ok;
+}
+
+static void append_ranges(const GPtrArray *ranges, GArray *out) {
+  for (guint i = 0; i < ranges->len; i++) {
+    IxiaRangeDigest *d = g_ptr_array_index(ranges, i);
+    ixia_ae_range_t r = {g_strdup(d->last_key ? d->last_key : ""), d->count, (guint64)d->hash};
+    g_array_append_val(out, r);
+  }
+}
+
+gboolean ixia_client_digest(ixia_client_t *c, const char *ns, const char *table, const char *after,
+                            const char *end, gint max_keys, gint bucket_keys,
+                            gint32 partition_count, const gint32 *partitions, guint n_partitions,
+                            GArray *out, gint64 *store_version, ixia_error_t **err) {
+  IxiaDigestPage *page = g_object_new(IXIA_TYPE_DIGEST_PAGE, NULL);
+  GArray *parts = partition_list(partitions, n_partitions);
+  IxiaIxiaError *xe = NULL;
+  GError *gerr = NULL;
+  gboolean ok = ixia_ixia_if_digest(c->iface, &page, ns, table, after ? after : "", end ? end : "",
+                                    max_keys, bucket_keys, partition_count, parts, &xe, &gerr);
+  g_array_unref(parts);
+  ok = ixia_client_check(c, ok, xe, gerr, err);
+  if (ok) {
+    *store_version = page->store_version;
+    append_ranges(page->ranges, out);
+  }
+  g_object_unref(page);
+  return ok;
+}
+
+gboolean ixia_client_current_events(ixia_client_t *c, const char *ns, const char *table,
+                                    const char *const *keys, guint n, GPtrArray **events,
+                                    ixia_error_t **err) {
+  GPtrArray *k = g_ptr_array_sized_new(n);
+  for (guint i = 0; i < n; i++) g_ptr_array_add(k, (gpointer)keys[i]);
+  IxiaIxiaError *xe = NULL;
+  GError *gerr = NULL;
+  *events = g_ptr_array_new_with_free_func(g_object_unref);
+  gboolean ok = ixia_ixia_if_current_events(c->iface, events, ns, table, k, &xe, &gerr);
+  g_ptr_array_free(k, TRUE);
+  if (!ixia_client_check(c, ok, xe, gerr, err)) {
+    g_clear_pointer(events, g_ptr_array_unref);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean ixia_client_schema_events(ixia_client_t *c, GPtrArray **events, ixia_error_t **err) {
+  IxiaIxiaError *xe = NULL;
+  GError *gerr = NULL;
+  *events = g_ptr_array_new_with_free_func(g_object_unref);
+  gboolean ok = ixia_ixia_if_schema_events(c->iface, events, &xe, &gerr);
+  if (!ixia_client_check(c, ok, xe, gerr, err)) {
+    g_clear_pointer(events, g_ptr_array_unref);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean ixia_shard_client_digest(ixia_shard_client_t *c, const char *ns, const char *table,
+                                  const char *after, const char *const *bounds, guint n,
+                                  GArray *out, ixia_error_t **err) {
+  GPtrArray *b = g_ptr_array_sized_new(n);
+  for (guint i = 0; i < n; i++) g_ptr_array_add(b, (gpointer)bounds[i]);
+  GPtrArray *ranges = g_ptr_array_new_with_free_func(g_object_unref);
+  IxiaIxiaError *xe = NULL;
+  GError *gerr = NULL;
+  gboolean ok = ixia_search_if_digest(c->iface, &ranges, ns, table, after ? after : "", b, &xe, &gerr);
+  g_ptr_array_free(b, TRUE);
+  ok = ixia_shard_client_check(c, ok, xe, gerr, err);
+  if (ok) append_ranges(ranges, out);
+  g_ptr_array_unref(ranges);
+  return ok;
 }

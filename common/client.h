@@ -45,6 +45,10 @@ char *ixia_client_address(const char *explicit_addr, const ixia_config_t *cfg);
 
 /* Connects to "host:port". */
 ixia_client_t *ixia_client_new(const char *hostport, ixia_error_t **err);
+/* The same, with each send and receive bounded by io_timeout_ms (0 = none). */
+ixia_client_t *ixia_client_new_timeout(const char *hostport, gint64 io_timeout_ms, ixia_error_t **err);
+/* Wakes a thread blocked in a call on c (the call fails); any thread. */
+void ixia_client_interrupt(ixia_client_t *c);
 void ixia_client_destroy(ixia_client_t *c);
 
 /* The generated interface, for calls without a wrapper (multiGet, batch). */
@@ -98,6 +102,25 @@ gboolean ixia_client_query(ixia_client_t *c, const char *request_json, char **re
 gboolean ixia_client_wal_since(ixia_client_t *c, gint64 after, gint32 max_bytes,
                                GPtrArray **batches, ixia_error_t **err);
 
+/* Repair listings (Ixia.keyVersions, digest, currentEvents, schemaEvents;
+ * schemas/ixia.thrift). partitions: the filter (NULL or n_partitions 0:
+ * every key). keyVersions appends ixia_ae_kv_t to out (antientropy.h),
+ * digest ixia_ae_range_t; currentEvents and schemaEvents return a new
+ * GPtrArray of IxiaChangeEvent (unref it). */
+gboolean ixia_client_key_versions(ixia_client_t *c, const char *ns, const char *table,
+                                  const char *after, const char *end, gint limit,
+                                  gint32 partition_count, const gint32 *partitions,
+                                  guint n_partitions, GArray *out, gint64 *store_version,
+                                  ixia_error_t **err);
+gboolean ixia_client_digest(ixia_client_t *c, const char *ns, const char *table, const char *after,
+                            const char *end, gint max_keys, gint bucket_keys,
+                            gint32 partition_count, const gint32 *partitions, guint n_partitions,
+                            GArray *out, gint64 *store_version, ixia_error_t **err);
+gboolean ixia_client_current_events(ixia_client_t *c, const char *ns, const char *table,
+                                    const char *const *keys, guint n, GPtrArray **events,
+                                    ixia_error_t **err);
+gboolean ixia_client_schema_events(ixia_client_t *c, GPtrArray **events, ixia_error_t **err);
+
 /* A client of one index shard's Search service (ixia-indexer). Same
  * ownership and threading rules as ixia_client_t. io_timeout_ms (0 = none)
  * bounds each send and receive. */
@@ -118,5 +141,9 @@ gboolean ixia_shard_client_status(ixia_shard_client_t *c, char **json, ixia_erro
  * {"address", "error": "..."} (`ixia shards`, the API's /v1/_shards and
  * readiness). *all_up (may be NULL) is FALSE when one could not answer. */
 cJSON *ixia_shard_statuses(char **addrs, gint64 io_timeout_ms, gboolean *all_up);
+/* Search.digest: appends one ixia_ae_range_t per bound to out. */
+gboolean ixia_shard_client_digest(ixia_shard_client_t *c, const char *ns, const char *table,
+                                  const char *after, const char *const *bounds, guint n,
+                                  GArray *out, ixia_error_t **err);
 
 #endif

@@ -254,6 +254,24 @@ static const ixia_option_t options[] = {
      "Delete each indexed key from memcached (cache.servers) once more after applying it."},
     {"indexer.retry_max_ms", IXIA_OPT_INT, "5000", 10, 600000,
      "Longest back-off after the index store fails to write a batch."},
+    {"indexer.api", IXIA_OPT_STRING, "", 0, 0,
+     "Address (host:port) of an ixia-query-api the shard repairs itself from and compares itself "
+     "with (self-healing, anti-entropy). Empty: indexer.api_port_file, else neither runs."},
+    {"indexer.api_port_file", IXIA_OPT_STRING, "", 0, 0,
+     "When indexer.api is empty: a file holding the port of an ixia-query-api on 127.0.0.1 (its "
+     "api.port_file), read whenever the shard connects; for local stacks whose API starts after "
+     "the indexer."},
+    {"indexer.self_heal", IXIA_OPT_BOOL, "true", 0, 0,
+     "Repair the shard from the truth store, without an operator, when it finds edits it can "
+     "never read from Kafka (deleted offsets, a re-created topic, positions past a partition's "
+     "end, a missing schema). Off: those are only logged and counted, and the shard must be "
+     "rebuilt from a snapshot."},
+    {"indexer.anti_entropy_keys_per_s", IXIA_OPT_INT, "2000", 0, 100000000,
+     "Continuous anti-entropy: at most this many keys a second of the shard's tables are compared "
+     "with the truth store by range digests; divergent documents are counted and repaired. 0 = "
+     "off."},
+    {"indexer.anti_entropy_pause_s", IXIA_OPT_INT, "60", 1, 86400,
+     "Pause between two anti-entropy passes (and before the first)."},
 
     /* Queries (ixia-query-api fans out; ixia-indexer evaluates) */
     {"query.indexers", IXIA_OPT_STRING, "", 0, 0,
@@ -286,6 +304,11 @@ static const ixia_option_t options[] = {
     /* ixia-devkafka: the embedded, in-memory broker for local runs and tests */
     {"devkafka.brokers", IXIA_OPT_INT, "3", 1, 16, "Brokers in the mock cluster."},
     {"devkafka.partitions", IXIA_OPT_INT, "4", 1, 1024, "Partitions of kafka.topic."},
+    {"devkafka.memory_mb", IXIA_OPT_INT, "1024", 1, 1048576,
+     "Memory budget of ixia-devkafka's backlog: record batches kept per partition are bounded by "
+     "this divided by devkafka.partitions; beyond it the oldest are deleted (a consumer further "
+     "behind loses them, and an index shard repairs itself). Memory is used only as events "
+     "arrive."},
     {"devkafka.bootstrap_file", IXIA_OPT_STRING, "", 0, 0,
      "If set, ixia-devkafka writes its bootstrap address list to this file once it serves."},
     {"devkafka.control_port_file", IXIA_OPT_STRING, "", 0, 0,

@@ -83,6 +83,26 @@ const char *ixia_code_name(ixia_code_t code) {
     case IXIA_EEXHAUSTED: return "RESOURCE_EXHAUSTED";
     case IXIA_EUNAUTHENTICATED: return "UNAUTHENTICATED";
     case IXIA_EDENIED: return "PERMISSION_DENIED";
+    case IXIA_EDEADLINE: return "DEADLINE_EXCEEDED";
+    case IXIA_ENOTCAUGHTUP: return "NOT_CAUGHT_UP";
+    case IXIA_ESHARD: return "SHARD_UNAVAILABLE";
   }
   return "UNKNOWN";
+}
+
+int ixia_error_exit_code(const ixia_error_t *err) {
+  switch (err->code) {
+    case IXIA_ENOTFOUND: return IXIA_EXIT_NOTFOUND;
+    case IXIA_EUNAVAILABLE: return IXIA_EXIT_UNREACHABLE;
+    case IXIA_EEXHAUSTED: return IXIA_EXIT_EXHAUSTED;
+    case IXIA_EINVAL:
+    case IXIA_ETYPE:
+    case IXIA_ETOOLARGE: return IXIA_EXIT_BADINPUT;
+    case IXIA_ESHARD: return IXIA_EXIT_SHARD;
+    case IXIA_EDEADLINE: return IXIA_EXIT_DEADLINE;
+    case IXIA_ENOTCAUGHTUP: return IXIA_EXIT_NOTCAUGHTUP;
+    case IXIA_EUNAUTHENTICATED:
+    case IXIA_EDENIED: return IXIA_EXIT_DENIED;
+    default: return IXIA_EXIT_ERROR;
+  }
 }

@@ -27,6 +27,9 @@ typedef enum {
   IXIA_EEXHAUSTED = 9, /* refused: a resource (disk space) is under its reserve; retry later */
   IXIA_EUNAUTHENTICATED = 10, /* no API key, an unknown or revoked one, or an expired one */
   IXIA_EDENIED = 11,          /* the key is valid but not for this namespace and action */
+  IXIA_EDEADLINE = 12, /* a query ran past its deadline */
+  IXIA_ENOTCAUGHTUP = 13, /* min_version was not reached within the wait */
+  IXIA_ESHARD = 14,    /* an index shard could not answer */
 } ixia_code_t;
 
 typedef struct ixia_error {
@@ -58,5 +61,25 @@ gboolean ixia_error_from_gerror(ixia_error_t **err, GError *gerr, ixia_code_t co
 
 /* Short stable name of a code, e.g. "INVALID_ARGUMENT". */
 const char *ixia_code_name(ixia_code_t code);
+
+/* Process exit codes of the command-line tools (ixia, ixia-recovery), part
+ * of their interface: scripts tell failures apart by them. */
+enum {
+  IXIA_EXIT_OK = 0,
+  IXIA_EXIT_ERROR = 1,       /* any other error (CONFLICT, INTERNAL, ...); recovery: diverged */
+  IXIA_EXIT_USAGE = 2,       /* bad command line */
+  IXIA_EXIT_NOTFOUND = 3,    /* NOT_FOUND */
+  IXIA_EXIT_UNREACHABLE = 4, /* UNAVAILABLE: the API cannot be reached (or refuses connections) */
+  IXIA_EXIT_EXHAUSTED = 5,   /* RESOURCE_EXHAUSTED: refused under a disk reserve */
+  IXIA_EXIT_BADINPUT = 6,    /* INVALID_ARGUMENT, TYPE_MISMATCH, TOO_LARGE: the input was refused */
+  IXIA_EXIT_SHARD = 7,       /* SHARD_UNAVAILABLE: an index shard could not answer */
+  IXIA_EXIT_DEADLINE = 8,    /* DEADLINE_EXCEEDED: the query's deadline ran out */
+  IXIA_EXIT_NOTCAUGHTUP = 9, /* NOT_CAUGHT_UP: the min_version wait ran out */
+  IXIA_EXIT_DENIED = 10,     /* UNAUTHENTICATED, PERMISSION_DENIED: no valid API key, or the
+                                key does not allow the call */
+};
+
+/* The exit code for an error (the table above). */
+int ixia_error_exit_code(const ixia_error_t *err);
 
 #endif

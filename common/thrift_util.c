@@ -83,6 +83,17 @@ IxiaChangeEvent *ixia_change_event_new(IxiaChangeOp op, const char *ns, size_t n
   return e;
 }
 
+IxiaRangeDigest *ixia_range_digest_new(const char *last_key, gint64 count, guint64 hash) {
+  ixia_thrift_init();
+  IxiaRangeDigest *d = g_object_new(IXIA_TYPE_RANGE_DIGEST, NULL);
+  g_free(d->last_key);
+  d->last_key = g_strdup(last_key);
+  d->count = count;
+  d->hash = (gint64)hash;
+  d->__isset_last_key = d->__isset_count = d->__isset_hash = TRUE;
+  return d;
+}
+
 IxiaWalBatch *ixia_wal_batch_new(gint64 sequence, const char *data, size_t len) {
   ixia_thrift_init();
   IxiaWalBatch *b = g_object_new(IXIA_TYPE_WAL_BATCH, NULL);

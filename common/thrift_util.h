@@ -27,6 +27,9 @@ IxiaChangeEvent *ixia_change_event_new(IxiaChangeOp op, const char *ns, size_t n
                                        size_t key_len, gint64 version, const char *doc,
                                        size_t doc_len, gint64 expire_at, gint64 timestamp_ms);
 
+/* A range digest message (antientropy.h): the digests of a key range. */
+IxiaRangeDigest *ixia_range_digest_new(const char *last_key, gint64 count, guint64 hash);
+
 /* A WAL batch message: the batch's first sequence and a copy of its bytes. */
 IxiaWalBatch *ixia_wal_batch_new(gint64 sequence, const char *data, size_t len);
 

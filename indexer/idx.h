@@ -13,6 +13,7 @@
  *   idx_plan.c    cardinality estimates, the plan, explain
  *   idx_eval.c    running a plan block by block: totals, hits, early stop
  *   idx_aggs.c    aggregations over column blocks
+ *   idx_docs.c    walks over document records (verify, repair, expiry)
  *
  * Layout of the RocksDB (docs/INDEX-FORMAT.md) and the in-memory model are
  * defined here because every room reads them.
@@ -212,6 +213,10 @@ GBytes *ixia_idx_doc_key(guint32 table_id, const char *key, size_t key_len);
  * be NULL. FALSE when corrupt. */
 gboolean ixia_idx_rec_decode(const char *v, size_t vl, guint32 *id, gint64 *version,
                              gboolean *deleted, GArray *pairs);
+
+/* The expiry (epoch seconds, 0 = never) of a record ixia_idx_rec_decode
+ * accepts. */
+gint64 ixia_idx_rec_expire_at(const char *v, size_t vl);
 
 /* Writes every dictionary count changed since the last write (at close). */
 gboolean ixia_idx_flush_counts(ixia_idx_t *idx, ixia_error_t **err);

@@ -67,9 +67,11 @@ gboolean ixia_idx_rec_decode(const char *v, size_t vl, guint32 *id, gint64 *vers
   return TRUE;
 }
 
+gint64 ixia_idx_rec_expire_at(const char *v, size_t vl) { return vl >= 25 ? (gint64)rd64(v + 12) : 0; }
+
 static gboolean rec_decode(const char *v, size_t vl, rec_t *r) {
   if (!ixia_idx_rec_decode(v, vl, &r->id, &r->version, &r->deleted, r->pairs)) return FALSE;
-  r->expire_at = (gint64)rd64(v + 12);
+  r->expire_at = ixia_idx_rec_expire_at(v, vl);
   r->exists = TRUE;
   return TRUE;
 }

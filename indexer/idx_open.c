@@ -359,41 +359,6 @@ ixia_schema_t *ixia_idx_schema(const char *ns, const char *table, void *ud, ixia
   return s;
 }
 
-gboolean ixia_idx_foreach_doc(ixia_idx_t *idx, const char *ns, const char *table,
-                              const char *after, size_t after_len, ixia_idx_doc_fn fn, void *ud,
-                              ixia_error_t **err) {
-  g_rw_lock_reader_lock(&idx->dict_lock);
-  table_t *t = ixia_idx_table_find(idx, ns, table);
-  guint32 tid = t ? t->id : 0;
-  g_rw_lock_reader_unlock(&idx->dict_lock);
-  if (!t) return TRUE; /* nothing indexed for it */
-  GBytes *start = ixia_idx_doc_key(tid, after ? after : "", after ? after_len : 0);
-  gsize sl;
-  const char *sp = g_bytes_get_data(start, &sl);
-  rocksdb_iterator_t *it = rocksdb_create_iterator(idx->db, idx->ropts);
-  gboolean ok = TRUE;
-  for (rocksdb_iter_seek(it, sp, sl); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
-    size_t kl, vl;
-    const char *k = rocksdb_iter_key(it, &kl);
-    if (kl < 5 || memcmp(k, sp, 5) != 0) break;
-    if (after && kl == sl && memcmp(k, sp, sl) == 0) continue;
-    const char *v = rocksdb_iter_value(it, &vl);
-    guint32 id;
-    gint64 version;
-    gboolean deleted;
-    if (!ixia_idx_rec_decode(v, vl, &id, &version, &deleted, NULL)) {
-      ok = ixia_error_set(err, IXIA_EINTERNAL, "corrupt document record in index");
-      break;
-    }
-    if (!fn(k + 5, kl - 5, version, deleted, ud)) break;
-  }
-  char *rerr = NULL;
-  rocksdb_iter_get_error(it, &rerr);
-  rocksdb_iter_destroy(it);
-  g_bytes_unref(start);
-  return ixia_error_from_rocksdb(err, rerr, "index scan") && ok;
-}
-
 static guint64 dir_bytes(const char *path) {
   guint64 total = 0;
   GDir *d = g_dir_open(path, 0, NULL);

@@ -85,7 +85,7 @@ struct pnode {
 
 gboolean ixia_idx_deadline(ixia_search_ctx_t *s) {
   if (s->deadline_us > 0 && g_get_monotonic_time() > s->deadline_us)
-    return ixia_error_set(s->err, IXIA_EUNAVAILABLE,
+    return ixia_error_set(s->err, IXIA_EDEADLINE,
                           "query deadline exceeded (query.deadline_ms or the request timeout)");
   return TRUE;
 }

@@ -142,6 +142,30 @@ gboolean ixia_idx_foreach_doc(ixia_idx_t *idx, const char *ns, const char *table
                               const char *after, size_t after_len, ixia_idx_doc_fn fn, void *ud,
                               ixia_error_t **err);
 
+/* Calls fn for every live (not deleted) document of a table with key >
+ * after (NULL: from the first), in key order, with its version and expiry
+ * (epoch seconds, 0 = never; expired documents are included), until fn
+ * returns FALSE. For anti-entropy and repair. */
+typedef gboolean (*ixia_idx_live_fn)(const char *key, size_t key_len, gint64 version,
+                                     gint64 expire_at, void *ud);
+gboolean ixia_idx_foreach_live(ixia_idx_t *idx, const char *ns, const char *table,
+                               const char *after, size_t after_len, ixia_idx_live_fn fn, void *ud,
+                               ixia_error_t **err);
+
+/* One document's record: *present FALSE when the index never saw the key;
+ * else *deleted (a tombstone), *version and *expire_at. */
+gboolean ixia_idx_doc_record(ixia_idx_t *idx, const char *ns, const char *table, const char *key,
+                             size_t key_len, gboolean *present, gboolean *deleted, gint64 *version,
+                             gint64 *expire_at, ixia_error_t **err);
+
+/* Calls fn for every live document with an expiry, in the tables whose
+ * schema sets ttl_seconds (only they hold expiring documents, so an index
+ * without such tables reads nothing). */
+typedef void (*ixia_idx_expiring_fn)(const char *ns, const char *table, const char *key,
+                                     size_t key_len, gint64 expire_at, void *ud);
+gboolean ixia_idx_foreach_expiring(ixia_idx_t *idx, ixia_idx_expiring_fn fn, void *ud,
+                                   ixia_error_t **err);
+
 typedef struct {
   guint64 documents;   /* live documents, all tables */
   guint64 events_applied;

@@ -9,6 +9,8 @@
 
 #include "cache.h"
 #include "disk.h"
+#include "expiry.h"
+#include "heal.h"
 #include "json.h"
 #include "kafka_util.h"
 #include "log.h"
@@ -28,6 +30,12 @@
 #define LOG_EVERY_US (5 * G_USEC_PER_SEC)
 /* While paused for disk space, free space is measured this often. */
 #define DISK_RECHECK_US G_USEC_PER_SEC
+/* An idle apply thread compares positions with the partitions' ends this
+ * often. */
+#define END_CHECK_US G_USEC_PER_SEC
+/* A table whose schema the API did not have either is not asked for again
+ * before this long. */
+#define SCHEMA_MISS_RETRY_US (10 * G_USEC_PER_SEC)
 
 /* ---------- rate-limited warnings ---------- */
 
@@ -80,6 +88,7 @@ typedef struct {
   GArray *origins;  /* origin_t, parallel to events */
   gint64 *next;     /* per partition: offset after the last message, -1 none */
   gint64 *eof;      /* per partition: end offset reported, -1 none */
+  gboolean *rewound; /* per partition: offsets went back (topic re-created) */
   GString *pending; /* failed-log lines of undecodable messages */
   guint messages;
 } batch_t;
@@ -121,12 +130,22 @@ struct ixia_indexer {
    * space. */
   ixia_disk_reserve_t *disk;
   gint disk_paused;
+  gint reaping; /* atomic: the apply thread is dropping expired documents */
 
   ixia_cache_t *cache;
   GThread *inval_thread;
   GAsyncQueue *inval_q; /* GPtrArray of GBytes (truth-store keys), or &wake_marker */
 
   ratelimit_t kafka_rl, cache_rl, failed_rl;
+
+  /* Self-healing and anti-entropy (heal.h), the expiry schedule (expiry.h;
+   * apply thread), and tables the API had no schema for either (apply
+   * thread: "ns\ttable" -> monotonic time of the miss). */
+  ixia_heal_t *heal;
+  ixia_expiry_t *expiry;
+  GHashTable *schema_misses;
+  gint64 last_end_check;
+  gint64 last_schema_fetch; /* atomic: a search's fetch of schemas (learn_schema) */
   char fetch_wait[24]; /* indexer.fetch_wait_ms, as librdkafka wants it */
 
   /* Counters, atomics. */
@@ -145,6 +164,9 @@ struct ixia_indexer {
   guint64 invalidations_dropped;
   guint64 disk_pauses;   /* times the apply thread paused for disk space */
   guint64 reindex_refused_disk_full;
+  guint64 offsets_rewound; /* partitions whose offsets went back */
+  guint64 expired_removed; /* documents dropped at their expiry */
+  guint64 schemas_fetched; /* SCHEMA events fetched for tables the index lacked */
   gint64 apply_us; /* time inside ixia_idx_apply */
 };
 
@@ -355,43 +377,10 @@ GArray *ixia_indexer_parse_partitions(const char *spec, gint32 n_partitions, ixi
   return out;
 }
 
-/* The topic's partition count; all topics are asked for, because a request
- * naming the topic could create it (broker auto-creation). */
+/* The topic's partition count (an indexer cannot choose its partitions
+ * without it). */
 static gint32 topic_partitions(ixia_indexer_t *ix, ixia_error_t **err) {
-  gint64 deadline = g_get_monotonic_time() + METADATA_WAIT_US;
-  char *last = g_strdup("no answer");
-  gint32 n = -1;
-  for (;;) {
-    const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_resp_err_t kerr = rd_kafka_metadata(ix->rk, 1, NULL, &md, 2000);
-    if (kerr) {
-      g_free(last);
-      last = g_strdup(rd_kafka_err2str(kerr));
-    } else {
-      g_free(last);
-      last = g_strdup_printf("topic %s does not exist", ix->topic);
-      for (int i = 0; i < md->topic_cnt; i++) {
-        if (strcmp(md->topics[i].topic, ix->topic) != 0) continue;
-        if (md->topics[i].err) {
-          g_free(last);
-          last = g_strdup(rd_kafka_err2str(md->topics[i].err));
-        } else if (md->topics[i].partition_cnt > 0) {
-          n = md->topics[i].partition_cnt;
-        }
-      }
-    }
-    if (md) rd_kafka_metadata_destroy(md);
-    if (n > 0 || g_get_monotonic_time() >= deadline) break;
-    IXIA_WARN("kafka: waiting for the partitions of topic %s at %s: %s", ix->topic, ix->brokers,
-              last);
-    g_usleep(500000);
-  }
-  if (n <= 0)
-    ixia_error_set(err, IXIA_EUNAVAILABLE,
-                   "cannot read the partitions of topic %s from kafka.brokers %s: %s", ix->topic,
-                   ix->brokers, last);
-  g_free(last);
-  return n;
+  return ixia_kafka_topic_partitions(ix->rk, ix->topic, ix->brokers, METADATA_WAIT_US, err);
 }
 
 /* (Re)assigns every owned partition at its stored position: at start, and
@@ -471,6 +460,7 @@ static void batch_init(batch_t *b, gint32 n_partitions) {
   b->origins = g_array_new(FALSE, FALSE, sizeof(origin_t));
   b->next = g_new(gint64, n_partitions);
   b->eof = g_new(gint64, n_partitions);
+  b->rewound = g_new0(gboolean, n_partitions);
   b->pending = g_string_new(NULL);
   b->messages = 0;
   for (gint32 i = 0; i < n_partitions; i++) b->next[i] = b->eof[i] = -1;
@@ -482,6 +472,7 @@ static void batch_reset(batch_t *b, gint32 n_partitions) {
   g_array_set_size(b->origins, 0);
   g_string_truncate(b->pending, 0);
   for (gint32 i = 0; i < n_partitions; i++) b->next[i] = b->eof[i] = -1;
+  memset(b->rewound, 0, sizeof(gboolean) * (gsize)n_partitions);
   b->messages = 0;
 }
 
@@ -491,30 +482,66 @@ static void batch_clear(batch_t *b) {
   g_array_free(b->origins, TRUE);
   g_free(b->next);
   g_free(b->eof);
+  g_free(b->rewound);
   g_string_free(b->pending, TRUE);
+}
+
+/* Checks that `offset`, the next offset partition p delivers (a message's,
+ * or the end a partition-EOF reports), continues what the shard applied.
+ * Offsets of a partition are contiguous (no transactions, no compaction on
+ * the change topic), so a jump forward means Kafka deleted events
+ * (retention, or ixia-devkafka's memory budget) before this shard read
+ * them, and the consumer's reset to the earliest offset skipped them; an
+ * offset below the expected one means the partition started over (the
+ * topic was re-created, or Kafka lost its data). Either way the index
+ * misses edits it can never read from Kafka: the shard repairs itself from
+ * the truth store (heal.h). A partition the shard never read starts at
+ * offset 0: when Kafka starts it later, its first events are gone (a new
+ * or rebuilt shard on a topic whose retention dropped them). */
+static void check_continuity(ixia_indexer_t *ix, batch_t *b, gint32 p, gint64 offset) {
+  gint64 expect = b->next[p] >= 0 ? b->next[p] : b->eof[p] >= 0 ? b->eof[p] : MAX(ix->applied[p], 0);
+  if (offset == expect) return;
+  if (offset > expect) {
+    __atomic_add_fetch(&ix->offsets_lost, (guint64)(offset - expect), __ATOMIC_RELAXED);
+    char *what = g_strdup_printf("partition %d: offsets %" G_GINT64_FORMAT "..%" G_GINT64_FORMAT
+                                 " were deleted from Kafka before this shard read them",
+                                 (int)p, expect, offset - 1);
+    IXIA_ERROR("%s; the index misses those edits: repairing it from the truth store", what);
+    ixia_heal_request(ix->heal, IXIA_HEAL_OFFSETS_LOST, what);
+    g_free(what);
+    return;
+  }
+  __atomic_add_fetch(&ix->offsets_rewound, 1, __ATOMIC_RELAXED);
+  b->rewound[p] = TRUE;
+  char *what = g_strdup_printf("partition %d: offsets went back from %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT
+                               " (the topic was re-created, or Kafka lost its data)",
+                               (int)p, expect, offset);
+  IXIA_ERROR("%s; following the partition from there and repairing the index from the truth store", what);
+  ixia_heal_request(ix->heal, IXIA_HEAL_REWOUND, what);
+  g_free(what);
+}
+
+/* A PUT whose document has expired indexes as the delete the store's
+ * expiry amounts to (at the same version, so a redelivery changes nothing). */
+static void expire_event(ixia_idx_event_t *ev, gint64 now) {
+  if (ev->op == IXIA_IDX_PUT && ev->expire_at > 0 && ev->expire_at <= now) {
+    ev->op = IXIA_IDX_DELETE;
+    ev->doc = NULL;
+    ev->doc_len = 0;
+  }
 }
 
 /* Adds one message: decoded into the batch, or its failed-log line queued. */
 static void batch_add(ixia_indexer_t *ix, batch_t *b, const rd_kafka_message_t *m) {
   gint32 p = m->partition;
-  /* Offsets of a partition are contiguous (no transactions, no compaction
-   * on the change topic): a jump means Kafka deleted events (retention)
-   * before this shard read them, and the reset to the earliest offset
-   * skipped them. That is data loss for the index; say so loudly. */
-  gint64 expect = b->next[p] >= 0 ? b->next[p] : ix->applied[p];
-  if (expect >= 0 && m->offset > expect) {
-    __atomic_add_fetch(&ix->offsets_lost, (guint64)(m->offset - expect), __ATOMIC_RELAXED);
-    IXIA_ERROR("partition %d: offsets %" G_GINT64_FORMAT "..%" G_GINT64_FORMAT
-               " were deleted from Kafka before this shard read them; the index misses those "
-               "edits: rebuild this shard from a snapshot (docs/OPERATIONS.md)",
-               (int)p, expect, (gint64)m->offset - 1);
-  }
+  check_continuity(ix, b, p, m->offset);
   b->next[p] = m->offset + 1;
   b->messages++;
   IxiaChangeEvent *e = g_object_new(IXIA_TYPE_CHANGE_EVENT, NULL);
   ixia_error_t *why = NULL;
   ixia_idx_event_t ev;
   if (decode(m, e, &ev, &why)) {
+    expire_event(&ev, ixia_expiry_now());
     origin_t o = {p, m->offset};
     g_ptr_array_add(b->objs, e);
     g_array_append_val(b->events, ev);
@@ -558,7 +585,10 @@ static void gather(ixia_indexer_t *ix, batch_t *b) {
     }
     gboolean in_range = m->partition >= 0 && m->partition < ix->n_partitions;
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-      if (in_range) b->eof[m->partition] = m->offset;
+      if (in_range && ix->owns[m->partition]) {
+        check_continuity(ix, b, m->partition, m->offset);
+        b->eof[m->partition] = m->offset;
+      }
       rd_kafka_message_destroy(m);
       /* Nothing more is coming: publish the batch (and the end) now. */
       if (b->messages == 0) return;
@@ -638,16 +668,158 @@ static gpointer inval_main(gpointer data) {
   return NULL;
 }
 
+/* Events of a table the index has no schema for cannot be indexed: their
+ * schema event was lost (deleted offsets, a re-created topic). Before such
+ * a batch is applied, the schemas are fetched from the API and put in
+ * front of it, and a repair is requested (the shard missed at least that
+ * event). A table the API does not know either (a foreign producer) is not
+ * asked for again within SCHEMA_MISS_RETRY_US; its events fail as before. */
+static void ensure_schemas(ixia_indexer_t *ix, batch_t *b) {
+  GHashTable *known = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  GPtrArray *missing = g_ptr_array_new_with_free_func(g_free);
+  gint64 now = g_get_monotonic_time();
+  for (guint i = 0; i < b->events->len; i++) {
+    const ixia_idx_event_t *ev = &g_array_index(b->events, ixia_idx_event_t, i);
+    char *id = g_strdup_printf("%s\t%s", ev->ns, ev->table);
+    if (g_hash_table_contains(known, id)) {
+      g_free(id);
+      continue;
+    }
+    gboolean have = ev->op == IXIA_IDX_SCHEMA;
+    if (!have) {
+      ixia_schema_t *s = ixia_idx_schema(ev->ns, ev->table, ix->idx, NULL);
+      have = s != NULL;
+      ixia_schema_unref(s);
+    }
+    gpointer missed = g_hash_table_lookup(ix->schema_misses, id);
+    if (!have && !(missed && now - GPOINTER_TO_SIZE(missed) < SCHEMA_MISS_RETRY_US))
+      g_ptr_array_add(missing, g_strdup(id));
+    g_hash_table_add(known, id);
+  }
+  g_hash_table_destroy(known);
+  if (missing->len == 0) {
+    g_ptr_array_unref(missing);
+    return;
+  }
+  char *first = g_strdelimit(g_strdup(g_ptr_array_index(missing, 0)), "\t", '.');
+  ixia_error_t *err = NULL;
+  GPtrArray *schemas = ixia_heal_fetch_schemas(ix->heal, &err);
+  GHashTable *fetched = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  guint added = 0;
+  for (guint i = 0; schemas && i < schemas->len; i++) {
+    IxiaChangeEvent *e = g_ptr_array_index(schemas, i);
+    ixia_idx_event_t ev;
+    if (!ixia_indexer_event_from_thrift(e, &ev, NULL)) continue;
+    g_hash_table_add(fetched, g_strdup_printf("%s\t%s", e->ns, e->table));
+    g_ptr_array_add(b->objs, g_object_ref(e));
+    origin_t o = {-1, -1};
+    g_array_insert_val(b->events, added, ev);
+    g_array_insert_val(b->origins, added, o);
+    added++;
+  }
+  gboolean lost = !schemas;
+  for (guint i = 0; i < missing->len; i++) {
+    char *id = g_ptr_array_index(missing, i);
+    if (g_hash_table_contains(fetched, id))
+      lost = TRUE;
+    else
+      g_hash_table_replace(ix->schema_misses, g_strdup(id), GSIZE_TO_POINTER((gsize)now));
+  }
+  __atomic_add_fetch(&ix->schemas_fetched, added, __ATOMIC_RELAXED);
+  if (schemas)
+    IXIA_WARN("events of table %s arrived without its schema in the index (%u tables without one): "
+              "applied the %u schemas the API has before them",
+              first, missing->len, added);
+  else
+    IXIA_WARN("events of table %s arrived without its schema in the index, and the API could not "
+              "give it: %s; those events go to the failed-updates log",
+              first, err->message);
+  if (lost) {
+    char *what = g_strdup_printf("events of table %s arrived without its schema", first);
+    ixia_heal_request(ix->heal, IXIA_HEAL_MISSING_SCHEMA, what);
+    g_free(what);
+  }
+  ixia_error_destroy(err);
+  g_free(first);
+  g_hash_table_destroy(fetched);
+  if (schemas) g_ptr_array_unref(schemas);
+  g_ptr_array_unref(missing);
+}
+
+/* After events were applied: their documents with an expiry join the
+ * schedule (the reaper re-reads each record, so skipped events are
+ * harmless). */
+static void schedule_expiries(ixia_indexer_t *ix, const ixia_idx_event_t *events, guint n) {
+  gint64 now = ixia_expiry_now();
+  for (guint i = 0; i < n; i++) {
+    const ixia_idx_event_t *ev = &events[i];
+    if (ev->op == IXIA_IDX_PUT && ev->expire_at > now)
+      ixia_expiry_add(ix->expiry, ev->ns, ev->table, ev->key, ev->key_len, ev->expire_at);
+  }
+}
+
+/* Drops the documents whose expiry has come, on this shard's clock: a
+ * delete at the document's own version, for each due entry whose record
+ * still carries that expiry. Wakes searches waiting for it. */
+static void reap_expired(ixia_indexer_t *ix) {
+  if (!ixia_expiry_next(ix->expiry) || ixia_expiry_next(ix->expiry) > ixia_expiry_now()) return;
+  g_atomic_int_set(&ix->reaping, 1);
+  gint64 now = ixia_expiry_now();
+  GPtrArray *due = ixia_expiry_due(ix->expiry, now);
+  GArray *evs = g_array_new(FALSE, TRUE, sizeof(ixia_idx_event_t));
+  GPtrArray *kept = g_ptr_array_new(); /* the entries the events point into */
+  for (guint i = 0; due && i < due->len; i++) {
+    ixia_expiry_entry_t *en = g_ptr_array_index(due, i);
+    gboolean present, deleted;
+    gint64 version, expire_at;
+    if (!ixia_idx_doc_record(ix->idx, en->ns, en->table, en->key, en->key_len, &present, &deleted,
+                             &version, &expire_at, NULL) ||
+        !present || deleted || expire_at != en->expire_at)
+      continue;
+    ixia_idx_event_t ev = {.op = IXIA_IDX_DELETE, .ns = en->ns, .table = en->table, .key = en->key,
+                           .key_len = en->key_len, .version = version};
+    g_array_append_val(evs, ev);
+    g_ptr_array_add(kept, en);
+  }
+  if (evs->len) {
+    fail_ctx_t fc = {ix, (const ixia_idx_event_t *)(void *)evs->data, evs->len, NULL};
+    guint applied = 0;
+    ixia_error_t *err = NULL;
+    if (ixia_idx_apply(ix->idx, fc.events, fc.n, NULL, 0, on_failed, &fc, &applied, &err)) {
+      __atomic_add_fetch(&ix->expired_removed, applied, __ATOMIC_RELAXED);
+    } else {
+      /* Tried again at the next round. */
+      for (guint i = 0; i < kept->len; i++) {
+        ixia_expiry_entry_t *en = g_ptr_array_index(kept, i);
+        ixia_expiry_add(ix->expiry, en->ns, en->table, en->key, en->key_len, en->expire_at);
+      }
+      ratelimited_warn(&ix->kafka_rl, "expiry", err->message);
+      ixia_error_destroy(err);
+    }
+  }
+  g_ptr_array_free(kept, TRUE);
+  g_array_free(evs, TRUE);
+  if (due) g_ptr_array_unref(due);
+  g_mutex_lock(&ix->pos_lock);
+  g_atomic_int_set(&ix->reaping, 0);
+  g_cond_broadcast(&ix->pos_cond);
+  g_mutex_unlock(&ix->pos_lock);
+}
+
 /* Writes the batch's failed lines, then applies it with its positions.
  * FALSE when either could not be written: nothing of the batch is stored. */
 static gboolean apply_batch(ixia_indexer_t *ix, batch_t *b, ixia_error_t **err) {
   if (b->pending->len && !failed_log_write(ix, b->pending->str, b->pending->len, err))
     return FALSE;
+  ensure_schemas(ix, b);
   GArray *pos = g_array_new(FALSE, FALSE, sizeof(ixia_idx_position_t));
   for (guint i = 0; i < ix->owned->len; i++) {
     gint32 p = g_array_index(ix->owned, gint32, i);
-    if (b->next[p] < 0) continue;
-    ixia_idx_position_t ip = {p, b->next[p]};
+    /* A partition that started over is stored at its new end even without
+     * a message, so a restart does not come back to the old position. */
+    gint64 next = b->next[p] >= 0 ? b->next[p] : b->rewound[p] ? b->eof[p] : -1;
+    if (next < 0) continue;
+    ixia_idx_position_t ip = {p, next};
     g_array_append_val(pos, ip);
   }
   fail_ctx_t fc = {ix, (const ixia_idx_event_t *)(void *)b->events->data, b->events->len,
@@ -657,6 +829,7 @@ static gboolean apply_batch(ixia_indexer_t *ix, batch_t *b, ixia_error_t **err) 
                                pos->len, on_failed, &fc, NULL, err);
   __atomic_add_fetch(&ix->apply_us, g_get_monotonic_time() - t0, __ATOMIC_RELAXED);
   g_array_free(pos, TRUE);
+  if (ok) schedule_expiries(ix, fc.events, fc.n);
   if (ok && b->pending->len) {
     /* Count the undecodable lines only once they are certain to stay. */
     guint lines = 0;
@@ -666,13 +839,15 @@ static gboolean apply_batch(ixia_indexer_t *ix, batch_t *b, ixia_error_t **err) 
   return ok;
 }
 
-/* Makes the batch's positions visible to sync searches and status. */
+/* Makes the batch's positions visible to sync searches and status. A
+ * partition that started over goes back with it. */
 static void publish_positions(ixia_indexer_t *ix, const batch_t *b) {
   g_mutex_lock(&ix->pos_lock);
   for (guint i = 0; i < ix->owned->len; i++) {
     gint32 p = g_array_index(ix->owned, gint32, i);
     gint64 v = MAX(b->next[p], b->eof[p]);
-    if (v > ix->applied[p]) ix->applied[p] = v;
+    if (v > ix->applied[p] || (b->rewound[p] && v >= 0)) ix->applied[p] = v;
+    if (b->rewound[p]) ix->high_seen[p] = -1;
   }
   g_cond_broadcast(&ix->pos_cond);
   g_mutex_unlock(&ix->pos_lock);
@@ -709,6 +884,7 @@ static void run_job(ixia_indexer_t *ix, job_t *job) {
     return;
   }
   gboolean ok = ixia_idx_apply(ix->idx, job->events, job->n, NULL, 0, on_failed, &fc, &applied, &err);
+  if (ok) schedule_expiries(ix, job->events, job->n);
   job_finish(job, ok, applied, err);
   job_release(job);
 }
@@ -780,6 +956,58 @@ static void pause_for_disk(ixia_indexer_t *ix) {
   g_atomic_int_set(&ix->disk_paused, 0);
 }
 
+/* Stored positions past a partition's end: the partition started over
+ * (a re-created topic) without the consumer noticing. Checked against the
+ * ends librdkafka last saw, at most every END_CHECK_US while idle, and
+ * confirmed with the brokers; the partition then restarts at its first
+ * offset and the shard repairs itself. */
+static void check_ends(ixia_indexer_t *ix) {
+  gint64 now = g_get_monotonic_time();
+  if (now - ix->last_end_check < END_CHECK_US) return;
+  ix->last_end_check = now;
+  for (guint i = 0; i < ix->owned->len; i++) {
+    gint32 p = g_array_index(ix->owned, gint32, i);
+    int64_t lo = -1, hi = -1;
+    if (rd_kafka_get_watermark_offsets(ix->rk, ix->topic, p, &lo, &hi) || hi < 0) continue;
+    g_mutex_lock(&ix->pos_lock);
+    gint64 applied = ix->applied[p];
+    g_mutex_unlock(&ix->pos_lock);
+    if (applied <= hi) continue;
+    if (rd_kafka_query_watermark_offsets(ix->rk, ix->topic, p, &lo, &hi, 2000) || applied <= hi) continue;
+    char *what = g_strdup_printf("partition %d: the stored position %" G_GINT64_FORMAT
+                                 " is past the partition's end %" G_GINT64_FORMAT
+                                 " (the topic was re-created, or Kafka lost its data)",
+                                 (int)p, applied, (gint64)hi);
+    IXIA_ERROR("%s; restarting the partition at offset %" G_GINT64_FORMAT " and repairing the index from the truth store",
+               what, (gint64)lo);
+    __atomic_add_fetch(&ix->offsets_rewound, 1, __ATOMIC_RELAXED);
+    ixia_heal_request(ix->heal, IXIA_HEAL_PAST_END, what);
+    g_free(what);
+    ixia_idx_position_t pos = {p, MAX(lo, 0)};
+    ixia_error_t *err = NULL;
+    if (!ixia_idx_apply(ix->idx, NULL, 0, &pos, 1, NULL, NULL, NULL, &err)) {
+      ratelimited_warn(&ix->kafka_rl, "storing a position", err->message);
+      ixia_error_destroy(err);
+      continue;
+    }
+    g_mutex_lock(&ix->pos_lock);
+    ix->applied[p] = pos.next_offset;
+    ix->high_seen[p] = hi;
+    g_cond_broadcast(&ix->pos_cond);
+    g_mutex_unlock(&ix->pos_lock);
+    if (!assign_stored(ix, &err)) {
+      ratelimited_warn(&ix->kafka_rl, "kafka", err->message);
+      ixia_error_destroy(err);
+    }
+  }
+}
+
+static gboolean any_rewound(const ixia_indexer_t *ix, const batch_t *b) {
+  for (gint32 p = 0; p < ix->n_partitions; p++)
+    if (b->rewound[p]) return TRUE;
+  return FALSE;
+}
+
 static gpointer apply_main(gpointer data) {
   ixia_indexer_t *ix = data;
   batch_t b;
@@ -794,11 +1022,23 @@ static gpointer apply_main(gpointer data) {
       pause_for_disk(ix);
       continue;
     }
+    reap_expired(ix);
     gather(ix, &b);
     if (b.messages == 0) {
-      /* Ends of partitions only: nothing to store. */
+      /* Ends of partitions only: nothing to store, unless a partition
+       * started over (its new position is stored). */
+      if (any_rewound(ix, &b)) {
+        ixia_error_t *err = NULL;
+        if (!apply_batch(ix, &b, &err)) {
+          ratelimited_warn(&ix->kafka_rl, "storing a position", err->message);
+          ixia_error_destroy(err);
+          batch_reset(&b, ix->n_partitions);
+          continue;
+        }
+      }
       publish_positions(ix, &b);
       batch_reset(&b, ix->n_partitions);
+      check_ends(ix);
       continue;
     }
     if (!ixia_disk_reserve_check(ix->disk, NULL)) {
@@ -915,6 +1155,8 @@ ixia_indexer_t *ixia_indexer_new(const ixia_config_t *cfg, ixia_idx_t *idx, ixia
   g_mutex_init(&ix->failed_rl.lock);
   ix->jobs = g_async_queue_new();
   ix->inval_q = g_async_queue_new();
+  ix->expiry = ixia_expiry_new();
+  ix->schema_misses = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   ix->stopped = TRUE; /* nothing to stop until the threads run */
 
   gboolean ok = TRUE;
@@ -974,6 +1216,16 @@ ixia_indexer_t *ixia_indexer_new(const ixia_config_t *cfg, ixia_idx_t *idx, ixia
     ix->applied[p] = ixia_idx_position(idx, p);
     g_string_append_printf(list, "%s%d@%" G_GINT64_FORMAT, i ? "," : "", (int)p, ix->applied[p]);
   }
+  ixia_error_t *xerr = NULL;
+  if (!ixia_expiry_load(ix->expiry, idx, &xerr)) {
+    /* Documents already expired then stay until a search or repair sees
+     * them; not a reason to refuse to start. */
+    IXIA_WARN("expiry schedule: %s", xerr->message);
+    ixia_error_destroy(xerr);
+  } else if (ixia_expiry_size(ix->expiry)) {
+    IXIA_INFO("expiry schedule: %" G_GUINT64_FORMAT " expiring documents", ixia_expiry_size(ix->expiry));
+  }
+  ix->heal = ixia_heal_new(cfg, ix);
   if (!assign_stored(ix, err)) {
     g_string_free(list, TRUE);
     ixia_indexer_destroy(ix);
@@ -988,12 +1240,15 @@ ixia_indexer_t *ixia_indexer_new(const ixia_config_t *cfg, ixia_idx_t *idx, ixia
   ix->stopped = FALSE;
   if (ix->cache) ix->inval_thread = g_thread_new("ixia-invalidate", inval_main, ix);
   ix->thread = g_thread_new("ixia-apply", apply_main, ix);
+  ixia_heal_start(ix->heal);
   return ix;
 }
 
 void ixia_indexer_stop(ixia_indexer_t *ix) {
   if (!ix || ix->stopped) return;
   ix->stopped = TRUE;
+  /* First: the heal thread may wait for a reindex on the apply thread. */
+  ixia_heal_stop(ix->heal);
   g_mutex_lock(&ix->job_lock);
   ix->jobs_closed = TRUE;
   g_mutex_unlock(&ix->job_lock);
@@ -1033,6 +1288,9 @@ void ixia_indexer_destroy(ixia_indexer_t *ix) {
   g_async_queue_unref(ix->jobs);
   ixia_cache_destroy(ix->cache);
   ixia_disk_reserve_destroy(ix->disk);
+  ixia_heal_destroy(ix->heal);
+  ixia_expiry_destroy(ix->expiry);
+  if (ix->schema_misses) g_hash_table_destroy(ix->schema_misses);
   if (ix->owned) g_array_free(ix->owned, TRUE);
   g_free(ix->owns);
   g_free(ix->applied);
@@ -1053,6 +1311,74 @@ void ixia_indexer_destroy(ixia_indexer_t *ix) {
 
 ixia_idx_t *ixia_indexer_index(ixia_indexer_t *ix) { return ix->idx; }
 
+const GArray *ixia_indexer_partitions(ixia_indexer_t *ix, gint32 *partition_count) {
+  if (partition_count) *partition_count = ix->n_partitions;
+  return ix->owned;
+}
+
+gboolean ixia_indexer_repairing(ixia_indexer_t *ix) { return ixia_heal_repairing(ix->heal); }
+
+void ixia_indexer_request_repair(ixia_indexer_t *ix, const char *why) {
+  ixia_heal_request(ix->heal, IXIA_HEAL_REQUESTED, why);
+}
+
+/* Searches may name any table (the Search port is not only the API's): at
+ * most one schema fetch per this long. */
+#define LEARN_SCHEMA_EVERY_US G_USEC_PER_SEC
+
+gboolean ixia_indexer_learn_schema(ixia_indexer_t *ix, const char *ns, const char *table) {
+  gint64 now = g_get_monotonic_time(), last = __atomic_load_n(&ix->last_schema_fetch, __ATOMIC_RELAXED);
+  if ((last && now - last < LEARN_SCHEMA_EVERY_US) ||
+      !__atomic_compare_exchange_n(&ix->last_schema_fetch, &last, now, FALSE, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    return FALSE;
+  ixia_error_t *err = NULL;
+  GPtrArray *schemas = ixia_heal_fetch_schemas(ix->heal, &err);
+  if (!schemas) {
+    ratelimited_warn(&ix->kafka_rl, "fetching schemas", err->message);
+    ixia_error_destroy(err);
+    return FALSE;
+  }
+  gboolean found = FALSE;
+  GArray *evs = g_array_new(FALSE, TRUE, sizeof(ixia_idx_event_t));
+  for (guint i = 0; i < schemas->len; i++) {
+    IxiaChangeEvent *e = g_ptr_array_index(schemas, i);
+    ixia_idx_event_t ev;
+    if (!ixia_indexer_event_from_thrift(e, &ev, NULL)) continue;
+    found = found || (!strcmp(e->ns, ns) && !strcmp(e->table, table));
+    g_array_append_val(evs, ev);
+  }
+  gboolean ok = found && ixia_indexer_reindex(ix, (const ixia_idx_event_t *)(void *)evs->data, evs->len, NULL, &err);
+  if (found && !ok) {
+    ratelimited_warn(&ix->kafka_rl, "applying schemas", err->message);
+    ixia_error_destroy(err);
+  }
+  if (ok) {
+    __atomic_add_fetch(&ix->schemas_fetched, evs->len, __ATOMIC_RELAXED);
+    char *what = g_strdup_printf("a search named table %s.%s, which the API has and this shard had no schema for",
+                                 ns, table);
+    ixia_heal_request(ix->heal, IXIA_HEAL_MISSING_SCHEMA, what);
+    g_free(what);
+  }
+  g_array_free(evs, TRUE);
+  g_ptr_array_unref(schemas);
+  return ok;
+}
+
+void ixia_indexer_settle_expired(ixia_indexer_t *ix, gint64 deadline_us) {
+  gint64 next = ixia_expiry_next(ix->expiry);
+  if ((!next || next > ixia_expiry_now()) && !g_atomic_int_get(&ix->reaping)) return;
+  rd_kafka_queue_yield(ix->consumer_q); /* wakes an idle poll of the apply thread */
+  g_mutex_lock(&ix->pos_lock);
+  for (;;) {
+    next = ixia_expiry_next(ix->expiry);
+    gboolean due = (next && next <= ixia_expiry_now()) || g_atomic_int_get(&ix->reaping);
+    gint64 now = g_get_monotonic_time();
+    if (!due || now >= deadline_us || g_atomic_int_get(&ix->stop)) break;
+    g_cond_wait_until(&ix->pos_cond, &ix->pos_lock, MIN(deadline_us, now + 50 * G_TIME_SPAN_MILLISECOND));
+  }
+  g_mutex_unlock(&ix->pos_lock);
+}
+
 /* ---------- calls from the Search service ---------- */
 
 gboolean ixia_indexer_wait_caught_up(ixia_indexer_t *ix, gint64 deadline_us, ixia_error_t **err) {
@@ -1063,7 +1389,7 @@ gboolean ixia_indexer_wait_caught_up(ixia_indexer_t *ix, gint64 deadline_us, ixi
     gint64 left_ms = (deadline_us - g_get_monotonic_time()) / 1000;
     if (left_ms <= 0) {
       g_free(high);
-      return ixia_error_set(err, IXIA_EUNAVAILABLE, "shard not caught up within the deadline");
+      return ixia_error_set(err, IXIA_ENOTCAUGHTUP, "shard not caught up within the deadline");
     }
     int64_t lo = 0, hi = 0;
     rd_kafka_resp_err_t kerr =
@@ -1098,22 +1424,24 @@ gboolean ixia_indexer_wait_caught_up(ixia_indexer_t *ix, gint64 deadline_us, ixi
   if (ok) return TRUE;
   ixia_error_t *full = NULL;
   if (g_atomic_int_get(&ix->disk_paused) && !ixia_disk_reserve_check(ix->disk, &full)) {
-    ixia_error_set(err, IXIA_EUNAVAILABLE,
+    ixia_error_set(err, IXIA_ENOTCAUGHTUP,
                    "shard not caught up within the deadline: indexing is paused: %s", full->message);
     ixia_error_destroy(full);
     return FALSE;
   }
-  return ixia_error_set(err, IXIA_EUNAVAILABLE, "shard not caught up within the deadline");
+  return ixia_error_set(err, IXIA_ENOTCAUGHTUP, "shard not caught up within the deadline");
 }
 
 gboolean ixia_indexer_reindex(ixia_indexer_t *ix, const ixia_idx_event_t *events, guint n,
                               guint *applied, ixia_error_t **err) {
   __atomic_add_fetch(&ix->reindex_calls, 1, __ATOMIC_RELAXED);
   GArray *mine = g_array_sized_new(FALSE, FALSE, sizeof(ixia_idx_event_t), n);
+  gint64 now = ixia_expiry_now();
   for (guint i = 0; i < n; i++) {
-    const ixia_idx_event_t *ev = &events[i];
-    if (ev->op == IXIA_IDX_SCHEMA || ixia_indexer_owns_key(ix, ev->ns, ev->table, ev->key, ev->key_len))
-      g_array_append_val(mine, *ev);
+    ixia_idx_event_t ev = events[i];
+    expire_event(&ev, now);
+    if (ev.op == IXIA_IDX_SCHEMA || ixia_indexer_owns_key(ix, ev.ns, ev.table, ev.key, ev.key_len))
+      g_array_append_val(mine, ev);
     else
       __atomic_add_fetch(&ix->reindex_ignored, 1, __ATOMIC_RELAXED);
   }
@@ -1152,9 +1480,11 @@ gboolean ixia_indexer_reindex(ixia_indexer_t *ix, const ixia_idx_event_t *events
   return ok;
 }
 
+/* Lines of the failed-updates log; 0 when there is no file (none yet, or
+ * replay-failed moved it aside), -1 when it cannot be read. */
 static gint64 count_lines(const char *path) {
   FILE *f = fopen(path, "re");
-  if (!f) return -1;
+  if (!f) return errno == ENOENT ? 0 : -1;
   char buf[65536];
   gint64 lines = 0;
   size_t n;
@@ -1183,6 +1513,9 @@ char *ixia_indexer_status(ixia_indexer_t *ix) {
       gint64 lag = MAX(hi - MAX(ix->applied[p], 0), 0);
       cJSON_AddNumberToObject(e, "lag", (double)lag);
       cJSON_AddNumberToObject(e, "lag_seconds", ixia_indexer_monitor_lag_seconds(ix->monitor, p, lag));
+      /* Stale: Kafka started the partition over (the apply thread notices
+       * within END_CHECK_US and repairs). */
+      if (ix->applied[p] > hi) cJSON_AddBoolToObject(e, "position_past_end", TRUE);
     } else {
       cJSON_AddNullToObject(e, "high_watermark");
       cJSON_AddNullToObject(e, "lag");
@@ -1228,7 +1561,12 @@ char *ixia_indexer_status(ixia_indexer_t *ix) {
   COUNTER(invalidations_dropped);
   COUNTER(disk_pauses);
   COUNTER(reindex_refused_disk_full);
+  COUNTER(offsets_rewound);
+  COUNTER(expired_removed);
+  COUNTER(schemas_fetched);
 #undef COUNTER
+  cJSON_AddNumberToObject(o, "expiry_scheduled", (double)ixia_expiry_size(ix->expiry));
+  ixia_heal_status(ix->heal, o);
   cJSON_AddNumberToObject(o, "apply_ms", (double)__atomic_load_n(&ix->apply_us, __ATOMIC_RELAXED) / 1000.0);
   char *out = ixia_json_print(o);
   cJSON_Delete(o);

@@ -17,6 +17,22 @@
  * to its stored position and tries again. Kafka errors are logged
  * (rate-limited) and librdkafka retries them.
  *
+ * Continuity. Offsets of a partition are contiguous, so the apply thread
+ * checks that each message (and each partition end) continues what it
+ * applied: a jump forward means Kafka deleted events before the shard read
+ * them, a step back that the partition started over (a re-created topic);
+ * an idle thread also compares positions with the partitions' ends every
+ * second (stale positions after a re-created Kafka). Each asks the heal
+ * thread (heal.h) for a repair from the truth store; the positions follow
+ * the partition where it now is. Events of a table the index has no schema
+ * for get the schemas fetched from the API put in front of them.
+ *
+ * Expiry (expiry.h). PUTs whose document carries an expiry join a
+ * schedule; the apply thread deletes each document when its expiry comes
+ * (at its own version) and a search first waits for any deletion that is
+ * due (ixia_indexer_settle_expired). A PUT arriving after its expiry
+ * applies as a delete.
+ *
  * Disk reserve (common/disk.h). Before consuming and again before applying
  * each batch, the apply thread measures the free space of the file systems
  * of index.path and of the failed-updates log's directory (one statvfs
@@ -103,6 +119,27 @@ void ixia_indexer_destroy(ixia_indexer_t *ix);
 
 /* The index (borrowed). */
 ixia_idx_t *ixia_indexer_index(ixia_indexer_t *ix);
+
+/* The partitions this shard consumes (sorted; borrowed) and, in
+ * *partition_count (may be NULL), the topic's partition count. */
+const GArray *ixia_indexer_partitions(ixia_indexer_t *ix, gint32 *partition_count);
+
+/* TRUE while the shard repairs itself from the truth store (heal.h):
+ * searches say "repairing": true. */
+gboolean ixia_indexer_repairing(ixia_indexer_t *ix);
+/* Asks for a repair (as if edits had been lost). */
+void ixia_indexer_request_repair(ixia_indexer_t *ix, const char *why);
+
+/* A search named a table this shard has no schema for (its schema event
+ * was lost): fetches the schemas from the API, applies them and asks for a
+ * repair. TRUE when the table's schema was applied. */
+gboolean ixia_indexer_learn_schema(ixia_indexer_t *ix, const char *ns, const char *table);
+
+/* Before a search counts: when documents are due to expire on this shard's
+ * clock, waits (until deadline_us, monotonic) for the apply thread to drop
+ * them, so totals and aggregations never count an expired document. Cheap
+ * when nothing is due. */
+void ixia_indexer_settle_expired(ixia_indexer_t *ix, gint64 deadline_us);
 
 /* Asks Kafka for the current high watermark of every owned partition and
  * waits until the apply thread has applied up to them. Fails with

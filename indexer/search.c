@@ -3,6 +3,8 @@
  * read index snapshots, and writes (reindex) go through the apply thread. */
 #include <string.h>
 
+#include "antientropy.h"
+#include "heal.h"
 #include "indexer.h"
 #include "ixia_search.h"
 #include "json.h"
@@ -104,12 +106,38 @@ static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **er
     return NULL;
   }
   char *qtext = ixia_json_print(r.query);
+  char *q_ns = g_strdup(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.query, "namespace")));
+  char *q_table = g_strdup(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.query, "table")));
   cJSON_Delete(req);
-  ixia_query_t *q = ixia_query_parse(qtext, strlen(qtext), ixia_idx_schema, idx, &h->lim, err);
+  ixia_error_t *perr = NULL;
+  ixia_query_t *q = ixia_query_parse(qtext, strlen(qtext), ixia_idx_schema, idx, &h->lim, &perr);
+  /* The API knew the table (it parsed the query first), this shard does
+   * not: its schema event was lost. Learn it from the API (which also
+   * starts a repair); while a repair runs that may take a moment, so wait
+   * for it (bounded by the deadline) rather than answer NOT_FOUND. */
+  if (!q && perr->code == IXIA_ENOTFOUND && q_ns && q_table) {
+    if (ixia_indexer_learn_schema(h->ix, q_ns, q_table)) {
+      ixia_error_destroy(perr), perr = NULL;
+      q = ixia_query_parse(qtext, strlen(qtext), ixia_idx_schema, idx, &h->lim, &perr);
+    }
+  }
+  while (!q && perr->code == IXIA_ENOTFOUND && ixia_indexer_repairing(h->ix) &&
+         g_get_monotonic_time() + 10 * G_TIME_SPAN_MILLISECOND < r.start_us + ms * G_TIME_SPAN_MILLISECOND) {
+    g_usleep(10000);
+    ixia_error_destroy(perr), perr = NULL;
+    q = ixia_query_parse(qtext, strlen(qtext), ixia_idx_schema, idx, &h->lim, &perr);
+  }
   g_free(qtext);
-  if (!q) return NULL;
+  g_free(q_ns);
+  g_free(q_table);
+  if (!q) {
+    ixia_error_propagate(err, perr);
+    return NULL;
+  }
   if (!r.deadline_ms && q->timeout_ms > 0) ms = MIN((gint64)q->timeout_ms, ms);
   gint64 deadline_us = r.start_us + ms * G_TIME_SPAN_MILLISECOND;
+  /* Documents past their expiry leave the index before anything counts. */
+  ixia_indexer_settle_expired(h->ix, deadline_us);
   guint limit = r.limit >= 0 ? (guint)r.limit : q->limit;
   char *out = NULL;
   ixia_aggs_t *aggs = q->n_aggs ? ixia_aggs_new(q, &h->lim) : NULL;
@@ -136,6 +164,10 @@ static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **er
     else
       cJSON_AddNullToObject(o, "aggs");
     cJSON_AddNumberToObject(o, "max_version", (double)ixia_idx_max_version(idx));
+    /* How current the answer is: the newest version applied, and whether
+     * the shard is repairing itself (it may miss edits until done). */
+    cJSON_AddNumberToObject(o, "as_of", (double)ixia_idx_max_version(idx));
+    cJSON_AddBoolToObject(o, "repairing", ixia_indexer_repairing(h->ix));
     out = ixia_json_print(o);
     cJSON_Delete(o);
   }
@@ -220,6 +252,35 @@ static gboolean h_docs(IxiaSearchIf *iface, GPtrArray **ret, const gchar *ns, co
   return TRUE;
 }
 
+/* Most bounds of one digest call. */
+#define DIGEST_MAX_BOUNDS 10000
+
+static gboolean h_digest(IxiaSearchIf *iface, GPtrArray **ret, const gchar *ns, const gchar *table,
+                         const gchar *after_key, const GPtrArray *bounds, IxiaIxiaError **xe,
+                         GError **error) {
+  (void)error;
+  IXIA_THRIFT_REQUIRE(xe, "digest", "ns", ns, "table", table, "bounds", bounds);
+  ixia_error_t *err = NULL;
+  if (bounds->len == 0 || bounds->len > DIGEST_MAX_BOUNDS)
+    return ixia_error_to_thrift(
+        xe, ixia_error_new(IXIA_EINVAL, "digest: 1 to %d bounds, not %u", DIGEST_MAX_BOUNDS, bounds->len));
+  for (guint i = 0; i + 1 < bounds->len; i++) {
+    const char *a = g_ptr_array_index(bounds, i), *b = g_ptr_array_index(bounds, i + 1);
+    if (!a || !b || !*a || (*b && strcmp(a, b) >= 0))
+      return ixia_error_to_thrift(
+          xe, ixia_error_new(IXIA_EINVAL, "digest: bounds must increase, with \"\" (the end) only last"));
+  }
+  GArray *ranges = ixia_ae_ranges_new();
+  gboolean ok = ixia_heal_index_digest(ixia_indexer_index(handler_of(iface)->ix), ns, table, after_key,
+                                       (const char *const *)bounds->pdata, bounds->len, ranges, &err);
+  for (guint i = 0; ok && i < ranges->len; i++) {
+    const ixia_ae_range_t *r = &g_array_index(ranges, ixia_ae_range_t, i);
+    g_ptr_array_add(*ret, ixia_range_digest_new(r->last_key, r->count, r->hash));
+  }
+  g_array_unref(ranges);
+  return ok ? TRUE : ixia_error_to_thrift(xe, err);
+}
+
 static void ixia_shard_handler_init(IxiaShardHandler *self) { (void)self; }
 
 static void ixia_shard_handler_class_init(IxiaShardHandlerClass *klass) {
@@ -228,6 +289,7 @@ static void ixia_shard_handler_class_init(IxiaShardHandlerClass *klass) {
   h->status = h_status;
   h->reindex = h_reindex;
   h->docs = h_docs;
+  h->digest = h_digest;
 }
 
 ThriftProcessor *ixia_search_processor_new(ixia_indexer_t *ix, const ixia_config_t *cfg) {

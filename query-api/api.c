@@ -172,6 +172,8 @@ void ixia_api_destroy(ixia_api_t *api) {
 
 void ixia_api_set_server(ixia_api_t *api, ixia_server_t *srv) { api->server = srv; }
 guint ixia_api_max_batch_ops(const ixia_api_t *api) { return api->max_batch_ops; }
+ixia_store_t *ixia_api_store(ixia_api_t *api) { return api->store; }
+
 guint ixia_api_max_get_keys(const ixia_api_t *api) { return api->max_get_keys; }
 
 typedef struct {
@@ -739,10 +741,13 @@ char *ixia_api_stats(ixia_api_t *api) {
   cJSON_AddBoolToObject(o, "replication_enabled", rs.enabled);
   cJSON_AddNumberToObject(o, "replication_checkpoint", (double)rs.checkpoint);
   cJSON_AddNumberToObject(o, "replication_lag", (double)(rs.latest - rs.checkpoint));
-  cJSON_AddNumberToObject(o, "replication_lag_ms", (double)rs.lag_ms);
   cJSON_AddNumberToObject(o, "replication_events_published", (double)rs.events_published);
   cJSON_AddNumberToObject(o, "replication_calls", (double)rs.calls);
   cJSON_AddNumberToObject(o, "replication_failures", (double)rs.failures);
+  /* A Kafka outage shows here at once, long before a call times out. */
+  cJSON_AddNumberToObject(o, "replication_pending_edits", (double)MAX(rs.latest - rs.checkpoint, 0));
+  cJSON_AddNumberToObject(o, "replication_pending_age_ms", (double)rs.pending_age_ms);
+  cJSON_AddNumberToObject(o, "replication_call_age_ms", (double)rs.call_age_ms);
   cJSON_AddBoolToObject(o, "replication_gap", rs.gap);
   if (rs.gap) {
     cJSON_AddNumberToObject(o, "replication_gap_missing_from", (double)rs.gap_missing_from);

@@ -108,6 +108,9 @@ char *ixia_api_stats(ixia_api_t *api);
  * version. */
 char *ixia_api_snapshot(ixia_api_t *api, const char *dir, ixia_error_t **err);
 
+/* The truth store (borrowed), for the repair listings (truthscan.h). */
+ixia_store_t *ixia_api_store(ixia_api_t *api);
+
 /* Limits the handler enforces on list sizes. */
 guint ixia_api_max_batch_ops(const ixia_api_t *api);
 guint ixia_api_max_get_keys(const ixia_api_t *api);

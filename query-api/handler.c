@@ -9,6 +9,7 @@
 #include "json.h"
 #include "thrift_gate.h"
 #include "thrift_util.h"
+#include "truthscan.h"
 
 typedef struct {
   IxiaIxiaHandler parent;
@@ -364,6 +365,74 @@ static gboolean h_revoke_key(IxiaIxiaIf *iface, const gchar *id, IxiaIxiaError *
   return ixia_error_to_thrift(xe, err);
 }
 
+/* The partition filter of keyVersions and digest. */
+static ixia_truthscan_filter_t filter_of(gint32 partition_count, const GArray *partitions) {
+  ixia_truthscan_filter_t f = {partition_count, partitions ? (const gint32 *)(void *)partitions->data : NULL,
+                               partitions ? partitions->len : 0};
+  return f;
+}
+
+static gboolean h_key_versions(IxiaIxiaIf *iface, IxiaKeyVersionPage **ret, const gchar *ns,
+                               const gchar *table, const gchar *after_key, const gchar *end_key,
+                               const gint32 limit, const gint32 partition_count,
+                               const GArray *partitions, IxiaIxiaError **xe, GError **error) {
+  (void)error;
+  IXIA_THRIFT_REQUIRE(xe, "keyVersions", "ns", ns, "table", table);
+  ixia_error_t *err = NULL;
+  ixia_truthscan_filter_t f = filter_of(partition_count, partitions);
+  IxiaKeyVersionPage *page = *ret;
+  if (!ixia_truthscan_key_versions(api_of(iface), ns, table, after_key, end_key, limit, &f, page->keys,
+                                   &page->store_version, &err)) {
+    g_ptr_array_set_size(page->keys, 0);
+    return ixia_error_to_thrift(xe, err);
+  }
+  page->__isset_store_version = page->__isset_keys = TRUE;
+  return TRUE;
+}
+
+static gboolean h_digest(IxiaIxiaIf *iface, IxiaDigestPage **ret, const gchar *ns, const gchar *table,
+                         const gchar *after_key, const gchar *end_key, const gint32 max_keys,
+                         const gint32 bucket_keys, const gint32 partition_count,
+                         const GArray *partitions, IxiaIxiaError **xe, GError **error) {
+  (void)error;
+  IXIA_THRIFT_REQUIRE(xe, "digest", "ns", ns, "table", table);
+  ixia_error_t *err = NULL;
+  ixia_truthscan_filter_t f = filter_of(partition_count, partitions);
+  IxiaDigestPage *page = *ret;
+  if (!ixia_truthscan_digest(api_of(iface), ns, table, after_key, end_key, max_keys, bucket_keys, &f,
+                             page->ranges, &page->store_version, &err)) {
+    g_ptr_array_set_size(page->ranges, 0);
+    return ixia_error_to_thrift(xe, err);
+  }
+  page->__isset_store_version = page->__isset_ranges = TRUE;
+  return TRUE;
+}
+
+static gboolean h_current_events(IxiaIxiaIf *iface, GPtrArray **ret, const gchar *ns,
+                                 const gchar *table, const GPtrArray *keys, IxiaIxiaError **xe,
+                                 GError **error) {
+  (void)error;
+  IXIA_THRIFT_REQUIRE(xe, "currentEvents", "ns", ns, "table", table, "keys", keys);
+  ixia_error_t *err = NULL;
+  if (!ixia_truthscan_current_events(api_of(iface), ns, table, (const char *const *)keys->pdata,
+                                     keys->len, *ret, &err)) {
+    g_ptr_array_set_size(*ret, 0);
+    return ixia_error_to_thrift(xe, err);
+  }
+  return TRUE;
+}
+
+static gboolean h_schema_events(IxiaIxiaIf *iface, GPtrArray **ret, IxiaIxiaError **xe,
+                                GError **error) {
+  (void)error;
+  ixia_error_t *err = NULL;
+  if (!ixia_truthscan_schema_events(api_of(iface), *ret, &err)) {
+    g_ptr_array_set_size(*ret, 0);
+    return ixia_error_to_thrift(xe, err);
+  }
+  return TRUE;
+}
+
 static void ixia_api_handler_init(IxiaApiHandler *self) { (void)self; }
 
 static void ixia_api_handler_class_init(IxiaApiHandlerClass *klass) {
@@ -385,6 +454,10 @@ static void ixia_api_handler_class_init(IxiaApiHandlerClass *klass) {
   h->create_key = h_create_key;
   h->list_keys = h_list_keys;
   h->revoke_key = h_revoke_key;
+  h->key_versions = h_key_versions;
+  h->digest = h_digest;
+  h->current_events = h_current_events;
+  h->schema_events = h_schema_events;
 }
 
 ThriftProcessor *ixia_api_processor_new(ixia_api_t *api) {

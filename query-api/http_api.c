@@ -772,7 +772,7 @@ static const ixia_prom_stat_t STAT_METRICS[] = {
     {"cache_invalidation_failures", "ixia_cache_invalidation_failures_total", "counter", "Cache deletes after writes that failed (retried).", 0},
     {"replication_checkpoint", "ixia_replication_checkpoint", "gauge", "Last version a replication sink acknowledged.", 0},
     {"replication_lag", "ixia_replication_lag_versions", "gauge", "Versions committed but not yet in Kafka.", 0},
-    {"replication_lag_ms", "ixia_replication_lag_seconds", "gauge", "Age of the oldest commit not yet in Kafka; 0 when caught up.", 0.001},
+    {"replication_pending_age_ms", "ixia_replication_lag_seconds", "gauge", "Age of the oldest commit not yet in Kafka; 0 when caught up.", 0.001},
     {"replication_events_published", "ixia_replication_events_published_total", "counter", "Edits acknowledged by sinks since start.", 0},
     {"replication_failures", "ixia_replication_failures_total", "counter", "Failed shipments to sinks.", 0},
     {"replication_gap", "ixia_replication_gap", "gauge", "1 when the WAL lost versions not yet shipped (rebuild needed).", 0},

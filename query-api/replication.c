@@ -38,10 +38,12 @@ struct ixia_replication {
    * overflow that dropped the oldest). Guarded by lock. */
   GQueue tail;
   gsize tail_bytes;
-  /* (last version, commit time) of each committed group not yet known to
-   * be acknowledged, oldest first: replication lag in time. Guarded by lock. */
-  GArray *commit_times;
-  guint commit_times_head;
+  /* When the edits not yet acknowledged were committed: (last version of a
+   * committed group, monotonic µs), oldest first, at most PENDING_MAX (the
+   * oldest are what the age needs). Guarded by lock. */
+  GArray *pending;
+  gint64 started_us;
+  gint64 call_since_us; /* a shipment waits for a sink since then; 0: none */
   /* connection to the current sink; conn.fd is read by destroy (under lock)
    * to interrupt a call in flight */
   ixia_thrift_conn_t conn;
@@ -168,27 +170,20 @@ static gint64 batch_last(IxiaWalBatch *b) {
   return ixia_store_batch_last(b->sequence, (const char *)b->data->data, b->data->len);
 }
 
-/* Commit times kept for the lag in milliseconds; beyond, the oldest go
- * (the lag then reads as at least their age). */
-#define COMMIT_TIMES_MAX 65536
-
+/* Commit times kept for the age of the oldest pending edit. */
+#define PENDING_MAX 65536
 typedef struct {
   gint64 last;
-  gint64 at_us; /* monotonic */
-} commit_time_t;
+  gint64 at_us;
+} pending_t;
 
 static void on_commit(gint64 first_version, const char *batch, size_t len, gpointer user) {
   ixia_replication_t *r = user;
   IxiaWalBatch *b = ixia_wal_batch_new(first_version, batch, len);
-  commit_time_t ct = {batch_last(b), g_get_monotonic_time()};
-  ixia_metric_observe(r->group_sizes, (double)(ct.last - first_version + 1));
+  pending_t p = {ixia_store_batch_last(first_version, batch, len), g_get_monotonic_time()};
+  ixia_metric_observe(r->group_sizes, (double)(p.last - first_version + 1));
   g_mutex_lock(&r->lock);
-  if (r->commit_times->len - r->commit_times_head >= COMMIT_TIMES_MAX) r->commit_times_head++;
-  if (r->commit_times_head > 4096 && r->commit_times_head * 2 > r->commit_times->len) {
-    g_array_remove_range(r->commit_times, 0, r->commit_times_head);
-    r->commit_times_head = 0;
-  }
-  g_array_append_val(r->commit_times, ct);
+  if (r->pending->len < PENDING_MAX) g_array_append_val(r->pending, p);
   g_queue_push_tail(&r->tail, b);
   r->tail_bytes += len;
   while (r->tail_bytes > TAIL_MAX_BYTES) { /* far behind: the WAL has it all */
@@ -332,7 +327,13 @@ static gpointer replication_main(gpointer data) {
     } else if (empty_reads >= EMPTY_READS_FOR_GAP) {
       report_gap(r, checkpoint + 1, 0);
     } else if (ok && w.batches->len > 0) {
+      g_mutex_lock(&r->lock);
+      r->call_since_us = g_get_monotonic_time();
+      g_mutex_unlock(&r->lock);
       ok = ship(r, w.batches, &err);
+      g_mutex_lock(&r->lock);
+      r->call_since_us = 0;
+      g_mutex_unlock(&r->lock);
       g_mutex_lock(&r->lock);
       r->calls++;
       g_mutex_unlock(&r->lock);
@@ -346,6 +347,9 @@ static gpointer replication_main(gpointer data) {
         g_mutex_lock(&r->lock);
         r->checkpoint = w.last;
         r->events_published += w.edits;
+        guint done = 0;
+        while (done < r->pending->len && g_array_index(r->pending, pending_t, done).last <= w.last) done++;
+        if (done) g_array_remove_range(r->pending, 0, done);
         g_mutex_unlock(&r->lock);
         delay = r->retry_min_ms;
         set_last_error(r, NULL);
@@ -403,7 +407,8 @@ ixia_replication_t *ixia_replication_new(const ixia_config_t *cfg, ixia_store_t 
     return NULL;
   }
   g_queue_init(&r->tail);
-  r->commit_times = g_array_new(FALSE, FALSE, sizeof(commit_time_t));
+  r->pending = g_array_new(FALSE, FALSE, sizeof(pending_t));
+  r->started_us = g_get_monotonic_time();
   static const double group_buckets[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048};
   r->group_sizes = ixia_metrics_series(
       ixia_metrics_histogram(ixia_metrics_default(), "ixia_store_group_commit_edits",
@@ -452,7 +457,7 @@ void ixia_replication_destroy(ixia_replication_t *r) {
   if (r->n_sinks > 0 && r->store) ixia_store_set_commit_cb(r->store, NULL, NULL);
   if (r->thread) g_thread_join(r->thread);
   g_queue_clear_full(&r->tail, g_object_unref);
-  if (r->commit_times) g_array_free(r->commit_times, TRUE);
+  if (r->pending) g_array_unref(r->pending);
   disconnect(r);
   g_strfreev(r->sinks);
   g_free(r->checkpoint_path);
@@ -484,14 +489,22 @@ void ixia_replication_get_stats(ixia_replication_t *r, ixia_replication_stats_t 
   out->persisted = r->persisted;
   out->checkpoint_failures = r->checkpoint_failures;
   out->checkpoint_error = g_strdup(r->checkpoint_error);
-  /* The age of the oldest committed group the sinks have not acknowledged. */
-  while (r->commit_times && r->commit_times_head < r->commit_times->len &&
-         g_array_index(r->commit_times, commit_time_t, r->commit_times_head).last <= r->checkpoint)
-    r->commit_times_head++;
-  out->lag_ms = r->commit_times && r->commit_times_head < r->commit_times->len
-                    ? (g_get_monotonic_time() -
-                       g_array_index(r->commit_times, commit_time_t, r->commit_times_head).at_us) / 1000
-                    : 0;
-  g_mutex_unlock(&r->lock);
+  gint64 now = g_get_monotonic_time();
   out->latest = ixia_store_latest_version(r->store);
+  /* The oldest edit not acknowledged: its commit time, or (committed before
+   * this process started) the start. */
+  gint64 since = 0;
+  if (out->latest > r->checkpoint && r->n_sinks > 0) {
+    since = r->started_us;
+    for (guint i = 0; i < r->pending->len; i++) {
+      const pending_t *p = &g_array_index(r->pending, pending_t, i);
+      if (p->last > r->checkpoint) {
+        since = p->at_us;
+        break;
+      }
+    }
+  }
+  out->pending_age_ms = since ? (now - since) / 1000 : 0;
+  out->call_age_ms = r->call_since_us ? (now - r->call_since_us) / 1000 : 0;
+  g_mutex_unlock(&r->lock);
 }

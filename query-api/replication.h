@@ -35,7 +35,6 @@ typedef struct {
   gboolean enabled;
   gint64 checkpoint;      /* last version acknowledged by a sink */
   gint64 latest;          /* store's latest version */
-  gint64 lag_ms;          /* age of the oldest commit not yet acknowledged; 0 caught up */
   guint64 events_published; /* edits acknowledged by sinks since start */
   guint64 calls;
   guint64 failures;
@@ -46,6 +45,8 @@ typedef struct {
   gint64 persisted;       /* the checkpoint in store.path/REPLICATION_CHECKPOINT */
   guint64 checkpoint_failures; /* failed saves of that file (e.g. a full disk) */
   char *checkpoint_error; /* g_malloc'd: why the last save failed; NULL once one succeeds */
+  gint64 pending_age_ms;  /* how long the oldest edit not acknowledged by a sink has waited (0: none) */
+  gint64 call_age_ms;     /* how long the shipment in flight has waited for its sink (0: none) */
 } ixia_replication_stats_t;
 
 /* Starts the source when replication.sinks is set; otherwise returns a

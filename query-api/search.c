@@ -85,6 +85,8 @@ static void shard_call(ixia_search_t *s, call_t *c) {
   g_free(json);
   if (c->err) {
     counter_add(&s->shard_errors, 1);
+    /* Down, unreachable or unable to answer: the shard, not the API. */
+    if (c->err->code == IXIA_EUNAVAILABLE) c->err->code = IXIA_ESHARD;
     ixia_error_prefix(c->err, "shard %u (%s)", c->shard, sh->address);
   }
 }
@@ -207,7 +209,7 @@ static gboolean wait_replicated(ixia_search_t *s, gint64 min_version, gint64 dea
   gint64 acked;
   while ((acked = s->acked(s->acked_ud)) < min_version) {
     if (g_get_monotonic_time() >= wait_until)
-      return ixia_error_set(err, IXIA_EUNAVAILABLE,
+      return ixia_error_set(err, IXIA_ENOTCAUGHTUP,
                             "min_version %" G_GINT64_FORMAT " not replicated within the wait "
                             "(query.max_wait_ms / timeout_ms); replication has acknowledged %" G_GINT64_FORMAT,
                             min_version, acked);
@@ -241,6 +243,7 @@ static void append_doc(const ixia_query_t *q, const ixia_store_doc_t *d, const c
 typedef struct {
   const char *key; /* borrowed from the shard's response */
   gint64 version;  /* the version the shard indexed */
+  guint shard;
 } cand_t;
 
 /* Re-reads the page's hits from the truth store in one multi-get and
@@ -249,7 +252,7 @@ typedef struct {
  * under a filter without "not" it is not evaluated again (see
  * ixia_query_filter_monotone). Returns the number appended. */
 static guint verify_hits(ixia_search_t *s, const ixia_query_t *q, const GArray *cands,
-                         GString *out, ixia_error_t **err) {
+                         GString *out, guint *stale_by_shard, ixia_error_t **err) {
   guint n = cands->len, kept = 0;
   if (n == 0) return 0;
   const char **keys = g_new(const char *, n);
@@ -278,6 +281,7 @@ static guint verify_hits(ixia_search_t *s, const ixia_query_t *q, const GArray *
         g_string_append_c(out, '}');
       } else {
         counter_add(&s->stale_dropped, 1);
+        stale_by_shard[g_array_index(cands, cand_t, i).shard]++;
       }
       cJSON_Delete(parsed);
     }
@@ -337,7 +341,8 @@ static gboolean call_shards(ixia_search_t *s, call_t *calls, ixia_error_t **err)
 /* Takes hits shard by shard up to q->limit, advancing pos, and verifies
  * them; the hits' JSON goes to out, comma-separated. */
 static gboolean collect_hits(ixia_search_t *s, const ixia_query_t *q, call_t *calls, gint64 *pos,
-                             GString *out, guint *returned, ixia_error_t **err) {
+                             GString *out, guint *returned, guint *stale_by_shard,
+                             ixia_error_t **err) {
   GArray *cands = g_array_new(FALSE, FALSE, sizeof(cand_t));
   guint taken = 0;
   gboolean ok = TRUE;
@@ -357,7 +362,7 @@ static gboolean collect_hits(ixia_search_t *s, const ixia_query_t *q, call_t *ca
       }
       pos[i] = (gint64)id->valuedouble;
       taken++;
-      cand_t c = {key->valuestring, (gint64)version->valuedouble};
+      cand_t c = {key->valuestring, (gint64)version->valuedouble, i};
       g_array_append_val(cands, c);
     }
     /* A shard that sent fewer than asked has nothing after them. */
@@ -365,7 +370,7 @@ static gboolean collect_hits(ixia_search_t *s, const ixia_query_t *q, call_t *ca
   }
   if (ok) {
     ixia_error_t *e = NULL;
-    *returned = verify_hits(s, q, cands, out, &e);
+    *returned = verify_hits(s, q, cands, out, stale_by_shard, &e);
     if (e) ok = ixia_error_propagate(err, e);
   }
   g_array_free(cands, TRUE);
@@ -385,11 +390,40 @@ static cJSON *merge_aggs(ixia_search_t *s, const ixia_query_t *q, call_t *calls,
   return res;
 }
 
+/* How current each shard's part of the answer is: "shards": [{"shard",
+ * "as_of" (the newest version it had applied), "stale_dropped" (its hits
+ * the truth store no longer confirmed), "repairing"}]. A query with
+ * "allow_repairing": false fails instead when a shard is repairing
+ * itself. */
+static gboolean add_shard_states(ixia_search_t *s, const ixia_query_t *q, call_t *calls,
+                                 const guint *stale_by_shard, cJSON *resp, ixia_error_t **err) {
+  cJSON *arr = cJSON_AddArrayToObject(resp, "shards");
+  for (guint i = 0; i < s->n_shards; i++) {
+    const cJSON *r = calls[i].response;
+    const cJSON *as_of = cJSON_GetObjectItemCaseSensitive(r, "as_of");
+    if (!cJSON_IsNumber(as_of)) as_of = cJSON_GetObjectItemCaseSensitive(r, "max_version");
+    gboolean repairing = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "repairing"));
+    if (repairing && !q->allow_repairing)
+      return ixia_error_set(err, IXIA_ESHARD,
+                            "shard %u (%s) is repairing itself from the truth store and may miss "
+                            "documents until it is done; the query asked for allow_repairing: false",
+                            i, s->shards[i].address);
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddNumberToObject(e, "shard", i);
+    cJSON_AddNumberToObject(e, "as_of", cJSON_IsNumber(as_of) ? as_of->valuedouble : 0);
+    cJSON_AddNumberToObject(e, "stale_dropped", stale_by_shard[i]);
+    cJSON_AddBoolToObject(e, "repairing", repairing);
+    cJSON_AddItemToArray(arr, e);
+  }
+  return TRUE;
+}
+
 static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, gint64 start_us,
                  ixia_error_t **err) {
   gint64 deadline = start_us + (gint64)q->timeout_ms * 1000;
   gint64 *pos = g_new(gint64, s->n_shards);
   call_t *calls = g_new0(call_t, s->n_shards);
+  guint *stale = g_new0(guint, s->n_shards);
   cJSON *resp = NULL;
   GString *hits = g_string_new(NULL);
   gboolean ok = ixia_search_cursor_decode(s->n_shards, q->after, pos, err);
@@ -415,7 +449,7 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
     }
     cJSON_AddNumberToObject(resp, "total", total);
     cJSON_AddStringToObject(resp, "total_relation", exact ? "eq" : "gte");
-    ok = collect_hits(s, q, calls, pos, hits, &returned, err);
+    ok = collect_hits(s, q, calls, pos, hits, &returned, stale, err);
     cJSON *aggs = ok ? merge_aggs(s, q, calls, err) : NULL;
     ok = ok && aggs;
     if (ok) cJSON_AddItemToObject(resp, "aggs", aggs);
@@ -437,6 +471,7 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
         cJSON_AddItemToArray(ex, e);
       }
     }
+    ok = ok && add_shard_states(s, q, calls, stale, resp, err);
     if (ok) counter_add(&s->hits_returned, returned);
   }
   char *text = NULL;
@@ -461,6 +496,7 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
   }
   g_free(calls);
   g_free(pos);
+  g_free(stale);
   return text;
 }
 
@@ -472,7 +508,7 @@ char *ixia_search_run(ixia_search_t *s, const char *request_json, size_t len,
   char *out = NULL;
   ixia_query_t *q = ixia_query_parse(request_json, len, lookup, lookup_ud, &s->lim, &e);
   if (q && s->n_shards == 0)
-    ixia_error_set(&e, IXIA_EUNAVAILABLE,
+    ixia_error_set(&e, IXIA_ESHARD,
                    "query: no index shards are configured (query.indexers is empty)");
   if (q && !e) {
     /* The shards parse the same text again, against their own schemas. */

@@ -149,6 +149,8 @@ typedef struct ixia_query {
   guint timeout_ms;        /* deadline; defaults to limits->deadline_ms */
   guint64 track_total_hits; /* count exactly up to this many (G_MAXUINT64: all) */
   gboolean explain;        /* return the shards' plans */
+  gboolean allow_repairing; /* FALSE: fail rather than answer from a shard that is
+                               repairing itself (default TRUE: answer, and say so) */
   ixia_agg_t **aggs;
   guint n_aggs;
   /* Every field any aggregation reads, once each; ixia_agg_t.field_slot

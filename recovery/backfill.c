@@ -23,7 +23,9 @@ gboolean ixia_recovery_wait_shards(ixia_client_t *api, const char *ns, const cha
     char *resp = NULL;
     ok = ixia_client_query(api, text, &resp, &e);
     g_free(resp);
-    if (ok || e->code != IXIA_EUNAVAILABLE || g_get_monotonic_time() >= give_up) {
+    gboolean retry = !ok && (e->code == IXIA_EUNAVAILABLE || e->code == IXIA_ENOTCAUGHTUP ||
+                             e->code == IXIA_ESHARD);
+    if (!retry || g_get_monotonic_time() >= give_up) {
       if (e) {
         ixia_error_prefix(e, "waiting for the index shards to reach version %" G_GINT64_FORMAT, version);
         ixia_error_propagate(err, e);

@@ -1,13 +1,15 @@
 /* ixia-recovery SUBCOMMAND [OPTIONS]: thin dispatch; the work is in the
- * ixia_recovery library (recovery.h). Exit codes: 0 done, 1 failed,
- * 2 usage error. Each subcommand prints a JSON summary on stdout and its
- * progress on stderr. */
+ * ixia_recovery library (recovery.h). Exit codes: 0 done, 1 failed or
+ * diverged, 2 usage error; a failed call exits as `ixia` does (common/error.h:
+ * 4 API unreachable, 6 bad input, 7 shard unavailable, ...). Each
+ * subcommand prints a JSON summary on stdout and its progress on stderr. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "auth.h"
 #include "config.h"
+#include "kafka_util.h"
 #include "recovery.h"
 
 enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
@@ -24,8 +26,9 @@ typedef struct {
 static int print_summary(cJSON *summary, ixia_error_t *err) {
   if (!summary) {
     fprintf(stderr, "ixia-recovery: %s: %s\n", ixia_code_name(err->code), err->message);
+    int code = ixia_error_exit_code(err);
     ixia_error_destroy(err);
-    return EXIT_FAILED;
+    return code;
   }
   char *text = cJSON_Print(summary);
   printf("%s\n", text);
@@ -116,6 +119,14 @@ static int run_snapshot(const ixia_config_t *cfg, opts_t *o, int argc, char **ar
   return print_summary(summary, err);
 }
 
+/* kafka.brokers, or $IXIA_KAFKA (ixia-local's local.env) when the config
+ * leaves the default. */
+static char *kafka_brokers(const ixia_config_t *cfg) {
+  const char *set = ixia_config_str(cfg, "kafka.brokers");
+  const char *env = g_getenv("IXIA_KAFKA");
+  return g_strdup(env && *env && strcmp(set, "127.0.0.1:9092") == 0 ? env : set);
+}
+
 static int run_rebuild(const ixia_config_t *cfg, opts_t *o, int argc, char **argv) {
   (void)argv;
   if (no_args("rebuild-index", argc) || !o->from || !o->to) {
@@ -126,15 +137,32 @@ static int run_rebuild(const ixia_config_t *cfg, opts_t *o, int argc, char **arg
     fprintf(stderr, "ixia-recovery rebuild-index: give --partitions, or --shards with --shard, or neither\n");
     return EXIT_USAGE;
   }
+  ixia_error_t *err = NULL;
+  gint32 count = dr.partition_count;
+  if (count <= 0) {
+    /* The topic's real partition count: a wrong one would build the wrong
+     * partition set without a word. */
+    char *brokers = kafka_brokers(cfg);
+    count = ixia_kafka_topic_partitions_at(brokers, ixia_config_str(cfg, "kafka.topic"), 10 * G_USEC_PER_SEC, &err);
+    g_free(brokers);
+    if (count <= 0) {
+      fprintf(stderr, "ixia-recovery rebuild-index: %s; give the topic's partition count with "
+                      "--partition-count P\n", err->message);
+      int code = ixia_error_exit_code(err);
+      ixia_error_destroy(err);
+      return code;
+    }
+    if (!o->quiet)
+      fprintf(stderr, "ixia-recovery rebuild-index: topic %s has %d partitions (from Kafka)\n",
+              ixia_config_str(cfg, "kafka.topic"), (int)count);
+  }
   ixia_rebuild_opts_t ro = {
       .partitions = dr.partitions,
-      .partition_count = dr.partition_count > 0 ? dr.partition_count
-                                                : (gint32)ixia_config_int(cfg, "devkafka.partitions"),
+      .partition_count = count,
       .shards = dr.shards,
       .shard = dr.shard,
       .batch = (guint)o->batch,
       .quiet = o->quiet};
-  ixia_error_t *err = NULL;
   cJSON *summary = ixia_recovery_rebuild_index(o->from, o->to, cfg, &ro, &err);
   if (!summary && err && err->code == IXIA_EINVAL) {
     fprintf(stderr, "ixia-recovery rebuild-index: %s\n", err->message);
@@ -193,43 +221,45 @@ typedef struct {
   const char *params;
   const char *summary;
   int (*run)(const ixia_config_t *cfg, opts_t *o, int argc, char **argv);
+  const char *options; /* its options (long names, space-separated): --help lists only these */
 } command_t;
 
 static const command_t COMMANDS[] = {
     {"backfill", "NAMESPACE TABLE",
      "Index the existing documents of a table on every shard (after an index was added), "
      "without stopping traffic.",
-     run_backfill},
+     run_backfill, "api batch quiet"},
     {"backup", "--to DIR",
      "Back up the truth store for point-in-time restore: a base snapshot (first run), then "
      "every WAL batch since the last run appended to DIR/wal. Run it more often than "
      "store.wal_ttl_seconds.",
-     run_backup},
+     run_backup, "api to quiet"},
     {"restore", "--from DIR --to-version V --to STOREDIR",
      "Build a truth store at STOREDIR (new or empty) as it was at version V, from a backup "
      "directory. Needs no running stack.",
-     run_restore},
+     run_restore, "from to-version to quiet"},
     {"snapshot", "--to DIR",
      "Take a consistent checkpoint of the truth store through the API (no downtime): DIR/store "
      "and DIR/SNAPSHOT.json with its version. DIR is on the API's host.",
-     run_snapshot},
+     run_snapshot, "api to quiet"},
     {"rebuild-index", "--from SNAPSHOT --to INDEXDIR [--partitions SPEC | --shards N --shard I]",
      "Build a shard's index offline from a snapshot, deterministically. Start ixia-indexer on "
      "it: it reads Kafka from the earliest retained offset and catches up (Kafka retention must "
      "reach back to the snapshot's version).",
-     run_rebuild},
+     run_rebuild, "from to partitions partition-count shards shard batch quiet"},
     {"dump-index", "--index INDEXDIR",
      "Print a canonical checksum and counts of an index directory (the indexer must not run "
      "on it).",
-     run_dump},
+     run_dump, "index"},
     {"verify", "[--index-offline INDEXDIR --snapshot DIR]",
-     "Compare the index shards with the truth store key by key; list missing, extra and "
-     "stale documents; exit 1 on divergence.",
-     run_verify},
+     "Compare the index shards with the truth store (range digests, descending where they "
+     "differ, as the shards' own anti-entropy); list missing, extra and stale documents; exit 1 "
+     "on divergence.",
+     run_verify, "api index-offline snapshot page examples recheck-ms quiet"},
     {"replay-failed", "--log FILE",
      "Re-index the keys of a shard's failed-updates log from the truth store's current "
      "documents; replayed entries leave the log.",
-     run_replay},
+     run_replay, "api log batch quiet"},
 };
 
 static void usage(FILE *f) {
@@ -265,7 +295,8 @@ int main(int argc, char **argv) {
       {"partitions", 0, 0, G_OPTION_ARG_STRING, &dr.partitions,
        "rebuild-index: the shard's partitions (indexer.partitions syntax; default all)", "SPEC"},
       {"partition-count", 0, 0, G_OPTION_ARG_INT, &dr.partition_count,
-       "rebuild-index: partitions of the topic (default devkafka.partitions)", "P"},
+       "rebuild-index: partitions of the topic (default: read from Kafka, kafka.brokers or "
+       "$IXIA_KAFKA, topic kafka.topic)", "P"},
       {"shards", 0, 0, G_OPTION_ARG_INT, &dr.shards,
        "rebuild-index: with --shard, shard I of N contiguous partition ranges", "N"},
       {"shard", 0, 0, G_OPTION_ARG_INT, &dr.shard, "rebuild-index: see --shards", "I"},
@@ -279,6 +310,14 @@ int main(int argc, char **argv) {
       {"recheck-ms", 0, 0, G_OPTION_ARG_INT, &dr.recheck_ms,
        "verify: wait before re-checking mismatches (default 1000)", "MS"},
       G_OPTION_ENTRY_NULL};
+  /* Only the subcommand's own options: its --help lists them, and any other
+   * is refused as unknown. */
+  char **mine = g_strsplit(cmd->options, " ", -1);
+  guint kept = 0;
+  for (guint i = 0; entries[i].long_name; i++)
+    if (g_strv_contains((const char *const *)mine, entries[i].long_name)) entries[kept++] = entries[i];
+  entries[kept] = (GOptionEntry)G_OPTION_ENTRY_NULL;
+  g_strfreev(mine);
   /* argv[0] becomes "ixia-recovery backfill" for --help's usage line. */
   char *prog = g_strdup_printf("ixia-recovery %s", cmd->name);
   argv[1] = prog;

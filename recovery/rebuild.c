@@ -2,11 +2,11 @@
  * from a snapshot of the truth store, and its canonical checksum. Why the
  * rebuilt index then catches up from Kafka without losing edits: recovery.h. */
 #include <string.h>
-#include <zlib.h>
 
 #include "indexer.h"
 #include "internal.h"
 #include "json.h"
+#include "kafka_util.h"
 #include "progress.h"
 #include "recovery.h"
 #include "store.h"
@@ -15,12 +15,11 @@ gint32 ixia_recovery_partition(const char *ns, const char *table, const char *ke
                                gint32 partition_count) {
   GBytes *k = ixia_store_doc_key(ns, table, key, key_len);
   gsize len;
-  const Bytef *data = g_bytes_get_data(k, &len);
-  /* librdkafka's consistent partitioner is rd_crc32 (zlib's CRC-32) modulo
-   * the count; test_recovery checks the two agree. */
-  guint32 crc = (guint32)crc32(crc32(0L, Z_NULL, 0), data, (uInt)len);
+  const void *data = g_bytes_get_data(k, &len);
+  /* test_recovery checks this agrees with librdkafka's partitioner. */
+  gint32 p = ixia_kafka_partition(data, len, partition_count);
   g_bytes_unref(k);
-  return (gint32)(crc % (guint32)partition_count);
+  return p;
 }
 
 rocksdb_t *ixia_recovery_open_snapshot(const char *snapshot_dir, gint64 *version,
@@ -157,8 +156,7 @@ static gboolean feed(rebuild_t *rb, rocksdb_t *db, char kind, const gboolean *ow
     (*read)++;
     if (kind == 'd') {
       /* k is the truth-store key itself: as ixia_recovery_partition. */
-      guint32 crc = (guint32)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)k, (uInt)kl);
-      if (!owned[crc % (guint32)n_parts]) continue;
+      if (!owned[ixia_kafka_partition(k, kl, n_parts)]) continue;
     }
     (*taken)++;
     /* Expired documents are passed with their expire_at, as Kafka delivered

@@ -116,10 +116,11 @@ cJSON *ixia_recovery_restore(const char *dir, gint64 to_version, const char *sto
  *      deleted again by the retained delete that follows it; meanwhile
  *      queries drop such hits, as they check the truth store). Schema events
  *      older than the schema the index holds are skipped.
- *      The one requirement: Kafka retention must still hold every event with
- *      a version > V (in practice: the snapshot must be younger than the
- *      topic's retention, minus the replication lag). If it does not, take a
- *      new snapshot and rebuild from it.
+ *      Kafka retention should still hold every event with a version > V (the
+ *      snapshot younger than the topic's retention, minus the replication
+ *      lag). If it does not, the partitions start above offset 0 and the
+ *      indexer repairs itself from the truth store (indexer/heal.h); with
+ *      indexer.self_heal off, take a new snapshot and rebuild from it.
  * verify compares a running index with the truth store; replay-failed
  * re-applies the failed-updates log. */
 

@@ -288,6 +288,12 @@ struct ixia_sink {
   guint64 producer_restarts;
   gint64 last_sequence;
   ixia_metric_series_t *delivery_latency; /* produce -> acknowledged, per event */
+  /* Deliveries produced and not yet reported (calls that gave up included),
+   * and the start times of the calls still waiting for theirs: a Kafka
+   * outage shows in stats at once, before a call times out. */
+  gint64 pending_deliveries; /* atomic */
+  GMutex waiting_lock;
+  GQueue waiting; /* gint64 * start time (monotonic µs), oldest first */
 };
 
 static void call_clear(gpointer data) {
@@ -302,6 +308,7 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
   (void)rk;
   producer_t *p = opaque;
   call_t *c = msg->_private;
+  __atomic_sub_fetch(&p->sink->pending_deliveries, 1, __ATOMIC_RELAXED);
   if (msg->err) {
     __atomic_add_fetch(&p->sink->delivery_failures, 1, __ATOMIC_RELAXED);
   } else {
@@ -543,6 +550,7 @@ static gboolean publish(ixia_sink_t *s, GPtrArray *events, gint64 deadline, ixia
       c->outstanding++;
       g_mutex_unlock(&c->lock);
       g_atomic_rc_box_acquire(c);
+      __atomic_add_fetch(&s->pending_deliveries, 1, __ATOMIC_RELAXED);
       for (;;) {
         kerr = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(s->topic), RD_KAFKA_V_PARTITION(part),
                                  RD_KAFKA_V_KEY(key, klen),
@@ -557,6 +565,7 @@ static gboolean publish(ixia_sink_t *s, GPtrArray *events, gint64 deadline, ixia
         g_mutex_lock(&c->lock);
         c->outstanding--;
         g_mutex_unlock(&c->lock);
+        __atomic_sub_fetch(&s->pending_deliveries, 1, __ATOMIC_RELAXED);
         call_release(c);
       }
     }
@@ -575,7 +584,18 @@ static gboolean publish(ixia_sink_t *s, GPtrArray *events, gint64 deadline, ixia
       ok = FALSE;
     }
   }
-  if (ok) ok = wait_deliveries(p, c, events->len, deadline, s->delivery_timeout_ms, err);
+  if (ok) {
+    gint64 *since = g_new(gint64, 1);
+    *since = g_get_monotonic_time();
+    g_mutex_lock(&s->waiting_lock);
+    GList *link = (g_queue_push_tail(&s->waiting, since), s->waiting.tail);
+    g_mutex_unlock(&s->waiting_lock);
+    ok = wait_deliveries(p, c, events->len, deadline, s->delivery_timeout_ms, err);
+    g_mutex_lock(&s->waiting_lock);
+    g_queue_delete_link(&s->waiting, link);
+    g_mutex_unlock(&s->waiting_lock);
+    g_free(since);
+  }
   call_release(c);
   producer_unref(p, 0);
   return ok;
@@ -603,6 +623,8 @@ ixia_sink_t *ixia_sink_new(const ixia_config_t *cfg, ixia_error_t **err) {
   s->message_max_bytes = CLAMP(need, 1000000, 1000000000);
   s->started_at = g_get_monotonic_time();
   g_mutex_init(&s->lock);
+  g_mutex_init(&s->waiting_lock);
+  g_queue_init(&s->waiting);
   if (!*s->topic) {
     ixia_error_set(err, IXIA_EINVAL, "kafka.topic is empty");
     ixia_sink_destroy(s);
@@ -621,6 +643,7 @@ void ixia_sink_destroy(ixia_sink_t *s) {
   if (!s) return;
   producer_unref(s->producer, flush_bound_ms(s));
   g_mutex_clear(&s->lock);
+  g_mutex_clear(&s->waiting_lock);
   g_free(s->brokers);
   g_free(s->topic);
   g_free(s);
@@ -677,6 +700,14 @@ char *ixia_sink_stats(ixia_sink_t *s) {
   g_mutex_lock(&s->lock);
   cJSON_AddNumberToObject(o, "kafka_outq", rd_kafka_outq_len(s->producer->rk));
   g_mutex_unlock(&s->lock);
+  cJSON_AddNumberToObject(o, "pending_deliveries",
+                          (double)MAX(__atomic_load_n(&s->pending_deliveries, __ATOMIC_RELAXED), 0));
+  g_mutex_lock(&s->waiting_lock);
+  gint64 *oldest = g_queue_peek_head(&s->waiting);
+  gint64 age = oldest ? (g_get_monotonic_time() - *oldest) / 1000 : 0;
+  cJSON_AddNumberToObject(o, "waiting_calls", g_queue_get_length(&s->waiting));
+  g_mutex_unlock(&s->waiting_lock);
+  cJSON_AddNumberToObject(o, "oldest_pending_ms", (double)age);
   cJSON_AddStringToObject(o, "kafka_brokers", s->brokers);
   cJSON_AddStringToObject(o, "kafka_topic", s->topic);
   ixia_server_add_stats(s->server, o);

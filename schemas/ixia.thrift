@@ -22,7 +22,11 @@ enum ErrorCode {
                               (store.disk_reserve_mb, index.disk_reserve_mb); retry later */
   UNAUTHENTICATED = 10,    /* no API key on this connection, or an unknown, revoked or
                               expired one: call authenticate first (docs/HTTP.md, "API keys") */
-  PERMISSION_DENIED = 11   /* the key does not grant this action on this namespace */
+  PERMISSION_DENIED = 11,  /* the key does not grant this action on this namespace */
+  DEADLINE_EXCEEDED = 12,  /* a query ran past its deadline (query.deadline_ms, timeout_ms) */
+  NOT_CAUGHT_UP = 13,      /* min_version was not reached within the wait (query.max_wait_ms) */
+  SHARD_UNAVAILABLE = 14   /* an index shard could not answer (down, or repairing itself
+                              when the query asked for allow_repairing: false) */
 }
 
 exception IxiaError {
@@ -58,6 +62,63 @@ struct Document {
 struct WalBatch {
   1: i64 sequence,   /* sequence number (= version) of the batch's first edit */
   2: binary data
+}
+
+enum ChangeOp {
+  PUT = 1,      /* doc holds the whole document after the write */
+  DELETE = 2,
+  SCHEMA = 3    /* doc holds the table schema JSON; key is empty */
+}
+
+/* The Kafka change event. Message value: ChangeEvent in Thrift's compact
+ * protocol. Message key: the truth-store key bytes of the document
+ * ('d', len(ns), ns, len(table), table, key; 's' ... for schemas), so every
+ * edit of a key lands on one partition, in order.
+ *
+ * Versioning: `format` is 1. Readers ignore unknown fields (Thrift does);
+ * a change that old readers must not misread bumps `format`. */
+struct ChangeEvent {
+  1: i16 format = 1,
+  2: ChangeOp op,
+  3: string ns,
+  4: string table,
+  5: binary key,         /* the document key (empty for SCHEMA) */
+  6: i64 version,        /* the edit's WAL sequence number */
+  7: optional string doc,
+  8: i64 expire_at = 0,  /* epoch seconds, 0 = never */
+  9: i64 timestamp_ms    /* wall-clock ms when the sink decoded the edit */
+}
+
+/* One key of a table and the version of its document (repair, anti-entropy). */
+struct KeyVersion {
+  1: string key,
+  2: i64 version
+}
+
+/* The (key, version) set of one key range, hashed: count, and the sum
+ * (mod 2^64) of XXH3-64 over each key's bytes followed by its version as 8
+ * big-endian bytes. A range is (the previous range's last_key, last_key];
+ * the first one starts after the call's after_key; last_key "" reaches the
+ * end of the table. Two sides that hold the same pairs in a range compute
+ * the same digest, whatever the order they read them in. */
+struct RangeDigest {
+  1: string last_key,
+  2: i64 count,
+  3: i64 hash
+}
+
+/* An answer read from one view of the truth store: store_version is the
+ * store's latest version just before that view was taken, so every edit of
+ * a listed key up to it is reflected, and a key absent from the view was
+ * absent at that version. */
+struct KeyVersionPage {
+  1: i64 store_version,
+  2: list<KeyVersion> keys
+}
+
+struct DigestPage {
+  1: i64 store_version,
+  2: list<RangeDigest> ranges
 }
 
 service Ixia {
@@ -131,7 +192,39 @@ service Ixia {
   /* JSON {"keys": [{"id", "namespaces", "actions", "expires_at", "created_at",
    * "description", "expired"}]}: never the secrets. */
   string listKeys() throws (1: IxiaError err),
-  void revokeKey(1: string id) throws (1: IxiaError err)
+  void revokeKey(1: string id) throws (1: IxiaError err),
+
+  /* Self-healing shards and anti-entropy (indexer/heal.c, recovery verify).
+   * Partition filter: with partition_count > 0 and a non-empty partitions
+   * list, only keys whose Kafka partition (CRC-32 of the truth-store key
+   * modulo partition_count, as the replication sink publishes them) is
+   * listed; otherwise every key. Unexpired documents only. */
+
+  /* Keys and versions (no documents) of a table in (after_key, end_key]
+   * (end_key "" = to the end), in key byte order, at most limit
+   * (1..limits.max_get_keys). */
+  KeyVersionPage keyVersions(1: string ns, 2: string table, 3: string after_key,
+                             4: string end_key, 5: i32 limit, 6: i32 partition_count,
+                             7: list<i32> partitions) throws (1: IxiaError err),
+
+  /* Digests of (after_key, end_key]: consecutive ranges of bucket_keys keys,
+   * over at most max_keys keys (1..10,000,000). When the walk reaches the
+   * end of the interval, the last range is stretched to end_key (an empty
+   * one if needed), so the ranges always tile (after_key, last last_key]. */
+  DigestPage digest(1: string ns, 2: string table, 3: string after_key, 4: string end_key,
+                    5: i32 max_keys, 6: i32 bucket_keys, 7: i32 partition_count,
+                    8: list<i32> partitions) throws (1: IxiaError err),
+
+  /* The current state of keys of a table as change events, for reindexing:
+   * PUT with the document, its version and expiry; a missing (or expired)
+   * key is a DELETE at the store's latest version just before it was read.
+   * At most limits.max_get_keys keys. */
+  list<ChangeEvent> currentEvents(1: string ns, 2: string table, 3: list<string> keys)
+      throws (1: IxiaError err),
+
+  /* Every table schema as a SCHEMA change event (with the version it was
+   * applied at). */
+  list<ChangeEvent> schemaEvents() throws (1: IxiaError err)
 }
 
 /* ---------------------------------------------------------------------------
@@ -150,30 +243,6 @@ service ReplicationSink {
   string stats() throws (1: IxiaError err)
 }
 
-enum ChangeOp {
-  PUT = 1,      /* doc holds the whole document after the write */
-  DELETE = 2,
-  SCHEMA = 3    /* doc holds the table schema JSON; key is empty */
-}
-
-/* The Kafka change event. Message value: ChangeEvent in Thrift's compact
- * protocol. Message key: the truth-store key bytes of the document
- * ('d', len(ns), ns, len(table), table, key; 's' ... for schemas), so every
- * edit of a key lands on one partition, in order.
- *
- * Versioning: `format` is 1. Readers ignore unknown fields (Thrift does);
- * a change that old readers must not misread bumps `format`. */
-struct ChangeEvent {
-  1: i16 format = 1,
-  2: ChangeOp op,
-  3: string ns,
-  4: string table,
-  5: binary key,         /* the document key (empty for SCHEMA) */
-  6: i64 version,        /* the edit's WAL sequence number */
-  7: optional string doc,
-  8: i64 expire_at = 0,  /* epoch seconds, 0 = never */
-  9: i64 timestamp_ms    /* wall-clock ms when the sink decoded the edit */
-}
 
 /* ---------------------------------------------------------------------------
  * Index shards: served by each ixia-indexer for the partitions it consumes.
@@ -210,5 +279,12 @@ service Search {
   /* Documents of a table with key > after_key, in key order (deleted ones
    * as tombstones), at most `limit`. */
   list<IndexedDoc> docs(1: string ns, 2: string table, 3: binary after_key, 4: i32 limit)
-      throws (1: IxiaError err)
+      throws (1: IxiaError err),
+
+  /* Digests (RangeDigest) of the shard's live, unexpired documents of a
+   * table over consecutive ranges: (after_key, bounds[0]], (bounds[0],
+   * bounds[1]], ...; a last bound "" reaches the end of the table. At most
+   * 10,000 bounds. */
+  list<RangeDigest> digest(1: string ns, 2: string table, 3: string after_key,
+                           4: list<string> bounds) throws (1: IxiaError err)
 }

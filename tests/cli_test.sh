@@ -151,6 +151,9 @@ if [ $rc -ne 0 ] || [ ! -f "$DIR/local.env" ]; then
   finish
 fi
 pass "ixia-local up"
+[[ $err == *"ixia-devkafka keeps up to 1024 MiB of events"* ]] &&
+  pass "ixia-local up prints devkafka's backlog budget" ||
+  fail "ixia-local up prints devkafka's backlog budget" "$(last)"
 pids_started=$(awk '!/^#/ && NF == 3 {print $2 ":" $3}' "$DIR/pids")
 cp "$DIR/pids" "$WORK/pids.before"
 if grep -q '^IXIA_API=127\.0\.0\.1:[0-9]\+$' "$DIR/local.env" &&
@@ -310,10 +313,10 @@ run "$IXIA" get shop products p2
 # --- refused writes ------------------------------------------------------------
 
 run "$IXIA" put shop products p3 '{"title":"x","price":"cheap"}'
-if [ $rc -eq 1 ] && [[ $err == "ixia: "* ]] && [[ $err == *price* ]]; then
-  pass "wrong-typed field refused, naming the field"
+if [ $rc -eq 6 ] && [[ $err == "ixia: TYPE_MISMATCH: "* ]] && [[ $err == *price* ]]; then
+  pass "wrong-typed field refused (exit 6, bad input), naming the field"
 else
-  fail "wrong-typed field refused, naming the field" "$(last)"
+  fail "wrong-typed field refused (exit 6, bad input), naming the field" "$(last)"
 fi
 run "$IXIA" get shop products p3
 expect_rc "refused document was not stored" 3
@@ -326,10 +329,10 @@ else
 fi
 
 run "$IXIA" put shop products p4 '{"title": '
-if [ $rc -eq 1 ] && [[ $err == "ixia: "* ]]; then
-  pass "malformed JSON refused"
+if [ $rc -eq 6 ] && [[ $err == "ixia: INVALID_ARGUMENT: "* ]]; then
+  pass "malformed JSON refused (exit 6)"
 else
-  fail "malformed JSON refused" "$(last)"
+  fail "malformed JSON refused (exit 6)" "$(last)"
 fi
 
 # --- bulk load ----------------------------------------------------------------
@@ -391,10 +394,29 @@ else
 fi
 echo '{"namespace":"shop","table":"products","filter":{"range":{"price":{"gte":"cheap"}}}}' >"$WORK/q.json"
 STDIN=$WORK/q.json run "$IXIA" query -
-if [ $rc -eq 1 ] && [[ $err == *INVALID_ARGUMENT* ]] && [[ $err == *'filter.range.price'* ]]; then
+if [ $rc -eq 6 ] && [[ $err == *INVALID_ARGUMENT* ]] && [[ $err == *'filter.range.price'* ]]; then
   pass "query -: a bad query names the bad part"
 else
   fail "query -: a bad query names the bad part" "$(last)"
+fi
+
+# min_version that replication cannot reach in time (the sink is stopped):
+# exit 9, not 4 (the API answers).
+sink_pid=$(awk '$1 == "ixia-replication-sink" {print $2}' "$DIR/pids")
+kill -STOP "$sink_pid"
+vnew=$(json_field "$("$IXIA" put shop products waiting '{"category":"cat03","price":1.5}')" version)
+run "$IXIA" query "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":0,\"min_version\":$vnew,\"timeout_ms\":300}"
+kill -CONT "$sink_pid"
+if [ $rc -eq 9 ] && [[ $err == "ixia: NOT_CAUGHT_UP: "* ]]; then
+  pass "query: min_version not reached in time exits 9"
+else
+  fail "query: min_version not reached in time exits 9" "$(last)"
+fi
+run "$IXIA" query "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":0,\"min_version\":$vnew}"
+if [ $rc -eq 0 ] && [[ $out == *'"shards":[{"shard":0,"as_of":'* ]] && [[ $out == *'"repairing":false'* ]]; then
+  pass "query: each shard's as_of, stale hits and repairing state"
+else
+  fail "query: each shard's as_of, stale hits and repairing state" "$(last)"
 fi
 
 run "$IXIA" shards
@@ -416,6 +438,35 @@ else
 fi
 run "$BIN/ixia-recovery" frobnicate
 expect_rc "ixia-recovery: unknown subcommand is a usage error" 2
+
+# --- a shard down, ixia-local restart ------------------------------------------
+
+idx_pid=$(awk '$1 == "ixia-indexer" {print $2}' "$DIR/pids")
+kill -9 "$idx_pid"
+run "$IXIA" query '{"namespace":"shop","table":"products","limit":0}'
+if [ $rc -eq 7 ] && [[ $err == "ixia: SHARD_UNAVAILABLE: "* ]]; then
+  pass "query with the shard down exits 7 (not 4: the API answers)"
+else
+  fail "query with the shard down exits 7 (not 4: the API answers)" "$(last)"
+fi
+run "$LOCAL" restart ixia-indexer --dir "$DIR"
+new_pid=$(awk '$1 == "ixia-indexer" {print $2}' "$DIR/pids")
+if [ $rc -eq 0 ] && [ -n "$new_pid" ] && [ "$new_pid" != "$idx_pid" ] && grep -q "^IXIA_INDEXER=$IXIA_INDEXER\$" "$DIR/local.env"; then
+  pass "ixia-local restart ixia-indexer: same port, the new process recorded"
+else
+  fail "ixia-local restart ixia-indexer: same port, the new process recorded" "$(last)" "pids: $(cat "$DIR/pids")"
+fi
+# The killed one is no longer expected alive; the new one is, until down.
+kept=""
+for ps in $pids_started; do [ "${ps%%:*}" = "$idx_pid" ] || kept="$kept $ps"; done
+pids_started="$kept $new_pid:$(awk '{print $22}' "/proc/$new_pid/stat" 2>/dev/null)"
+run "$LOCAL" status --dir "$DIR"
+[ $rc -eq 0 ] && [[ $out == *"ixia-indexer"*"running"*"pid $new_pid"* ]] &&
+  pass "status shows the restarted indexer running" || fail "status shows the restarted indexer running" "$(last)"
+run "$IXIA" query '{"namespace":"shop","table":"products","limit":0}'
+expect_out "query answers again after the restart" '"total":'
+run "$LOCAL" restart no-such --dir "$DIR"
+expect_rc "ixia-local restart of an unknown daemon is a usage error" 2
 
 # --- stats ------------------------------------------------------------------
 

@@ -90,6 +90,11 @@ static void ks_add_set(GPtrArray *argv, char *assignment) {
 }
 
 gboolean ixt_devkafka_start(ixt_devkafka_t *k, const char *dir, int brokers, int partitions) {
+  return ixt_devkafka_start_sets(k, dir, brokers, partitions, NULL);
+}
+
+gboolean ixt_devkafka_start_sets(ixt_devkafka_t *k, const char *dir, int brokers, int partitions,
+                                 const char *const *sets) {
   g_return_val_if_fail(k->pid == 0, FALSE);
   k->dir = g_strdup(dir);
   k->log_path = g_build_filename(dir, "ixia-devkafka.log", NULL);
@@ -110,6 +115,7 @@ gboolean ixt_devkafka_start(ixt_devkafka_t *k, const char *dir, int brokers, int
   ks_add_set(argv, g_strdup_printf("devkafka.partitions=%d", partitions));
   ks_add_set(argv, g_strdup_printf("devkafka.bootstrap_file=%s", bootstrap_file));
   ks_add_set(argv, g_strdup_printf("devkafka.control_port_file=%s", control_file));
+  for (const char *const *s = sets; s && *s; s++) ks_add_set(argv, g_strdup(*s));
   g_ptr_array_add(argv, NULL);
 
   ks_parent = getpid();
@@ -593,21 +599,33 @@ gint64 ixt_producer_requests(ixt_producer_t *p, const char *api, int timeout_ms)
 /* ---------- the whole pipeline ---------- */
 
 gboolean ixt_stack_start(ixt_stack_t *s, guint shards, const char *const *api_sets) {
+  ixt_stack_opts_t o = {.api_sets = api_sets};
+  return ixt_stack_start_opts(s, shards, &o);
+}
+
+gboolean ixt_stack_start_opts(ixt_stack_t *s, guint shards, const ixt_stack_opts_t *o) {
   memset(s, 0, sizeof *s);
   s->dir = ixt_tmpdir();
   s->shards = shards;
   if (!ixt_memcached_start(&s->mc, 0)) return FALSE;
-  if (!ixt_devkafka_start(&s->kafka, s->dir, 1, 4)) return FALSE;
+  if (!ixt_devkafka_start_sets(&s->kafka, s->dir, 1, 4, o->devkafka_sets)) return FALSE;
   char *brokers = g_strdup_printf("kafka.brokers=%s", s->kafka.bootstrap);
   const char *sink_sets[] = {brokers, NULL};
   gboolean ok = ixt_daemon_start(&s->sink, "ixia-replication-sink", "sink", s->dir, sink_sets);
   g_free(brokers);
   const char *parts[2] = {shards == 1 ? "" : "0-1", "2-3"};
+  /* The shards repair themselves from the API, which starts after them:
+   * they read its port from the file it writes. */
+  GPtrArray *isets = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(isets, g_strdup_printf("indexer.api_port_file=%s/api.port", s->dir));
+  for (const char *const *a = o->indexer_sets; a && *a; a++) g_ptr_array_add(isets, g_strdup(*a));
+  g_ptr_array_add(isets, NULL);
   for (guint i = 0; ok && i < shards; i++) {
     s->indexer_dir[i] = g_strdup_printf("%s/shard%u", s->dir, i);
-    ok = ixt_indexer_start(&s->indexer[i], s->indexer_dir[i], s->kafka.bootstrap, parts[i],
-                           s->mc.addr);
+    ok = ixt_indexer_start_sets(&s->indexer[i], s->indexer_dir[i], s->kafka.bootstrap, parts[i],
+                                s->mc.addr, (const char *const *)isets->pdata);
   }
+  g_ptr_array_unref(isets);
   if (!ok) return FALSE;
   GPtrArray *sets = g_ptr_array_new_with_free_func(g_free);
   g_ptr_array_add(sets, g_strdup_printf("replication.sinks=%s", s->sink.addr));
@@ -615,7 +633,7 @@ gboolean ixt_stack_start(ixt_stack_t *s, guint shards, const char *const *api_se
                                     : g_strdup_printf("query.indexers=%s,%s", s->indexer[0].addr,
                                                       s->indexer[1].addr));
   g_ptr_array_add(sets, g_strdup("replication.retry_max_ms=500"));
-  for (const char *const *a = api_sets; a && *a; a++) g_ptr_array_add(sets, g_strdup(*a));
+  for (const char *const *a = o->api_sets; a && *a; a++) g_ptr_array_add(sets, g_strdup(*a));
   g_ptr_array_add(sets, NULL);
   ok = ixt_api_start(&s->api, s->dir, s->mc.addr, (const char *const *)sets->pdata);
   g_ptr_array_unref(sets);

@@ -3,8 +3,8 @@
  * a whole topic back as decoded change events.
  *
  * ixia-devkafka is the in-memory mock cluster of librdkafka (cli/devkafka.h):
- * each partition keeps at most about 5 MiB of batches, so tests that must
- * read everything back should stay well below that per partition.
+ * its partitions together keep devkafka.memory_mb (1 GiB by default) of
+ * batches; tests that need events deleted start it with a small budget.
  *
  * Processes started here die with the test: the child asks for SIGKILL when
  * its parent thread exits (PR_SET_PDEATHSIG), and an atexit handler kills
@@ -39,6 +39,10 @@ typedef struct {
  * exist. k must be zeroed (or stopped) before. FALSE (with a message on
  * stderr) when it did not start. */
 gboolean ixt_devkafka_start(ixt_devkafka_t *k, const char *dir, int brokers, int partitions);
+/* The same with extra "--set" assignments (NULL-terminated, may be NULL),
+ * e.g. "devkafka.memory_mb=4". */
+gboolean ixt_devkafka_start_sets(ixt_devkafka_t *k, const char *dir, int brokers, int partitions,
+                                 const char *const *sets);
 /* SIGTERM, wait (SIGKILL after 10 s), free the fields. FALSE when its log
  * holds a sanitizer report (printed). k may be one that never started. */
 gboolean ixt_devkafka_stop(ixt_devkafka_t *k);
@@ -134,6 +138,15 @@ typedef struct {
 } ixt_stack_t;
 
 gboolean ixt_stack_start(ixt_stack_t *s, guint shards, const char *const *api_sets);
+/* The same with extra "--set" assignments per daemon (each NULL-terminated,
+ * may be NULL). The shards always get indexer.api_port_file=DIR/api.port
+ * (they repair themselves from the API). */
+typedef struct {
+  const char *const *api_sets;
+  const char *const *indexer_sets;
+  const char *const *devkafka_sets;
+} ixt_stack_opts_t;
+gboolean ixt_stack_start_opts(ixt_stack_t *s, guint shards, const ixt_stack_opts_t *o);
 /* Stops everything; FALSE when a daemon's log holds a sanitizer report. */
 gboolean ixt_stack_stop(ixt_stack_t *s);
 

@@ -353,12 +353,29 @@ int ixt_run(void) {
 
 gboolean ixt_indexer_start(ixt_daemon_t *d, const char *dir, const char *bootstrap,
                            const char *partitions, const char *cache_servers) {
+  return ixt_indexer_start_sets(d, dir, bootstrap, partitions, cache_servers, NULL);
+}
+
+gboolean ixt_indexer_start_sets(ixt_daemon_t *d, const char *dir, const char *bootstrap,
+                                const char *partitions, const char *cache_servers,
+                                const char *const *extra) {
   g_mkdir_with_parents(dir, 0700);
-  char *sets[] = {g_strdup_printf("kafka.brokers=%s", bootstrap),
-                  g_strdup_printf("index.path=%s/index", dir),
-                  g_strdup_printf("indexer.partitions=%s", partitions),
-                  g_strdup_printf("cache.servers=%s", cache_servers), NULL};
-  gboolean ok = ixt_daemon_start(d, "ixia-indexer", "indexer", dir, (const char *const *)sets);
-  for (int k = 0; sets[k]; k++) g_free(sets[k]);
+  GPtrArray *sets = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(sets, g_strdup_printf("kafka.brokers=%s", bootstrap));
+  g_ptr_array_add(sets, g_strdup_printf("index.path=%s/index", dir));
+  g_ptr_array_add(sets, g_strdup_printf("indexer.partitions=%s", partitions));
+  g_ptr_array_add(sets, g_strdup_printf("cache.servers=%s", cache_servers));
+  for (const char *const *s = extra; s && *s; s++) g_ptr_array_add(sets, g_strdup(*s));
+  g_ptr_array_add(sets, NULL);
+  gboolean ok = ixt_daemon_start(d, "ixia-indexer", "indexer", dir, (const char *const *)sets->pdata);
+  g_ptr_array_unref(sets);
   return ok;
+}
+
+double ixt_json_num(const cJSON *o, const char *path) {
+  char **parts = g_strsplit(path, ".", -1);
+  const cJSON *x = o;
+  for (char **p = parts; *p && x; p++) x = cJSON_GetObjectItemCaseSensitive(x, *p);
+  g_strfreev(parts);
+  return cJSON_IsNumber(x) ? x->valuedouble : -1;
 }

@@ -5,6 +5,7 @@
 #define IXIA_TEST_SUPPORT_H
 
 #include <CUnit/Basic.h>
+#include <cjson/cJSON.h>
 #include <glib.h>
 
 /* A fresh directory under $TMPDIR; removed by ixt_cleanup(). */
@@ -69,6 +70,13 @@ gboolean ixt_api_start(ixt_api_t *a, const char *dir, const char *cache_servers,
  * all) of the Kafka at bootstrap, invalidating memcached at cache. */
 gboolean ixt_indexer_start(ixt_daemon_t *d, const char *dir, const char *bootstrap,
                            const char *partitions, const char *cache_servers);
+/* The same with extra "--set" assignments (NULL-terminated, may be NULL). */
+gboolean ixt_indexer_start_sets(ixt_daemon_t *d, const char *dir, const char *bootstrap,
+                                const char *partitions, const char *cache_servers,
+                                const char *const *extra);
+
+/* The number at a dotted path of a JSON object ("missing.count"), or -1. */
+double ixt_json_num(const cJSON *o, const char *path);
 
 /* Runs a CUnit registry with the basic interface; returns the exit code. */
 int ixt_run(void);

@@ -448,10 +448,10 @@ static void test_restore_errors(void) {
   /* Never over an existing store. */
   char *existing = g_strdup_printf("%s/restored-0/store", dir);
   expect_restore_error(base_version, backup_dir, existing, IXIA_EINVAL, "is not empty");
-  /* The CLI: exit 1 and the message on stderr. */
+  /* The CLI: exit 3 (NOT_FOUND, as `ixia`) and the message on stderr. */
   char *out = NULL, *errout = NULL;
   const char *args[] = {"restore", "--from", empty, "--to-version", "5", "--to", to, NULL};
-  CU_ASSERT_EQUAL(run_tool(args, &out, &errout), 1);
+  CU_ASSERT_EQUAL(run_tool(args, &out, &errout), 3);
   CU_ASSERT_PTR_NOT_NULL(strstr(errout, "holds no backup"));
   g_free(out);
   g_free(errout);

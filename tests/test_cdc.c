@@ -342,8 +342,22 @@ static void test_broker_down(void) {
   writers_start(&ws, s.api.addr, 400, 40, 30000); /* ~12 s of writes */
   g_usleep(500000);
   control(&s, "broker-down all");
-  g_usleep(10 * G_USEC_PER_SEC);
-  cJSON *o = stats(s.api.addr);
+  /* Visible within about a second, long before a delivery times out
+   * (kafka.message_timeout_ms, 20 s): edits pending and their age. */
+  gint64 down = g_get_monotonic_time();
+  cJSON *o = NULL;
+  while (g_get_monotonic_time() - down < 1500 * 1000) {
+    cJSON_Delete(o);
+    o = stats(s.api.addr);
+    if (stat_num(o, "replication_pending_age_ms") >= 1000) break;
+    g_usleep(50000);
+  }
+  CU_ASSERT_TRUE(stat_num(o, "replication_pending_edits") > 0);
+  CU_ASSERT_TRUE(stat_num(o, "replication_pending_age_ms") >= 1000);
+  CU_ASSERT_TRUE(stat_num(o, "replication_call_age_ms") > 0);
+  cJSON_Delete(o);
+  g_usleep(9 * G_USEC_PER_SEC);
+  o = stats(s.api.addr);
   CU_ASSERT_TRUE(stat_num(o, "replication_lag") > 0); /* nothing can ship now */
   cJSON_Delete(o);
   control(&s, "broker-up all");

@@ -263,6 +263,33 @@ static void test_disk_reserve(void) {
   g_free(dir);
 }
 
+/* Every failure a script must tell apart has its own exit code. */
+static void test_exit_codes(void) {
+  static const struct {
+    ixia_code_t code;
+    int exit;
+  } map[] = {{IXIA_EINVAL, IXIA_EXIT_BADINPUT},    {IXIA_ETYPE, IXIA_EXIT_BADINPUT},
+             {IXIA_ETOOLARGE, IXIA_EXIT_BADINPUT}, {IXIA_ENOTFOUND, IXIA_EXIT_NOTFOUND},
+             {IXIA_EUNAVAILABLE, IXIA_EXIT_UNREACHABLE}, {IXIA_EEXHAUSTED, IXIA_EXIT_EXHAUSTED},
+             {IXIA_ESHARD, IXIA_EXIT_SHARD},       {IXIA_EDEADLINE, IXIA_EXIT_DEADLINE},
+             {IXIA_ENOTCAUGHTUP, IXIA_EXIT_NOTCAUGHTUP}, {IXIA_ECONFLICT, IXIA_EXIT_ERROR},
+             {IXIA_EINTERNAL, IXIA_EXIT_ERROR}};
+  GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+  for (guint i = 0; i < G_N_ELEMENTS(map); i++) {
+    ixia_error_t *e = ixia_error_new(map[i].code, "x");
+    CU_ASSERT_EQUAL(ixia_error_exit_code(e), map[i].exit);
+    CU_ASSERT_STRING_NOT_EQUAL(ixia_code_name(map[i].code), "UNKNOWN");
+    g_hash_table_add(seen, GINT_TO_POINTER(map[i].exit));
+    ixia_error_destroy(e);
+  }
+  /* ok and usage are not errors; the rest are all distinct. */
+  CU_ASSERT_EQUAL(g_hash_table_size(seen), 8);
+  g_hash_table_destroy(seen);
+  CU_ASSERT_STRING_EQUAL(ixia_code_name(IXIA_EDEADLINE), "DEADLINE_EXCEEDED");
+  CU_ASSERT_STRING_EQUAL(ixia_code_name(IXIA_ENOTCAUGHTUP), "NOT_CAUGHT_UP");
+  CU_ASSERT_STRING_EQUAL(ixia_code_name(IXIA_ESHARD), "SHARD_UNAVAILABLE");
+}
+
 int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("common", NULL, NULL);
@@ -276,6 +303,7 @@ int main(void) {
   IXT_ADD(s, test_schema_check_doc);
   IXT_ADD(s, test_schema_evolution);
   IXT_ADD(s, test_error_first_wins);
+  IXT_ADD(s, test_exit_codes);
   IXT_ADD(s, test_disk_reserve);
   return ixt_run();
 }

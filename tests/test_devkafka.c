@@ -467,6 +467,107 @@ static void test_consume_all_failures(void) {
   CU_ASSERT_PTR_NULL(ixt_kafka_consume_all(K.bootstrap, "no-such-topic", CONSUME_IDLE_MS, 1500));
 }
 
+/* "backlog": the budget, then I:FIRST-NEXT:BYTES per partition. Returns
+ * the budget; first/next of `partition` (may be NULL). */
+static gint64 backlog(ixt_devkafka_t *k, int partition, gint64 *first, gint64 *next) {
+  char *reply = NULL;
+  CU_ASSERT_TRUE(ixt_devkafka_control(k, "backlog", &reply));
+  gint64 budget = -1;
+  if (reply && sscanf(reply, "ok budget %" G_GINT64_FORMAT, &budget) != 1) budget = -1;
+  char *want = g_strdup_printf(" %d:", partition);
+  const char *at = reply ? strstr(reply, want) : NULL;
+  long long f = -1, n = -1;
+  if (at) sscanf(at + strlen(want), "%lld-%lld", &f, &n);
+  if (first) *first = f;
+  if (next) *next = n;
+  g_free(want);
+  g_free(reply);
+  return budget;
+}
+
+/* ~bytes of events with 1 KiB documents into `ns` of k's topic. */
+static void fill(ixt_devkafka_t *k, const char *ns, gsize bytes) {
+  ixt_producer_t *p = ixt_producer_new(k->bootstrap, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  char *doc = g_strdup_printf("{\"pad\":\"%01000d\"}", 0);
+  for (gsize i = 0; i * 1100 < bytes; i++) {
+    char key[32];
+    g_snprintf(key, sizeof key, "k%" G_GSIZE_FORMAT, i);
+    IxiaChangeEvent *ev = make_event(ns, key, (gint64)i + 1, doc);
+    CU_ASSERT(ixt_producer_send_event(p, TOPIC, ev, key, strlen(key)));
+    g_object_unref(ev);
+  }
+  CU_ASSERT_EQUAL(ixt_producer_wait(p, 30000), 0);
+  g_free(doc);
+  ixt_producer_destroy(p);
+}
+
+/* devkafka.memory_mb bounds the backlog: split over the partitions, the
+ * oldest events beyond it are deleted; the default (1 GiB) keeps a burst
+ * that librdkafka's built-in 5 MiB per partition would have cut. */
+static void test_backlog_budget(void) {
+  /* The shared daemon runs the default budget. */
+  CU_ASSERT_EQUAL(backlog(&K, 0, NULL, NULL), 1024LL * 1024 * 1024 / PARTITIONS);
+  fill(&K, "budget", 24 * 1024 * 1024);
+  for (int p = 0; p < PARTITIONS; p++) {
+    gint64 first = -1, next = -1;
+    backlog(&K, p, &first, &next);
+    CU_ASSERT_EQUAL(first, 0);
+    CU_ASSERT_TRUE(next > 5000);
+  }
+  /* 1 MiB over one partition: 3 MiB in, the oldest are gone. */
+  ixt_devkafka_t small = {0};
+  char *dir = ixt_tmpdir();
+  const char *sets[] = {"devkafka.memory_mb=1", NULL};
+  CU_ASSERT_TRUE_FATAL(ixt_devkafka_start_sets(&small, dir, 1, 1, sets));
+  CU_ASSERT_EQUAL(backlog(&small, 0, NULL, NULL), 1024 * 1024);
+  fill(&small, "budget", 3 * 1024 * 1024);
+  gint64 first = -1, next = -1;
+  backlog(&small, 0, &first, &next);
+  CU_ASSERT_TRUE(first > 0);
+  CU_ASSERT_TRUE(next > first);
+  /* What remains is at most the budget, give or take a record batch. */
+  CU_ASSERT_TRUE((next - first) * 1000 < 1300 * 1024);
+  CU_ASSERT_TRUE(ixt_devkafka_stop(&small));
+  g_free(dir);
+}
+
+/* reset-topic: what consumers see when a topic is deleted and created again
+ * under them: nothing left, offsets from 0, and new events readable. */
+static void test_reset_topic(void) {
+  ixt_devkafka_t k = {0};
+  char *dir = ixt_tmpdir();
+  CU_ASSERT_TRUE_FATAL(ixt_devkafka_start(&k, dir, 1, 2));
+  fill(&k, "before", 20 * 1100);
+  gint64 first = -1, next = -1;
+  backlog(&k, 0, &first, &next);
+  CU_ASSERT_TRUE(next > 0);
+  char *reply = NULL;
+  CU_ASSERT_TRUE(ixt_devkafka_control(&k, "reset-topic", &reply));
+  CU_ASSERT_PTR_NOT_NULL(reply && strstr(reply, "re-created"));
+  g_free(reply);
+  for (int p = 0; p < 2; p++) {
+    backlog(&k, p, &first, &next);
+    CU_ASSERT_EQUAL(first, 0);
+    CU_ASSERT_EQUAL(next, 0);
+  }
+  /* The producer of the events before goes on; offsets start at 0. */
+  fill(&k, "after", 3 * 1100);
+  GPtrArray *events = ixt_kafka_consume_all(k.bootstrap, TOPIC, CONSUME_IDLE_MS, CONSUME_MAX_MS);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(events);
+  CU_ASSERT_EQUAL(events->len, 3);
+  gint64 lowest = G_MAXINT64;
+  for (guint i = 0; i < events->len; i++) {
+    IxiaChangeEvent *ev = g_ptr_array_index(events, i);
+    CU_ASSERT_STRING_EQUAL(ev->ns, "after");
+    lowest = MIN(lowest, ixt_kafka_meta(ev)->offset);
+  }
+  CU_ASSERT_EQUAL(lowest, 0);
+  g_ptr_array_unref(events);
+  CU_ASSERT_TRUE(ixt_devkafka_stop(&k));
+  g_free(dir);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite("devkafka", suite_init, suite_clean);
@@ -477,5 +578,7 @@ int main(void) {
   IXT_ADD(s, test_broker_down_up);
   IXT_ADD(s, test_rtt);
   IXT_ADD(s, test_consume_all_failures);
+  IXT_ADD(s, test_backlog_budget);
+  IXT_ADD(s, test_reset_topic);
   return ixt_run();
 }

@@ -775,7 +775,7 @@ static void test_limits(void) {
   CU_ASSERT_TRUE(isearch(idx, q, -1, 10, 0, &small, NULL, &total, NULL, &e));
   CU_ASSERT_EQUAL(total, 3000);
   CU_ASSERT_FALSE(isearch(idx, q, -1, 10, g_get_monotonic_time() - 1, &lim, NULL, &total, NULL, &e));
-  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_EUNAVAILABLE);
+  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_EDEADLINE);
   CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "deadline"));
   ixia_error_destroy(e), e = NULL;
   /* A table without a schema in this index. */

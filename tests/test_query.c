@@ -313,6 +313,7 @@ static void test_parse_spec_example(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(q);
   CU_ASSERT_EQUAL(q->timeout_ms, 250);
   CU_ASSERT_EQUAL(q->min_version, 42);
+  CU_ASSERT_TRUE(q->allow_repairing); /* the default */
   CU_ASSERT_STRING_EQUAL(q->after, "abc");
   CU_ASSERT_EQUAL(q->limit, 0);
   CU_ASSERT_PTR_NULL(q->fields);
@@ -352,6 +353,7 @@ static const bad_query_t bad_queries[] = {
     {"'after': 5", IXIA_EINVAL, "after: "},
     {"'min_version': -1", IXIA_EINVAL, "min_version: "},
     {"'min_version': 'x'", IXIA_EINVAL, "min_version: "},
+    {"'allow_repairing': 'no'", IXIA_EINVAL, "allow_repairing: must be true or false"},
     {"'timeout_ms': 0", IXIA_EINVAL, "timeout_ms: "},
     {"'fields': 'title'", IXIA_EINVAL, "fields: "},
     {"'fields': []", IXIA_EINVAL, "fields: "},

@@ -163,13 +163,7 @@ static cJSON *verify_live(void) {
   return r;
 }
 
-static double num(const cJSON *o, const char *path) {
-  char **parts = g_strsplit(path, ".", -1);
-  const cJSON *x = o;
-  for (char **p = parts; *p && x; p++) x = cJSON_GetObjectItemCaseSensitive(x, *p);
-  g_strfreev(parts);
-  return cJSON_IsNumber(x) ? x->valuedouble : -1;
-}
+#define num ixt_json_num
 
 static gboolean verify_ok(void) {
   cJSON *r = verify_live();
@@ -466,8 +460,8 @@ static void test_cli_with_only_ixia_api(void) {
   g_free(out);
   char *meta = g_strdup_printf("%s/SNAPSHOT.json", snap);
   CU_ASSERT_TRUE(g_file_test(meta, G_FILE_TEST_EXISTS));
-  /* An existing, non-empty directory is refused. */
-  CU_ASSERT_EQUAL(run_cli(a1, &out), 1);
+  /* An existing, non-empty directory is refused: bad input, exit 6. */
+  CU_ASSERT_EQUAL(run_cli(a1, &out), 6);
   g_free(out);
   char *a2[] = {"verify", "-q", NULL};
   CU_ASSERT_EQUAL(run_cli(a2, &out), 0);
@@ -478,6 +472,28 @@ static void test_cli_with_only_ixia_api(void) {
   char *a3[] = {"verify", "--page", "0", NULL};
   CU_ASSERT_EQUAL(run_cli(a3, &out), 2);
   g_free(out);
+  /* rebuild-index takes the partition count from the topic (here one of 3
+   * partitions, not the local default of 4); another subcommand's option is
+   * refused. */
+  ixt_devkafka_t k3 = {0};
+  char *kdir = g_strdup_printf("%s/k3", S.st.dir);
+  g_mkdir_with_parents(kdir, 0755);
+  CU_ASSERT_TRUE_FATAL(ixt_devkafka_start(&k3, kdir, 1, 3));
+  char *brokers = g_strdup_printf("kafka.brokers=%s", k3.bootstrap);
+  char *rebuilt = g_strdup_printf("%s/rebuilt-cli", S.st.dir);
+  char *a4[] = {"rebuild-index", "--from", snap, "--to", rebuilt, "--set", brokers, "-q", NULL};
+  CU_ASSERT_EQUAL(run_cli(a4, &out), 0);
+  o = cJSON_Parse(out);
+  CU_ASSERT_EQUAL(num(o, "partition_count"), 3);
+  cJSON_Delete(o);
+  g_free(out);
+  char *a5[] = {"rebuild-index", "--log", "x", NULL};
+  CU_ASSERT_EQUAL(run_cli(a5, &out), 2);
+  g_free(out);
+  CU_ASSERT_TRUE(ixt_devkafka_stop(&k3));
+  g_free(brokers);
+  g_free(rebuilt);
+  g_free(kdir);
   g_free(meta);
   g_free(snap);
 }
