@@ -285,6 +285,36 @@ static double shard_divergences(ixia_client_t *c) {
   return total;
 }
 
+/* What an operator would look at when the index does not converge: each
+ * shard's status and the end of every daemon's log, on stderr. */
+static void dump_diagnostics(soak_stack_t *s, ixia_client_t *c) {
+  char **addrs = c ? ixia_client_shards(c, NULL) : NULL;
+  for (char **a = addrs; a && *a; a++) {
+    ixia_shard_client_t *sc = ixia_shard_client_new(g_strstrip(*a), 10000, NULL);
+    char *json = NULL;
+    if (sc && ixia_shard_client_status(sc, &json, NULL)) fprintf(stderr, "soak: shard %s status: %s\n", *a, json);
+    g_free(json);
+    ixia_shard_client_destroy(sc);
+  }
+  g_strfreev(addrs);
+  for (guint i = 0; i < G_N_ELEMENTS(DAEMONS); i++) {
+    char *name = g_strdup_printf("%s.log", DAEMONS[i]);
+    char *path = g_build_filename(s->o->dir, "logs", name, NULL);
+    char *text = NULL;
+    if (g_file_get_contents(path, &text, NULL, NULL)) {
+      char **lines = g_strsplit(text, "\n", -1);
+      guint n = g_strv_length(lines), from = n > 40 ? n - 40 : 0;
+      fprintf(stderr, "soak: the last lines of %s:\n", path);
+      for (guint l = from; l < n; l++)
+        if (*lines[l]) fprintf(stderr, "  | %.400s\n", lines[l]);
+      g_strfreev(lines);
+    }
+    g_free(text);
+    g_free(path);
+    g_free(name);
+  }
+}
+
 /* ---------- a round ---------- */
 
 typedef struct {
@@ -363,6 +393,7 @@ static gboolean round_run(soak_stack_t *s, guint r, GRand *rand, writer_t *ws, t
       t->verify_failures++;
       problem(t, g_strdup_printf("round %u: the index did not equal the truth within %u s: %s", r + 1,
                                  o->converge_s, last));
+      dump_diagnostics(s, c);
     }
     t->max_converge = MAX(t->max_converge, took);
     if (sc.lost) problem(t, g_strdup_printf("round %u: %" G_GUINT64_FORMAT " acknowledged writes lost, e.g. %s", r + 1,

@@ -24,7 +24,7 @@ int main(int argc, char **argv) {
       {"converge-seconds", 0, 0, G_OPTION_ARG_INT, &converge_s,
        "Longest wait for index = truth after a round (default 60)", "S"},
       {"dir", 'd', 0, G_OPTION_ARG_FILENAME, &dir, "Stack directory (default: a new temporary one)", "DIR"},
-      {"keep", 0, 0, G_OPTION_ARG_NONE, &keep, "Keep the stack directory (logs) afterwards", NULL},
+      {"keep", 0, 0, G_OPTION_ARG_NONE, &keep, "Keep the stack directory (logs) afterwards, also when the soak passes", NULL},
       G_OPTION_ENTRY_NULL};
   GOptionContext *ctx = g_option_context_new("");
   g_option_context_set_summary(
@@ -62,7 +62,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ixia-soak: %s\n", err->message);
     ixia_error_destroy(err);
   }
-  if (!keep && !dir) {
+  /* A failed soak keeps its stack directory: the daemons' logs tell why. */
+  if (!keep && !dir && rc == 0) {
     char *cmd[] = {"rm", "-rf", work, NULL};
     g_spawn_sync(NULL, cmd, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL, NULL, NULL);
   } else {

@@ -16,8 +16,10 @@
  * place ixia_error_t becomes Thrift); frees err. Always returns FALSE. */
 /* Registers every generated Thrift type once (thread-safe, idempotent). The
  * generated *_get_type() functions race when two threads make the first
- * object of a type at once; every entry point that may run Thrift code on
- * several threads (servers, clients) calls this first. */
+ * object of a type at once (the second gets no type, then none ever
+ * again: every event undecodable); every entry point that may run Thrift
+ * code on several threads calls this first: servers, clients, and
+ * ixia_indexer_new, ixia_sink_new and ixia_api_new before their threads. */
 void ixia_thrift_init(void);
 
 /* A change event with every field set (format 1). Strings are copied; doc

@@ -1136,6 +1136,8 @@ static gboolean consumer_new(ixia_indexer_t *ix, ixia_error_t **err) {
 /* ---------- life cycle ---------- */
 
 ixia_indexer_t *ixia_indexer_new(const ixia_config_t *cfg, ixia_idx_t *idx, ixia_error_t **err) {
+  /* Before any thread: the generated types register lazily and unsafely. */
+  ixia_thrift_init();
   ixia_indexer_t *ix = g_new0(ixia_indexer_t, 1);
   ix->idx = idx;
   ix->topic = g_strdup(ixia_config_str(cfg, "kafka.topic"));

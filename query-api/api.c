@@ -11,6 +11,7 @@
 #include "replication.h"
 #include "search.h"
 #include "schema.h"
+#include "thrift_util.h"
 
 typedef enum { GET_PATH_AUTO, GET_PATH_MEMCACHED, GET_PATH_STORE } get_path_t;
 
@@ -119,6 +120,8 @@ static gboolean check_key(ixia_api_t *api, const char *key, ixia_error_t **err) 
 static gint64 acked_version(void *replication) { return ixia_replication_acked(replication); }
 
 ixia_api_t *ixia_api_new(const ixia_config_t *cfg, ixia_error_t **err) {
+  /* Before any thread: the generated types register lazily and unsafely. */
+  ixia_thrift_init();
   ixia_api_t *api = g_new0(ixia_api_t, 1);
   g_rw_lock_init(&api->schemas_lock);
   g_mutex_init(&api->apply_lock);

@@ -604,6 +604,8 @@ static gboolean publish(ixia_sink_t *s, GPtrArray *events, gint64 deadline, ixia
 static gint64 flush_bound_ms(const ixia_sink_t *s) { return MIN(s->delivery_timeout_ms, 5000); }
 
 ixia_sink_t *ixia_sink_new(const ixia_config_t *cfg, ixia_error_t **err) {
+  /* Before any thread: the generated types register lazily and unsafely. */
+  ixia_thrift_init();
   ixia_sink_t *s = g_new0(ixia_sink_t, 1);
   s->brokers = g_strdup(ixia_config_str(cfg, "kafka.brokers"));
   s->topic = g_strdup(ixia_config_str(cfg, "kafka.topic"));
