@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "timeutil.h"
 
 static const char *const type_names[] = {"keyword", "text", "long", "double", "bool", "timestamp"};
 
@@ -184,15 +185,28 @@ gboolean ixia_schema_value_matches(const cJSON *v, ixia_field_type_t t) {
     case IXIA_FIELD_LONG:
       return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
              fabs(v->valuedouble) <= 9007199254740992.0;
-    case IXIA_FIELD_TIMESTAMP:
-      return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
-             v->valuedouble >= 0 && v->valuedouble <= 1e12;
+    case IXIA_FIELD_TIMESTAMP: {
+      double t;
+      return ixia_timestamp_of(v, &t);
+    }
     case IXIA_FIELD_DOUBLE:
-      return cJSON_IsNumber(v);
+      return cJSON_IsNumber(v) && isfinite(v->valuedouble);
     case IXIA_FIELD_BOOL:
       return cJSON_IsBool(v);
   }
   return FALSE;
+}
+
+gboolean ixia_timestamp_of(const cJSON *v, double *out) {
+  if (cJSON_IsNumber(v)) {
+    *out = v->valuedouble;
+    return v->valuedouble == floor(v->valuedouble) && v->valuedouble >= 0 &&
+           v->valuedouble <= IXIA_TIMESTAMP_MAX;
+  }
+  gint64 t;
+  if (!cJSON_IsString(v) || !ixia_time_parse_rfc3339(v->valuestring, &t)) return FALSE;
+  *out = (double)t;
+  return t >= 0 && (double)t <= IXIA_TIMESTAMP_MAX;
 }
 
 /* What v is, for a type mismatch: "a string", or for a number of the right
@@ -214,6 +228,14 @@ static char *json_kind(const cJSON *v, ixia_field_type_t t) {
     return g_strdup(t == IXIA_FIELD_TIMESTAMP
                         ? "a fractional number (a timestamp is whole epoch seconds)"
                         : "a fractional number");
+  if (cJSON_IsString(v) && t == IXIA_FIELD_TIMESTAMP) {
+    gint64 e;
+    if (ixia_time_parse_rfc3339(v->valuestring, &e))
+      return g_strdup_printf("\"%.40s\", outside the range of timestamps (" IXIA_TIMESTAMP_FORMS ")",
+                             v->valuestring);
+    return g_strdup_printf("the string \"%.40s\", which is not a timestamp (" IXIA_TIMESTAMP_FORMS ")",
+                           v->valuestring);
+  }
   if (cJSON_IsString(v)) return g_strdup("a string");
   if (cJSON_IsBool(v)) return g_strdup("a boolean");
   if (cJSON_IsArray(v)) return g_strdup("an array");
@@ -221,25 +243,46 @@ static char *json_kind(const cJSON *v, ixia_field_type_t t) {
   return g_strdup("null");
 }
 
+typedef struct {
+  const ixia_index_t *ix;
+  ixia_error_t **err;
+  gboolean ok;
+} check_ctx_t;
+
+/* "has X", "element k is X", or "variants[1].color is X": where a bad value
+ * sits, in the words a user reading the document would use. */
+char *ixia_schema_where(const char *field, const ixia_json_loc_t *loc) {
+  char *at = ixia_json_loc_string(loc);
+  size_t n = strlen(field);
+  char *out;
+  const char *e = strlen(at) > n ? at + n + 1 : at;
+  while (g_ascii_isdigit(*e)) e++;
+  if (strcmp(at, field) == 0) {
+    out = g_strdup("has");
+  } else if (strncmp(at, field, n) == 0 && at[n] == '[' && e > at + n + 1 && e[0] == ']' && !e[1]) {
+    out = g_strdup_printf("element %.*s is", (int)(e - at - n - 1), at + n + 1);
+  } else {
+    out = g_strdup_printf("%s is", at);
+  }
+  g_free(at);
+  return out;
+}
+
+static gboolean check_value(const cJSON *v, const ixia_json_loc_t *loc, void *ud) {
+  check_ctx_t *c = ud;
+  if (cJSON_IsNull(v) || ixia_schema_value_matches(v, c->ix->type)) return TRUE;
+  g_autofree char *kind = json_kind(v, c->ix->type);
+  g_autofree char *where = ixia_schema_where(c->ix->field, loc);
+  c->ok = ixia_error_set(c->err, IXIA_ETYPE, "field '%s' is declared %s but %s %s",
+                         c->ix->field, type_names[c->ix->type], where, kind);
+  return FALSE;
+}
+
 gboolean ixia_schema_check_doc(const ixia_schema_t *s, const cJSON *doc, ixia_error_t **err) {
   for (guint i = 0; i < s->n_indexes; i++) {
-    const ixia_index_t *ix = &s->indexes[i];
-    const cJSON *v = ixia_json_path(doc, ix->field);
-    if (!v || cJSON_IsNull(v)) continue;
-    if (cJSON_IsArray(v)) {
-      int k = 0;
-      for (const cJSON *e = v->child; e; e = e->next, k++) {
-        if (!cJSON_IsNull(e) && !ixia_schema_value_matches(e, ix->type)) {
-          g_autofree char *kind = json_kind(e, ix->type);
-          return ixia_error_set(err, IXIA_ETYPE, "field '%s' is declared %s but element %d is %s",
-                                ix->field, type_names[ix->type], k, kind);
-        }
-      }
-    } else if (!ixia_schema_value_matches(v, ix->type)) {
-      g_autofree char *kind = json_kind(v, ix->type);
-      return ixia_error_set(err, IXIA_ETYPE, "field '%s' is declared %s but has %s", ix->field,
-                            type_names[ix->type], kind);
-    }
+    check_ctx_t c = {&s->indexes[i], err, TRUE};
+    ixia_json_path_foreach(doc, s->indexes[i].field, check_value, &c);
+    if (!c.ok) return FALSE;
   }
   return TRUE;
 }

@@ -10,6 +10,7 @@
 
 #include "internal.h"
 #include "json.h"
+#include "timeutil.h"
 
 #define QUERY_MAX_DEPTH 64
 #define MAX_FIELDS 64
@@ -28,6 +29,7 @@ void ixia_query_limits_from_config(const ixia_config_t *cfg, ixia_query_limits_t
   out->max_wait_ms = (guint)ixia_config_int(cfg, "query.max_wait_ms");
   out->max_request_bytes = (gsize)ixia_config_int(cfg, "query.max_request_bytes");
   out->track_total_hits = (guint64)ixia_config_int(cfg, "query.track_total_hits");
+  out->max_in_values = (guint)ixia_config_int(cfg, "query.max_in_values");
 }
 
 
@@ -54,8 +56,8 @@ static gboolean perr(ixia_error_t **err, const char *path, const char *fmt, ...)
 static gboolean count_clause(pctx_t *c, const char *path, ixia_error_t **err) {
   if (++c->clauses <= c->lim->max_clauses) return TRUE;
   return ixia_error_set(err, IXIA_ETOOLARGE,
-                        "%s: the query has more than %u clauses (filter nodes, \"in\" values and "
-                        "aggregations; query.max_clauses)",
+                        "%s: the query has more than %u clauses (filter nodes and aggregations; "
+                        "query.max_clauses)",
                         path, c->lim->max_clauses);
 }
 
@@ -99,8 +101,15 @@ static GBytes *encode_term(const ixia_index_t *ix, const cJSON *v, const char *p
       size_t n = strlen(low);
       return g_bytes_new_take(low, n);
     }
+    case IXIA_FIELD_TIMESTAMP: {
+      double t;
+      if (!ixia_timestamp_of(v, &t)) {
+        perr(err, path, "value must be a timestamp: " IXIA_TIMESTAMP_FORMS);
+        return NULL;
+      }
+      return ixia_num_bytes(t);
+    }
     case IXIA_FIELD_LONG:
-    case IXIA_FIELD_TIMESTAMP:
       if (!ixia_json_is_integer(v)) {
         perr(err, path, "value must be an integer for %s field", tn);
         return NULL;
@@ -174,10 +183,14 @@ static gboolean parse_in(pctx_t *c, ixia_filter_t *f, const cJSON *body, const c
     ok = perr(err, fp, "must be a non-empty array of values");
   GPtrArray *tmp = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
   int i = 0;
+  if (ok && (guint)cJSON_GetArraySize(v) > c->lim->max_in_values)
+    ok = ixia_error_set(err, IXIA_ETOOLARGE,
+                        "%s: %d values, over the limit of %u (query.max_in_values)", fp,
+                        cJSON_GetArraySize(v), c->lim->max_in_values);
   for (const cJSON *e = ok ? v->child : NULL; e && ok; e = e->next, i++) {
     char *ep = g_strdup_printf("%s[%d]", fp, i);
     GBytes *b = NULL;
-    ok = count_clause(c, ep, err) && (b = encode_term(f->field, e, ep, err)) != NULL;
+    ok = (b = encode_term(f->field, e, ep, err)) != NULL;
     if (b) g_ptr_array_add(tmp, b);
     g_free(ep);
   }
@@ -215,7 +228,14 @@ static gboolean parse_range(pctx_t *c, ixia_filter_t *f, const cJSON *body, cons
       break;
     }
     GBytes *enc = NULL;
-    if (ixia_field_type_numeric(t)) {
+    if (t == IXIA_FIELD_TIMESTAMP && cJSON_IsString(b)) {
+      /* A bound may be any instant; only an unparsable string is refused. */
+      gint64 e;
+      if (ixia_time_parse_rfc3339(b->valuestring, &e))
+        enc = ixia_num_bytes((double)e);
+      else
+        ok = perr(err, fp, "bound \"%s\" must be a timestamp: " IXIA_TIMESTAMP_FORMS, n);
+    } else if (ixia_field_type_numeric(t)) {
       if (cJSON_IsNumber(b)) enc = ixia_num_bytes(b->valuedouble);
       else ok = perr(err, fp, "bound \"%s\" must be a number for %s field", n,
                      ixia_field_type_name(t));

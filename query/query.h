@@ -75,7 +75,8 @@ void ixia_text_tokens(const char *text, size_t len, GPtrArray *out);
 /* ---- limits ---- */
 
 typedef struct {
-  guint max_clauses;        /* filter nodes + aggregation nodes */
+  guint max_clauses;        /* filter nodes + aggregation nodes (an "in" is one) */
+  guint max_in_values;      /* values of one "in" */
   guint max_limit;          /* largest "limit" (result window of one page) */
   guint64 max_postings;     /* postings a shard may touch for one query */
   guint64 max_memory_bytes; /* aggregation state of one query */

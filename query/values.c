@@ -94,9 +94,14 @@ static gboolean append_value(const cJSON *v, ixia_field_type_t t, GPtrArray *out
       break;
     case IXIA_FIELD_LONG:
     case IXIA_FIELD_DOUBLE:
-    case IXIA_FIELD_TIMESTAMP:
       g_ptr_array_add(out, ixia_num_bytes(v->valuedouble));
       break;
+    case IXIA_FIELD_TIMESTAMP: {
+      double t = 0;
+      ixia_timestamp_of(v, &t); /* epoch seconds, also of an RFC 3339 string */
+      g_ptr_array_add(out, ixia_num_bytes(t));
+      break;
+    }
     case IXIA_FIELD_BOOL: {
       guint8 b = cJSON_IsTrue(v) ? 1 : 0;
       g_ptr_array_add(out, g_bytes_new(&b, 1));
@@ -119,33 +124,34 @@ static char *value_excerpt(const cJSON *v) {
   return s;
 }
 
-/* The values of ix in doc. strict: a wrong-typed value is an error;
- * lenient: it counts as absent (documents stored before the index was
- * declared may hold anything). */
+typedef struct {
+  const ixia_index_t *ix;
+  GPtrArray *tmp;
+  gboolean strict, ok;
+  ixia_error_t **err;
+} collect_t;
+
+static gboolean collect_one(const cJSON *v, const ixia_json_loc_t *loc, void *ud) {
+  collect_t *c = ud;
+  if (cJSON_IsNull(v) || append_value(v, c->ix->type, c->tmp) || !c->strict) return TRUE;
+  char *ex = value_excerpt(v), *where = ixia_schema_where(c->ix->field, loc);
+  c->ok = ixia_error_set(c->err, IXIA_ETYPE, "field '%s' is declared %s but %s %s", c->ix->field,
+                         ixia_field_type_name(c->ix->type), where, ex);
+  g_free(ex);
+  g_free(where);
+  return FALSE;
+}
+
+/* The values of ix in doc (through arrays of objects at any depth). strict:
+ * a wrong-typed value is an error; lenient: it counts as absent (documents
+ * stored before the index was declared may hold anything). */
 static gboolean collect_values(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out,
                                gboolean strict, ixia_error_t **err) {
-  const cJSON *v = ixia_json_path(doc, ix->field);
-  if (!v || cJSON_IsNull(v)) return TRUE;
-  GPtrArray *tmp = g_ptr_array_new();
-  gboolean ok = TRUE;
-  if (cJSON_IsArray(v)) {
-    int k = 0;
-    for (const cJSON *e = v->child; e && ok; e = e->next, k++) {
-      if (cJSON_IsNull(e) || append_value(e, ix->type, tmp) || !strict) continue;
-      char *ex = value_excerpt(e);
-      ok = ixia_error_set(err, IXIA_ETYPE, "field '%s' is declared %s but element %d is %s",
-                          ix->field, ixia_field_type_name(ix->type), k, ex);
-      g_free(ex);
-    }
-  } else if (!append_value(v, ix->type, tmp) && strict) {
-    char *ex = value_excerpt(v);
-    ok = ixia_error_set(err, IXIA_ETYPE, "field '%s' is declared %s but has %s", ix->field,
-                        ixia_field_type_name(ix->type), ex);
-    g_free(ex);
-  }
-  ixia_values_move_sorted_unique(tmp, out);
-  g_ptr_array_free(tmp, TRUE);
-  return ok;
+  collect_t c = {ix, g_ptr_array_new(), strict, TRUE, err};
+  ixia_json_path_foreach(doc, ix->field, collect_one, &c);
+  ixia_values_move_sorted_unique(c.tmp, out);
+  g_ptr_array_free(c.tmp, TRUE);
+  return c.ok;
 }
 
 gboolean ixia_doc_values(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out,

@@ -15,6 +15,7 @@
 #include "index.h"
 #include "json.h"
 #include "support.h"
+#include "timeutil.h"
 
 static ixia_config_t *cfg;
 static ixia_query_limits_t lim;
@@ -28,7 +29,8 @@ static const char *schema_json =
     "{\"field\": \"cat\", \"type\": \"keyword\"}, {\"field\": \"tags\", \"type\": \"keyword\"},"
     "{\"field\": \"price\", \"type\": \"double\"}, {\"field\": \"qty\", \"type\": \"long\"},"
     "{\"field\": \"ok\", \"type\": \"bool\"}, {\"field\": \"title\", \"type\": \"text\"},"
-    "{\"field\": \"ts\", \"type\": \"timestamp\"}, {\"field\": \"s.country\", \"type\": \"keyword\"}]}";
+    "{\"field\": \"ts\", \"type\": \"timestamp\"}, {\"field\": \"s.country\", \"type\": \"keyword\"},"
+    "{\"field\": \"v.color\", \"type\": \"keyword\"}, {\"field\": \"v.n\", \"type\": \"long\"}]}";
 
 /* ------------------------------------------------------------ helpers */
 
@@ -291,7 +293,27 @@ static void add_random_field(GString *s, GRand *r, const char *name, gboolean *f
                              words[g_rand_int_range(r, 0, G_N_ELEMENTS(words))]);
     g_string_append_c(s, '"');
   } else if (!strcmp(name, "ts")) {
-    g_string_append_printf(s, "%d", 1600000000 + g_rand_int_range(r, 0, 500));
+    gint64 t = 1600000000 + g_rand_int_range(r, 0, 500);
+    if (g_rand_boolean(r)) {
+      /* RFC 3339 at a random offset: indexed as the same epoch seconds. */
+      gint32 off = g_rand_int_range(r, -12, 13) * 1800;
+      char *iso = ixia_time_format(t, off);
+      g_string_append_printf(s, "\"%s\"", iso);
+      g_free(iso);
+    } else {
+      g_string_append_printf(s, "%" G_GINT64_FORMAT, t);
+    }
+  } else if (!strcmp(name, "v")) {
+    /* An array of objects, sometimes nested one level deeper. */
+    static const char *colors[] = {"red", "green", "blue", "black"};
+    int n = g_rand_int_range(r, 0, 4);
+    g_string_append_c(s, '[');
+    for (int i = 0; i < n; i++) {
+      gboolean deep = g_rand_int_range(r, 0, 5) == 0;
+      g_string_append_printf(s, "%s%s{\"color\": \"%s\", \"n\": %d}%s", i ? ", " : "", deep ? "[" : "",
+                             colors[g_rand_int_range(r, 0, 4)], g_rand_int_range(r, 0, 6), deep ? "]" : "");
+    }
+    g_string_append_c(s, ']');
   } else if (!strcmp(name, "s")) {
     static const char *c[] = {"US", "CA", "FR", "DE"};
     g_string_append_printf(s, "{\"country\": \"%s\"}", c[g_rand_int_range(r, 0, 4)]);
@@ -299,7 +321,7 @@ static void add_random_field(GString *s, GRand *r, const char *name, gboolean *f
 }
 
 static char *random_doc(GRand *r) {
-  static const char *fields[] = {"cat", "tags", "price", "qty", "ok", "title", "ts", "s"};
+  static const char *fields[] = {"cat", "tags", "price", "qty", "ok", "title", "ts", "s", "v"};
   GString *s = g_string_new("{");
   gboolean first = TRUE;
   for (guint i = 0; i < G_N_ELEMENTS(fields); i++) add_random_field(s, r, fields[i], &first);
@@ -357,8 +379,8 @@ static void random_filter(GString *s, GRand *r, int depth) {
       break;
     }
     case 4: {
-      static const char *f[] = {"cat", "tags", "price", "qty", "ok", "title", "ts", "s.country"};
-      g_string_append_printf(s, "{\"exists\": \"%s\"}", f[g_rand_int_range(r, 0, 8)]);
+      static const char *f[] = {"cat", "tags", "price", "qty", "ok", "title", "ts", "s.country", "v.color", "v.n"};
+      g_string_append_printf(s, "{\"exists\": \"%s\"}", f[g_rand_int_range(r, 0, G_N_ELEMENTS(f))]);
       break;
     }
     case 5:
@@ -370,6 +392,12 @@ static void random_filter(GString *s, GRand *r, int depth) {
       break;
     }
     case 7:
+      if (g_rand_boolean(r)) {
+        /* Two fields of an array of objects: any element for each. */
+        g_string_append_printf(s, "{\"and\": [{\"term\": {\"v.color\": \"%s\"}}, {\"range\": {\"v.n\": {\"gte\": %d}}}]}",
+                               g_rand_boolean(r) ? "red" : "blue", g_rand_int_range(r, 0, 6));
+        break;
+      }
       g_string_append(s, "{\"not\": ");
       random_filter(s, r, depth - 1);
       g_string_append_c(s, '}');
@@ -393,6 +421,7 @@ static const char *aggs_json =
     " \"q\": {\"avg\": \"qty\"}}}},"
     "\"tg\": {\"terms\": {\"field\": \"tags\", \"size\": 4}}, \"ok\": {\"terms\": {\"field\": \"ok\"}},"
     "\"c\": {\"cardinality\": \"tags\"}, \"co\": {\"cardinality\": \"s.country\"},"
+    "\"vc\": {\"terms\": {\"field\": \"v.color\", \"aggs\": {\"vn\": {\"sum\": \"v.n\"}}}},"
     "\"p\": {\"percentiles\": {\"field\": \"price\", \"percents\": [10, 50, 99]}}}";
 
 /* Random stream: puts and deletes over a few hundred keys, versions 2.. */

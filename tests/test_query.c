@@ -31,6 +31,7 @@ static ixia_schema_t *lookup(const char *ns, const char *table, void *ud, ixia_e
 
 static ixia_query_limits_t default_limits(void) {
   ixia_query_limits_t l = {.max_clauses = 128,
+                           .max_in_values = 10000,
                            .max_limit = 1000,
                            .max_postings = 1000000,
                            .max_memory_bytes = 256u << 20,
@@ -220,9 +221,25 @@ static void test_doc_values(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(e->message, "'price'"));
   CU_ASSERT_PTR_NOT_NULL(strstr(e->message, "\"abc\""));
   ixia_error_destroy(e), e = NULL;
-  CU_ASSERT_PTR_NULL(values_of("{'tags': ['a', ['b']]}", "tags", &e));
-  CU_ASSERT_TRUE(e && e->code == IXIA_ETYPE && strstr(e->message, "element 1") &&
+  /* Nested arrays are flattened; a wrong type inside one names its place. */
+  v = values_of("{'tags': ['a', ['b', ['a']]]}", "tags", &e);
+  CU_ASSERT_TRUE_FATAL(v && v->len == 2);
+  CU_ASSERT_TRUE(bytes_is(v->pdata[0], "a") && bytes_is(v->pdata[1], "b"));
+  g_ptr_array_free(v, TRUE);
+  CU_ASSERT_PTR_NULL(values_of("{'tags': ['a', [1]]}", "tags", &e));
+  CU_ASSERT_TRUE(e && e->code == IXIA_ETYPE && strstr(e->message, "tags[1][0] is 1") &&
                  strstr(e->message, "'tags'"));
+  ixia_error_destroy(e), e = NULL;
+  CU_ASSERT_PTR_NULL(values_of("{'tags': ['a', 3]}", "tags", &e));
+  CU_ASSERT_TRUE(e && e->code == IXIA_ETYPE && strstr(e->message, "element 1 is 3"));
+  ixia_error_destroy(e), e = NULL;
+  /* Timestamps: epoch seconds or RFC 3339, both as epoch seconds. */
+  v = values_of("{'ts': ['2024-05-01T12:30:00Z', '2024-05-01T14:30:00.9+02:00', 1714566600]}", "ts", &e);
+  CU_ASSERT_TRUE_FATAL(v && v->len == 1);
+  CU_ASSERT_EQUAL(ixia_num_decode(g_bytes_get_data(v->pdata[0], NULL)), 1714566600.0);
+  g_ptr_array_free(v, TRUE);
+  CU_ASSERT_PTR_NULL(values_of("{'ts': '2024-02-30T00:00:00Z'}", "ts", &e));
+  CU_ASSERT_TRUE(e && e->code == IXIA_ETYPE && strstr(e->message, "'ts'"));
   ixia_error_destroy(e), e = NULL;
   CU_ASSERT_PTR_NULL(values_of("{'qty': 1.5}", "qty", &e));
   CU_ASSERT_TRUE(e && strstr(e->message, "1.5"));
@@ -370,7 +387,10 @@ static const bad_query_t bad_queries[] = {
      "filter.term.price: value must be a number for double field"},
     {"'filter': {'term': {'qty': 1.5}}", IXIA_EINVAL,
      "filter.term.qty: value must be an integer for long field"},
-    {"'filter': {'term': {'ts': 'now'}}", IXIA_EINVAL, "filter.term.ts: value must be an integer"},
+    {"'filter': {'term': {'ts': 'now'}}", IXIA_EINVAL, "filter.term.ts: value must be a timestamp: whole epoch seconds"},
+    {"'filter': {'range': {'ts': {'gte': 'yesterday'}}}", IXIA_EINVAL, "filter.range.ts: bound \"gte\" must be a timestamp: whole epoch seconds from 0 to 10^12, or an RFC 3339"},
+    {"'filter': {'range': {'price': {'lt': 1e400}}}", IXIA_EINVAL, "query: filter.range.price.lt: the number is outside the range of a double"},
+    {"'filter': {'term': {'category': 'a', 'category': 'b'}}", IXIA_EINVAL, "query: filter.term: key \"category\" given twice"},
     {"'filter': {'term': {'active': 1}}", IXIA_EINVAL,
      "filter.term.active: value must be true or false"},
     {"'filter': {'term': {'category': 5}}", IXIA_EINVAL,
@@ -450,7 +470,7 @@ static const bad_query_t bad_queries[] = {
     {"'aggs': {'': {'count': {}}}", IXIA_EINVAL, "aggs: aggregation names must be 1 to 64 bytes"},
     {"'aggs': {'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa': {'count': {}}}",
      IXIA_EINVAL, "got 65"},
-    {"'aggs': {'x': {'count': {}}, 'x': {'count': {}}}", IXIA_EINVAL, "aggs.x: name given twice"},
+    {"'aggs': {'x': {'count': {}}, 'x': {'count': {}}}", IXIA_EINVAL, "query: aggs: key \"x\" given twice"},
 };
 
 static void test_parse_errors(void) {
@@ -527,16 +547,24 @@ static void test_parse_clause_limit(void) {
       &lim, &e);
   CU_ASSERT_PTR_NOT_NULL(q);
   ixia_query_destroy(q);
-  /* in node + 4 values = 5; one more aggregation makes 6. */
-  q = parse_rest("'filter': {'in': {'qty': [1, 2, 3, 4]}}", &lim, &e);
+  /* An "in" list is one clause, whatever its length, up to query.max_in_values. */
+  GString *in = g_string_new("'filter': {'and': [{'exists': 'price'}, {'in': {'qty': [");
+  for (int i = 0; i < 10000; i++) g_string_append_printf(in, "%s%d", i ? "," : "", i);
+  g_string_append(in, "]}}]}, 'aggs': {'n': {'count': {}}, 'm': {'count': {}}}");
+  q = parse_rest(in->str, &lim, &e);
   CU_ASSERT_PTR_NOT_NULL(q);
+  if (q) CU_ASSERT_EQUAL(q->filter->children[1]->values->len, 10000);
   ixia_query_destroy(q);
   CU_ASSERT_PTR_NULL(e);
-  q = parse_rest("'filter': {'in': {'qty': [1, 2, 3, 4]}}, 'aggs': {'n': {'count': {}}}", &lim, &e);
-  CU_ASSERT_PTR_NULL(q);
-  CU_ASSERT_TRUE(e && e->code == IXIA_ETOOLARGE && strstr(e->message, "query.max_clauses"));
+  lim.max_in_values = 9999;
+  q = parse_rest(in->str, &lim, &e);
+  CU_ASSERT_TRUE(!q && e && e->code == IXIA_ETOOLARGE && strstr(e->message, "filter.and[1].in.qty") &&
+                 strstr(e->message, "query.max_in_values"));
   ixia_error_destroy(e), e = NULL;
-  q = parse_rest("'filter': {'in': {'qty': [1, 2, 3, 4, 5]}}", &lim, &e);
+  lim.max_in_values = 10000;
+  g_string_free(in, TRUE);
+  q = parse_rest("'filter': {'in': {'qty': [1, 2, 3, 4]}}, 'aggs': {'n': {'count': {}}, 'm': {'count': {}}, "
+                 "'o': {'count': {}}, 'p': {'count': {}}, 'r': {'count': {}}}", &lim, &e);
   CU_ASSERT_TRUE(!q && e && e->code == IXIA_ETOOLARGE && strstr(e->message, "query.max_clauses"));
   ixia_error_destroy(e), e = NULL;
   /* The request's size limit names its option too. */

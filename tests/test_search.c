@@ -19,6 +19,7 @@
 #include "recovery.h"
 #include "schema.h"
 #include "support.h"
+#include "timeutil.h"
 
 #define NS "shop"
 #define TABLE "products"
@@ -29,7 +30,8 @@ static const char *SCHEMA =
     "{\"field\":\"tags\",\"type\":\"keyword\"},{\"field\":\"seller.country\",\"type\":\"keyword\"},"
     "{\"field\":\"price\",\"type\":\"double\"},{\"field\":\"stock\",\"type\":\"long\"},"
     "{\"field\":\"title\",\"type\":\"text\"},{\"field\":\"active\",\"type\":\"bool\"},"
-    "{\"field\":\"updated_at\",\"type\":\"timestamp\"}]}";
+    "{\"field\":\"updated_at\",\"type\":\"timestamp\"},"
+    "{\"field\":\"variants.color\",\"type\":\"keyword\"},{\"field\":\"variants.qty\",\"type\":\"long\"}]}";
 
 static const char *WORDS[] = {"red", "blue", "green", "large", "small", "smart",
                               "eco", "pro", "mini", "classic", "soft", "heavy"};
@@ -120,7 +122,29 @@ static cJSON *random_doc(GRand *r, gboolean partial) {
     g_string_free(t, TRUE);
   }
   if (MAYBE(70)) cJSON_AddBoolToObject(d, "active", g_rand_boolean(r));
-  if (MAYBE(80)) cJSON_AddNumberToObject(d, "updated_at", 1700000000 + g_rand_int_range(r, 0, 1000));
+  if (MAYBE(80)) {
+    gint64 t = 1700000000 + g_rand_int_range(r, 0, 1000);
+    if (g_rand_boolean(r)) {
+      /* RFC 3339 at some offset: the same instant as epoch seconds. */
+      char *iso = ixia_time_format(t, g_rand_int_range(r, -4, 5) * 3600);
+      cJSON_AddStringToObject(d, "updated_at", iso);
+      g_free(iso);
+    } else {
+      cJSON_AddNumberToObject(d, "updated_at", (double)t);
+    }
+  }
+  if (MAYBE(60)) {
+    /* An array of objects: each element's color and qty are values of
+     * variants.color and variants.qty. */
+    cJSON *vs = cJSON_AddArrayToObject(d, "variants");
+    int n = g_rand_int_range(r, 0, 4);
+    for (int i = 0; i < n; i++) {
+      cJSON *v = cJSON_CreateObject();
+      cJSON_AddStringToObject(v, "color", WORDS[g_rand_int_range(r, 0, 4)]);
+      if (g_rand_boolean(r)) cJSON_AddNumberToObject(v, "qty", g_rand_int_range(r, 0, 10));
+      cJSON_AddItemToArray(vs, v);
+    }
+  }
   if (MAYBE(50)) cJSON_AddStringToObject(d, "note", "not indexed");
 #undef MAYBE
   return d;
@@ -198,14 +222,24 @@ static cJSON *random_value(GRand *r, const char *field) {
   else if (!strcmp(field, "price")) return cJSON_CreateNumber(g_rand_int_range(r, 0, 10000) / 100.0);
   else if (!strcmp(field, "stock")) return cJSON_CreateNumber(g_rand_int_range(r, -6, 52));
   else if (!strcmp(field, "active")) return cJSON_CreateBool(g_rand_boolean(r));
-  else return cJSON_CreateNumber(1700000000 + g_rand_int_range(r, -10, 1010));
+  else if (!strcmp(field, "variants.color")) return cJSON_CreateString(WORDS[g_rand_int_range(r, 0, 5)]);
+  else if (!strcmp(field, "variants.qty")) return cJSON_CreateNumber(g_rand_int_range(r, -1, 11));
+  else {
+    gint64 t = 1700000000 + g_rand_int_range(r, -10, 1010);
+    if (g_rand_boolean(r)) return cJSON_CreateNumber((double)t);
+    char *iso = ixia_time_format(t, 3600);
+    cJSON *j = cJSON_CreateString(iso);
+    g_free(iso);
+    return j;
+  }
   return cJSON_CreateString(buf);
 }
 
-static const char *KEYWORDS[] = {"category", "brand", "tags", "seller.country"};
-static const char *NUMERIC[] = {"price", "stock", "updated_at"};
+static const char *KEYWORDS[] = {"category", "brand", "tags", "seller.country", "variants.color"};
+static const char *NUMERIC[] = {"price", "stock", "updated_at", "variants.qty"};
 static const char *ALL[] = {"category", "brand", "tags", "seller.country", "price",
-                            "stock", "title", "active", "updated_at"};
+                            "stock", "title", "active", "updated_at", "variants.color",
+                            "variants.qty"};
 
 #define PICK(r, a) (a)[g_rand_int_range((r), 0, G_N_ELEMENTS(a))]
 
@@ -297,7 +331,7 @@ static cJSON *random_aggs(GRand *r) {
     cJSON_AddItemToObject(aggs, metrics[i], a);
   }
   if (g_rand_boolean(r)) {
-    const char *fields[] = {"category", "brand", "tags", "active", "stock", "seller.country"};
+    const char *fields[] = {"category", "brand", "tags", "active", "stock", "seller.country", "variants.color"};
     cJSON *t = cJSON_CreateObject();
     cJSON_AddStringToObject(t, "field", PICK(r, fields));
     cJSON_AddNumberToObject(t, "size", g_rand_int_range(r, 1, 12));
