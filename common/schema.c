@@ -1,5 +1,6 @@
 #include "schema.h"
 
+#include <libstemmer.h>
 #include <math.h>
 #include <string.h>
 
@@ -18,6 +19,26 @@ gboolean ixia_field_type_parse(const char *name, ixia_field_type_t *out) {
     }
   }
   return FALSE;
+}
+
+gboolean ixia_analyzer_valid(const char *name) {
+  if (!name) return FALSE;
+  if (strcmp(name, IXIA_ANALYZER_STANDARD) == 0) return TRUE;
+  for (const char **l = sb_stemmer_list(); *l; l++)
+    if (strcmp(*l, name) == 0) return TRUE;
+  return FALSE;
+}
+
+const char *ixia_analyzer_names(void) {
+  static gsize once;
+  static char *names;
+  if (g_once_init_enter(&once)) {
+    GString *s = g_string_new(IXIA_ANALYZER_STANDARD);
+    for (const char **l = sb_stemmer_list(); *l; l++) g_string_append_printf(s, ", %s", *l);
+    names = g_string_free(s, FALSE);
+    g_once_init_leave(&once, 1);
+  }
+  return names;
 }
 
 gboolean ixia_name_valid(const char *name, const char *what, ixia_error_t **err) {
@@ -96,11 +117,20 @@ ixia_schema_t *ixia_schema_parse(const char *json, size_t len, ixia_error_t **er
   for (const cJSON *ix = indexes ? indexes->child : NULL; ok && ix; ix = ix->next, i++) {
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(ix, "field");
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(ix, "type");
+    const cJSON *an = cJSON_GetObjectItemCaseSensitive(ix, "analyzer");
+    const cJSON *pos = cJSON_GetObjectItemCaseSensitive(ix, "positions");
     if (!cJSON_IsObject(ix) || !cJSON_IsString(f) || !cJSON_IsString(t)) {
       ok = ixia_error_set(err, IXIA_EINVAL,
                           "schema: indexes[%u] must be {\"field\": \"...\", \"type\": \"...\"}", i);
       break;
     }
+    for (const cJSON *m = ix->child; ok && m; m = m->next)
+      if (strcmp(m->string, "field") && strcmp(m->string, "type") && strcmp(m->string, "analyzer") &&
+          strcmp(m->string, "positions"))
+        ok = ixia_error_set(err, IXIA_EINVAL,
+                            "schema: indexes[%u]: unknown member '%s' (field, type, analyzer, positions)",
+                            i, m->string);
+    if (!ok) break;
     if (!field_path_valid(f->valuestring)) {
       ok = ixia_error_set(err, IXIA_EINVAL, "schema: indexes[%u]: bad field path '%s'", i,
                           f->valuestring);
@@ -113,6 +143,25 @@ ixia_schema_t *ixia_schema_parse(const char *json, size_t len, ixia_error_t **er
                           i, t->valuestring);
       break;
     }
+    gboolean text = s->indexes[i].type == IXIA_FIELD_TEXT;
+    if ((an || pos) && !text) {
+      ok = ixia_error_set(err, IXIA_EINVAL,
+                          "schema: indexes[%u]: \"%s\" applies to text fields only; '%s' is %s", i,
+                          an ? "analyzer" : "positions", f->valuestring, t->valuestring);
+      break;
+    }
+    if (an && (!cJSON_IsString(an) || !ixia_analyzer_valid(an->valuestring))) {
+      ok = ixia_error_set(err, IXIA_EINVAL, "schema: indexes[%u]: unknown analyzer %s%s%s (%s)", i,
+                          cJSON_IsString(an) ? "'" : "", cJSON_IsString(an) ? an->valuestring : "(not a string)",
+                          cJSON_IsString(an) ? "'" : "", ixia_analyzer_names());
+      break;
+    }
+    if (pos && !cJSON_IsBool(pos)) {
+      ok = ixia_error_set(err, IXIA_EINVAL, "schema: indexes[%u]: \"positions\" must be true or false", i);
+      break;
+    }
+    if (text) s->indexes[i].analyzer = g_strdup(an ? an->valuestring : IXIA_ANALYZER_STANDARD);
+    s->indexes[i].positions = cJSON_IsTrue(pos);
     for (guint j = 0; j < i; j++) {
       if (strcmp(s->indexes[j].field, f->valuestring) == 0) {
         ok = ixia_error_set(err, IXIA_EINVAL, "schema: field '%s' is declared twice",
@@ -134,6 +183,9 @@ ixia_schema_t *ixia_schema_parse(const char *json, size_t len, ixia_error_t **er
       cJSON *o = cJSON_CreateObject();
       cJSON_AddStringToObject(o, "field", s->indexes[j].field);
       cJSON_AddStringToObject(o, "type", type_names[s->indexes[j].type]);
+      const char *an = s->indexes[j].analyzer;
+      if (an && strcmp(an, IXIA_ANALYZER_STANDARD) != 0) cJSON_AddStringToObject(o, "analyzer", an);
+      if (s->indexes[j].positions) cJSON_AddTrueToObject(o, "positions");
       cJSON_AddItemToArray(arr, o);
     }
     s->json = ixia_json_print(c);
@@ -154,7 +206,10 @@ ixia_schema_t *ixia_schema_ref(ixia_schema_t *s) {
 
 void ixia_schema_unref(ixia_schema_t *s) {
   if (!s || !g_atomic_int_dec_and_test(&s->refcount)) return;
-  for (guint i = 0; s->indexes && i < s->n_indexes; i++) g_free(s->indexes[i].field);
+  for (guint i = 0; s->indexes && i < s->n_indexes; i++) {
+    g_free(s->indexes[i].field);
+    g_free(s->indexes[i].analyzer);
+  }
   g_free(s->indexes);
   g_free(s->ns);
   g_free(s->table);
@@ -172,6 +227,12 @@ gboolean ixia_schema_check_evolution(const ixia_schema_t *old_schema,
                               "schema: field '%s' is indexed as %s; changing it to %s is not "
                               "supported (add a new field instead)",
                               a->field, type_names[b->type], type_names[a->type]);
+      if (strcmp(a->field, b->field) == 0 && a->analyzer && b->analyzer &&
+          strcmp(a->analyzer, b->analyzer) != 0)
+        return ixia_error_set(err, IXIA_EINVAL,
+                              "schema: text field '%s' is analyzed with '%s'; changing it to '%s' "
+                              "is not supported (add a new field instead)",
+                              a->field, b->analyzer, a->analyzer);
     }
   }
   return TRUE;

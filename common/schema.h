@@ -23,9 +23,14 @@ typedef enum {
   IXIA_FIELD_TIMESTAMP,
 } ixia_field_type_t;
 
+/* The default analyzer of text fields (docs/SCHEMA.md). */
+#define IXIA_ANALYZER_STANDARD "standard"
+
 typedef struct {
   char *field; /* dotted path */
   ixia_field_type_t type;
+  char *analyzer;     /* text fields: "standard" or a Snowball language; NULL otherwise */
+  gboolean positions; /* text fields: token positions are stored (match_phrase) */
 } ixia_index_t;
 
 typedef struct ixia_schema {
@@ -51,8 +56,10 @@ ixia_schema_t *ixia_schema_parse(const char *json, size_t len, ixia_error_t **er
 ixia_schema_t *ixia_schema_ref(ixia_schema_t *s);
 void ixia_schema_unref(ixia_schema_t *s);
 
-/* A new schema may add or drop indexes, but not change a field's type: the
- * index already holds values of the old type. */
+/* A new schema may add or drop indexes, but not change a field's type or a
+ * text field's analyzer: the index already holds values of the old kind.
+ * Switching "positions" is allowed (documents written before it are
+ * re-indexed by a backfill). */
 gboolean ixia_schema_check_evolution(const ixia_schema_t *old_schema,
                                      const ixia_schema_t *new_schema, ixia_error_t **err);
 
@@ -75,6 +82,11 @@ struct ixia_json_loc;
 char *ixia_schema_where(const char *field, const struct ixia_json_loc *loc);
 
 const char *ixia_field_type_name(ixia_field_type_t t);
+
+/* Whether name is an analyzer: "standard" or a Snowball language. */
+gboolean ixia_analyzer_valid(const char *name);
+/* "standard, arabic, ..." (static). */
+const char *ixia_analyzer_names(void);
 
 /* long, double and timestamp: values compared and aggregated as numbers. */
 static inline gboolean ixia_field_type_numeric(ixia_field_type_t t) {

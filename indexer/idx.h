@@ -42,7 +42,7 @@
 #define K_META 'M'   /* "Mv" max version; "Mf" format; "Mp" + partition: next offset */
 #define K_TABLE 'T'  /* ns \0 table -> table id */
 #define K_SCHEMA 'S' /* table id -> version + schema JSON */
-#define K_FIELD 'F'  /* table id, type, path -> field id */
+#define K_FIELD 'F'  /* table id, type, path [\0 analyzer] -> field id */
 #define K_VALUE 'V'  /* field id, encoded value -> value id, document count */
 #define K_DOC 'K'    /* table id, key -> document record */
 #define K_ID 'D'     /* doc id -> table id, version, key */
@@ -50,7 +50,7 @@
 #define K_LIVE 'L'   /* table id, 0, chunk -> roaring bitmap of existing documents */
 #define K_COL 'C'    /* field id, block -> column block */
 
-#define IDX_FORMAT 2
+#define IDX_FORMAT 3
 /* Batches between two writes of the changed dictionary counts. */
 #define COUNTS_EVERY 32
 
@@ -133,6 +133,7 @@ typedef struct {
   ixia_field_type_t type;
   gboolean numeric; /* long, double, timestamp: column + points, no dictionary */
   char *path;
+  char *analyzer; /* text fields: part of the identity (the F key); NULL otherwise */
   /* Value dictionary of keyword, text and bool fields. The apply thread
    * reads `ids` without a lock (it is the only writer); everything grows
    * under dict_lock (write), and searches read under dict_lock (read). */
@@ -187,11 +188,12 @@ struct ixia_idx {
 
 table_t *ixia_idx_table_new(guint32 id, const char *ns, const char *name);
 void ixia_idx_table_free(gpointer t);
-field_t *ixia_idx_field_new(guint32 id, guint32 table_id, ixia_field_type_t type, const char *path);
+field_t *ixia_idx_field_new(guint32 id, guint32 table_id, ixia_field_type_t type, const char *path,
+                            const char *analyzer);
 void ixia_idx_field_free(gpointer f);
 /* Caller holds dict_lock or is the apply thread. */
 table_t *ixia_idx_table_find(ixia_idx_t *idx, const char *ns, const char *table);
-field_t *ixia_idx_field_find(table_t *t, ixia_field_type_t type, const char *path);
+field_t *ixia_idx_field_find(table_t *t, const ixia_index_t *ix);
 /* Registers a loaded or created table/field; caller holds dict_lock (write). */
 void ixia_idx_table_register(ixia_idx_t *idx, table_t *t);
 gboolean ixia_idx_field_register(ixia_idx_t *idx, field_t *f);

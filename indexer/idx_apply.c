@@ -260,15 +260,19 @@ static field_t *field_get_or_create(batch_t *b, table_t *t, const ixia_index_t *
   ixia_idx_t *idx = b->idx;
   field_t *f = g_hash_table_lookup(b->field_of, ix);
   if (f) return f;
-  f = ixia_idx_field_find(t, ix->type, ix->field);
+  f = ixia_idx_field_find(t, ix);
   if (!f) {
-    f = ixia_idx_field_new(idx->fields->len, t->id, ix->type, ix->field);
+    f = ixia_idx_field_new(idx->fields->len, t->id, ix->type, ix->field, ix->analyzer);
     GByteArray *k = g_byte_array_new();
-    guint8 p = K_FIELD, type = (guint8)ix->type;
+    guint8 p = K_FIELD, type = (guint8)ix->type, nul = 0;
     g_byte_array_append(k, &p, 1);
     append32(k, t->id);
     g_byte_array_append(k, &type, 1);
     g_byte_array_append(k, (const guint8 *)ix->field, (guint)strlen(ix->field));
+    if (f->analyzer) {
+      g_byte_array_append(k, &nul, 1);
+      g_byte_array_append(k, (const guint8 *)f->analyzer, (guint)strlen(f->analyzer));
+    }
     dict_add(b, k, f->id);
     g_rw_lock_writer_lock(&idx->dict_lock);
     ixia_idx_field_register(idx, f);

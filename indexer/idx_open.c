@@ -76,9 +76,13 @@ static gboolean load_field(ixia_idx_t *idx, const char *k, size_t kl, const char
                            void *ud) {
   (void)ud;
   if (kl < 6 || vl != 4 || (guint8)k[5] > IXIA_FIELD_TIMESTAMP) return FALSE;
-  char *path = g_strndup(k + 6, kl - 6);
-  field_t *f = ixia_idx_field_new(rd32(v), rd32(k + 1), (ixia_field_type_t)(guint8)k[5], path);
+  /* path, then for text fields \0 and the analyzer */
+  const char *nul = memchr(k + 6, 0, kl - 6);
+  char *path = g_strndup(k + 6, nul ? (gsize)(nul - k - 6) : kl - 6);
+  char *analyzer = nul ? g_strndup(nul + 1, kl - (gsize)(nul + 1 - k)) : NULL;
+  field_t *f = ixia_idx_field_new(rd32(v), rd32(k + 1), (ixia_field_type_t)(guint8)k[5], path, analyzer);
   g_free(path);
+  g_free(analyzer);
   if (!ixia_idx_field_register(idx, f)) {
     ixia_idx_field_free(f);
     return FALSE;

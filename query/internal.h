@@ -1,6 +1,7 @@
 /* What the files of the query library share (not part of query.h).
  *
- *   values.c     value encoding, document values, tokens
+ *   values.c     value encoding, document values
+ *   analyze.c    text analyzers: tokens, normalisation, case folding, stems
  *   parse.c      the request parser and the limits
  *   match.c      per-document (brute-force) evaluation
  *   aggs.c       aggregation state: adding documents, summaries, exact sums,
@@ -20,8 +21,6 @@
 #define MAX_SAFE_INT 9007199254740992.0 /* 2^53 */
 
 /* ---- values.c ---- */
-
-static inline gboolean ixia_token_byte(guint8 c) { return c >= 0x80 || g_ascii_isalnum(c); }
 
 /* The 8-byte encoding of d as a new GBytes. */
 GBytes *ixia_num_bytes(double d);

@@ -69,15 +69,6 @@ static const ixia_index_t *find_field(const pctx_t *c, const char *name, const c
   return NULL;
 }
 
-/* Lower-cases s; TRUE when the result is one whole token. */
-static char *lower_token(const char *s, gboolean *one_token) {
-  char *low = g_ascii_strdown(s, -1);
-  gboolean ok = *low != 0;
-  for (const char *p = low; ok && *p; p++) ok = ixia_token_byte((guint8)*p);
-  *one_token = ok;
-  return low;
-}
-
 /* A term/in value of field ix. `what` names the value in messages. */
 static GBytes *encode_term(const ixia_index_t *ix, const cJSON *v, const char *path,
                            ixia_error_t **err) {
@@ -88,14 +79,12 @@ static GBytes *encode_term(const ixia_index_t *ix, const cJSON *v, const char *p
       return g_bytes_new(v->valuestring, strlen(v->valuestring));
     case IXIA_FIELD_TEXT: {
       if (!cJSON_IsString(v)) break;
-      gboolean one;
-      char *low = lower_token(v->valuestring, &one);
-      if (!one) {
+      char *low = ixia_analyze_one(ix->analyzer, v->valuestring, TRUE);
+      if (!low) {
         perr(err, path,
              "\"%.64s\" is not a single word of text field '%s'; use {\"match\": {\"%s\": ...}} "
              "to find words",
              v->valuestring, ix->field, ix->field);
-        g_free(low);
         return NULL;
       }
       size_t n = strlen(low);
@@ -270,15 +259,15 @@ static gboolean parse_prefix(pctx_t *c, ixia_filter_t *f, const cJSON *body, con
   if (ok) {
     f->values = new_values();
     if (t == IXIA_FIELD_TEXT) {
-      gboolean one;
-      char *low = lower_token(v->valuestring, &one);
-      if (!one)
+      /* Folded like the tokens, not stemmed: a prefix is not a word. */
+      char *low = ixia_analyze_one(f->field->analyzer, v->valuestring, FALSE);
+      if (!low)
         ok = perr(err, fp,
                   "prefix \"%.64s\" of a text field must be the start of one word (letters and "
                   "digits only)",
                   v->valuestring);
-      size_t n = strlen(low);
-      g_ptr_array_add(f->values, g_bytes_new_take(low, n));
+      else
+        g_ptr_array_add(f->values, g_bytes_new_take(low, strlen(low)));
     } else {
       g_ptr_array_add(f->values, g_bytes_new(v->valuestring, strlen(v->valuestring)));
     }
@@ -311,7 +300,7 @@ static gboolean parse_match(pctx_t *c, ixia_filter_t *f, const cJSON *body, cons
   if (ok && !cJSON_IsString(v)) ok = perr(err, fp, "match takes a string of words");
   if (ok) {
     f->values = new_values();
-    ixia_text_tokens(v->valuestring, strlen(v->valuestring), f->values);
+    ixia_text_tokens(f->field->analyzer, v->valuestring, strlen(v->valuestring), f->values);
     if (f->values->len == 0) ok = perr(err, fp, "\"%.64s\" has no words to match", v->valuestring);
   }
   g_free(fp);

@@ -8,8 +8,7 @@
  * byte encoding of field values, so both sides agree by construction on what
  * "equal", "less than" and "prefix of" mean:
  *   keyword      the UTF-8 bytes of the string
- *   text         each token: maximal runs of ASCII letters/digits and bytes
- *                >= 0x80, ASCII letters lower-cased
+ *   text         each token of the field's analyzer (analyze.c)
  *   long, double, timestamp
  *                8 bytes, order-preserving encoding of the IEEE double
  *                (sign bit flipped for positives, all bits flipped for
@@ -69,8 +68,29 @@ int ixia_val_cmp(const guint8 *a, gsize alen, const guint8 *b, gsize blen);
 /* JSON of an encoded value of a field type (string, number or bool). */
 cJSON *ixia_val_to_json(ixia_field_type_t type, const guint8 *p, guint32 len);
 
-/* Appends the lower-cased tokens of text (GBytes*) to out, deduplicated. */
-void ixia_text_tokens(const char *text, size_t len, GPtrArray *out);
+/* ---- text analysis (analyze.c) ----
+ *
+ * The analyzer of a text field (ixia_index_t.analyzer: "standard" or a
+ * Snowball language) turns a string into tokens: NFKC-normalised runs of
+ * letters, digits and marks, case-folded, then stemmed for a language. The
+ * index and the query parser call the same functions, so a query's words
+ * meet the documents' tokens exactly. */
+
+/* Called per token in order, with its position; FALSE stops. tok is only
+ * valid during the call. */
+typedef gboolean (*ixia_token_fn)(const char *tok, gsize len, guint32 pos, void *ud);
+
+/* Tokens of text; positions start at *pos, which is left one past the last
+ * token. analyzer NULL means "standard". */
+void ixia_analyze(const char *analyzer, const char *text, gsize len, guint32 *pos,
+                  ixia_token_fn fn, void *ud);
+
+/* Appends the distinct tokens of text (GBytes*) to out. */
+void ixia_text_tokens(const char *analyzer, const char *text, size_t len, GPtrArray *out);
+
+/* The single token text analyzes to (stemmed when stem), or NULL when it
+ * gives none or several (g_free). */
+char *ixia_analyze_one(const char *analyzer, const char *text, gboolean stem);
 
 /* ---- limits ---- */
 

@@ -4,7 +4,7 @@
  *
  * Numbers (long, double, timestamp) are 8 bytes that sort like the number
  * (ixia_num_encode), keywords their UTF-8 bytes, text fields one entry per
- * token, bools one byte. A field's values are deduplicated and sorted by
+ * token of the field's analyzer (analyze.c), bools one byte. A field's values are deduplicated and sorted by
  * memcmp, so "one of the values equals / lies between / starts with" is a
  * binary search or a scan of a short sorted list, here and in the index
  * alike. */
@@ -58,39 +58,16 @@ void ixia_values_move_sorted_unique(GPtrArray *tmp, GPtrArray *out) {
   g_free(g_ptr_array_steal(tmp, NULL)); /* the values moved: no free func */
 }
 
-void ixia_text_tokens(const char *text, size_t len, GPtrArray *out) {
-  GHashTable *seen = NULL;
-  char small[64];
-  size_t i = 0;
-  while (i < len) {
-    while (i < len && !ixia_token_byte((guint8)text[i])) i++;
-    size_t start = i;
-    while (i < len && ixia_token_byte((guint8)text[i])) i++;
-    size_t n = i - start;
-    if (n == 0) break;
-    char *buf = n <= sizeof small ? small : g_malloc(n);
-    for (size_t k = 0; k < n; k++) buf[k] = g_ascii_tolower(text[start + k]);
-    GBytes *tok = g_bytes_new(buf, n);
-    if (buf != small) g_free(buf);
-    if (!seen) seen = g_hash_table_new(g_bytes_hash, g_bytes_equal);
-    if (g_hash_table_add(seen, tok)) {
-      g_ptr_array_add(out, tok);
-    } else {
-      g_bytes_unref(tok);
-    }
-  }
-  if (seen) g_hash_table_destroy(seen);
-}
-
 /* Appends the encoded value(s) of one scalar; FALSE when v has another type. */
-static gboolean append_value(const cJSON *v, ixia_field_type_t t, GPtrArray *out) {
+static gboolean append_value(const cJSON *v, const ixia_index_t *ix, GPtrArray *out) {
+  ixia_field_type_t t = ix->type;
   if (!ixia_schema_value_matches(v, t)) return FALSE;
   switch (t) {
     case IXIA_FIELD_KEYWORD:
       g_ptr_array_add(out, g_bytes_new(v->valuestring, strlen(v->valuestring)));
       break;
     case IXIA_FIELD_TEXT:
-      ixia_text_tokens(v->valuestring, strlen(v->valuestring), out);
+      ixia_text_tokens(ix->analyzer, v->valuestring, strlen(v->valuestring), out);
       break;
     case IXIA_FIELD_LONG:
     case IXIA_FIELD_DOUBLE:
@@ -133,7 +110,7 @@ typedef struct {
 
 static gboolean collect_one(const cJSON *v, const ixia_json_loc_t *loc, void *ud) {
   collect_t *c = ud;
-  if (cJSON_IsNull(v) || append_value(v, c->ix->type, c->tmp) || !c->strict) return TRUE;
+  if (cJSON_IsNull(v) || append_value(v, c->ix, c->tmp) || !c->strict) return TRUE;
   char *ex = value_excerpt(v), *where = ixia_schema_where(c->ix->field, loc);
   c->ok = ixia_error_set(c->err, IXIA_ETYPE, "field '%s' is declared %s but %s %s", c->ix->field,
                          ixia_field_type_name(c->ix->type), where, ex);

@@ -11,6 +11,7 @@ PACKAGES=(
   libcjson-dev libcunit1-dev libxxhash-dev
   librdkafka-dev
   libroaring-dev
+  libstemmer-dev
   docker-compose
 )
 

@@ -349,10 +349,70 @@ static void test_schema_evolution(void) {
   CU_ASSERT_TRUE(ixia_schema_check_evolution(a, b, &e));
   CU_ASSERT_FALSE(ixia_schema_check_evolution(a, c, &e));
   CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "price"));
-  ixia_error_destroy(e);
+  ixia_error_destroy(e), e = NULL;
   ixia_schema_unref(a);
   ixia_schema_unref(b);
   ixia_schema_unref(c);
+  /* A text field's analyzer is part of what it indexes: it cannot change;
+   * positions can be switched (a backfill re-indexes older documents). */
+  const char *t1 = "{\"namespace\":\"shop\",\"table\":\"products\",\"indexes\":["
+                   "{\"field\":\"title\",\"type\":\"text\"}]}";
+  const char *t2 = "{\"namespace\":\"shop\",\"table\":\"products\",\"indexes\":["
+                   "{\"field\":\"title\",\"type\":\"text\",\"analyzer\":\"english\"}]}";
+  const char *t3 = "{\"namespace\":\"shop\",\"table\":\"products\",\"indexes\":["
+                   "{\"field\":\"title\",\"type\":\"text\",\"analyzer\":\"standard\",\"positions\":true}]}";
+  a = ixia_schema_parse(t1, strlen(t1), NULL);
+  b = ixia_schema_parse(t2, strlen(t2), NULL);
+  c = ixia_schema_parse(t3, strlen(t3), NULL);
+  CU_ASSERT_FALSE(ixia_schema_check_evolution(a, b, &e));
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "'standard'") && strstr(e->message, "'english'"));
+  ixia_error_destroy(e), e = NULL;
+  CU_ASSERT_TRUE(ixia_schema_check_evolution(a, c, &e));
+  CU_ASSERT_TRUE(ixia_schema_check_evolution(c, a, &e));
+  ixia_schema_unref(a);
+  ixia_schema_unref(b);
+  ixia_schema_unref(c);
+}
+
+static void test_schema_analyzers(void) {
+  const char *j = "{\"namespace\":\"shop\",\"table\":\"t\",\"indexes\":["
+                  "{\"field\":\"a\",\"type\":\"text\"},"
+                  "{\"field\":\"b\",\"type\":\"text\",\"analyzer\":\"french\",\"positions\":true},"
+                  "{\"field\":\"c\",\"type\":\"text\",\"analyzer\":\"standard\",\"positions\":false}]}";
+  ixia_error_t *e = NULL;
+  ixia_schema_t *s = ixia_schema_parse(j, strlen(j), &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_STRING_EQUAL(s->indexes[0].analyzer, "standard");
+  CU_ASSERT_FALSE(s->indexes[0].positions);
+  CU_ASSERT_STRING_EQUAL(s->indexes[1].analyzer, "french");
+  CU_ASSERT_TRUE(s->indexes[1].positions);
+  /* The canonical text names only what differs from the defaults. */
+  CU_ASSERT_STRING_EQUAL(s->json, "{\"namespace\":\"shop\",\"table\":\"t\",\"ttl_seconds\":0,"
+                                  "\"cache_ttl_seconds\":0,\"indexes\":[{\"field\":\"a\",\"type\":\"text\"},"
+                                  "{\"field\":\"b\",\"type\":\"text\",\"analyzer\":\"french\",\"positions\":true},"
+                                  "{\"field\":\"c\",\"type\":\"text\"}]}");
+  ixia_schema_t *again = ixia_schema_parse(s->json, strlen(s->json), &e);
+  CU_ASSERT_TRUE(again && strcmp(again->json, s->json) == 0);
+  ixia_schema_unref(again);
+  ixia_schema_unref(s);
+  struct { const char *index, *needle; } bad[] = {
+      {"{\"field\":\"a\",\"type\":\"text\",\"analyzer\":\"klingon\"}", "unknown analyzer 'klingon' (standard, arabic"},
+      {"{\"field\":\"a\",\"type\":\"text\",\"analyzer\":7}", "unknown analyzer"},
+      {"{\"field\":\"a\",\"type\":\"keyword\",\"analyzer\":\"english\"}", "\"analyzer\" applies to text fields only"},
+      {"{\"field\":\"a\",\"type\":\"long\",\"positions\":true}", "\"positions\" applies to text fields only"},
+      {"{\"field\":\"a\",\"type\":\"text\",\"positions\":1}", "\"positions\" must be true or false"},
+      {"{\"field\":\"a\",\"type\":\"text\",\"stem\":true}", "unknown member 'stem'"},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    char *js = g_strdup_printf("{\"namespace\":\"shop\",\"table\":\"t\",\"indexes\":[%s]}", bad[i].index);
+    s = ixia_schema_parse(js, strlen(js), &e);
+    CU_ASSERT_PTR_NULL(s);
+    if (!e || !strstr(e->message, bad[i].needle)) fprintf(stderr, "\n  %s: %s\n", js, e ? e->message : "(none)");
+    CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, bad[i].needle));
+    ixia_error_destroy(e), e = NULL;
+    ixia_schema_unref(s);
+    g_free(js);
+  }
 }
 
 static void test_error_first_wins(void) {
@@ -426,6 +486,7 @@ int main(void) {
   IXT_ADD(s, test_schema_parse);
   IXT_ADD(s, test_schema_check_doc);
   IXT_ADD(s, test_schema_evolution);
+  IXT_ADD(s, test_schema_analyzers);
   IXT_ADD(s, test_error_first_wins);
   IXT_ADD(s, test_disk_reserve);
   return ixt_run();

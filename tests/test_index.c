@@ -30,7 +30,8 @@ static const char *schema_json =
     "{\"field\": \"price\", \"type\": \"double\"}, {\"field\": \"qty\", \"type\": \"long\"},"
     "{\"field\": \"ok\", \"type\": \"bool\"}, {\"field\": \"title\", \"type\": \"text\"},"
     "{\"field\": \"ts\", \"type\": \"timestamp\"}, {\"field\": \"s.country\", \"type\": \"keyword\"},"
-    "{\"field\": \"v.color\", \"type\": \"keyword\"}, {\"field\": \"v.n\", \"type\": \"long\"}]}";
+    "{\"field\": \"v.color\", \"type\": \"keyword\"}, {\"field\": \"v.n\", \"type\": \"long\"},"
+    "{\"field\": \"body\", \"type\": \"text\", \"analyzer\": \"english\"}]}";
 
 /* ------------------------------------------------------------ helpers */
 
@@ -257,7 +258,11 @@ static guint64 count(ixia_idx_t *idx, const char *query) {
 /* ---------------------------------------------------- random documents */
 
 static const char *words[] = {"Red", "shoe", "blue", "hat", "w1", "w12", "w123", "lamp",
-                              "Desk", "chair", "x9", "café"};
+                              "Desk", "chair", "x9", "café", "CAFÉ", "Straße", "STRASSE",
+                              "\xef\xac\x81le", "FILE"};
+/* The body field is analyzed in English: stems meet across forms. */
+static const char *body_words[] = {"running", "runs", "RUN", "Mugs", "mug", "Caf\xc3\xa9s", "CAFÉ",
+                                   "generously", "generous", "shop"};
 
 static void add_random_field(GString *s, GRand *r, const char *name, gboolean *first) {
   if (g_rand_int_range(r, 0, 100) < 20) return; /* missing */
@@ -292,6 +297,12 @@ static void add_random_field(GString *s, GRand *r, const char *name, gboolean *f
       g_string_append_printf(s, "%s%s", i ? (g_rand_boolean(r) ? " " : "-") : "",
                              words[g_rand_int_range(r, 0, G_N_ELEMENTS(words))]);
     g_string_append_c(s, '"');
+  } else if (!strcmp(name, "body")) {
+    g_string_append_c(s, '"');
+    int n = g_rand_int_range(r, 1, 6);
+    for (int i = 0; i < n; i++)
+      g_string_append_printf(s, "%s%s", i ? " " : "", body_words[g_rand_int_range(r, 0, G_N_ELEMENTS(body_words))]);
+    g_string_append_c(s, '"');
   } else if (!strcmp(name, "ts")) {
     gint64 t = 1600000000 + g_rand_int_range(r, 0, 500);
     if (g_rand_boolean(r)) {
@@ -321,7 +332,7 @@ static void add_random_field(GString *s, GRand *r, const char *name, gboolean *f
 }
 
 static char *random_doc(GRand *r) {
-  static const char *fields[] = {"cat", "tags", "price", "qty", "ok", "title", "ts", "s", "v"};
+  static const char *fields[] = {"cat", "tags", "price", "qty", "ok", "title", "ts", "s", "v", "body"};
   GString *s = g_string_new("{");
   gboolean first = TRUE;
   for (guint i = 0; i < G_N_ELEMENTS(fields); i++) add_random_field(s, r, fields[i], &first);
@@ -373,9 +384,9 @@ static void random_filter(GString *s, GRand *r, int depth) {
     }
     case 3: {
       static const char *pc[] = {"", "c", "c1", "c11", "d"};
-      static const char *pt[] = {"w1", "w12", "c", "re", "caf"};
+      static const char *pt[] = {"w1", "w12", "c", "re", "caf", "STRA", "fi"};
       if (g_rand_boolean(r)) g_string_append_printf(s, "{\"prefix\": {\"cat\": \"%s\"}}", pc[g_rand_int_range(r, 0, 5)]);
-      else g_string_append_printf(s, "{\"prefix\": {\"title\": \"%s\"}}", pt[g_rand_int_range(r, 0, 5)]);
+      else g_string_append_printf(s, "{\"prefix\": {\"title\": \"%s\"}}", pt[g_rand_int_range(r, 0, G_N_ELEMENTS(pt))]);
       break;
     }
     case 4: {
@@ -386,6 +397,12 @@ static void random_filter(GString *s, GRand *r, int depth) {
     case 5:
     case 6: {
       const char *a = words[g_rand_int_range(r, 0, G_N_ELEMENTS(words))];
+      if (g_rand_int_range(r, 0, 3) == 0) {
+        g_string_append_printf(s, "{\"match\": {\"body\": \"%s %s\"}}",
+                               body_words[g_rand_int_range(r, 0, G_N_ELEMENTS(body_words))],
+                               g_rand_boolean(r) ? body_words[g_rand_int_range(r, 0, G_N_ELEMENTS(body_words))] : "");
+        break;
+      }
       if (g_rand_boolean(r)) g_string_append_printf(s, "{\"match\": {\"title\": \"%s\"}}", a);
       else g_string_append_printf(s, "{\"match\": {\"title\": \"%s %s\"}}", a,
                                   words[g_rand_int_range(r, 0, G_N_ELEMENTS(words))]);

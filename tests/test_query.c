@@ -18,7 +18,8 @@ static const char *SCHEMA =
     "{\"field\": \"ts\", \"type\": \"timestamp\"}, {\"field\": \"active\", \"type\": \"bool\"},"
     "{\"field\": \"tags\", \"type\": \"keyword\"}, {\"field\": \"country\", \"type\": \"keyword\"},"
     "{\"field\": \"brand\", \"type\": \"keyword\"},"
-    "{\"field\": \"seller.country\", \"type\": \"keyword\"}]}";
+    "{\"field\": \"seller.country\", \"type\": \"keyword\"},"
+    "{\"field\": \"body\", \"type\": \"text\", \"analyzer\": \"english\"}]}";
 
 static ixia_schema_t *schema;
 
@@ -136,10 +137,24 @@ static gboolean bytes_is(GBytes *b, const char *s) {
   return n == strlen(s) && memcmp(p, s, n) == 0;
 }
 
+/* The tokens of text, joined by spaces in their order (duplicates kept). */
+static gboolean join_token(const char *tok, gsize n, guint32 pos, void *ud) {
+  GString *s = ud;
+  g_string_append_printf(s, "%s%.*s@%u", s->len ? " " : "", (int)n, tok, pos);
+  return TRUE;
+}
+
+static char *analyzed(const char *analyzer, const char *text) {
+  GString *s = g_string_new(NULL);
+  guint32 pos = 0;
+  ixia_analyze(analyzer, text, strlen(text), &pos, join_token, s);
+  return g_string_free(s, FALSE);
+}
+
 static void test_tokens(void) {
   GPtrArray *t = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
   const char *text = "Hello, WORLD! hello caf\xc3\xa9 42x  -- x_y";
-  ixia_text_tokens(text, strlen(text), t);
+  ixia_text_tokens(NULL, text, strlen(text), t);
   CU_ASSERT_EQUAL_FATAL(t->len, 6);
   CU_ASSERT_TRUE(bytes_is(t->pdata[0], "hello"));
   CU_ASSERT_TRUE(bytes_is(t->pdata[1], "world"));
@@ -148,14 +163,50 @@ static void test_tokens(void) {
   CU_ASSERT_TRUE(bytes_is(t->pdata[4], "x"));
   CU_ASSERT_TRUE(bytes_is(t->pdata[5], "y"));
   g_ptr_array_set_size(t, 0);
-  ixia_text_tokens("  ,;!", 5, t);
-  ixia_text_tokens("", 0, t);
+  ixia_text_tokens("standard", "  ,;!", 5, t);
+  ixia_text_tokens(NULL, "", 0, t);
   CU_ASSERT_EQUAL(t->len, 0);
   /* Only len bytes are read. */
-  ixia_text_tokens("abcdef", 3, t);
+  ixia_text_tokens(NULL, "abcdef", 3, t);
   CU_ASSERT_EQUAL_FATAL(t->len, 1);
   CU_ASSERT_TRUE(bytes_is(t->pdata[0], "abc"));
   g_ptr_array_free(t, TRUE);
+
+  /* Unicode: case folding beyond ASCII, NFKC, and the composed and
+   * decomposed forms of one letter giving one token. */
+  struct { const char *analyzer, *text, *want; } cases[] = {
+      {NULL, "CAF\xc3\x89 caf\xc3\xa9 cafe\xcc\x81", "caf\xc3\xa9@0 caf\xc3\xa9@1 caf\xc3\xa9@2"},
+      {NULL, "Stra\xc3\x9f" "e STRASSE", "strasse@0 strasse@1"},
+      {NULL, "\xef\xac\x81le \xef\xbc\xa1\xef\xbc\xa2\xef\xbc\xa3", "file@0 abc@1"}, /* ligature, full width */
+      {NULL, "\xce\x9f\xce\x94\xce\xa5\xce\xa3\xce\xa3\xce\x95\xce\xa5\xce\xa3-\xd0\x9c\xd0\x98\xd0\xa0",
+       "\xce\xbf\xce\xb4\xcf\x85\xcf\x83\xcf\x83\xce\xb5\xcf\x85\xcf\x83@0 \xd0\xbc\xd0\xb8\xd1\x80@1"},
+      {NULL, "a\xe2\x80\x94" "b\xc2\xa0" "c d\xe3\x80\x80" "e", "a@0 b@1 c@2 d@3 e@4"}, /* dashes and spaces */
+      {NULL, "bad \xff\xfe bytes", "bad@0 bytes@1"},
+      {"english", "Red MUGS, running and Generously", "red@0 mug@1 run@2 and@3 generous@4"},
+      {"french", "Les Chevaux couraient", "le@0 cheval@1 cour@2"},
+      {"german", "H\xc3\xa4user", "haus@0"},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    char *got = analyzed(cases[i].analyzer, cases[i].text);
+    if (strcmp(got, cases[i].want) != 0) fprintf(stderr, "\n  %s: got '%s', want '%s'\n", cases[i].text, got, cases[i].want);
+    CU_ASSERT_STRING_EQUAL(got, cases[i].want);
+    g_free(got);
+  }
+  /* Positions go on from where the caller left them. */
+  guint32 pos = 100;
+  GString *s = g_string_new(NULL);
+  ixia_analyze(NULL, "one two", 7, &pos, join_token, s);
+  CU_ASSERT_STRING_EQUAL(s->str, "one@100 two@101");
+  CU_ASSERT_EQUAL(pos, 102);
+  g_string_free(s, TRUE);
+  char *one = ixia_analyze_one("english", "Mugs!", TRUE);
+  CU_ASSERT_STRING_EQUAL(one, "mug");
+  g_free(one);
+  one = ixia_analyze_one("english", "Mugs", FALSE);
+  CU_ASSERT_STRING_EQUAL(one, "mugs");
+  g_free(one);
+  CU_ASSERT_PTR_NULL(ixia_analyze_one(NULL, "two words", TRUE));
+  CU_ASSERT_PTR_NULL(ixia_analyze_one(NULL, "--", TRUE));
 }
 
 static GPtrArray *values_of(const char *doc_sq, const char *fname, ixia_error_t **err) {
@@ -604,6 +655,17 @@ static const match_case_t match_cases[] = {
     {"{'term': {'active': false}}", "{'active': false}", TRUE},
     {"{'term': {'active': false}}", "{'active': true}", FALSE},
     {"{'term': {'title': 'Red'}}", "{'title': 'big red shoes'}", TRUE},
+    /* Analyzers: Unicode folding everywhere, stems in English fields. */
+    {"{'match': {'title': 'CAF\xc3\x89 stra\xc3\x9f" "e'}}", "{'title': 'caf\xc3\xa9 STRASSE'}", TRUE},
+    {"{'match': {'body': 'Running Mugs'}}", "{'body': 'She runs a mug shop'}", TRUE},
+    {"{'match': {'body': 'Running Mugs'}}", "{'body': 'She runs a shop'}", FALSE},
+    {"{'match': {'title': 'Running'}}", "{'title': 'She runs'}", FALSE}, /* standard: no stems */
+    {"{'term': {'body': 'MUGS'}}", "{'body': 'one mug'}", TRUE},
+    {"{'prefix': {'body': 'gener'}}", "{'body': 'Generously'}", TRUE},
+    {"{'prefix': {'title': 'STRA'}}", "{'title': 'Stra\xc3\x9f" "e'}", TRUE},
+    {"{'term': {'seller.country': 'US'}}", "{'seller': [{'country': 'FR'}, {'country': ['DE', 'US']}]}", TRUE},
+    {"{'and': [{'term': {'seller.country': 'US'}}, {'term': {'seller.country': 'FR'}}]}",
+     "{'seller': [{'country': 'FR'}, {'country': 'US'}]}", TRUE},
     {"{'term': {'title': 'red'}}", "{'title': 'redder'}", FALSE},
     {"{'term': {'seller.country': 'US'}}", "{'seller': {'country': 'US'}}", TRUE},
     {"{'in': {'category': ['b', 'c']}}", "{'category': 'c'}", TRUE},
