@@ -148,6 +148,15 @@ static const ixia_option_t options[] = {
      "Memory for decoded postings and column blocks that searches read (least recently used "
      "first out), on top of index.block_cache_mb. The points of numeric fields (about 16 bytes "
      "per value) are held besides."},
+    {"index.sort_history_seconds", IXIA_OPT_INT, "600", 1, 86400,
+     "How long a shard remembers the sort values documents had before they changed, so that "
+     "paging a sorted query with \"after\" neither repeats nor skips a document whose sorted "
+     "field changed meanwhile. A cursor older than this (or older than what "
+     "index.sort_history_mb holds, or from before the shard restarted) is refused: start "
+     "paging again."},
+    {"index.sort_history_mb", IXIA_OPT_INT, "64", 1, 1048576,
+     "Memory for those remembered values (about 100 bytes per changed document plus 12 per "
+     "indexed value); the oldest go first."},
     {"indexer.search_threads", IXIA_OPT_INT, "0", 0, 4096,
      "Threads that run Search calls on ixia-indexer (it uses this instead of server.workers). "
      "0 = twice the cores, at least 4: searches only compute, and threads beyond the cores "

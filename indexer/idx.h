@@ -12,6 +12,8 @@
  *   idx_points.c  the range index of numeric fields (sorted points)
  *   idx_plan.c    cardinality estimates, the plan, explain
  *   idx_eval.c    running a plan block by block: totals, hits, early stop
+ *   idx_sort.c    sorted pages: per-shard top-k from the columns, ties by key
+ *   idx_history.c documents' values before recent batches (stable cursors)
  *   idx_aggs.c    aggregations over column blocks
  *
  * Layout of the RocksDB (docs/INDEX-FORMAT.md) and the in-memory model are
@@ -123,7 +125,16 @@ static inline double num_of_key(guint64 k) {
   return ixia_num_decode(b);
 }
 
+/* One (field, value) a document is indexed under (its record's pairs): the
+ * value id for keyword, text and bool fields, the num_key of a number. */
+typedef struct {
+  guint32 field;
+  guint64 val;
+} pair_t;
+
 /* ------------------------------------------------------------ the model */
+
+typedef struct ixia_idx_history ixia_idx_history_t;
 
 typedef struct ixia_points ixia_points_t;
 typedef struct ixia_idx_cache ixia_idx_cache_t;
@@ -176,6 +187,11 @@ struct ixia_idx {
   guint batches_since_counts;
 
   ixia_idx_cache_t *cache;
+
+  /* Documents' values before recent batches, for stable sorted cursors
+   * (idx_history.c); publish_seq counts published batches (atomic). */
+  ixia_idx_history_t *history;
+  guint64 publish_seq;
 
   /* apply thread */
   guint32 next_doc_id;
@@ -332,6 +348,29 @@ guint64 ixia_points_collect(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bi
 guint64 ixia_points_size(ixia_points_t *p);
 gsize ixia_points_bytes(ixia_points_t *p);
 
+/* ---- idx_history.c ---- */
+
+/* A document's indexed state as of a publish sequence: its pairs then, or
+ * `current` when it did not exist then (it sorts by its values now). */
+typedef struct {
+  gboolean current;
+  guint n;
+  pair_t *pairs;
+} hstate_t;
+
+ixia_idx_history_t *ixia_idx_history_new(gsize max_bytes, gint64 max_age_us, guint64 epoch);
+void ixia_idx_history_destroy(ixia_idx_history_t *h);
+guint64 ixia_idx_history_epoch(ixia_idx_history_t *h);
+/* Apply thread, before the batch of sequence seq is published: document id
+ * had these pairs (text fields left out) and was live or not. */
+void ixia_idx_history_add(ixia_idx_history_t *h, guint64 seq, guint32 id, const pair_t *old,
+                          guint n, gboolean was_live);
+/* Every document changed after as_of (of this epoch), id -> hstate_t*: its
+ * state as of as_of. NULL with IXIA_EINVAL when entries after as_of were
+ * dropped, or the epoch is another open's. */
+GHashTable *ixia_idx_history_since(ixia_idx_history_t *h, guint64 epoch, guint64 as_of,
+                                   ixia_error_t **err);
+
 /* ---- idx_plan.c / idx_eval.c / idx_aggs.c ---- */
 
 /* One node of a search plan (a filter node, with how it is evaluated). */
@@ -371,6 +410,23 @@ gboolean ixia_idx_check_block(ixia_search_ctx_t *s, pnode_t *p, guint32 block, g
 /* The bits of bm in block `block`. */
 void ixia_idx_bm_block(const roaring_bitmap_t *bm, guint32 block, guint64 *out);
 void ixia_idx_pnode_note(pnode_t *p, guint64 matched);
+
+/* Resolves ids to keys and versions (hits appended, in the ids' order). */
+gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GArray *hits,
+                               ixia_error_t **err);
+
+/* Sorted searches (idx_sort.c): the page in the order of q->sort. */
+typedef struct ixia_idx_sort ixia_idx_sort_t;
+/* NULL with err set (a cursor of another sort, an expired history). */
+ixia_idx_sort_t *ixia_idx_sort_new(ixia_search_ctx_t *s, const ixia_idx_search_opts_t *o,
+                                   ixia_idx_exec_t *ex);
+/* Offers the documents of mask in block `block`. */
+gboolean ixia_idx_sort_block(ixia_idx_sort_t *S, guint32 block, const guint64 *mask);
+/* The page: hits (key, version, id, sort values) in order; *as_of and
+ * *epoch say which positions it used. */
+gboolean ixia_idx_sort_finish(ixia_idx_sort_t *S, const roaring_bitmap_t *set, GArray *hits,
+                              guint64 *epoch, guint64 *as_of);
+void ixia_idx_sort_free(ixia_idx_sort_t *S);
 
 /* Column aggregations over one search. */
 typedef struct ixia_idx_agg ixia_idx_agg_t;

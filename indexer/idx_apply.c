@@ -23,11 +23,6 @@
 /* ------------------------------------------------------------- records */
 
 typedef struct {
-  guint32 field;
-  guint64 val; /* value id, or num_key of a number */
-} pair_t;
-
-typedef struct {
   guint32 id;
   gboolean exists; /* has an id (stored or assigned in this batch) */
   gboolean dirty;
@@ -153,9 +148,17 @@ static void stage_free(gpointer p) {
   g_free(s);
 }
 
+/* A document's state before an event of the batch (idx_history.c). */
+typedef struct {
+  guint32 id;
+  gboolean was_live;
+  GArray *pairs; /* pair_t, text fields left out */
+} hnote_t;
+
 typedef struct {
   ixia_idx_t *idx;
   rocksdb_writebatch_t *wb;
+  GArray *hist;        /* hnote_t, in event order */
   GHashTable *recs;    /* GBytes doc key -> rec_t* (overlay of this batch) */
   GHashTable *posts;   /* pend_t* of posting and live keys */
   GHashTable *cols;    /* pend_t* of column keys */
@@ -421,6 +424,36 @@ fail:
   return NULL;
 }
 
+/* The non-text pairs of a record (what sorting reads). */
+static GArray *sortable_pairs(batch_t *b, const GArray *pairs) {
+  GArray *out = g_array_new(FALSE, FALSE, sizeof(pair_t));
+  for (guint i = 0; pairs && i < pairs->len; i++) {
+    const pair_t *p = &g_array_index(pairs, pair_t, i);
+    field_t *f = field_by_id(b->idx, p->field);
+    if (f && f->type != IXIA_FIELD_TEXT) g_array_append_val(out, *p);
+  }
+  return out;
+}
+
+/* Records a document's state before this event for stable sorted cursors
+ * (idx_history.c), when the event changes what sorting reads or whether it
+ * exists. newp NULL: it is deleted. */
+static void history_note(batch_t *b, const rec_t *r, gboolean was_live, const GArray *newp) {
+  GArray *old = was_live ? sortable_pairs(b, r->pairs) : g_array_new(FALSE, FALSE, sizeof(pair_t));
+  gboolean now_live = newp != NULL;
+  if (was_live && now_live) {
+    GArray *nw = sortable_pairs(b, newp);
+    gboolean same = nw->len == old->len && memcmp(nw->data, old->data, old->len * sizeof(pair_t)) == 0;
+    g_array_free(nw, TRUE);
+    if (same) {
+      g_array_free(old, TRUE);
+      return;
+    }
+  }
+  hnote_t n = {r->id, was_live, old};
+  g_array_append_val(b->hist, n);
+}
+
 typedef enum { EV_APPLIED, EV_SKIPPED, EV_FAILED, EV_ERROR } ev_result_t;
 
 static ixia_schema_t *schema_of(batch_t *b, table_t *t) {
@@ -473,6 +506,7 @@ static ev_result_t apply_put(batch_t *b, const ixia_idx_event_t *ev, ixia_error_
 
   gboolean was_live = r->exists && !r->deleted;
   if (!r->exists) rec_assign_id(b, r);
+  history_note(b, r, was_live, pairs);
   rec_diff(b, t->id, r->id, was_live ? r->pairs : NULL, was_live, pairs, TRUE);
   g_array_free(r->pairs, TRUE);
   r->pairs = pairs;
@@ -492,6 +526,7 @@ static ev_result_t apply_delete(batch_t *b, const ixia_idx_event_t *ev, ixia_err
   if (r->exists && ev->version < r->version) return EV_SKIPPED;
   gboolean was_live = r->exists && !r->deleted;
   if (!r->exists) rec_assign_id(b, r);
+  if (was_live) history_note(b, r, TRUE, NULL);
   if (was_live) rec_diff(b, t->id, r->id, r->pairs, TRUE, NULL, FALSE);
   g_array_set_size(r->pairs, 0);
   r->version = ev->version;
@@ -681,6 +716,14 @@ static void batch_publish(batch_t *b) {
   ixia_idx_t *idx = b->idx;
   GHashTableIter it;
   gpointer k, v;
+  /* The old states first: a search that sees any of the batch can find
+   * them (idx_sort.c), then the batch, then its sequence. */
+  guint64 seq = idx->publish_seq + 1;
+  for (guint i = 0; i < b->hist->len; i++) {
+    hnote_t *n = &g_array_index(b->hist, hnote_t, i);
+    ixia_idx_history_add(idx->history, seq, n->id, (const pair_t *)(void *)n->pairs->data,
+                         n->pairs->len, n->was_live);
+  }
   g_rw_lock_writer_lock(&idx->dict_lock);
   g_hash_table_iter_init(&it, b->stages);
   while (g_hash_table_iter_next(&it, &k, &v)) {
@@ -724,9 +767,12 @@ static void batch_publish(batch_t *b) {
     ixia_idx_publish_column(p, o->key, o->col->data, o->col->len);
   }
   ixia_idx_publish_end(p);
+  g_atomic_pointer_set(&idx->publish_seq, seq);
 }
 
 static void batch_free(batch_t *b) {
+  for (guint i = 0; i < b->hist->len; i++) g_array_free(g_array_index(b->hist, hnote_t, i).pairs, TRUE);
+  g_array_free(b->hist, TRUE);
   g_ptr_array_free(b->new_dict, TRUE);
   g_hash_table_destroy(b->field_of);
   g_hash_table_destroy(b->recs);
@@ -748,6 +794,7 @@ gboolean ixia_idx_apply(ixia_idx_t *idx, const ixia_idx_event_t *events, guint n
   batch_t b = {
       .idx = idx,
       .wb = rocksdb_writebatch_create(),
+      .hist = g_array_new(FALSE, FALSE, sizeof(hnote_t)),
       .recs = g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref,
                                     rec_free),
       .posts = g_hash_table_new_full(pend_hash, pend_equal, pend_free, NULL),

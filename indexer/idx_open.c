@@ -251,6 +251,12 @@ ixia_idx_t *ixia_idx_open(const char *path, const ixia_config_t *cfg, ixia_error
   idx->pending_dict = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
   idx->dirty_counts = g_hash_table_new(g_direct_hash, g_direct_equal);
   idx->cache = ixia_idx_cache_new((gsize)ixia_config_int(cfg, "index.cache_mb") << 20);
+  /* A new epoch per open: cursors of an earlier open cannot be honoured
+   * (the history is in memory). Below 2^53 so it travels as a JSON number. */
+  guint64 epoch = (((guint64)g_random_int() << 21) ^ g_random_int()) & ((G_GUINT64_CONSTANT(1) << 52) - 1);
+  idx->history = ixia_idx_history_new((gsize)ixia_config_int(cfg, "index.sort_history_mb") << 20,
+                                      ixia_config_int(cfg, "index.sort_history_seconds") * G_USEC_PER_SEC,
+                                      epoch | 1);
 
   idx->opts = rocksdb_options_create();
   rocksdb_options_set_create_if_missing(idx->opts, 1);
@@ -312,6 +318,7 @@ void ixia_idx_destroy(ixia_idx_t *idx) {
   if (idx->table_opts) rocksdb_block_based_options_destroy(idx->table_opts);
   if (idx->block_cache) rocksdb_cache_destroy(idx->block_cache);
   ixia_idx_cache_destroy(idx->cache);
+  ixia_idx_history_destroy(idx->history);
   g_hash_table_destroy(idx->tables);
   g_ptr_array_free(idx->tables_by_id, TRUE);
   g_ptr_array_free(idx->fields, TRUE);

@@ -194,6 +194,107 @@ char *ixia_search_cursor_encode(guint n_shards, const gint64 *pos) {
   return out;
 }
 
+#define SORT_CURSOR_PREFIX "s1:"
+
+void ixia_sort_cursor_clear(ixia_sort_cursor_t *c) {
+  for (guint i = 0; c->values && i < c->n_values; i++)
+    if (c->values[i]) g_bytes_unref(c->values[i]);
+  g_free(c->values);
+  g_free(c->epoch);
+  g_free(c->seq);
+  g_free(c->key);
+  memset(c, 0, sizeof *c);
+}
+
+/* A bounded reader of the cursor's bytes. */
+typedef struct {
+  const guint8 *p;
+  gsize left;
+} rd_t;
+
+static gboolean rd_be(rd_t *r, guint n, guint64 *out) {
+  if (r->left < n) return FALSE;
+  *out = 0;
+  for (guint i = 0; i < n; i++) *out = *out << 8 | r->p[i];
+  r->p += n;
+  r->left -= n;
+  return TRUE;
+}
+
+gboolean ixia_search_sort_cursor_decode(const char *after, guint n_shards, guint n_values,
+                                        guint32 sig, ixia_sort_cursor_t *out, ixia_error_t **err) {
+  memset(out, 0, sizeof *out);
+  gsize n = 0;
+  guchar *raw = NULL;
+  if (after && g_str_has_prefix(after, SORT_CURSOR_PREFIX))
+    raw = g_base64_decode(after + strlen(SORT_CURSOR_PREFIX), &n);
+  rd_t r = {raw, raw ? n : 0};
+  guint64 v = 0, shards = 0, nv = 0;
+  gboolean ok = raw && rd_be(&r, 4, &v) && rd_be(&r, 2, &shards) && shards == n_shards;
+  const char *why = "not a cursor from this query API's \"next\" for a sorted query (or the number of index shards changed since)";
+  if (ok && (guint32)v != sig) {
+    ok = FALSE;
+    why = "the cursor is from a query with another sort";
+  }
+  out->sig = (guint32)v;
+  out->n_shards = n_shards;
+  out->epoch = g_new0(guint64, MAX(n_shards, 1));
+  out->seq = g_new0(guint64, MAX(n_shards, 1));
+  for (guint i = 0; ok && i < n_shards; i++) ok = rd_be(&r, 8, &out->epoch[i]) && rd_be(&r, 8, &out->seq[i]);
+  ok = ok && rd_be(&r, 1, &nv) && nv == n_values;
+  out->values = g_new0(GBytes *, MAX(n_values, 1));
+  out->n_values = n_values;
+  for (guint i = 0; ok && i < n_values; i++) {
+    guint64 has = 0, len = 0;
+    ok = rd_be(&r, 1, &has) && has <= 1 && rd_be(&r, 4, &len) && (has || len == 0) && len <= r.left;
+    if (ok && has) out->values[i] = g_bytes_new(r.p, len);
+    if (ok) r.p += len, r.left -= len;
+  }
+  guint64 klen = 0;
+  ok = ok && rd_be(&r, 4, &klen) && klen == r.left && memchr(r.p, 0, klen) == NULL;
+  if (ok) {
+    out->key = g_strndup((const char *)r.p, klen);
+    out->key_len = klen;
+  }
+  g_free(raw);
+  if (!ok) {
+    ixia_sort_cursor_clear(out);
+    return ixia_error_set(err, IXIA_EINVAL, "after: %s", why);
+  }
+  return TRUE;
+}
+
+static void put_be(GByteArray *b, guint n, guint64 v) {
+  guint8 t[8];
+  for (guint i = 0; i < n; i++) t[i] = (guint8)(v >> (8 * (n - 1 - i)));
+  g_byte_array_append(b, t, n);
+}
+
+char *ixia_search_sort_cursor_encode(const ixia_sort_cursor_t *c) {
+  GByteArray *b = g_byte_array_new();
+  put_be(b, 4, c->sig);
+  put_be(b, 2, c->n_shards);
+  for (guint i = 0; i < c->n_shards; i++) {
+    put_be(b, 8, c->epoch[i]);
+    put_be(b, 8, c->seq[i]);
+  }
+  put_be(b, 1, c->n_values);
+  for (guint i = 0; i < c->n_values; i++) {
+    gsize n = 0;
+    const guint8 *p = c->values[i] ? g_bytes_get_data(c->values[i], &n) : NULL;
+    put_be(b, 1, p != NULL || c->values[i] != NULL);
+    put_be(b, 4, n);
+    if (n) g_byte_array_append(b, p, (guint)n);
+  }
+  put_be(b, 4, c->key_len);
+  if (c->key_len) g_byte_array_append(b, (const guint8 *)c->key, (guint)c->key_len);
+  char *b64 = g_base64_encode(b->data, b->len);
+  char *out = g_strconcat(SORT_CURSOR_PREFIX, b64, NULL);
+  g_free(b64);
+  g_byte_array_free(b, TRUE);
+  return out;
+}
+
 /* Waits, bounded by deadline_us, until replication acknowledged min_version. */
 static gboolean wait_replicated(ixia_search_t *s, gint64 min_version, gint64 deadline_us,
                                 ixia_error_t **err) {
@@ -241,6 +342,7 @@ static void append_doc(const ixia_query_t *q, const ixia_store_doc_t *d, const c
 typedef struct {
   const char *key; /* borrowed from the shard's response */
   gint64 version;  /* the version the shard indexed */
+  char *extra;     /* members the hit shows after "doc" (",\"sort\":[...]"), or NULL */
 } cand_t;
 
 /* Re-reads the page's hits from the truth store in one multi-get and
@@ -275,6 +377,8 @@ static guint verify_hits(ixia_search_t *s, const ixia_query_t *q, const GArray *
         ixia_json_append_string(out, keys[i], lens[i]);
         g_string_append_printf(out, ",\"version\":%" G_GINT64_FORMAT ",\"doc\":", d->version);
         append_doc(q, d, parsed, out);
+        const char *extra = g_array_index(cands, cand_t, i).extra;
+        if (extra) g_string_append(out, extra);
         g_string_append_c(out, '}');
       } else {
         counter_add(&s->stale_dropped, 1);
@@ -290,8 +394,10 @@ static guint verify_hits(ixia_search_t *s, const ixia_query_t *q, const GArray *
 }
 
 static char *shard_request(const cJSON *request, gint64 after_id, guint limit, gboolean sync,
-                           gint64 deadline_us) {
+                           gint64 deadline_us, const cJSON *sorted) {
   cJSON *r = cJSON_CreateObject();
+  for (const cJSON *m = sorted ? sorted->child : NULL; m; m = m->next)
+    cJSON_AddItemReferenceToObject(r, m->string, (cJSON *)m);
   cJSON_AddItemReferenceToObject(r, "query", (cJSON *)request);
   cJSON_AddNumberToObject(r, "after_id", (double)after_id);
   cJSON_AddNumberToObject(r, "limit", limit);
@@ -357,7 +463,7 @@ static gboolean collect_hits(ixia_search_t *s, const ixia_query_t *q, call_t *ca
       }
       pos[i] = (gint64)id->valuedouble;
       taken++;
-      cand_t c = {key->valuestring, (gint64)version->valuedouble};
+      cand_t c = {key->valuestring, (gint64)version->valuedouble, NULL};
       g_array_append_val(cands, c);
     }
     /* A shard that sent fewer than asked has nothing after them. */
@@ -369,6 +475,129 @@ static gboolean collect_hits(ixia_search_t *s, const ixia_query_t *q, call_t *ca
     if (e) ok = ixia_error_propagate(err, e);
   }
   g_array_free(cands, TRUE);
+  return ok;
+}
+
+/* ---- sorted pages ---- */
+
+static void bytes_unref0(gpointer b) {
+  if (b) g_bytes_unref(b);
+}
+
+/* What each shard is told for a sorted page: the cursor's values and key
+ * (search_after) and that shard's positions. */
+static cJSON **sorted_requests(const ixia_search_t *s, const ixia_sort_cursor_t *cur) {
+  cJSON **out = g_new0(cJSON *, s->n_shards);
+  for (guint i = 0; i < s->n_shards; i++) {
+    out[i] = cJSON_CreateObject();
+    if (!cur) continue;
+    cJSON *after = cJSON_AddObjectToObject(out[i], "sort_after");
+    cJSON *vals = cJSON_AddArrayToObject(after, "values");
+    for (guint k = 0; k < cur->n_values; k++) {
+      if (!cur->values[k]) {
+        cJSON_AddItemToArray(vals, cJSON_CreateNull());
+        continue;
+      }
+      gsize n;
+      const guchar *p = g_bytes_get_data(cur->values[k], &n);
+      char *b64 = g_base64_encode(n ? p : (const guchar *)"", n);
+      cJSON_AddItemToArray(vals, cJSON_CreateString(b64));
+      g_free(b64);
+    }
+    cJSON_AddStringToObject(after, "key", cur->key);
+    cJSON *as_of = cJSON_AddObjectToObject(out[i], "as_of");
+    cJSON_AddNumberToObject(as_of, "epoch", (double)cur->epoch[i]);
+    cJSON_AddNumberToObject(as_of, "seq", (double)cur->seq[i]);
+  }
+  return out;
+}
+
+/* A hit of a shard's sorted page. */
+typedef struct {
+  GPtrArray *values; /* GBytes* or NULL, one per sort key */
+  const char *key;   /* borrowed from the response */
+  gint64 version;
+} shit_t;
+
+static gint shit_cmp(gconstpointer a, gconstpointer b, gpointer q) {
+  const shit_t *x = a, *y = b;
+  int c = ixia_sort_cmp_values(q, (GBytes *const *)x->values->pdata, (GBytes *const *)y->values->pdata);
+  return c ? c : strcmp(x->key, y->key);
+}
+
+/* Merges the shards' sorted pages: the first q->limit by (values, key),
+ * verified; *next is the cursor after them, or NULL on the last page. */
+static gboolean collect_sorted_hits(ixia_search_t *s, const ixia_query_t *q, call_t *calls,
+                                    GString *out, guint *returned, char **next, ixia_error_t **err) {
+  *next = NULL;
+  GArray *all = g_array_new(FALSE, FALSE, sizeof(shit_t));
+  guint64 *epoch = g_new0(guint64, s->n_shards), *seq = g_new0(guint64, s->n_shards);
+  gboolean ok = TRUE, more = FALSE;
+  for (guint i = 0; ok && i < s->n_shards; i++) {
+    const cJSON *resp = calls[i].response;
+    const cJSON *hits = cJSON_GetObjectItemCaseSensitive(resp, "hits");
+    const cJSON *as_of = cJSON_GetObjectItemCaseSensitive(resp, "as_of");
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(as_of, "epoch");
+    const cJSON *sq = cJSON_GetObjectItemCaseSensitive(as_of, "seq");
+    if (q->limit && (!cJSON_IsNumber(e) || !cJSON_IsNumber(sq))) {
+      ok = ixia_error_set(err, IXIA_EINTERNAL, "shard %u answered a sorted page without as_of", i);
+      break;
+    }
+    epoch[i] = cJSON_IsNumber(e) ? (guint64)e->valuedouble : 0;
+    seq[i] = cJSON_IsNumber(sq) ? (guint64)sq->valuedouble : 0;
+    if ((guint)cJSON_GetArraySize(hits) >= q->limit && q->limit) more = TRUE;
+    for (const cJSON *h = hits ? hits->child : NULL; ok && h; h = h->next) {
+      const cJSON *key = cJSON_GetObjectItemCaseSensitive(h, "key");
+      const cJSON *version = cJSON_GetObjectItemCaseSensitive(h, "version");
+      const cJSON *sort = cJSON_GetObjectItemCaseSensitive(h, "sort");
+      if (!cJSON_IsString(key) || !cJSON_IsNumber(version) || !cJSON_IsArray(sort) ||
+          cJSON_GetArraySize(sort) != (int)q->n_sort) {
+        ok = ixia_error_set(err, IXIA_EINTERNAL, "shard %u answered a malformed sorted hit", i);
+        break;
+      }
+      shit_t x = {g_ptr_array_new_full(q->n_sort, bytes_unref0), key->valuestring,
+                  (gint64)version->valuedouble};
+      for (const cJSON *v = sort->child; v; v = v->next) {
+        gsize n = 0;
+        guchar *raw = cJSON_IsString(v) ? g_base64_decode(v->valuestring, &n) : NULL;
+        g_ptr_array_add(x.values, raw ? g_bytes_new_take(raw, n) : NULL);
+      }
+      g_array_append_val(all, x);
+    }
+  }
+  GArray *cands = g_array_new(FALSE, FALSE, sizeof(cand_t));
+  if (ok) {
+    g_array_sort_with_data(all, shit_cmp, (gpointer)q);
+    guint taken = MIN(q->limit, all->len);
+    if (all->len > taken) more = TRUE;
+    for (guint i = 0; i < taken; i++) {
+      const shit_t *x = &g_array_index(all, shit_t, i);
+      cJSON *vals = cJSON_CreateArray();
+      for (guint k = 0; k < q->n_sort; k++)
+        cJSON_AddItemToArray(vals, ixia_sort_value_json(&q->sort[k], x->values->pdata[k]));
+      char *vt = ixia_json_print(vals);
+      cJSON_Delete(vals);
+      cand_t c = {x->key, x->version, g_strconcat(",\"sort\":", vt, NULL)};
+      g_free(vt);
+      g_array_append_val(cands, c);
+    }
+    if (more && taken > 0) {
+      const shit_t *last = &g_array_index(all, shit_t, taken - 1);
+      ixia_sort_cursor_t cur = {q->sort_sig, s->n_shards, epoch, seq, q->n_sort,
+                                (GBytes **)last->values->pdata, (char *)last->key, strlen(last->key)};
+      *next = ixia_search_sort_cursor_encode(&cur);
+    }
+    ixia_error_t *e = NULL;
+    *returned = verify_hits(s, q, cands, out, &e);
+    if (e) ok = ixia_error_propagate(err, e);
+  }
+  for (guint i = 0; i < cands->len; i++) g_free(g_array_index(cands, cand_t, i).extra);
+  g_array_free(cands, TRUE);
+  for (guint i = 0; i < all->len; i++) g_ptr_array_free(g_array_index(all, shit_t, i).values, TRUE);
+  g_array_free(all, TRUE);
+  g_free(epoch);
+  g_free(seq);
+  if (!ok) g_clear_pointer(next, g_free);
   return ok;
 }
 
@@ -392,7 +621,18 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
   call_t *calls = g_new0(call_t, s->n_shards);
   cJSON *resp = NULL;
   GString *hits = g_string_new(NULL);
-  gboolean ok = ixia_search_cursor_decode(s->n_shards, q->after, pos, err);
+  cJSON **sorted = NULL;
+  gboolean ok;
+  if (q->n_sort) {
+    /* Sorted: every shard reads its page after the cursor's position. */
+    ixia_sort_cursor_t cur;
+    for (guint i = 0; i < s->n_shards; i++) pos[i] = POS_START;
+    ok = !q->after || ixia_search_sort_cursor_decode(q->after, s->n_shards, q->n_sort, q->sort_sig, &cur, err);
+    if (ok) sorted = sorted_requests(s, q->after ? &cur : NULL);
+    if (ok && q->after) ixia_sort_cursor_clear(&cur);
+  } else {
+    ok = ixia_search_cursor_decode(s->n_shards, q->after, pos, err);
+  }
   if (ok && q->min_version > 0) ok = wait_replicated(s, q->min_version, deadline, err);
   for (guint i = 0; ok && i < s->n_shards; i++) {
     calls[i].s = s;
@@ -400,7 +640,7 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
     /* A finished shard still counts toward totals and aggregations. */
     guint limit = pos[i] == POS_DONE ? 0 : q->limit;
     calls[i].request = shard_request(request, pos[i] == POS_DONE ? POS_START : pos[i], limit,
-                                     q->min_version > 0, deadline);
+                                     q->min_version > 0, deadline, sorted ? sorted[i] : NULL);
   }
   ok = ok && call_shards(s, calls, err);
   guint returned = 0;
@@ -415,13 +655,18 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
     }
     cJSON_AddNumberToObject(resp, "total", total);
     cJSON_AddStringToObject(resp, "total_relation", exact ? "eq" : "gte");
-    ok = collect_hits(s, q, calls, pos, hits, &returned, err);
+    char *next_sorted = NULL;
+    ok = q->n_sort ? collect_sorted_hits(s, q, calls, hits, &returned, &next_sorted, err)
+                   : collect_hits(s, q, calls, pos, hits, &returned, err);
     cJSON *aggs = ok ? merge_aggs(s, q, calls, err) : NULL;
     ok = ok && aggs;
     if (ok) cJSON_AddItemToObject(resp, "aggs", aggs);
     gboolean more = FALSE;
     for (guint i = 0; i < s->n_shards; i++) more = more || pos[i] != POS_DONE;
-    if (ok && more && q->limit > 0) {
+    if (ok && q->n_sort) {
+      if (next_sorted) cJSON_AddStringToObject(resp, "next", next_sorted);
+      else cJSON_AddNullToObject(resp, "next");
+    } else if (ok && more && q->limit > 0) {
       char *next = ixia_search_cursor_encode(s->n_shards, pos);
       cJSON_AddStringToObject(resp, "next", next);
       g_free(next);
@@ -438,6 +683,7 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
       }
     }
     if (ok) counter_add(&s->hits_returned, returned);
+    g_free(next_sorted);
   }
   char *text = NULL;
   if (ok) {
@@ -461,6 +707,8 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
   }
   g_free(calls);
   g_free(pos);
+  for (guint i = 0; sorted && i < s->n_shards; i++) cJSON_Delete(sorted[i]);
+  g_free(sorted);
   return text;
 }
 

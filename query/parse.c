@@ -548,6 +548,84 @@ static gboolean parse_aggs(pctx_t *c, const cJSON *j, const char *path, gboolean
   return TRUE;
 }
 
+/* ---- sort ---- */
+
+static gboolean parse_sort_key(pctx_t *c, ixia_sort_key_t *k, const cJSON *e, const char *path,
+                               ixia_error_t **err) {
+  const char *name = NULL;
+  const cJSON *spec = NULL;
+  if (cJSON_IsString(e)) {
+    name = e->valuestring;
+  } else if (cJSON_IsObject(e) && cJSON_GetArraySize(e) == 1) {
+    name = e->child->string;
+    spec = e->child;
+  } else {
+    return perr(err, path,
+                "a sort key is a field name, \"_score\", or {\"<field>\": \"asc\" | \"desc\" | "
+                "{\"order\": ..., \"missing\": \"first\" | \"last\"}}");
+  }
+  gboolean score = strcmp(name, "_score") == 0;
+  k->desc = score; /* relevance: best first */
+  char *fp = g_strdup_printf("%s.%s", path, name);
+  gboolean ok = TRUE;
+  const cJSON *order = spec, *missing = NULL;
+  if (cJSON_IsObject(spec)) {
+    order = cJSON_GetObjectItemCaseSensitive(spec, "order");
+    missing = cJSON_GetObjectItemCaseSensitive(spec, "missing");
+    for (const cJSON *m = spec->child; ok && m; m = m->next)
+      if (strcmp(m->string, "order") && strcmp(m->string, "missing"))
+        ok = perr(err, fp, "unknown key \"%s\" (order, missing)", m->string);
+  }
+  if (ok && order && !cJSON_IsNull(order)) {
+    if (cJSON_IsString(order) && strcmp(order->valuestring, "asc") == 0) k->desc = FALSE;
+    else if (cJSON_IsString(order) && strcmp(order->valuestring, "desc") == 0) k->desc = TRUE;
+    else ok = perr(err, fp, "order must be \"asc\" or \"desc\"");
+  }
+  if (ok && missing && !cJSON_IsNull(missing)) {
+    if (cJSON_IsString(missing) && strcmp(missing->valuestring, "first") == 0) k->missing_first = TRUE;
+    else if (cJSON_IsString(missing) && strcmp(missing->valuestring, "last") == 0) k->missing_first = FALSE;
+    else ok = perr(err, fp, "missing must be \"first\" or \"last\"");
+  }
+  if (ok && !score) {
+    k->field = find_field(c, name, fp, err);
+    ok = k->field != NULL;
+    if (ok && k->field->type == IXIA_FIELD_TEXT)
+      ok = perr(err, fp, "cannot sort by text field '%s' (sort needs a keyword, long, double, "
+                "timestamp or bool field)", name);
+  }
+  g_free(fp);
+  return ok;
+}
+
+static gboolean parse_sort(pctx_t *c, ixia_query_t *q, const cJSON *j, ixia_error_t **err) {
+  if (!j || cJSON_IsNull(j)) return TRUE;
+  int n = cJSON_GetArraySize(j);
+  if (!cJSON_IsArray(j) || n < 1 || n > IXIA_MAX_SORT_KEYS)
+    return perr(err, "sort", "must be an array of 1 to %d sort keys, like [{\"price\": \"desc\"}, \"_score\"]",
+                IXIA_MAX_SORT_KEYS);
+  q->sort = g_new0(ixia_sort_key_t, n);
+  GString *sig = g_string_new(NULL);
+  for (const cJSON *e = j->child; e; e = e->next) {
+    char *ep = g_strdup_printf("sort[%u]", q->n_sort);
+    ixia_sort_key_t *k = &q->sort[q->n_sort];
+    gboolean ok = parse_sort_key(c, k, e, ep, err);
+    for (guint i = 0; ok && i < q->n_sort; i++)
+      if (q->sort[i].field == k->field)
+        ok = perr(err, ep, "%s is already a sort key", k->field ? k->field->field : "_score");
+    g_free(ep);
+    if (!ok) {
+      g_string_free(sig, TRUE);
+      return FALSE;
+    }
+    g_string_append_printf(sig, "%s/%d/%d;", k->field ? k->field->field : "_score", k->desc,
+                           k->missing_first);
+    q->n_sort++;
+  }
+  q->sort_sig = (guint32)ixia_val_hash((const guint8 *)sig->str, (guint32)sig->len);
+  g_string_free(sig, TRUE);
+  return TRUE;
+}
+
 /* ---- request ---- */
 
 void ixia_query_destroy(ixia_query_t *q) {
@@ -560,6 +638,7 @@ void ixia_query_destroy(ixia_query_t *q) {
   for (guint i = 0; i < q->n_aggs; i++) agg_free(q->aggs[i]);
   g_free(q->aggs);
   g_free(q->agg_fields);
+  g_free(q->sort);
   ixia_schema_unref(q->schema);
   g_free(q);
 }
@@ -635,14 +714,14 @@ static gboolean parse_scalars(ixia_query_t *q, const cJSON *root, const ixia_que
 static gboolean check_top_keys(const cJSON *root, ixia_error_t **err) {
   static const char *const known[] = {"namespace", "table",      "filter",           "fields",
                                       "limit",     "after",      "aggs",             "min_version",
-                                      "timeout_ms", "explain",   "track_total_hits"};
+                                      "timeout_ms", "explain",   "track_total_hits", "sort"};
   for (const cJSON *c = root->child; c; c = c->next) {
     gboolean k = FALSE;
     for (guint i = 0; i < G_N_ELEMENTS(known); i++) k = k || strcmp(c->string, known[i]) == 0;
     if (!k)
       return ixia_error_set(err, IXIA_EINVAL,
                             "query: unknown key \"%s\" (namespace, table, filter, fields, limit, "
-                            "after, aggs, min_version, timeout_ms, explain, track_total_hits)",
+                            "after, sort, aggs, min_version, timeout_ms, explain, track_total_hits)",
                             c->string);
     for (const cJSON *d = root->child; d != c; d = d->next)
       if (strcmp(d->string, c->string) == 0)
@@ -679,6 +758,7 @@ ixia_query_t *ixia_query_parse(const char *json, size_t len, ixia_schema_lookup_
   const cJSON *filter = cJSON_GetObjectItemCaseSensitive(root, "filter");
   if (ok && filter && !cJSON_IsNull(filter))
     ok = (q->filter = parse_filter(&c, filter, "filter", err)) != NULL;
+  if (ok) ok = parse_sort(&c, q, cJSON_GetObjectItemCaseSensitive(root, "sort"), err);
   const cJSON *aggs = cJSON_GetObjectItemCaseSensitive(root, "aggs");
   if (ok && aggs && !cJSON_IsNull(aggs))
     ok = parse_aggs(&c, aggs, "aggs", FALSE, &q->aggs, &q->n_aggs, err);

@@ -158,6 +158,18 @@ typedef struct ixia_agg {
   guint n_subs;
 } ixia_agg_t;
 
+/* One key of a sort (docs/QUERY.md "Sorting"). A multi-valued field sorts
+ * by its smallest value ascending and by its largest descending; a document
+ * without a value sorts last (or first with missing_first) in either
+ * direction; ties after every key are broken by the document key. */
+typedef struct {
+  const ixia_index_t *field; /* NULL: _score (relevance) */
+  gboolean desc;
+  gboolean missing_first;
+} ixia_sort_key_t;
+
+#define IXIA_MAX_SORT_KEYS 8
+
 typedef struct ixia_query {
   char *ns, *table;
   ixia_schema_t *schema;   /* owned reference */
@@ -169,6 +181,9 @@ typedef struct ixia_query {
   guint timeout_ms;        /* deadline; defaults to limits->deadline_ms */
   guint64 track_total_hits; /* count exactly up to this many (G_MAXUINT64: all) */
   gboolean explain;        /* return the shards' plans */
+  ixia_sort_key_t *sort;   /* NULL: hits in index order */
+  guint n_sort;
+  guint32 sort_sig;        /* hash of the sort, carried by cursors to refuse another sort's */
   ixia_agg_t **aggs;
   guint n_aggs;
   /* Every field any aggregation reads, once each; ixia_agg_t.field_slot
@@ -201,6 +216,28 @@ gboolean ixia_query_match_doc(const ixia_query_t *q, const cJSON *doc);
  * matched it only if the document matches: the query API skips re-checking
  * such hits. */
 gboolean ixia_query_filter_monotone(const ixia_query_t *q);
+
+/* ---- sorting (sort.c) ----
+ *
+ * A document's sort values are one encoded value per sort key (the value
+ * encoding above, so memcmp orders values of one field; _score as an
+ * encoded number), or NULL where it has none. The index computes them from
+ * its columns, brute force from the document; both are compared here. */
+
+/* The sort values of doc (GPtrArray of GBytes* or NULL, q->n_sort long;
+ * free with g_ptr_array_unref). score is the document's _score. */
+GPtrArray *ixia_sort_values_of_doc(const ixia_query_t *q, const cJSON *doc, double score);
+
+/* Order of two documents' sort values under q's sort (negative: a first),
+ * ignoring the key tiebreak. */
+int ixia_sort_cmp_values(const ixia_query_t *q, GBytes *const *a, GBytes *const *b);
+
+/* One key's comparison of two values (NULL: missing). */
+int ixia_sort_cmp_one(const ixia_sort_key_t *k, const guint8 *a, gsize alen, gboolean a_has,
+                      const guint8 *b, gsize blen, gboolean b_has);
+
+/* The JSON a hit shows for one sort value (number, string, bool or null). */
+cJSON *ixia_sort_value_json(const ixia_sort_key_t *k, GBytes *v);
 
 /* ---- aggregations ---- */
 

@@ -405,6 +405,37 @@ static void test_parse_spec_example(void) {
   ixia_query_destroy(q);
 }
 
+static void test_sort(void) {
+  ixia_query_t *q = parse_ok("'sort': [{'price': 'desc'}, 'category', {'ts': {'order': 'asc', 'missing': 'first'}}, '_score']");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+  CU_ASSERT_EQUAL(q->n_sort, 4);
+  CU_ASSERT_TRUE(q->sort[0].desc && !q->sort[0].missing_first);
+  CU_ASSERT_TRUE(!q->sort[1].desc && strcmp(q->sort[1].field->field, "category") == 0);
+  CU_ASSERT_TRUE(!q->sort[2].desc && q->sort[2].missing_first);
+  CU_ASSERT_TRUE(q->sort[3].field == NULL && q->sort[3].desc);
+  ixia_query_t *q2 = parse_ok("'sort': [{'price': 'asc'}, 'category', {'ts': {'order': 'asc', 'missing': 'first'}}, '_score']");
+  CU_ASSERT_NOT_EQUAL(q->sort_sig, q2->sort_sig);
+  ixia_query_destroy(q2);
+  /* Multi-valued: the largest value descending; missing sorts last. */
+  cJSON *a = doc_of("{'price': [5, 30], 'category': 'b'}"), *b = doc_of("{'price': 20, 'category': 'a'}"),
+        *c = doc_of("{'category': 'a'}"), *d = doc_of("{'price': 30, 'category': 'a', 'ts': '2024-01-01T00:00:00Z'}");
+  GPtrArray *va = ixia_sort_values_of_doc(q, a, 0), *vb = ixia_sort_values_of_doc(q, b, 0),
+            *vc = ixia_sort_values_of_doc(q, c, 0), *vd = ixia_sort_values_of_doc(q, d, 1.5);
+  CU_ASSERT_TRUE(ixia_sort_cmp_values(q, (GBytes *const *)va->pdata, (GBytes *const *)vb->pdata) < 0);
+  CU_ASSERT_TRUE(ixia_sort_cmp_values(q, (GBytes *const *)vb->pdata, (GBytes *const *)vc->pdata) < 0);
+  CU_ASSERT_TRUE(ixia_sort_cmp_values(q, (GBytes *const *)vd->pdata, (GBytes *const *)va->pdata) < 0); /* 30 = 30, a < b */
+  CU_ASSERT_PTR_NULL(vc->pdata[0]);
+  cJSON *j = ixia_sort_value_json(&q->sort[2], vd->pdata[2]);
+  CU_ASSERT_TRUE(cJSON_IsNumber(j) && j->valuedouble == 1704067200);
+  cJSON_Delete(j);
+  j = ixia_sort_value_json(&q->sort[3], vd->pdata[3]);
+  CU_ASSERT_TRUE(cJSON_IsNumber(j) && j->valuedouble == 1.5);
+  cJSON_Delete(j);
+  g_ptr_array_unref(va), g_ptr_array_unref(vb), g_ptr_array_unref(vc), g_ptr_array_unref(vd);
+  cJSON_Delete(a), cJSON_Delete(b), cJSON_Delete(c), cJSON_Delete(d);
+  ixia_query_destroy(q);
+}
+
 typedef struct {
   const char *rest; /* after namespace/table; single-quote style */
   ixia_code_t code;
@@ -522,6 +553,15 @@ static const bad_query_t bad_queries[] = {
     {"'aggs': {'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa': {'count': {}}}",
      IXIA_EINVAL, "got 65"},
     {"'aggs': {'x': {'count': {}}, 'x': {'count': {}}}", IXIA_EINVAL, "query: aggs: key \"x\" given twice"},
+    {"'sort': 'price'", IXIA_EINVAL, "sort: must be an array of 1 to 8 sort keys"},
+    {"'sort': []", IXIA_EINVAL, "sort: must be an array"},
+    {"'sort': [{'title': 'asc'}]", IXIA_EINVAL, "sort[0].title: cannot sort by text field 'title'"},
+    {"'sort': [{'price': 'up'}]", IXIA_EINVAL, "sort[0].price: order must be \"asc\" or \"desc\""},
+    {"'sort': [{'price': {'missing': 'middle'}}]", IXIA_EINVAL, "sort[0].price: missing must be"},
+    {"'sort': [{'price': {'order': 'asc', 'x': 1}}]", IXIA_EINVAL, "sort[0].price: unknown key \"x\""},
+    {"'sort': ['price', {'price': 'desc'}]", IXIA_EINVAL, "sort[1]: price is already a sort key"},
+    {"'sort': [{'nope': 'asc'}]", IXIA_EINVAL, "sort[0].nope: field 'nope' is not indexed"},
+    {"'sort': [{'a': 1, 'b': 2}]", IXIA_EINVAL, "sort[0]: a sort key is"},
 };
 
 static void test_parse_errors(void) {
@@ -1245,6 +1285,7 @@ int main(void) {
   IXT_ADD(s, test_parse_errors);
   IXT_ADD(s, test_parse_clause_limit);
   IXT_ADD(s, test_match_doc);
+  IXT_ADD(s, test_sort);
   IXT_ADD(s, test_aggs_hand);
   IXT_ADD(s, test_aggs_sum_exact);
   IXT_ADD(s, test_aggs_split_merge);
