@@ -13,6 +13,7 @@
  *   idx_plan.c    cardinality estimates, the plan, explain
  *   idx_eval.c    running a plan block by block: totals, hits, early stop
  *   idx_sort.c    sorted pages: per-shard top-k from the columns, ties by key
+ *   idx_score.c   BM25 relevance from the text fields' columns
  *   idx_history.c documents' values before recent batches (stable cursors)
  *   idx_aggs.c    aggregations over column blocks
  *
@@ -50,7 +51,8 @@
 #define K_ID 'D'     /* doc id -> table id, version, key */
 #define K_POST 'P'   /* field id, value id, chunk -> roaring bitmap */
 #define K_LIVE 'L'   /* table id, 0, chunk -> roaring bitmap of existing documents */
-#define K_COL 'C'    /* field id, block -> column block */
+#define K_COL 'C'    /* field id, block -> column block (text fields: lengths and term counts) */
+#define K_POS 'Q'    /* field id, block -> token positions of a text field (a column block) */
 
 #define IDX_FORMAT 3
 /* Batches between two writes of the changed dictionary counts. */
@@ -105,12 +107,25 @@ static inline size_t key_post(guint8 *k, char prefix, guint32 a, guint32 b, guin
   k[9] = (guint8)(chunk >> 8), k[10] = (guint8)chunk;
   return 11;
 }
-static inline size_t key_col(guint8 *k, guint32 field, guint32 block) {
-  k[0] = K_COL;
+static inline size_t key_colp(guint8 *k, char prefix, guint32 field, guint32 block) {
+  k[0] = (guint8)prefix;
   be32(k + 1, field);
   be32(k + 5, block);
   return 9;
 }
+static inline size_t key_col(guint8 *k, guint32 field, guint32 block) {
+  return key_colp(k, K_COL, field, block);
+}
+/* Keys whose values are column blocks (merge operator, compaction, checksum). */
+static inline gboolean is_col_key(const char *k, size_t kl) {
+  return kl > 0 && (k[0] == K_COL || k[0] == K_POS);
+}
+
+/* Text columns hold 64-bit entries: a slot's first is the field's token
+ * count in the document (term 0), then one per distinct token (value id +
+ * 1 in the high half) with its count; a position column one per token
+ * occurrence with its position, in position order. */
+static inline guint64 term_entry(guint32 vid, guint32 n) { return (guint64)(vid + 1) << 32 | n; }
 
 /* Numbers in records, points and range bounds: the order-preserving 64-bit
  * form of ixia_num_encode (unsigned comparison = numeric order). */
@@ -153,6 +168,8 @@ typedef struct {
   GArray *vv;      /* ixia_val_t by value id: views of vals */
   GArray *counts;  /* guint32 by value id: live documents holding the value */
   ixia_points_t *points; /* numeric fields; NULL for the others */
+  gint64 total_len;      /* text fields: tokens of every live document (BM25's avgdl);
+                            written by the apply thread, read atomically */
 } field_t;
 
 typedef struct {
@@ -306,9 +323,12 @@ void ixia_idx_cache_destroy(ixia_idx_cache_t *c);
 /* A whole posting (prefix 'P' field vid, or 'L' table 0): every chunk ORed.
  * Returns a reference (ixia_idx_blk_unref), or NULL with err. */
 blk_t *ixia_idx_posting(ixia_idx_t *idx, char prefix, guint32 a, guint32 b, ixia_error_t **err);
-/* The column block of a field (width 8 for numeric fields). */
+/* The column block of a field (width 8 for numeric and text fields). */
 blk_t *ixia_idx_column(ixia_idx_t *idx, guint32 field, guint8 width, guint32 block,
                        ixia_error_t **err);
+/* The same for another column family (K_POS). */
+blk_t *ixia_idx_column_at(ixia_idx_t *idx, char prefix, guint32 field, guint8 width,
+                          guint32 block, ixia_error_t **err);
 void ixia_idx_blk_unref(blk_t *b);
 
 /* Publishing a batch (apply thread, after its RocksDB write): the changed
@@ -414,6 +434,14 @@ void ixia_idx_pnode_note(pnode_t *p, guint64 matched);
 /* Resolves ids to keys and versions (hits appended, in the ids' order). */
 gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GArray *hits,
                                ixia_error_t **err);
+
+/* Relevance (idx_score.c): BM25 of documents for q's match and
+ * match_phrase clauses, with this shard's statistics as of creation. */
+typedef struct ixia_idx_scorer ixia_idx_scorer_t;
+ixia_idx_scorer_t *ixia_idx_scorer_new(ixia_search_ctx_t *s, gboolean *ok);
+void ixia_idx_scorer_free(ixia_idx_scorer_t *sc);
+/* Documents of one block at a time are cheapest (one column per clause). */
+double ixia_idx_score(ixia_idx_scorer_t *sc, guint32 id, gboolean *ok);
 
 /* Sorted searches (idx_sort.c): the page in the order of q->sort. */
 typedef struct ixia_idx_sort ixia_idx_sort_t;

@@ -296,6 +296,15 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   if (ok && agg) ok = ixia_idx_agg_finish(agg);
   if (ok && sorter) ok = ixia_idx_sort_finish(sorter, set, hits, &res->as_of_epoch, &res->as_of);
   else if (ok && hits) ok = ixia_idx_resolve_hits(idx, (const guint32 *)(void *)ids->data, ids->len, hits, err);
+  if (ok && hits && !sorter && q->scoring && hits->len) {
+    /* Unsorted hits of a query with match clauses still show their score. */
+    ixia_idx_scorer_t *sc = ixia_idx_scorer_new(&s, &ok);
+    for (guint i = 0; ok && i < hits->len; i++) {
+      ixia_idx_hit_t *h = &g_array_index(hits, ixia_idx_hit_t, i);
+      h->score = ixia_idx_score(sc, h->id, &ok);
+    }
+    ixia_idx_scorer_free(sc);
+  }
   if (ok) {
     res->total = total;
     res->total_exact = exact;

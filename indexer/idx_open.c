@@ -103,6 +103,17 @@ static gboolean load_value(ixia_idx_t *idx, const char *k, size_t kl, const char
   return TRUE;
 }
 
+/* A text field's token total ("Ml" field id). */
+static gboolean load_total(ixia_idx_t *idx, const char *k, size_t kl, const char *v, size_t vl,
+                           void *ud) {
+  (void)ud;
+  if (kl != 6 || vl != 8) return FALSE;
+  guint32 fid = rd32(k + 2);
+  field_t *f = fid < idx->fields->len ? idx->fields->pdata[fid] : NULL;
+  if (f) f->total_len = (gint64)rd64(v);
+  return TRUE;
+}
+
 /* Points of one numeric field, gathered from its column blocks. */
 typedef struct {
   GArray *keys; /* guint64 */
@@ -175,7 +186,8 @@ static gboolean load_state(ixia_idx_t *idx, ixia_error_t **err) {
   if (!scan_prefix(idx, t, 1, load_table, NULL, err) ||
       !scan_prefix(idx, s, 1, load_schema, NULL, err) ||
       !scan_prefix(idx, f, 1, load_field, NULL, err) ||
-      !scan_prefix(idx, v, 1, load_value, NULL, err))
+      !scan_prefix(idx, v, 1, load_value, NULL, err) ||
+      !scan_prefix(idx, "Ml", 2, load_total, NULL, err))
     return FALSE;
   for (guint i = 1; i < idx->fields->len; i++) {
     field_t *fld = idx->fields->pdata[i];
@@ -520,8 +532,8 @@ gboolean ixia_idx_checksum(ixia_idx_t *idx, ixia_idx_checksum_t *out, ixia_error
     const char *k = rocksdb_iter_key(it, &kl);
     if (kl == 0 || k[0] == K_META) continue;
     const char *v = rocksdb_iter_value(it, &vl);
-    if (k[0] == K_POST || k[0] == K_LIVE || k[0] == K_COL) {
-      GByteArray *c = k[0] == K_COL ? canonical_column(v, vl, &bad) : canonical_bitmap(v, vl, &bad);
+    if (k[0] == K_POST || k[0] == K_LIVE || is_col_key(k, kl)) {
+      GByteArray *c = is_col_key(k, kl) ? canonical_column(v, vl, &bad) : canonical_bitmap(v, vl, &bad);
       if (!c) continue;
       hash_len_bytes(h, k, kl);
       hash_len_bytes(h, c->data, c->len);

@@ -78,6 +78,8 @@ struct ixia_idx_sort {
   roaring_bitmap_t *overlay_ids;
   guint32 block;
   gboolean need_dict;
+  ixia_idx_scorer_t *scorer; /* when the query scores: _score keys and hits' scores */
+  gboolean ok;               /* FALSE once scoring failed (err set) */
 };
 
 /* ------------------------------------------------------------ values */
@@ -187,6 +189,14 @@ ixia_idx_sort_t *ixia_idx_sort_new(ixia_search_ctx_t *s, const ixia_idx_search_o
   S->cap = MAX(2 * (S->k + SLACK), 256);
   S->tied_after = roaring_bitmap_create();
   S->block = G_MAXUINT32;
+  S->ok = TRUE;
+  if (q->scoring) {
+    S->scorer = ixia_idx_scorer_new(s, &S->ok);
+    if (!S->ok) {
+      ixia_idx_sort_free(S);
+      return NULL;
+    }
+  }
   for (guint i = 0; i < S->nk; i++) {
     skey_t *k = &S->keys[i];
     k->k = &q->sort[i];
@@ -249,6 +259,7 @@ void ixia_idx_sort_free(ixia_idx_sort_t *S) {
   if (S->overlay_ids) roaring_bitmap_free(S->overlay_ids);
   if (S->overlay) g_hash_table_destroy(S->overlay);
   g_free(S->after_key);
+  ixia_idx_scorer_free(S->scorer);
   g_free(S);
 }
 
@@ -297,12 +308,17 @@ static void load_columns(ixia_idx_sort_t *S, guint32 block, gboolean *ok) {
   S->block = block;
 }
 
+static double score_of(ixia_idx_sort_t *S, guint32 id) {
+  return S->scorer && S->ok ? ixia_idx_score(S->scorer, id, &S->ok) : 0.0;
+}
+
 /* All values of one document into c: from its old state when it changed
- * after as_of, else from the current block's columns. */
+ * after as_of, else from the current block's columns. The score is always
+ * today's (statistics move with every write anyway). */
 static void fill(ixia_idx_sort_t *S, cand_t *c, guint slot, const hstate_t *h, guint from) {
   for (guint i = from; i < S->nk; i++) {
     if (h && !h->current && !S->keys[i].score) pick_pairs(S, i, h, &c->v[i]);
-    else key_of_slot(S, i, slot, 0.0, &c->v[i]);
+    else key_of_slot(S, i, slot, S->keys[i].score ? score_of(S, c->id) : 0.0, &c->v[i]);
   }
 }
 
@@ -326,7 +342,7 @@ gboolean ixia_idx_sort_block(ixia_idx_sort_t *S, guint32 block, const guint64 *m
       } else {
         /* Most documents lose on their first value, against the threshold
          * or the cursor. */
-        key_of_slot(S, 0, slot, 0.0, &c.v[0]);
+        key_of_slot(S, 0, slot, k0->score ? score_of(S, c.id) : 0.0, &c.v[0]);
         if (S->have_thr && sval_cmp(k0, &c.v[0], &S->thr.v[0]) > 0) continue;
         if (S->has_after && sval_cmp(k0, &c.v[0], &S->after.v[0]) < 0) continue;
         fill(S, &c, slot, NULL, 1);
@@ -335,7 +351,7 @@ gboolean ixia_idx_sort_block(ixia_idx_sort_t *S, guint32 block, const guint64 *m
     }
   }
   if (S->need_dict) g_rw_lock_reader_unlock(&S->s->idx->dict_lock);
-  return TRUE;
+  return S->ok;
 }
 
 /* ---------------------------------------------------- ties by key */
@@ -545,11 +561,9 @@ static void add_hit(ixia_idx_sort_t *S, const cand_t *c, keyed_t *kd, GArray *hi
   ixia_idx_hit_t h = {kd->key, kd->version, c->id, g_ptr_array_new_full(S->nk, bytes_unref0), 0.0};
   kd->key = NULL;
   if (S->need_dict) g_rw_lock_reader_lock(&S->s->idx->dict_lock);
-  for (guint i = 0; i < S->nk; i++) {
-    g_ptr_array_add(h.sort, sval_bytes(&S->keys[i], &c->v[i]));
-    if (S->keys[i].score && c->v[i].has) h.score = num_of_key(c->v[i].num);
-  }
+  for (guint i = 0; i < S->nk; i++) g_ptr_array_add(h.sort, sval_bytes(&S->keys[i], &c->v[i]));
   if (S->need_dict) g_rw_lock_reader_unlock(&S->s->idx->dict_lock);
+  h.score = score_of(S, c->id);
   g_array_append_val(hits, h);
 }
 
@@ -622,5 +636,5 @@ gboolean ixia_idx_sort_finish(ixia_idx_sort_t *S, const roaring_bitmap_t *set, G
   ixia_idx_hits_clear(res);
   g_array_free(res, TRUE);
   g_array_free(ids, TRUE);
-  return ok;
+  return ok && S->ok;
 }

@@ -204,6 +204,7 @@ static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **er
       cJSON_AddNumberToObject(e, "version", (double)hit->version);
       cJSON_AddNumberToObject(e, "id", hit->id);
       if (q->n_sort) cJSON_AddItemToObject(e, "sort", sort_values_json(hit->sort));
+      if (q->scoring) cJSON_AddNumberToObject(e, "score", hit->score);
       cJSON_AddItemToArray(arr, e);
     }
     if (q->n_sort) {

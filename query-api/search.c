@@ -440,6 +440,18 @@ static gboolean call_shards(ixia_search_t *s, call_t *calls, ixia_error_t **err)
   return TRUE;
 }
 
+/* ",\"score\":X" for a hit of a query that scores (its shard's BM25), or
+ * NULL. */
+static char *score_member(const ixia_query_t *q, const cJSON *hit) {
+  if (!q->scoring) return NULL;
+  cJSON *sc = cJSON_CreateNumber(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(hit, "score")));
+  char *t = ixia_json_print(sc);
+  cJSON_Delete(sc);
+  char *out = g_strconcat(",\"score\":", t, NULL);
+  g_free(t);
+  return out;
+}
+
 /* Takes hits shard by shard up to q->limit, advancing pos, and verifies
  * them; the hits' JSON goes to out, comma-separated. */
 static gboolean collect_hits(ixia_search_t *s, const ixia_query_t *q, call_t *calls, gint64 *pos,
@@ -463,7 +475,7 @@ static gboolean collect_hits(ixia_search_t *s, const ixia_query_t *q, call_t *ca
       }
       pos[i] = (gint64)id->valuedouble;
       taken++;
-      cand_t c = {key->valuestring, (gint64)version->valuedouble, NULL};
+      cand_t c = {key->valuestring, (gint64)version->valuedouble, score_member(q, h)};
       g_array_append_val(cands, c);
     }
     /* A shard that sent fewer than asked has nothing after them. */
@@ -474,6 +486,7 @@ static gboolean collect_hits(ixia_search_t *s, const ixia_query_t *q, call_t *ca
     *returned = verify_hits(s, q, cands, out, &e);
     if (e) ok = ixia_error_propagate(err, e);
   }
+  for (guint i = 0; i < cands->len; i++) g_free(g_array_index(cands, cand_t, i).extra);
   g_array_free(cands, TRUE);
   return ok;
 }
@@ -517,6 +530,7 @@ typedef struct {
   GPtrArray *values; /* GBytes* or NULL, one per sort key */
   const char *key;   /* borrowed from the response */
   gint64 version;
+  const cJSON *hit;  /* the shard's hit */
 } shit_t;
 
 static gint shit_cmp(gconstpointer a, gconstpointer b, gpointer q) {
@@ -556,7 +570,7 @@ static gboolean collect_sorted_hits(ixia_search_t *s, const ixia_query_t *q, cal
         break;
       }
       shit_t x = {g_ptr_array_new_full(q->n_sort, bytes_unref0), key->valuestring,
-                  (gint64)version->valuedouble};
+                  (gint64)version->valuedouble, h};
       for (const cJSON *v = sort->child; v; v = v->next) {
         gsize n = 0;
         guchar *raw = cJSON_IsString(v) ? g_base64_decode(v->valuestring, &n) : NULL;
@@ -577,8 +591,10 @@ static gboolean collect_sorted_hits(ixia_search_t *s, const ixia_query_t *q, cal
         cJSON_AddItemToArray(vals, ixia_sort_value_json(&q->sort[k], x->values->pdata[k]));
       char *vt = ixia_json_print(vals);
       cJSON_Delete(vals);
-      cand_t c = {x->key, x->version, g_strconcat(",\"sort\":", vt, NULL)};
+      char *sc = score_member(q, x->hit);
+      cand_t c = {x->key, x->version, g_strconcat(",\"sort\":", vt, sc, NULL)};
       g_free(vt);
+      g_free(sc);
       g_array_append_val(cands, c);
     }
     if (more && taken > 0) {

@@ -126,6 +126,7 @@ static void filter_free(ixia_filter_t *f) {
   if (f->values) g_ptr_array_free(f->values, TRUE);
   if (f->lo) g_bytes_unref(f->lo);
   if (f->hi) g_bytes_unref(f->hi);
+  g_free(f->offsets);
   for (guint i = 0; i < f->n_children; i++) filter_free(f->children[i]);
   g_free(f->children);
   g_free(f);
@@ -289,6 +290,28 @@ static gboolean parse_exists(pctx_t *c, ixia_filter_t *f, const cJSON *body, con
   return f->field != NULL;
 }
 
+/* The text and options of a match or match_phrase: "words", or
+ * {"query": "words", <option>: ...} with options from `opts`. */
+static const cJSON *match_text(const cJSON *v, const char *fp, const char *const *opts,
+                               const cJSON **found, ixia_error_t **err) {
+  if (cJSON_IsString(v)) return v;
+  if (cJSON_IsObject(v)) {
+    for (const cJSON *m = v->child; m; m = m->next) {
+      gboolean known = strcmp(m->string, "query") == 0;
+      for (guint i = 0; opts[i]; i++)
+        if (strcmp(m->string, opts[i]) == 0) known = TRUE, found[i] = m;
+      if (!known) {
+        perr(err, fp, "unknown key \"%s\"", m->string);
+        return NULL;
+      }
+    }
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(v, "query");
+    if (cJSON_IsString(q)) return q;
+  }
+  perr(err, fp, "takes a string of words, or {\"query\": \"words\", ...}");
+  return NULL;
+}
+
 static gboolean parse_match(pctx_t *c, ixia_filter_t *f, const cJSON *body, const char *path,
                             ixia_error_t **err) {
   char *fp = NULL;
@@ -297,11 +320,60 @@ static gboolean parse_match(pctx_t *c, ixia_filter_t *f, const cJSON *body, cons
   if (ok && f->field->type != IXIA_FIELD_TEXT)
     ok = perr(err, fp, "match needs a text field; '%s' is %s (use term)", f->field->field,
               ixia_field_type_name(f->field->type));
-  if (ok && !cJSON_IsString(v)) ok = perr(err, fp, "match takes a string of words");
+  static const char *const opts[] = {"operator", NULL};
+  const cJSON *found[1] = {NULL};
+  const cJSON *text = ok ? match_text(v, fp, opts, found, err) : NULL;
+  ok = text != NULL;
+  if (ok && found[0]) {
+    if (cJSON_IsString(found[0]) && strcmp(found[0]->valuestring, "or") == 0) f->match_any = TRUE;
+    else if (!cJSON_IsString(found[0]) || strcmp(found[0]->valuestring, "and") != 0)
+      ok = perr(err, fp, "operator must be \"and\" (every word, the default) or \"or\" (any word)");
+  }
   if (ok) {
     f->values = new_values();
-    ixia_text_tokens(f->field->analyzer, v->valuestring, strlen(v->valuestring), f->values);
-    if (f->values->len == 0) ok = perr(err, fp, "\"%.64s\" has no words to match", v->valuestring);
+    ixia_text_tokens(f->field->analyzer, text->valuestring, strlen(text->valuestring), f->values);
+    if (f->values->len == 0) ok = perr(err, fp, "\"%.64s\" has no words to match", text->valuestring);
+  }
+  g_free(fp);
+  return ok;
+}
+
+typedef struct {
+  GPtrArray *values;
+  GArray *offsets;
+} phrase_t;
+
+static gboolean phrase_token(const char *tok, gsize n, guint32 pos, void *ud) {
+  phrase_t *p = ud;
+  g_ptr_array_add(p->values, g_bytes_new(tok, n));
+  g_array_append_val(p->offsets, pos);
+  return TRUE;
+}
+
+static gboolean parse_match_phrase(pctx_t *c, ixia_filter_t *f, const cJSON *body,
+                                   const char *path, ixia_error_t **err) {
+  char *fp = NULL;
+  const cJSON *v = leaf_body(c, f, body, path, "{\"title\": \"red leather shoes\"}", &fp, err);
+  gboolean ok = v != NULL;
+  if (ok && f->field->type != IXIA_FIELD_TEXT)
+    ok = perr(err, fp, "match_phrase needs a text field; '%s' is %s", f->field->field,
+              ixia_field_type_name(f->field->type));
+  if (ok && !f->field->positions)
+    ok = perr(err, fp,
+              "text field '%s' does not store positions; declare it with \"positions\": true "
+              "in the schema (then backfill) to use match_phrase",
+              f->field->field);
+  static const char *const opts[] = {NULL};
+  const cJSON *text = ok ? match_text(v, fp, opts, NULL, err) : NULL;
+  ok = text != NULL;
+  if (ok) {
+    phrase_t p = {new_values(), g_array_new(FALSE, FALSE, sizeof(guint32))};
+    guint32 pos = 0;
+    ixia_analyze(f->field->analyzer, text->valuestring, strlen(text->valuestring), &pos, phrase_token, &p);
+    f->values = p.values;
+    f->offsets = (guint32 *)(void *)g_array_free(p.offsets, FALSE);
+    if (f->values->len == 0) ok = perr(err, fp, "\"%.64s\" has no words to match", text->valuestring);
+    if (ok && f->values->len > 64) ok = perr(err, fp, "a phrase may have at most 64 words");
   }
   g_free(fp);
   return ok;
@@ -343,7 +415,7 @@ static const struct {
     {"range", IXIA_F_RANGE, parse_range},    {"prefix", IXIA_F_PREFIX, parse_prefix},
     {"exists", IXIA_F_EXISTS, parse_exists}, {"match", IXIA_F_MATCH, parse_match},
     {"and", IXIA_F_AND, parse_bool_op},      {"or", IXIA_F_OR, parse_bool_op},
-    {"not", IXIA_F_NOT, parse_not},
+    {"not", IXIA_F_NOT, parse_not},          {"match_phrase", IXIA_F_MATCH_PHRASE, parse_match_phrase},
 };
 
 static ixia_filter_t *parse_filter(pctx_t *c, const cJSON *j, const char *path,
@@ -351,7 +423,7 @@ static ixia_filter_t *parse_filter(pctx_t *c, const cJSON *j, const char *path,
   if (!cJSON_IsObject(j) || cJSON_GetArraySize(j) != 1) {
     perr(err, path,
          "a filter must be an object with exactly one key (term, in, range, prefix, exists, "
-         "match, and, or, not)");
+         "match, match_phrase, and, or, not)");
     return NULL;
   }
   if (!count_clause(c, path, err)) return NULL;
@@ -370,7 +442,8 @@ static ixia_filter_t *parse_filter(pctx_t *c, const cJSON *j, const char *path,
     return f;
   }
   perr(err, path,
-       "unknown filter \"%s\" (term, in, range, prefix, exists, match, and, or, not)",
+       "unknown filter \"%s\" (term, in, range, prefix, exists, match, match_phrase, and, or, "
+       "not)",
        body->string);
   return NULL;
 }
@@ -546,6 +619,15 @@ static gboolean parse_aggs(pctx_t *c, const cJSON *j, const char *path, gboolean
     (*out)[(*n_out)++] = g;
   }
   return TRUE;
+}
+
+/* Whether a match or match_phrase is reachable without passing a "not". */
+static gboolean filter_scores(const ixia_filter_t *f) {
+  if (f->kind == IXIA_F_MATCH || f->kind == IXIA_F_MATCH_PHRASE) return TRUE;
+  if (f->kind == IXIA_F_NOT) return FALSE;
+  for (guint i = 0; i < f->n_children; i++)
+    if (filter_scores(f->children[i])) return TRUE;
+  return FALSE;
 }
 
 /* ---- sort ---- */
@@ -758,6 +840,7 @@ ixia_query_t *ixia_query_parse(const char *json, size_t len, ixia_schema_lookup_
   const cJSON *filter = cJSON_GetObjectItemCaseSensitive(root, "filter");
   if (ok && filter && !cJSON_IsNull(filter))
     ok = (q->filter = parse_filter(&c, filter, "filter", err)) != NULL;
+  q->scoring = q->filter && filter_scores(q->filter);
   if (ok) ok = parse_sort(&c, q, cJSON_GetObjectItemCaseSensitive(root, "sort"), err);
   const cJSON *aggs = cJSON_GetObjectItemCaseSensitive(root, "aggs");
   if (ok && aggs && !cJSON_IsNull(aggs))

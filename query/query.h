@@ -119,10 +119,11 @@ typedef enum {
   IXIA_F_RANGE,  /* lo/hi encoded, NULL when unbounded */
   IXIA_F_PREFIX, /* values: one raw prefix (keyword bytes, or a lower-cased token prefix) */
   IXIA_F_EXISTS,
-  IXIA_F_MATCH,  /* values: the tokens; all must be present */
+  IXIA_F_MATCH,  /* values: the distinct tokens; all must be present (any with match_any) */
   IXIA_F_AND,
   IXIA_F_OR,
   IXIA_F_NOT,    /* children: exactly one */
+  IXIA_F_MATCH_PHRASE, /* values: the tokens in order (repeats kept), offsets: their positions */
 } ixia_filter_kind_t;
 
 typedef struct ixia_filter {
@@ -133,6 +134,8 @@ typedef struct ixia_filter {
   gboolean lo_incl, hi_incl;
   struct ixia_filter **children; /* AND, OR, NOT */
   guint n_children;
+  gboolean match_any;        /* MATCH with "operator": "or" */
+  guint32 *offsets;          /* MATCH_PHRASE: position of each token, the first at 0 */
 } ixia_filter_t;
 
 typedef enum {
@@ -184,6 +187,8 @@ typedef struct ixia_query {
   ixia_sort_key_t *sort;   /* NULL: hits in index order */
   guint n_sort;
   guint32 sort_sig;        /* hash of the sort, carried by cursors to refuse another sort's */
+  gboolean scoring;        /* the filter has match or match_phrase outside any "not": hits
+                              carry a BM25 score (score.c) */
   ixia_agg_t **aggs;
   guint n_aggs;
   /* Every field any aggregation reads, once each; ixia_agg_t.field_slot
@@ -216,6 +221,52 @@ gboolean ixia_query_match_doc(const ixia_query_t *q, const cJSON *doc);
  * matched it only if the document matches: the query API skips re-checking
  * such hits. */
 gboolean ixia_query_filter_monotone(const ixia_query_t *q);
+
+/* ---- relevance (score.c) ----
+ *
+ * BM25 (k1 = 1.2, b = 0.75; Lucene's idf) of a document for a query: the
+ * sum, over the match and match_phrase clauses outside any "not" (in filter
+ * order) and their distinct tokens (in query order), of
+ *   idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)),
+ *   idf = ln(1 + (N - df + 0.5) / (df + 0.5))
+ * where tf is the token's count in the document's field, dl the field's
+ * token count, N the documents with at least one token in the field, df
+ * those holding the token and avgdl the mean dl over N. Each shard computes
+ * N, df and avgdl over its own documents (docs/QUERY.md). */
+
+#define IXIA_BM25_K1 1.2
+#define IXIA_BM25_B 0.75
+
+double ixia_bm25(double tf, double dl, double avgdl, double df, double n);
+
+/* The scoring clauses of q's filter in scoring order (const ixia_filter_t*;
+ * g_ptr_array_free). */
+GPtrArray *ixia_query_scoring_clauses(const ixia_query_t *q);
+
+/* Every token occurrence of a text field in doc (wrong-typed values left
+ * out), in order: positions count across the strings of an array with a gap
+ * of IXIA_POSITION_GAP, so a phrase never spans two strings. */
+typedef struct {
+  GBytes *tok;
+  guint32 pos;
+} ixia_token_t;
+#define IXIA_POSITION_GAP 100
+GArray *ixia_doc_tokens(const cJSON *doc, const ixia_index_t *ix);
+/* Both at once, as the index reads a text field: the distinct tokens into
+ * out (like ixia_doc_values) and every occurrence into *occ (always set;
+ * ixia_tokens_free). FALSE with IXIA_ETYPE for a value that is not a
+ * string. */
+gboolean ixia_doc_text(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out, GArray **occ,
+                       ixia_error_t **err);
+void ixia_tokens_free(GArray *toks);
+
+/* Brute-force statistics over a set of documents (what a shard would
+ * compute over its own), and a document's score with them. */
+typedef struct ixia_bm25_stats ixia_bm25_stats_t;
+ixia_bm25_stats_t *ixia_bm25_stats_new(const ixia_query_t *q);
+void ixia_bm25_stats_add(ixia_bm25_stats_t *st, const cJSON *doc);
+double ixia_query_score_doc(const ixia_query_t *q, const ixia_bm25_stats_t *st, const cJSON *doc);
+void ixia_bm25_stats_free(ixia_bm25_stats_t *st);
 
 /* ---- sorting (sort.c) ----
  *

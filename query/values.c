@@ -131,6 +131,74 @@ static gboolean collect_values(const cJSON *doc, const ixia_index_t *ix, GPtrArr
   return c.ok;
 }
 
+/* ---- token occurrences of a text field ---- */
+
+typedef struct {
+  GArray *toks;
+  guint32 pos;
+  const char *analyzer;
+} occ_t;
+
+static gboolean add_occurrence(const char *tok, gsize n, guint32 pos, void *ud) {
+  occ_t *o = ud;
+  ixia_token_t t = {g_bytes_new(tok, n), pos};
+  g_array_append_val(o->toks, t);
+  return TRUE;
+}
+
+static gboolean occurrences_of(const cJSON *v, const ixia_json_loc_t *loc, void *ud) {
+  (void)loc;
+  occ_t *o = ud;
+  if (!cJSON_IsString(v)) return TRUE;
+  guint32 before = o->pos;
+  ixia_analyze(o->analyzer, v->valuestring, strlen(v->valuestring), &o->pos, add_occurrence, o);
+  if (o->pos != before) o->pos += IXIA_POSITION_GAP;
+  return TRUE;
+}
+
+typedef struct {
+  occ_t o;
+  const ixia_index_t *ix;
+  ixia_error_t **err;
+  gboolean ok;
+} strict_occ_t;
+
+static gboolean strict_occurrences(const cJSON *v, const ixia_json_loc_t *loc, void *ud) {
+  strict_occ_t *c = ud;
+  if (cJSON_IsNull(v) || cJSON_IsString(v)) return occurrences_of(v, loc, &c->o);
+  char *ex = value_excerpt(v), *where = ixia_schema_where(c->ix->field, loc);
+  c->ok = ixia_error_set(c->err, IXIA_ETYPE, "field '%s' is declared text but %s %s", c->ix->field,
+                         where, ex);
+  g_free(ex);
+  g_free(where);
+  return FALSE;
+}
+
+gboolean ixia_doc_text(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out, GArray **occ,
+                       ixia_error_t **err) {
+  strict_occ_t c = {{g_array_new(FALSE, FALSE, sizeof(ixia_token_t)), 0, ix->analyzer}, ix, err, TRUE};
+  ixia_json_path_foreach(doc, ix->field, strict_occurrences, &c);
+  GPtrArray *tmp = g_ptr_array_new();
+  for (guint i = 0; i < c.o.toks->len; i++)
+    g_ptr_array_add(tmp, g_bytes_ref(g_array_index(c.o.toks, ixia_token_t, i).tok));
+  ixia_values_move_sorted_unique(tmp, out);
+  g_ptr_array_free(tmp, TRUE);
+  *occ = c.o.toks;
+  return c.ok;
+}
+
+GArray *ixia_doc_tokens(const cJSON *doc, const ixia_index_t *ix) {
+  occ_t o = {g_array_new(FALSE, FALSE, sizeof(ixia_token_t)), 0, ix->analyzer};
+  ixia_json_path_foreach(doc, ix->field, occurrences_of, &o);
+  return o.toks;
+}
+
+void ixia_tokens_free(GArray *toks) {
+  if (!toks) return;
+  for (guint i = 0; i < toks->len; i++) g_bytes_unref(g_array_index(toks, ixia_token_t, i).tok);
+  g_array_free(toks, TRUE);
+}
+
 gboolean ixia_doc_values(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out,
                          ixia_error_t **err) {
   return collect_values(doc, ix, out, TRUE, err);

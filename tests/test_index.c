@@ -31,7 +31,7 @@ static const char *schema_json =
     "{\"field\": \"ok\", \"type\": \"bool\"}, {\"field\": \"title\", \"type\": \"text\"},"
     "{\"field\": \"ts\", \"type\": \"timestamp\"}, {\"field\": \"s.country\", \"type\": \"keyword\"},"
     "{\"field\": \"v.color\", \"type\": \"keyword\"}, {\"field\": \"v.n\", \"type\": \"long\"},"
-    "{\"field\": \"body\", \"type\": \"text\", \"analyzer\": \"english\"}]}";
+    "{\"field\": \"body\", \"type\": \"text\", \"analyzer\": \"english\", \"positions\": true}]}";
 
 /* ------------------------------------------------------------ helpers */
 
@@ -398,9 +398,13 @@ static void random_filter(GString *s, GRand *r, int depth) {
     case 6: {
       const char *a = words[g_rand_int_range(r, 0, G_N_ELEMENTS(words))];
       if (g_rand_int_range(r, 0, 3) == 0) {
-        g_string_append_printf(s, "{\"match\": {\"body\": \"%s %s\"}}",
-                               body_words[g_rand_int_range(r, 0, G_N_ELEMENTS(body_words))],
-                               g_rand_boolean(r) ? body_words[g_rand_int_range(r, 0, G_N_ELEMENTS(body_words))] : "");
+        /* match (all words, or any), or a phrase */
+        const char *w1 = body_words[g_rand_int_range(r, 0, G_N_ELEMENTS(body_words))];
+        const char *w2 = g_rand_boolean(r) ? body_words[g_rand_int_range(r, 0, G_N_ELEMENTS(body_words))] : "";
+        int how = g_rand_int_range(r, 0, 3);
+        if (how == 0) g_string_append_printf(s, "{\"match\": {\"body\": \"%s %s\"}}", w1, w2);
+        else if (how == 1) g_string_append_printf(s, "{\"match\": {\"body\": {\"query\": \"%s %s\", \"operator\": \"or\"}}}", w1, w2);
+        else g_string_append_printf(s, "{\"match_phrase\": {\"body\": \"%s %s\"}}", w1, w2);
         break;
       }
       if (g_rand_boolean(r)) g_string_append_printf(s, "{\"match\": {\"title\": \"%s\"}}", a);
@@ -474,7 +478,7 @@ static GHashTable *model_of(GPtrArray *evs) {
 /* A random "sort" of 1 to 3 keys over every sortable type, multi-valued
  * and missing values included. */
 static void random_sort(GString *s, GRand *r) {
-  static const char *f[] = {"cat", "price", "qty", "ok", "ts", "v.color", "v.n", "tags", "s.country"};
+  static const char *f[] = {"cat", "price", "qty", "ok", "ts", "v.color", "v.n", "tags", "s.country", "_score"};
   gboolean used[G_N_ELEMENTS(f)] = {0};
   int n = g_rand_int_range(r, 1, 4);
   g_string_append(s, ", \"sort\": [");
@@ -552,16 +556,29 @@ static gint sorted_doc_cmp(gconstpointer a, gconstpointer b, gpointer q) {
 }
 
 /* Brute force: the matching keys of the model in the query's sort order. */
+/* Brute-force BM25 statistics over every document of the model (what a
+ * single shard holds). */
+static ixia_bm25_stats_t *model_stats(GHashTable *model, const ixia_query_t *q) {
+  ixia_bm25_stats_t *st = ixia_bm25_stats_new(q);
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init(&it, model);
+  while (g_hash_table_iter_next(&it, NULL, &v)) ixia_bm25_stats_add(st, v);
+  return st;
+}
+
 static char *brute_sorted(GHashTable *model, const ixia_query_t *q) {
   GArray *docs = g_array_new(FALSE, FALSE, sizeof(sorted_doc_t));
+  ixia_bm25_stats_t *st = model_stats(model, q);
   GHashTableIter it;
   gpointer k, v;
   g_hash_table_iter_init(&it, model);
   while (g_hash_table_iter_next(&it, &k, &v)) {
     if (!ixia_query_match_doc(q, v)) continue;
-    sorted_doc_t d = {k, ixia_sort_values_of_doc(q, v, 0.0)};
+    sorted_doc_t d = {k, ixia_sort_values_of_doc(q, v, ixia_query_score_doc(q, st, v))};
     g_array_append_val(docs, d);
   }
+  ixia_bm25_stats_free(st);
   g_array_sort_with_data(docs, sorted_doc_cmp, (gpointer)q);
   GString *out = g_string_new(NULL);
   for (guint i = 0; i < docs->len; i++) {
@@ -622,6 +639,25 @@ static char *compare_queries(ixia_idx_t *idx, GHashTable *model, guint seed, gui
     }
     nonempty += bt > 0;
     g_string_append_printf(all, "%s\n%s\n", qs->str, got ? got : "ERROR");
+    if (q->scoring) {
+      /* Each hit's score is brute force's BM25 over the same documents. */
+      ixia_bm25_stats_t *st = model_stats(model, q);
+      GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
+      ixia_idx_search_opts_t o = {.after_id = -1, .limit = 200};
+      ixia_idx_result_t res;
+      CU_ASSERT_TRUE(ixia_idx_search(idx, q, &o, &lim, hits, NULL, &res, NULL));
+      int wrong = 0;
+      for (guint h = 0; h < hits->len; h++) {
+        ixia_idx_hit_t *hit = &g_array_index(hits, ixia_idx_hit_t, h);
+        double want = ixia_query_score_doc(q, st, g_hash_table_lookup(model, hit->key));
+        if (hit->score != want && wrong++ < 3)
+          fprintf(stderr, "\nquery %s\n  %s: score %.17g, brute %.17g\n", qs->str, hit->key, hit->score, want);
+      }
+      CU_ASSERT_EQUAL(wrong, 0);
+      ixia_idx_hits_clear(hits);
+      g_array_free(hits, TRUE);
+      ixia_bm25_stats_free(st);
+    }
     if (sorted) {
       /* The order too, every page size from 1 up. */
       char *sw = brute_sorted(model, q);

@@ -19,7 +19,7 @@ static const char *SCHEMA =
     "{\"field\": \"tags\", \"type\": \"keyword\"}, {\"field\": \"country\", \"type\": \"keyword\"},"
     "{\"field\": \"brand\", \"type\": \"keyword\"},"
     "{\"field\": \"seller.country\", \"type\": \"keyword\"},"
-    "{\"field\": \"body\", \"type\": \"text\", \"analyzer\": \"english\"}]}";
+    "{\"field\": \"body\", \"type\": \"text\", \"analyzer\": \"english\", \"positions\": true}]}";
 
 static ixia_schema_t *schema;
 
@@ -405,6 +405,32 @@ static void test_parse_spec_example(void) {
   ixia_query_destroy(q);
 }
 
+/* BM25 by hand on three documents. */
+static void test_bm25(void) {
+  ixia_query_t *q = parse_ok("'filter': {'or': [{'match': {'body': 'mug'}}, {'not': {'match': {'title': 'x'}}}]}");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+  CU_ASSERT_TRUE(q->scoring);
+  const char *docs[] = {"{'body': 'mug mug shop'}", "{'body': 'a mug'}", "{'body': 'tea'}"};
+  ixia_bm25_stats_t *st = ixia_bm25_stats_new(q);
+  cJSON *d[3];
+  for (int i = 0; i < 3; i++) ixia_bm25_stats_add(st, d[i] = doc_of(docs[i]));
+  /* N = 3, df(mug) = 2, avgdl = 6 / 3 = 2. */
+  double idf = log(1 + (3 - 2 + 0.5) / (2 + 0.5));
+  double want0 = idf * 2 * 2.2 / (2 + 1.2 * (0.25 + 0.75 * 3 / 2.0));
+  double want1 = idf * 1 * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 2 / 2.0));
+  CU_ASSERT_DOUBLE_EQUAL(ixia_query_score_doc(q, st, d[0]), want0, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(ixia_query_score_doc(q, st, d[1]), want1, 1e-12);
+  CU_ASSERT_EQUAL(ixia_query_score_doc(q, st, d[2]), 0.0);
+  CU_ASSERT_TRUE(want0 > want1);
+  for (int i = 0; i < 3; i++) cJSON_Delete(d[i]);
+  ixia_bm25_stats_free(st);
+  ixia_query_destroy(q);
+  /* Only clauses outside a "not" score. */
+  q = parse_ok("'filter': {'not': {'match': {'body': 'mug'}}}");
+  CU_ASSERT_FALSE(q->scoring);
+  ixia_query_destroy(q);
+}
+
 static void test_sort(void) {
   ixia_query_t *q = parse_ok("'sort': [{'price': 'desc'}, 'category', {'ts': {'order': 'asc', 'missing': 'first'}}, '_score']");
   CU_ASSERT_PTR_NOT_NULL_FATAL(q);
@@ -554,6 +580,14 @@ static const bad_query_t bad_queries[] = {
      IXIA_EINVAL, "got 65"},
     {"'aggs': {'x': {'count': {}}, 'x': {'count': {}}}", IXIA_EINVAL, "query: aggs: key \"x\" given twice"},
     {"'sort': 'price'", IXIA_EINVAL, "sort: must be an array of 1 to 8 sort keys"},
+    {"'filter': {'match_phrase': {'title': 'red hat'}}", IXIA_EINVAL,
+     "filter.match_phrase.title: text field 'title' does not store positions; declare it with \"positions\": true"},
+    {"'filter': {'match_phrase': {'price': 'red hat'}}", IXIA_EINVAL, "match_phrase needs a text field"},
+    {"'filter': {'match_phrase': {'body': '!!'}}", IXIA_EINVAL, "has no words"},
+    {"'filter': {'match': {'title': {'query': 'a', 'operator': 'xor'}}}", IXIA_EINVAL, "operator must be"},
+    {"'filter': {'match': {'title': {'query': 'a', 'fuzzy': 1}}}", IXIA_EINVAL, "unknown key \"fuzzy\""},
+    {"'filter': {'match': {'title': {'words': 'a'}}}", IXIA_EINVAL, "unknown key \"words\""},
+    {"'filter': {'match': {'title': {'operator': 'or'}}}", IXIA_EINVAL, "takes a string of words"},
     {"'sort': []", IXIA_EINVAL, "sort: must be an array"},
     {"'sort': [{'title': 'asc'}]", IXIA_EINVAL, "sort[0].title: cannot sort by text field 'title'"},
     {"'sort': [{'price': 'up'}]", IXIA_EINVAL, "sort[0].price: order must be \"asc\" or \"desc\""},
@@ -704,6 +738,16 @@ static const match_case_t match_cases[] = {
     {"{'prefix': {'body': 'gener'}}", "{'body': 'Generously'}", TRUE},
     {"{'prefix': {'title': 'STRA'}}", "{'title': 'Stra\xc3\x9f" "e'}", TRUE},
     {"{'term': {'seller.country': 'US'}}", "{'seller': [{'country': 'FR'}, {'country': ['DE', 'US']}]}", TRUE},
+    /* match with "or"; match_phrase on a field with positions */
+    {"{'match': {'title': {'query': 'red blue', 'operator': 'or'}}}", "{'title': 'a blue hat'}", TRUE},
+    {"{'match': {'title': {'query': 'red blue', 'operator': 'or'}}}", "{'title': 'a green hat'}", FALSE},
+    {"{'match': {'title': {'query': 'red blue'}}}", "{'title': 'a blue hat'}", FALSE},
+    {"{'match_phrase': {'body': 'Running mugs'}}", "{'body': 'She is RUNNING, MUGS in hand'}", TRUE},
+    {"{'match_phrase': {'body': 'Running mugs'}}", "{'body': 'mugs running'}", FALSE},
+    {"{'match_phrase': {'body': 'Running mugs'}}", "{'body': ['she was running', 'mugs in hand']}", FALSE},
+    {"{'match_phrase': {'body': 'run run'}}", "{'body': 'runs running'}", TRUE},
+    {"{'match_phrase': {'body': 'run run'}}", "{'body': 'runs a running'}", FALSE},
+    {"{'match_phrase': {'body': {'query': 'mug'}}}", "{'body': 'mugs'}", TRUE},
     {"{'and': [{'term': {'seller.country': 'US'}}, {'term': {'seller.country': 'FR'}}]}",
      "{'seller': [{'country': 'FR'}, {'country': 'US'}]}", TRUE},
     {"{'term': {'title': 'red'}}", "{'title': 'redder'}", FALSE},
@@ -1286,6 +1330,7 @@ int main(void) {
   IXT_ADD(s, test_parse_clause_limit);
   IXT_ADD(s, test_match_doc);
   IXT_ADD(s, test_sort);
+  IXT_ADD(s, test_bm25);
   IXT_ADD(s, test_aggs_hand);
   IXT_ADD(s, test_aggs_sum_exact);
   IXT_ADD(s, test_aggs_split_merge);

@@ -29,7 +29,8 @@ static const char *SCHEMA =
     "{\"field\":\"category\",\"type\":\"keyword\"},{\"field\":\"brand\",\"type\":\"keyword\"},"
     "{\"field\":\"tags\",\"type\":\"keyword\"},{\"field\":\"seller.country\",\"type\":\"keyword\"},"
     "{\"field\":\"price\",\"type\":\"double\"},{\"field\":\"stock\",\"type\":\"long\"},"
-    "{\"field\":\"title\",\"type\":\"text\"},{\"field\":\"active\",\"type\":\"bool\"},"
+    "{\"field\":\"title\",\"type\":\"text\",\"analyzer\":\"english\",\"positions\":true},"
+    "{\"field\":\"active\",\"type\":\"bool\"},"
     "{\"field\":\"updated_at\",\"type\":\"timestamp\"},"
     "{\"field\":\"variants.color\",\"type\":\"keyword\"},{\"field\":\"variants.qty\",\"type\":\"long\"}]}";
 
@@ -296,6 +297,14 @@ static cJSON *random_filter(GRand *r, int depth) {
       char text[64];
       snprintf(text, sizeof text, "%s %s", PICK(r, WORDS), g_rand_boolean(r) ? PICK(r, WORDS) : "");
       if (g_rand_boolean(r)) text[0] = g_ascii_toupper(text[0]); /* queries fold case too */
+      int how = g_rand_int_range(r, 0, 4);
+      if (how == 2) return leaf("match_phrase", "title", cJSON_CreateString(text));
+      if (how == 3) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "query", text);
+        cJSON_AddStringToObject(o, "operator", "or");
+        return leaf("match", "title", o);
+      }
       return leaf("match", "title", cJSON_CreateString(text));
     }
     case 7: {
@@ -382,14 +391,14 @@ static gboolean json_close(const cJSON *a, const cJSON *b) {
 
 /* A random sort over the sortable fields (1 to 3 keys, random directions
  * and missing placement). */
-static cJSON *random_sort(GRand *r) {
+static cJSON *random_sort(GRand *r, gboolean with_score) {
   static const char *F[] = {"category", "brand", "tags", "seller.country", "price", "stock",
-                            "active", "updated_at", "variants.color", "variants.qty"};
+                            "active", "updated_at", "variants.color", "variants.qty", "_score"};
   cJSON *arr = cJSON_CreateArray();
   int n = g_rand_int_range(r, 1, 4);
   gboolean used[G_N_ELEMENTS(F)] = {0};
   for (int i = 0; i < n; i++) {
-    guint k = (guint)g_rand_int_range(r, 0, G_N_ELEMENTS(F));
+    guint k = (guint)g_rand_int_range(r, 0, G_N_ELEMENTS(F) - (with_score ? 0 : 1));
     if (used[k]) continue;
     used[k] = TRUE;
     cJSON *o = cJSON_CreateObject();
@@ -435,8 +444,11 @@ static cJSON *run_query(search_stack_t *s, const cJSON *req, ixia_error_t **err)
 
 /* One random query, all of its pages, against brute force. Returns FALSE
  * (after printing the query) on any difference. */
+/* One random query, all of its pages, against brute force. With one shard
+ * the shard's BM25 statistics are the model's, so scores and _score sorts
+ * are compared exactly; with more, each shard scores with its own. */
 static gboolean check_query(search_stack_t *s, model_t *m, ixia_schema_t *schema, GRand *r,
-                            ixia_query_limits_t *lim) {
+                            ixia_query_limits_t *lim, guint shards) {
   cJSON *req = cJSON_CreateObject();
   cJSON_AddStringToObject(req, "namespace", NS);
   cJSON_AddStringToObject(req, "table", TABLE);
@@ -445,7 +457,7 @@ static gboolean check_query(search_stack_t *s, model_t *m, ixia_schema_t *schema
   int limit = g_rand_int_range(r, 1, 60);
   cJSON_AddNumberToObject(req, "limit", limit);
   gboolean sorted = g_rand_int_range(r, 0, 3) == 0;
-  if (sorted) cJSON_AddItemToObject(req, "sort", random_sort(r));
+  if (sorted) cJSON_AddItemToObject(req, "sort", random_sort(r, shards == 1));
   gboolean projected = g_rand_int_range(r, 0, 3) == 0;
   if (projected) {
     cJSON *f = cJSON_AddArrayToObject(req, "fields");
@@ -478,10 +490,14 @@ static gboolean check_query(search_stack_t *s, model_t *m, ixia_schema_t *schema
   ixia_aggs_destroy(aggs);
   /* A sorted query's order: values, then key. */
   GArray *order = g_array_new(FALSE, FALSE, sizeof(sdoc_t));
+  ixia_bm25_stats_t *st = ixia_bm25_stats_new(q);
+  g_hash_table_iter_init(&it, m->docs);
+  while (g_hash_table_iter_next(&it, NULL, &v)) ixia_bm25_stats_add(st, v);
   if (sorted) {
     g_hash_table_iter_init(&it, want);
     while (g_hash_table_iter_next(&it, &k, NULL)) {
-      sdoc_t d = {k, ixia_sort_values_of_doc(q, g_hash_table_lookup(m->docs, k), 0.0)};
+      cJSON *doc = g_hash_table_lookup(m->docs, k);
+      sdoc_t d = {k, ixia_sort_values_of_doc(q, doc, ixia_query_score_doc(q, st, doc))};
       g_array_append_val(order, d);
     }
     g_array_sort_with_data(order, sdoc_cmp, q);
@@ -520,6 +536,16 @@ static gboolean check_query(search_stack_t *s, model_t *m, ixia_schema_t *schema
         break;
       }
       g_hash_table_add(got, g_strdup(key));
+      if (q->scoring) {
+        /* Hits of a query with match clauses carry their BM25 score. */
+        const cJSON *sc = cJSON_GetObjectItem(h, "score");
+        double want_score = ixia_query_score_doc(q, st, g_hash_table_lookup(m->docs, key));
+        if (!cJSON_IsNumber(sc) ||
+            (shards == 1 && fabs(sc->valuedouble - want_score) > 1e-9 * MAX(1.0, want_score))) {
+          fprintf(stderr, "\n  %s: score %g, brute %g\n", key, cJSON_GetNumberValue(sc), want_score);
+          why = "score", good = FALSE;
+        }
+      }
       if (sorted) {
         /* In the brute-force order, showing the brute-force sort values. */
         const sdoc_t *d = at < order->len ? &g_array_index(order, sdoc_t, at) : NULL;
@@ -564,6 +590,7 @@ static gboolean check_query(search_stack_t *s, model_t *m, ixia_schema_t *schema
   g_hash_table_destroy(want);
   for (guint i = 0; i < order->len; i++) g_ptr_array_unref(g_array_index(order, sdoc_t, i).vals);
   g_array_free(order, TRUE);
+  ixia_bm25_stats_free(st);
   cJSON_Delete(want_aggs);
   ixia_query_destroy(q);
   g_free(req_text);
@@ -606,7 +633,7 @@ static void differential(guint shards) {
     CU_ASSERT_TRUE_FATAL(catch_up(&s, m.last_version));
     int bad = 0;
     for (int i = 0; i < 150 && bad < 3; i++)
-      if (!check_query(&s, &m, schema, r, &lim)) bad++;
+      if (!check_query(&s, &m, schema, r, &lim, shards)) bad++;
     CU_ASSERT_EQUAL(bad, 0);
   }
   g_rand_free(r);
