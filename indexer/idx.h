@@ -455,6 +455,11 @@ gboolean ixia_idx_sort_block(ixia_idx_sort_t *S, guint32 block, const guint64 *m
 gboolean ixia_idx_sort_finish(ixia_idx_sort_t *S, const roaring_bitmap_t *set, GArray *hits,
                               guint64 *epoch, guint64 *as_of);
 void ixia_idx_sort_free(ixia_idx_sort_t *S);
+/* top_hits: the best k of the documents offered, by keys (ties by key);
+ * ixia_idx_sort_finish gives them (set unused). */
+ixia_idx_sort_t *ixia_idx_topk_new(ixia_search_ctx_t *s, const ixia_sort_key_t *keys, guint nk,
+                                   guint k);
+gboolean ixia_idx_topk_offer(ixia_idx_sort_t *S, guint32 id);
 
 /* Column aggregations over one search. */
 typedef struct ixia_idx_agg ixia_idx_agg_t;

@@ -244,7 +244,8 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   pnode_t *plan = ixia_idx_deadline(&s) ? ixia_idx_plan(&s, q->filter) : NULL;
   ixia_idx_exec_t ex = {0};
   gboolean ok = plan && ixia_idx_plan_lead(&s, plan, &ex);
-  ixia_idx_agg_t *agg = ok && aggs ? ixia_idx_agg_new(&s, aggs) : NULL;
+  ixia_idx_agg_t *agg = NULL;
+  if (ok && aggs) ok = (agg = ixia_idx_agg_new(&s, aggs)) != NULL;
   const roaring_bitmap_t *set = ex.lead ? ex.lead : s.live->bm;
   /* A sorted page needs every match (idx_sort.c keeps the best). */
   ixia_idx_sort_t *sorter = NULL;

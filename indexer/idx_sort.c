@@ -78,6 +78,7 @@ struct ixia_idx_sort {
   roaring_bitmap_t *overlay_ids;
   guint32 block;
   gboolean need_dict;
+  gboolean no_history;       /* top_hits: ranks what it is offered, as of now */
   ixia_idx_scorer_t *scorer; /* when the query scores: _score keys and hits' scores */
   gboolean ok;               /* FALSE once scoring failed (err set) */
 };
@@ -177,36 +178,68 @@ static void key_of_slot(const ixia_idx_sort_t *S, guint i, guint slot, double sc
 
 /* ------------------------------------------------------------- setup */
 
-ixia_idx_sort_t *ixia_idx_sort_new(ixia_search_ctx_t *s, const ixia_idx_search_opts_t *o,
-                                   ixia_idx_exec_t *ex) {
-  const ixia_query_t *q = s->q;
+static void load_columns(ixia_idx_sort_t *S, guint32 block, gboolean *ok);
+static void fill(ixia_idx_sort_t *S, cand_t *c, guint slot, const hstate_t *h, guint from);
+static void offer(ixia_idx_sort_t *S, const cand_t *c);
+
+/* A sorter of k documents by keys, without cursor or history. */
+static ixia_idx_sort_t *sorter_new(ixia_search_ctx_t *s, const ixia_sort_key_t *keys, guint nk,
+                                   guint k) {
   ixia_idx_sort_t *S = g_new0(ixia_idx_sort_t, 1);
   S->s = s;
-  S->ex = ex;
-  S->nk = q->n_sort;
-  S->k = o->limit;
+  S->nk = nk;
+  S->k = k;
   S->cand = g_array_new(FALSE, FALSE, sizeof(cand_t));
   S->cap = MAX(2 * (S->k + SLACK), 256);
   S->tied_after = roaring_bitmap_create();
   S->block = G_MAXUINT32;
   S->ok = TRUE;
-  if (q->scoring) {
+  for (guint i = 0; i < S->nk; i++) {
+    skey_t *sk = &S->keys[i];
+    sk->k = &keys[i];
+    sk->score = keys[i].field == NULL;
+    if (!sk->score) {
+      sk->f = ixia_idx_field_lookup(s->idx, s->table, keys[i].field);
+      sk->bytes = !ixia_field_type_numeric(keys[i].field->type);
+      S->need_dict = S->need_dict || sk->bytes;
+    }
+  }
+  if (s->q->scoring) {
     S->scorer = ixia_idx_scorer_new(s, &S->ok);
     if (!S->ok) {
       ixia_idx_sort_free(S);
       return NULL;
     }
   }
-  for (guint i = 0; i < S->nk; i++) {
-    skey_t *k = &S->keys[i];
-    k->k = &q->sort[i];
-    k->score = q->sort[i].field == NULL;
-    if (!k->score) {
-      k->f = ixia_idx_field_lookup(s->idx, s->table, q->sort[i].field);
-      k->bytes = !ixia_field_type_numeric(q->sort[i].field->type);
-      S->need_dict = S->need_dict || k->bytes;
-    }
-  }
+  return S;
+}
+
+ixia_idx_sort_t *ixia_idx_topk_new(ixia_search_ctx_t *s, const ixia_sort_key_t *keys, guint nk,
+                                   guint k) {
+  ixia_idx_sort_t *S = sorter_new(s, keys, nk, k);
+  if (S) S->no_history = TRUE;
+  return S;
+}
+
+gboolean ixia_idx_topk_offer(ixia_idx_sort_t *S, guint32 id) {
+  gboolean ok = TRUE;
+  load_columns(S, id >> BLOCK_BITS, &ok);
+  if (!ok) return FALSE;
+  cand_t c;
+  c.id = id;
+  if (S->need_dict) g_rw_lock_reader_lock(&S->s->idx->dict_lock);
+  fill(S, &c, id & (BLOCK_SLOTS - 1), NULL, 0);
+  if (S->need_dict) g_rw_lock_reader_unlock(&S->s->idx->dict_lock);
+  offer(S, &c);
+  return S->ok;
+}
+
+ixia_idx_sort_t *ixia_idx_sort_new(ixia_search_ctx_t *s, const ixia_idx_search_opts_t *o,
+                                   ixia_idx_exec_t *ex) {
+  const ixia_query_t *q = s->q;
+  ixia_idx_sort_t *S = sorter_new(s, q->sort, q->n_sort, o->limit);
+  if (!S) return NULL;
+  S->ex = ex;
   /* Positions: as of the cursor's sequence, or as of now. */
   ixia_idx_t *idx = s->idx;
   S->epoch = ixia_idx_history_epoch(idx->history);
@@ -326,8 +359,8 @@ gboolean ixia_idx_sort_block(ixia_idx_sort_t *S, guint32 block, const guint64 *m
   gboolean ok = TRUE;
   load_columns(S, block, &ok);
   if (!ok) return FALSE;
-  guint64 changed[BLOCK_WORDS];
-  ixia_idx_bm_block(S->overlay_ids, block, changed);
+  guint64 changed[BLOCK_WORDS] = {0};
+  if (S->overlay_ids) ixia_idx_bm_block(S->overlay_ids, block, changed);
   if (S->need_dict) g_rw_lock_reader_lock(&S->s->idx->dict_lock);
   const skey_t *k0 = &S->keys[0];
   for (guint w = 0; w < BLOCK_WORDS; w++) {
@@ -572,7 +605,7 @@ gboolean ixia_idx_sort_finish(ixia_idx_sort_t *S, const roaring_bitmap_t *set, G
   *epoch = S->epoch;
   *as_of = S->as_of;
   if (S->k == 0) return TRUE;
-  if (!fix_late(S, set)) return FALSE;
+  if (!S->no_history && !fix_late(S, set)) return FALSE;
   gboolean ok = TRUE;
   /* 1. Those tied with the cursor, keys after the cursor's. */
   GArray *first = g_array_new(FALSE, FALSE, sizeof(keyed_t));

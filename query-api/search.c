@@ -617,6 +617,71 @@ static gboolean collect_sorted_hits(ixia_search_t *s, const ixia_query_t *q, cal
   return ok;
 }
 
+/* top_hits results found in a response (a top_hits node and its hits). */
+typedef struct {
+  const ixia_agg_t *g;
+  cJSON *hits;
+} th_ref_t;
+
+static void collect_top_hits(const ixia_agg_t *g, cJSON *hits, void *ud) {
+  th_ref_t r = {g, hits};
+  g_array_append_val((GArray *)ud, r);
+}
+
+/* Gives every top_hits hit its document, read from the truth store in one
+ * multi-get (projected to the top_hits' "fields"), and its current version;
+ * a document gone meanwhile leaves the list. Not re-checked against the
+ * filter: aggregations are the index's view (docs/QUERY.md). */
+static gboolean attach_top_hits(ixia_search_t *s, const ixia_query_t *q, cJSON *res,
+                                ixia_error_t **err) {
+  GArray *refs = g_array_new(FALSE, FALSE, sizeof(th_ref_t));
+  ixia_aggs_foreach_top_hits(q, res, collect_top_hits, refs);
+  GPtrArray *hits = g_ptr_array_new();
+  GArray *owner = g_array_new(FALSE, FALSE, sizeof(guint));
+  for (guint i = 0; i < refs->len; i++)
+    for (cJSON *h = g_array_index(refs, th_ref_t, i).hits->child; h; h = h->next) {
+      g_ptr_array_add(hits, h);
+      g_array_append_val(owner, i);
+    }
+  guint n = hits->len;
+  gboolean ok = TRUE;
+  if (n) {
+    const char **keys = g_new(const char *, n);
+    size_t *lens = g_new(size_t, n);
+    for (guint i = 0; i < n; i++) {
+      keys[i] = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(hits->pdata[i], "key"));
+      if (!keys[i]) keys[i] = "";
+      lens[i] = strlen(keys[i]);
+    }
+    ixia_store_doc_t *docs = g_new0(ixia_store_doc_t, n);
+    ok = ixia_store_multi_get(s->store, q->ns, q->table, n, keys, lens, docs, err);
+    for (guint i = 0; ok && i < n; i++) {
+      cJSON *h = hits->pdata[i];
+      const ixia_agg_t *g = g_array_index(refs, th_ref_t, g_array_index(owner, guint, i)).g;
+      cJSON *doc = docs[i].found ? ixia_json_parse_stored(docs[i].json, docs[i].json_len) : NULL;
+      if (!doc) {
+        cJSON_Delete(cJSON_DetachItemViaPointer(g_array_index(refs, th_ref_t, g_array_index(owner, guint, i)).hits, h));
+        continue;
+      }
+      if (g->fields) {
+        cJSON *sub = ixia_json_project(doc, (const char *const *)g->fields, g_strv_length(g->fields), NULL);
+        cJSON_Delete(doc);
+        doc = sub;
+      }
+      cJSON_ReplaceItemInObjectCaseSensitive(h, "version", cJSON_CreateNumber((double)docs[i].version));
+      cJSON_AddItemToObject(h, "doc", doc);
+    }
+    for (guint i = 0; i < n; i++) g_free(docs[i].json);
+    g_free(docs);
+    g_free(keys);
+    g_free(lens);
+  }
+  g_ptr_array_free(hits, TRUE);
+  g_array_free(owner, TRUE);
+  g_array_free(refs, TRUE);
+  return ok;
+}
+
 static cJSON *merge_aggs(ixia_search_t *s, const ixia_query_t *q, call_t *calls, ixia_error_t **err) {
   ixia_aggs_t *aggs = ixia_aggs_new(q, &s->lim);
   gboolean ok = TRUE;
@@ -625,8 +690,9 @@ static cJSON *merge_aggs(ixia_search_t *s, const ixia_query_t *q, call_t *calls,
     if (!partial || cJSON_IsNull(partial)) continue;
     ok = ixia_aggs_merge_partial(aggs, partial, err);
   }
-  cJSON *res = ok ? ixia_aggs_result_json(aggs) : NULL;
+  cJSON *res = ok ? ixia_aggs_result(aggs, err) : NULL;
   ixia_aggs_destroy(aggs);
+  if (res && !attach_top_hits(s, q, res, err)) g_clear_pointer(&res, cJSON_Delete);
   return res;
 }
 

@@ -129,3 +129,5 @@ static gboolean monotone(const ixia_filter_t *f) {
 }
 
 gboolean ixia_query_filter_monotone(const ixia_query_t *q) { return !q->filter || monotone(q->filter); }
+
+gboolean ixia_filter_match_doc(const ixia_filter_t *f, const cJSON *doc) { return filter_matches(f, doc); }

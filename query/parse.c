@@ -17,6 +17,8 @@
 #define MAX_TERMS_SIZE 10000
 #define MAX_PERCENTS 100
 #define MAX_AGG_NAME 64
+#define MAX_BUCKET_FILTERS 100 /* ranges of a range, filters of a filters */
+#define MAX_TOP_HITS 100
 
 void ixia_query_limits_from_config(const ixia_config_t *cfg, ixia_query_limits_t *out) {
   out->max_clauses = (guint)ixia_config_int(cfg, "query.max_clauses");
@@ -448,188 +450,6 @@ static ixia_filter_t *parse_filter(pctx_t *c, const cJSON *j, const char *path,
   return NULL;
 }
 
-/* ---- aggregations ---- */
-
-static void agg_free(ixia_agg_t *g) {
-  if (!g) return;
-  for (guint i = 0; i < g->n_subs; i++) agg_free(g->subs[i]);
-  g_free(g->subs);
-  g_free(g->percents);
-  g_free(g->name);
-  g_free(g);
-}
-
-static guint field_slot(pctx_t *c, const ixia_index_t *ix) {
-  for (guint i = 0; i < c->agg_fields->len; i++)
-    if (c->agg_fields->pdata[i] == ix) return i;
-  g_ptr_array_add(c->agg_fields, (gpointer)ix);
-  return c->agg_fields->len - 1;
-}
-
-static const char *const agg_kind_names[] = {"count", "sum", "avg", "min", "max",
-                                             "terms", "percentiles", "cardinality"};
-
-/* The field argument of an aggregation: "f" or {"field": "f", <extra keys>}.
- * Keys of body other than "field" must be in `extra` (NULL-terminated). */
-static gboolean agg_field(pctx_t *c, ixia_agg_t *g, const cJSON *body, const char *path,
-                          const char *const *extra, ixia_error_t **err) {
-  const cJSON *name = body;
-  if (cJSON_IsObject(body)) {
-    for (const cJSON *k = body->child; k; k = k->next) {
-      gboolean known = strcmp(k->string, "field") == 0;
-      for (guint i = 0; extra && extra[i]; i++) known = known || strcmp(k->string, extra[i]) == 0;
-      if (!known) return perr(err, path, "unknown key \"%s\"", k->string);
-    }
-    name = cJSON_GetObjectItemCaseSensitive(body, "field");
-  }
-  if (!cJSON_IsString(name))
-    return perr(err, path, "needs a field: \"<field>\" or {\"field\": \"<field>\"}");
-  char *fp = g_strdup_printf("%s.field", path);
-  g->field = find_field(c, name->valuestring, fp, err);
-  g_free(fp);
-  if (!g->field) return FALSE;
-  ixia_field_type_t t = g->field->type;
-  gboolean numeric_only = g->kind != IXIA_AGG_TERMS && g->kind != IXIA_AGG_CARDINALITY;
-  if (numeric_only && !ixia_field_type_numeric(t))
-    return perr(err, path, "%s needs a long, double or timestamp field; '%s' is %s",
-                agg_kind_names[g->kind], g->field->field, ixia_field_type_name(t));
-  if (t == IXIA_FIELD_TEXT)
-    return perr(err, path, "%s cannot read text field '%s' (index it as keyword)",
-                agg_kind_names[g->kind], g->field->field);
-  g->field_slot = field_slot(c, g->field);
-  return TRUE;
-}
-
-static gboolean parse_aggs(pctx_t *c, const cJSON *j, const char *path, gboolean nested,
-                           ixia_agg_t ***out, guint *n_out, ixia_error_t **err);
-
-static gboolean parse_percents(ixia_agg_t *g, const cJSON *body, const char *path,
-                               ixia_error_t **err) {
-  const cJSON *p = cJSON_IsObject(body) ? cJSON_GetObjectItemCaseSensitive(body, "percents") : NULL;
-  if (!p) {
-    static const double def[] = {50, 95, 99};
-    g->n_percents = G_N_ELEMENTS(def);
-    g->percents = g_memdup2(def, sizeof def);
-    return TRUE;
-  }
-  char *pp = g_strdup_printf("%s.percents", path);
-  int n = cJSON_GetArraySize(p);
-  gboolean ok = cJSON_IsArray(p) && n >= 1 && n <= MAX_PERCENTS;
-  if (!ok) perr(err, pp, "must be an array of 1 to %d numbers in (0, 100]", MAX_PERCENTS);
-  g->percents = g_new0(double, MAX(n, 1));
-  for (const cJSON *e = ok ? p->child : NULL; e && ok; e = e->next) {
-    if (!cJSON_IsNumber(e) || !(e->valuedouble > 0 && e->valuedouble <= 100)) {
-      ok = perr(err, pp, "[%u] must be a number in (0, 100]", g->n_percents);
-      break;
-    }
-    for (guint i = 0; i < g->n_percents; i++)
-      if (g->percents[i] == e->valuedouble)
-        ok = perr(err, pp, "[%u] repeats %g", g->n_percents, e->valuedouble);
-    g->percents[g->n_percents++] = e->valuedouble;
-  }
-  g_free(pp);
-  return ok;
-}
-
-static gboolean parse_terms(pctx_t *c, ixia_agg_t *g, const cJSON *body, const char *path,
-                            ixia_error_t **err) {
-  static const char *const extra[] = {"size", "aggs", NULL};
-  if (!cJSON_IsObject(body))
-    return perr(err, path, "must be {\"field\": \"<field>\", \"size\": N, \"aggs\": {...}}");
-  if (!agg_field(c, g, body, path, extra, err)) return FALSE;
-  const cJSON *size = cJSON_GetObjectItemCaseSensitive(body, "size");
-  g->size = 10;
-  if (size) {
-    if (!ixia_json_is_integer(size) || size->valuedouble < 1 || size->valuedouble > MAX_TERMS_SIZE)
-      return perr(err, path, "size must be an integer from 1 to %d", MAX_TERMS_SIZE);
-    g->size = (guint)size->valuedouble;
-  }
-  const cJSON *subs = cJSON_GetObjectItemCaseSensitive(body, "aggs");
-  if (!subs || cJSON_IsNull(subs)) return TRUE;
-  char *sp = g_strdup_printf("%s.aggs", path);
-  gboolean ok = parse_aggs(c, subs, sp, TRUE, &g->subs, &g->n_subs, err);
-  g_free(sp);
-  return ok;
-}
-
-static ixia_agg_t *parse_agg(pctx_t *c, const char *name, const cJSON *j, const char *path,
-                             ixia_error_t **err) {
-  if (!cJSON_IsObject(j) || cJSON_GetArraySize(j) != 1) {
-    perr(err, path,
-         "an aggregation must be an object with exactly one kind (count, sum, avg, min, max, "
-         "terms, percentiles, cardinality)");
-    return NULL;
-  }
-  if (!count_clause(c, path, err)) return NULL;
-  const cJSON *body = j->child;
-  ixia_agg_t *g = g_new0(ixia_agg_t, 1);
-  g->name = g_strdup(name);
-  gboolean known = FALSE;
-  for (guint i = 0; i < G_N_ELEMENTS(agg_kind_names); i++) {
-    if (strcmp(body->string, agg_kind_names[i]) == 0) {
-      g->kind = (ixia_agg_kind_t)i;
-      known = TRUE;
-    }
-  }
-  char *kp = g_strdup_printf("%s.%s", path, body->string);
-  static const char *const pct_extra[] = {"percents", NULL};
-  gboolean ok;
-  if (!known) {
-    ok = perr(err, path,
-              "unknown aggregation \"%s\" (count, sum, avg, min, max, terms, percentiles, "
-              "cardinality)",
-              body->string);
-  } else if (g->kind == IXIA_AGG_COUNT) {
-    ok = (cJSON_IsObject(body) && !body->child) || perr(err, kp, "count takes no arguments: {}");
-  } else if (g->kind == IXIA_AGG_TERMS) {
-    ok = parse_terms(c, g, body, kp, err);
-  } else if (g->kind == IXIA_AGG_PERCENTILES) {
-    ok = agg_field(c, g, body, kp, pct_extra, err) && parse_percents(g, body, kp, err);
-  } else {
-    ok = agg_field(c, g, body, kp, NULL, err);
-  }
-  g_free(kp);
-  if (!ok) {
-    agg_free(g);
-    return NULL;
-  }
-  return g;
-}
-
-static gboolean parse_aggs(pctx_t *c, const cJSON *j, const char *path, gboolean nested,
-                           ixia_agg_t ***out, guint *n_out, ixia_error_t **err) {
-  if (!cJSON_IsObject(j))
-    return perr(err, path, "must be an object of name -> aggregation");
-  *out = g_new0(ixia_agg_t *, cJSON_GetArraySize(j) + 1);
-  *n_out = 0;
-  for (const cJSON *e = j->child; e; e = e->next) {
-    size_t n = strlen(e->string);
-    if (n == 0 || n > MAX_AGG_NAME)
-      return perr(err, path, "aggregation names must be 1 to %d bytes, got %zu", MAX_AGG_NAME, n);
-    char *ep = g_strdup_printf("%s.%s", path, e->string);
-    gboolean ok = TRUE;
-    /* Bucket objects hold "key" and "count" next to the nested results. */
-    if (nested && (strcmp(e->string, "key") == 0 || strcmp(e->string, "count") == 0))
-      ok = perr(err, ep, "the name '%s' is reserved inside terms buckets", e->string);
-    for (guint i = 0; ok && i < *n_out; i++)
-      if (strcmp((*out)[i]->name, e->string) == 0) ok = perr(err, ep, "name given twice");
-    ixia_agg_t *g = ok ? parse_agg(c, e->string, e, ep, err) : NULL;
-    g_free(ep);
-    if (!g) return FALSE;
-    (*out)[(*n_out)++] = g;
-  }
-  return TRUE;
-}
-
-/* Whether a match or match_phrase is reachable without passing a "not". */
-static gboolean filter_scores(const ixia_filter_t *f) {
-  if (f->kind == IXIA_F_MATCH || f->kind == IXIA_F_MATCH_PHRASE) return TRUE;
-  if (f->kind == IXIA_F_NOT) return FALSE;
-  for (guint i = 0; i < f->n_children; i++)
-    if (filter_scores(f->children[i])) return TRUE;
-  return FALSE;
-}
-
 /* ---- sort ---- */
 
 static gboolean parse_sort_key(pctx_t *c, ixia_sort_key_t *k, const cJSON *e, const char *path,
@@ -679,20 +499,22 @@ static gboolean parse_sort_key(pctx_t *c, ixia_sort_key_t *k, const cJSON *e, co
   return ok;
 }
 
-static gboolean parse_sort(pctx_t *c, ixia_query_t *q, const cJSON *j, ixia_error_t **err) {
+/* A list of sort keys at path (the request's "sort", or a top_hits'). */
+static gboolean parse_sort_keys(pctx_t *c, const cJSON *j, const char *path, ixia_sort_key_t **out,
+                                guint *n_out, guint32 *sig_out, ixia_error_t **err) {
   if (!j || cJSON_IsNull(j)) return TRUE;
   int n = cJSON_GetArraySize(j);
   if (!cJSON_IsArray(j) || n < 1 || n > IXIA_MAX_SORT_KEYS)
-    return perr(err, "sort", "must be an array of 1 to %d sort keys, like [{\"price\": \"desc\"}, \"_score\"]",
+    return perr(err, path, "must be an array of 1 to %d sort keys, like [{\"price\": \"desc\"}, \"_score\"]",
                 IXIA_MAX_SORT_KEYS);
-  q->sort = g_new0(ixia_sort_key_t, n);
+  *out = g_new0(ixia_sort_key_t, n);
   GString *sig = g_string_new(NULL);
   for (const cJSON *e = j->child; e; e = e->next) {
-    char *ep = g_strdup_printf("sort[%u]", q->n_sort);
-    ixia_sort_key_t *k = &q->sort[q->n_sort];
+    char *ep = g_strdup_printf("%s[%u]", path, *n_out);
+    ixia_sort_key_t *k = &(*out)[*n_out];
     gboolean ok = parse_sort_key(c, k, e, ep, err);
-    for (guint i = 0; ok && i < q->n_sort; i++)
-      if (q->sort[i].field == k->field)
+    for (guint i = 0; ok && i < *n_out; i++)
+      if ((*out)[i].field == k->field)
         ok = perr(err, ep, "%s is already a sort key", k->field ? k->field->field : "_score");
     g_free(ep);
     if (!ok) {
@@ -701,11 +523,458 @@ static gboolean parse_sort(pctx_t *c, ixia_query_t *q, const cJSON *j, ixia_erro
     }
     g_string_append_printf(sig, "%s/%d/%d;", k->field ? k->field->field : "_score", k->desc,
                            k->missing_first);
-    q->n_sort++;
+    (*n_out)++;
   }
-  q->sort_sig = (guint32)ixia_val_hash((const guint8 *)sig->str, (guint32)sig->len);
+  if (sig_out) *sig_out = (guint32)ixia_val_hash((const guint8 *)sig->str, (guint32)sig->len);
   g_string_free(sig, TRUE);
   return TRUE;
+}
+
+static gboolean parse_sort(pctx_t *c, ixia_query_t *q, const cJSON *j, ixia_error_t **err) {
+  return parse_sort_keys(c, j, "sort", &q->sort, &q->n_sort, &q->sort_sig, err);
+}
+
+/* ---- aggregations ---- */
+
+static void agg_free(ixia_agg_t *g) {
+  if (!g) return;
+  for (guint i = 0; i < g->n_subs; i++) agg_free(g->subs[i]);
+  g_free(g->subs);
+  g_free(g->percents);
+  for (guint i = 0; i < g->n_ranges; i++) g_free(g->ranges[i].key);
+  g_free(g->ranges);
+  for (guint i = 0; i < g->n_filters; i++) filter_free(g->filters[i]);
+  g_free(g->filters);
+  g_strfreev(g->filter_names);
+  g_free(g->sort);
+  g_strfreev(g->fields);
+  g_free(g->name);
+  g_free(g);
+}
+
+static guint field_slot(pctx_t *c, const ixia_index_t *ix) {
+  for (guint i = 0; i < c->agg_fields->len; i++)
+    if (c->agg_fields->pdata[i] == ix) return i;
+  g_ptr_array_add(c->agg_fields, (gpointer)ix);
+  return c->agg_fields->len - 1;
+}
+
+static const char *const agg_kind_names[] = {
+    "count", "sum",       "avg",            "min",   "max",    "terms",   "percentiles",
+    "cardinality", "stats", "histogram", "date_histogram", "range", "filter", "filters", "top_hits"};
+#define AGG_KINDS_LIST                                                                      \
+  "count, sum, avg, min, max, stats, terms, percentiles, cardinality, histogram, "          \
+  "date_histogram, range, filter, filters, top_hits"
+
+/* The field argument of an aggregation: "f" or {"field": "f", <extra keys>}.
+ * Keys of body other than "field" must be in `extra` (NULL-terminated). */
+static gboolean agg_field(pctx_t *c, ixia_agg_t *g, const cJSON *body, const char *path,
+                          const char *const *extra, ixia_error_t **err) {
+  const cJSON *name = body;
+  if (cJSON_IsObject(body)) {
+    for (const cJSON *k = body->child; k; k = k->next) {
+      gboolean known = strcmp(k->string, "field") == 0;
+      for (guint i = 0; extra && extra[i]; i++) known = known || strcmp(k->string, extra[i]) == 0;
+      if (!known) return perr(err, path, "unknown key \"%s\"", k->string);
+    }
+    name = cJSON_GetObjectItemCaseSensitive(body, "field");
+  }
+  if (!cJSON_IsString(name))
+    return perr(err, path, "needs a field: \"<field>\" or {\"field\": \"<field>\"}");
+  char *fp = g_strdup_printf("%s.field", path);
+  g->field = find_field(c, name->valuestring, fp, err);
+  g_free(fp);
+  if (!g->field) return FALSE;
+  ixia_field_type_t t = g->field->type;
+  if (g->kind == IXIA_AGG_DATE_HISTOGRAM && t != IXIA_FIELD_TIMESTAMP)
+    return perr(err, path, "date_histogram needs a timestamp field; '%s' is %s (use histogram)",
+                g->field->field, ixia_field_type_name(t));
+  gboolean numeric_only = g->kind != IXIA_AGG_TERMS && g->kind != IXIA_AGG_CARDINALITY;
+  if (numeric_only && !ixia_field_type_numeric(t))
+    return perr(err, path, "%s needs a long, double or timestamp field; '%s' is %s",
+                agg_kind_names[g->kind], g->field->field, ixia_field_type_name(t));
+  if (t == IXIA_FIELD_TEXT)
+    return perr(err, path, "%s cannot read text field '%s' (index it as keyword)",
+                agg_kind_names[g->kind], g->field->field);
+  g->field_slot = field_slot(c, g->field);
+  return TRUE;
+}
+
+static gboolean parse_aggs(pctx_t *c, const cJSON *j, const char *path, gboolean nested,
+                           ixia_agg_t ***out, guint *n_out, ixia_error_t **err);
+
+static gboolean parse_percents(ixia_agg_t *g, const cJSON *body, const char *path,
+                               ixia_error_t **err) {
+  const cJSON *p = cJSON_IsObject(body) ? cJSON_GetObjectItemCaseSensitive(body, "percents") : NULL;
+  if (!p) {
+    static const double def[] = {50, 95, 99};
+    g->n_percents = G_N_ELEMENTS(def);
+    g->percents = g_memdup2(def, sizeof def);
+    return TRUE;
+  }
+  char *pp = g_strdup_printf("%s.percents", path);
+  int n = cJSON_GetArraySize(p);
+  gboolean ok = cJSON_IsArray(p) && n >= 1 && n <= MAX_PERCENTS;
+  if (!ok) perr(err, pp, "must be an array of 1 to %d numbers in (0, 100]", MAX_PERCENTS);
+  g->percents = g_new0(double, MAX(n, 1));
+  for (const cJSON *e = ok ? p->child : NULL; e && ok; e = e->next) {
+    if (!cJSON_IsNumber(e) || !(e->valuedouble > 0 && e->valuedouble <= 100)) {
+      ok = perr(err, pp, "[%u] must be a number in (0, 100]", g->n_percents);
+      break;
+    }
+    for (guint i = 0; i < g->n_percents; i++)
+      if (g->percents[i] == e->valuedouble)
+        ok = perr(err, pp, "[%u] repeats %g", g->n_percents, e->valuedouble);
+    g->percents[g->n_percents++] = e->valuedouble;
+  }
+  g_free(pp);
+  return ok;
+}
+
+/* The nested "aggs" of a bucket aggregation, if any. */
+static gboolean parse_subs(pctx_t *c, ixia_agg_t *g, const cJSON *body, const char *path,
+                           ixia_error_t **err) {
+  const cJSON *subs = cJSON_GetObjectItemCaseSensitive(body, "aggs");
+  if (!subs || cJSON_IsNull(subs)) return TRUE;
+  char *sp = g_strdup_printf("%s.aggs", path);
+  gboolean ok = parse_aggs(c, subs, sp, TRUE, &g->subs, &g->n_subs, err);
+  g_free(sp);
+  return ok;
+}
+
+static gboolean parse_terms(pctx_t *c, ixia_agg_t *g, const cJSON *body, const char *path,
+                            ixia_error_t **err) {
+  static const char *const extra[] = {"size", "aggs", NULL};
+  if (!cJSON_IsObject(body))
+    return perr(err, path, "must be {\"field\": \"<field>\", \"size\": N, \"aggs\": {...}}");
+  if (!agg_field(c, g, body, path, extra, err)) return FALSE;
+  const cJSON *size = cJSON_GetObjectItemCaseSensitive(body, "size");
+  g->size = 10;
+  if (size) {
+    if (!ixia_json_is_integer(size) || size->valuedouble < 1 || size->valuedouble > MAX_TERMS_SIZE)
+      return perr(err, path, "size must be an integer from 1 to %d", MAX_TERMS_SIZE);
+    g->size = (guint)size->valuedouble;
+  }
+  return parse_subs(c, g, body, path, err);
+}
+
+/* Seconds of a duration: a number, or "<n><unit>" with s, m, h, d. */
+static gboolean duration(const cJSON *v, double *out) {
+  if (cJSON_IsNumber(v)) {
+    *out = v->valuedouble;
+    return TRUE;
+  }
+  if (!cJSON_IsString(v)) return FALSE;
+  char *end = NULL;
+  double n = g_ascii_strtod(v->valuestring, &end);
+  if (end == v->valuestring || !end[0] || end[1]) return FALSE;
+  static const char units[] = "smhd";
+  static const double secs[] = {1, 60, 3600, 86400};
+  const char *u = strchr(units, end[0]);
+  if (!u) return FALSE;
+  *out = n * secs[u - units];
+  return TRUE;
+}
+
+static gboolean parse_min_doc_count(ixia_agg_t *g, const cJSON *body, const char *path,
+                                    ixia_error_t **err) {
+  const cJSON *m = cJSON_GetObjectItemCaseSensitive(body, "min_doc_count");
+  if (!m || cJSON_IsNull(m)) return TRUE;
+  if (!ixia_json_is_integer(m) || m->valuedouble < 0 || m->valuedouble > MAX_SAFE_INT)
+    return perr(err, path, "min_doc_count must be a non-negative integer");
+  g->min_doc_count = (guint64)m->valuedouble;
+  return TRUE;
+}
+
+static gboolean parse_histogram(pctx_t *c, ixia_agg_t *g, const cJSON *body, const char *path,
+                                ixia_error_t **err) {
+  static const char *const extra[] = {"interval", "offset", "min_doc_count", "aggs", NULL};
+  if (!cJSON_IsObject(body))
+    return perr(err, path, "must be {\"field\": \"<field>\", \"interval\": N, ...}");
+  if (!agg_field(c, g, body, path, extra, err)) return FALSE;
+  const cJSON *iv = cJSON_GetObjectItemCaseSensitive(body, "interval");
+  const cJSON *off = cJSON_GetObjectItemCaseSensitive(body, "offset");
+  if (!cJSON_IsNumber(iv) || !(iv->valuedouble > 0))
+    return perr(err, path, "interval must be a number above 0");
+  g->interval = iv->valuedouble;
+  if (off && !cJSON_IsNull(off)) {
+    if (!cJSON_IsNumber(off)) return perr(err, path, "offset must be a number");
+    g->offset = fmod(off->valuedouble, g->interval);
+  }
+  return parse_min_doc_count(g, body, path, err) && parse_subs(c, g, body, path, err);
+}
+
+static gboolean parse_date_histogram(pctx_t *c, ixia_agg_t *g, const cJSON *body,
+                                     const char *path, ixia_error_t **err) {
+  static const char *const extra[] = {"calendar_interval", "fixed_interval", "time_zone", "offset",
+                                      "min_doc_count", "aggs", NULL};
+  if (!cJSON_IsObject(body))
+    return perr(err, path, "must be {\"field\": \"<field>\", \"calendar_interval\": \"month\", ...}");
+  if (!agg_field(c, g, body, path, extra, err)) return FALSE;
+  const cJSON *cal = cJSON_GetObjectItemCaseSensitive(body, "calendar_interval");
+  const cJSON *fix = cJSON_GetObjectItemCaseSensitive(body, "fixed_interval");
+  const cJSON *tz = cJSON_GetObjectItemCaseSensitive(body, "time_zone");
+  const cJSON *off = cJSON_GetObjectItemCaseSensitive(body, "offset");
+  if (!cal == !fix)
+    return perr(err, path, "give either calendar_interval (minute, hour, day, week, month, "
+                "quarter, year) or fixed_interval (like \"90m\", \"12h\", \"7d\" or seconds)");
+  if (cal) {
+    ixia_cal_unit_t u;
+    if (!cJSON_IsString(cal) || !ixia_cal_unit_parse(cal->valuestring, &u))
+      return perr(err, path, "calendar_interval must be minute, hour, day, week, month, quarter or "
+                  "year (or 1m, 1h, 1d, 1w, 1M, 1q, 1y)");
+    g->cal_unit = (int)u;
+  } else if (!duration(fix, &g->interval) || !(g->interval >= 1) ||
+             g->interval != floor(g->interval)) {
+    return perr(err, path, "fixed_interval must be a whole number of seconds, or like \"30s\", "
+                "\"90m\", \"12h\", \"7d\"");
+  }
+  if (tz && !cJSON_IsNull(tz) && (!cJSON_IsString(tz) || !ixia_time_parse_offset(tz->valuestring, &g->tz)))
+    return perr(err, path, "time_zone must be an offset like \"+02:00\", \"-05:30\" or \"Z\" "
+                "(named zones are not supported)");
+  if (off && !cJSON_IsNull(off)) {
+    double o;
+    if (!duration(off, &o) || o != floor(o))
+      return perr(err, path, "offset must be a whole number of seconds, or like \"6h\", \"-30m\"");
+    g->offset = o;
+  }
+  return parse_min_doc_count(g, body, path, err) && parse_subs(c, g, body, path, err);
+}
+
+/* A range bound: a number, or for a timestamp field an RFC 3339 time. */
+static gboolean range_bound(const ixia_agg_t *g, const cJSON *v, double *out) {
+  if (cJSON_IsNumber(v)) {
+    *out = v->valuedouble;
+    return TRUE;
+  }
+  gint64 t;
+  if (g->field->type == IXIA_FIELD_TIMESTAMP && cJSON_IsString(v) &&
+      ixia_time_parse_rfc3339(v->valuestring, &t)) {
+    *out = (double)t;
+    return TRUE;
+  }
+  return FALSE;
+}
+
+static gboolean parse_range_agg(pctx_t *c, ixia_agg_t *g, const cJSON *body, const char *path,
+                                ixia_error_t **err) {
+  static const char *const extra[] = {"ranges", "aggs", NULL};
+  if (!cJSON_IsObject(body))
+    return perr(err, path, "must be {\"field\": \"<field>\", \"ranges\": [{\"to\": 10}, ...]}");
+  if (!agg_field(c, g, body, path, extra, err)) return FALSE;
+  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(body, "ranges");
+  int n = cJSON_GetArraySize(rs);
+  if (!cJSON_IsArray(rs) || n < 1 || n > MAX_BUCKET_FILTERS)
+    return perr(err, path, "ranges must be an array of 1 to %d {\"key\"?, \"from\"?, \"to\"?}",
+                MAX_BUCKET_FILTERS);
+  g->ranges = g_new0(ixia_agg_range_t, n);
+  for (const cJSON *r = rs->child; r; r = r->next) {
+    ixia_agg_range_t *x = &g->ranges[g->n_ranges++];
+    char *rp = g_strdup_printf("%s.ranges[%u]", path, g->n_ranges - 1);
+    gboolean ok = cJSON_IsObject(r);
+    for (const cJSON *m = ok ? r->child : NULL; ok && m; m = m->next)
+      ok = !strcmp(m->string, "key") || !strcmp(m->string, "from") || !strcmp(m->string, "to");
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(r, "key");
+    const cJSON *from = cJSON_GetObjectItemCaseSensitive(r, "from");
+    const cJSON *to = cJSON_GetObjectItemCaseSensitive(r, "to");
+    if (ok && from && !cJSON_IsNull(from)) ok = x->has_from = range_bound(g, from, &x->from);
+    if (ok && to && !cJSON_IsNull(to)) ok = x->has_to = range_bound(g, to, &x->to);
+    if (ok && k && !cJSON_IsNull(k)) {
+      ok = cJSON_IsString(k);
+      if (ok) x->key = g_strdup(k->valuestring);
+    }
+    if (!ok) {
+      perr(err, rp, "a range is {\"key\": \"name\", \"from\": N, \"to\": N} (every member "
+           "optional; from inclusive, to exclusive; numbers, or RFC 3339 times for a timestamp)");
+      g_free(rp);
+      return FALSE;
+    }
+    if (!x->key) {
+      /* Elasticsearch's default names: "from-to", "*" for an open end. */
+      char a[G_ASCII_DTOSTR_BUF_SIZE], b[G_ASCII_DTOSTR_BUF_SIZE];
+      if (x->has_from) g_ascii_formatd(a, sizeof a, "%.17g", x->from);
+      if (x->has_to) g_ascii_formatd(b, sizeof b, "%.17g", x->to);
+      x->key = g_strdup_printf("%s-%s", x->has_from ? a : "*", x->has_to ? b : "*");
+    }
+    for (guint i = 0; i + 1 < g->n_ranges; i++)
+      if (!strcmp(g->ranges[i].key, x->key)) {
+        perr(err, rp, "key \"%s\" is already a range's", x->key);
+        g_free(rp);
+        return FALSE;
+      }
+    g_free(rp);
+  }
+  return parse_subs(c, g, body, path, err);
+}
+
+static gboolean parse_filter_agg(pctx_t *c, ixia_agg_t *g, const cJSON *body, const char *path,
+                                 ixia_error_t **err) {
+  /* {"filter": <filter>} alone, or with "aggs" beside it (ES takes the
+   * filter itself as the body: {"filter": {"term": ...}}). */
+  const cJSON *f = body, *subs = NULL;
+  if (cJSON_IsObject(body) && cJSON_GetObjectItemCaseSensitive(body, "filter")) {
+    f = cJSON_GetObjectItemCaseSensitive(body, "filter");
+    subs = body;
+    for (const cJSON *m = body->child; m; m = m->next)
+      if (strcmp(m->string, "filter") && strcmp(m->string, "aggs"))
+        return perr(err, path, "unknown key \"%s\" (filter, aggs)", m->string);
+  }
+  g->filters = g_new0(ixia_filter_t *, 1);
+  g->filters[0] = parse_filter(c, f, path, err);
+  if (!g->filters[0]) return FALSE;
+  g->n_filters = 1;
+  return !subs || parse_subs(c, g, subs, path, err);
+}
+
+static gboolean parse_filters_agg(pctx_t *c, ixia_agg_t *g, const cJSON *body, const char *path,
+                                  ixia_error_t **err) {
+  const cJSON *fs = cJSON_IsObject(body) ? cJSON_GetObjectItemCaseSensitive(body, "filters") : NULL;
+  int n = cJSON_GetArraySize(fs);
+  if (!cJSON_IsObject(fs) || n < 1 || n > MAX_BUCKET_FILTERS)
+    return perr(err, path, "must be {\"filters\": {\"<name>\": <filter>, ...}, \"aggs\": {...}} with 1 "
+                "to %d filters", MAX_BUCKET_FILTERS);
+  for (const cJSON *m = body->child; m; m = m->next)
+    if (strcmp(m->string, "filters") && strcmp(m->string, "aggs"))
+      return perr(err, path, "unknown key \"%s\" (filters, aggs)", m->string);
+  g->filters = g_new0(ixia_filter_t *, n);
+  g->filter_names = g_new0(char *, n + 1);
+  for (const cJSON *e = fs->child; e; e = e->next) {
+    char *ep = g_strdup_printf("%s.filters.%s", path, e->string);
+    ixia_filter_t *f = parse_filter(c, e, ep, err);
+    g_free(ep);
+    if (!f) return FALSE;
+    g->filter_names[g->n_filters] = g_strdup(e->string);
+    g->filters[g->n_filters++] = f;
+  }
+  return parse_subs(c, g, body, path, err);
+}
+
+static gboolean parse_top_hits(pctx_t *c, ixia_agg_t *g, const cJSON *body, const char *path,
+                               ixia_error_t **err) {
+  if (!cJSON_IsObject(body))
+    return perr(err, path, "must be {\"size\": N, \"sort\": [...], \"fields\": [...]}");
+  for (const cJSON *m = body->child; m; m = m->next)
+    if (strcmp(m->string, "size") && strcmp(m->string, "sort") && strcmp(m->string, "fields"))
+      return perr(err, path, "unknown key \"%s\" (size, sort, fields)", m->string);
+  const cJSON *size = cJSON_GetObjectItemCaseSensitive(body, "size");
+  g->size = 3;
+  if (size && !cJSON_IsNull(size)) {
+    if (!ixia_json_is_integer(size) || size->valuedouble < 1 || size->valuedouble > MAX_TOP_HITS)
+      return perr(err, path, "size must be an integer from 1 to %d", MAX_TOP_HITS);
+    g->size = (guint)size->valuedouble;
+  }
+  char *sp = g_strdup_printf("%s.sort", path);
+  gboolean ok = parse_sort_keys(c, cJSON_GetObjectItemCaseSensitive(body, "sort"), sp, &g->sort,
+                                &g->n_sort, NULL, err);
+  g_free(sp);
+  const cJSON *fields = cJSON_GetObjectItemCaseSensitive(body, "fields");
+  if (ok && fields && !cJSON_IsNull(fields)) {
+    int n = cJSON_GetArraySize(fields);
+    ok = cJSON_IsArray(fields) && n >= 1 && n <= MAX_FIELDS;
+    g->fields = g_new0(char *, n + 1);
+    int i = 0;
+    for (const cJSON *e = ok ? fields->child : NULL; ok && e; e = e->next) {
+      ok = cJSON_IsString(e) && ixia_field_path_valid(e->valuestring, NULL);
+      if (ok) g->fields[i++] = g_strdup(e->valuestring);
+    }
+    if (!ok) perr(err, path, "fields must be an array of 1 to %d field paths", MAX_FIELDS);
+  }
+  return ok;
+}
+
+static gboolean parse_stats(pctx_t *c, ixia_agg_t *g, const cJSON *body, const char *path,
+                            ixia_error_t **err) {
+  return agg_field(c, g, body, path, NULL, err);
+}
+
+static ixia_agg_t *parse_agg(pctx_t *c, const char *name, const cJSON *j, const char *path,
+                             ixia_error_t **err) {
+  if (!cJSON_IsObject(j) || cJSON_GetArraySize(j) != 1) {
+    perr(err, path, "an aggregation must be an object with exactly one kind (" AGG_KINDS_LIST ")");
+    return NULL;
+  }
+  if (!count_clause(c, path, err)) return NULL;
+  const cJSON *body = j->child;
+  ixia_agg_t *g = g_new0(ixia_agg_t, 1);
+  g->name = g_strdup(name);
+  gboolean known = FALSE;
+  for (guint i = 0; i < G_N_ELEMENTS(agg_kind_names); i++) {
+    if (strcmp(body->string, agg_kind_names[i]) == 0) {
+      g->kind = (ixia_agg_kind_t)i;
+      known = TRUE;
+    }
+  }
+  char *kp = g_strdup_printf("%s.%s", path, body->string);
+  static const char *const pct_extra[] = {"percents", NULL};
+  gboolean ok;
+  if (!known) {
+    ok = perr(err, path, "unknown aggregation \"%s\" (" AGG_KINDS_LIST ")", body->string);
+  } else if (g->kind == IXIA_AGG_COUNT) {
+    ok = (cJSON_IsObject(body) && !body->child) || perr(err, kp, "count takes no arguments: {}");
+  } else if (g->kind == IXIA_AGG_TERMS) {
+    ok = parse_terms(c, g, body, kp, err);
+  } else if (g->kind == IXIA_AGG_PERCENTILES) {
+    ok = agg_field(c, g, body, kp, pct_extra, err) && parse_percents(g, body, kp, err);
+  } else if (g->kind == IXIA_AGG_HISTOGRAM) {
+    ok = parse_histogram(c, g, body, kp, err);
+  } else if (g->kind == IXIA_AGG_DATE_HISTOGRAM) {
+    ok = parse_date_histogram(c, g, body, kp, err);
+  } else if (g->kind == IXIA_AGG_RANGE) {
+    ok = parse_range_agg(c, g, body, kp, err);
+  } else if (g->kind == IXIA_AGG_FILTER) {
+    ok = parse_filter_agg(c, g, body, kp, err);
+  } else if (g->kind == IXIA_AGG_FILTERS) {
+    ok = parse_filters_agg(c, g, body, kp, err);
+  } else if (g->kind == IXIA_AGG_TOP_HITS) {
+    ok = parse_top_hits(c, g, body, kp, err);
+  } else if (g->kind == IXIA_AGG_STATS) {
+    ok = parse_stats(c, g, body, kp, err);
+  } else {
+    ok = agg_field(c, g, body, kp, NULL, err);
+  }
+  g_free(kp);
+  if (!ok) {
+    agg_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+static gboolean parse_aggs(pctx_t *c, const cJSON *j, const char *path, gboolean nested,
+                           ixia_agg_t ***out, guint *n_out, ixia_error_t **err) {
+  if (!cJSON_IsObject(j))
+    return perr(err, path, "must be an object of name -> aggregation");
+  *out = g_new0(ixia_agg_t *, cJSON_GetArraySize(j) + 1);
+  *n_out = 0;
+  for (const cJSON *e = j->child; e; e = e->next) {
+    size_t n = strlen(e->string);
+    if (n == 0 || n > MAX_AGG_NAME)
+      return perr(err, path, "aggregation names must be 1 to %d bytes, got %zu", MAX_AGG_NAME, n);
+    char *ep = g_strdup_printf("%s.%s", path, e->string);
+    gboolean ok = TRUE;
+    /* Bucket objects hold "key", "count" (and key_as_string, from, to)
+     * next to the nested results. */
+    static const char *const reserved[] = {"key", "count", "key_as_string", "from", "to"};
+    for (guint r = 0; nested && r < G_N_ELEMENTS(reserved); r++)
+      if (strcmp(e->string, reserved[r]) == 0)
+        ok = perr(err, ep, "the name '%s' is reserved inside buckets", e->string);
+    for (guint i = 0; ok && i < *n_out; i++)
+      if (strcmp((*out)[i]->name, e->string) == 0) ok = perr(err, ep, "name given twice");
+    ixia_agg_t *g = ok ? parse_agg(c, e->string, e, ep, err) : NULL;
+    g_free(ep);
+    if (!g) return FALSE;
+    (*out)[(*n_out)++] = g;
+  }
+  return TRUE;
+}
+
+/* Whether a match or match_phrase is reachable without passing a "not". */
+static gboolean filter_scores(const ixia_filter_t *f) {
+  if (f->kind == IXIA_F_MATCH || f->kind == IXIA_F_MATCH_PHRASE) return TRUE;
+  if (f->kind == IXIA_F_NOT) return FALSE;
+  for (guint i = 0; i < f->n_children; i++)
+    if (filter_scores(f->children[i])) return TRUE;
+  return FALSE;
 }
 
 /* ---- request ---- */

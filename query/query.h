@@ -138,29 +138,6 @@ typedef struct ixia_filter {
   guint32 *offsets;          /* MATCH_PHRASE: position of each token, the first at 0 */
 } ixia_filter_t;
 
-typedef enum {
-  IXIA_AGG_COUNT,
-  IXIA_AGG_SUM,
-  IXIA_AGG_AVG,
-  IXIA_AGG_MIN,
-  IXIA_AGG_MAX,
-  IXIA_AGG_TERMS,
-  IXIA_AGG_PERCENTILES,
-  IXIA_AGG_CARDINALITY,
-} ixia_agg_kind_t;
-
-typedef struct ixia_agg {
-  char *name;
-  ixia_agg_kind_t kind;
-  const ixia_index_t *field; /* NULL for COUNT; borrowed from the schema */
-  guint field_slot;          /* index into ixia_query_t.agg_fields */
-  guint size;                /* TERMS: buckets returned (default 10) */
-  double *percents;          /* PERCENTILES: in (0, 100] */
-  guint n_percents;
-  struct ixia_agg **subs;    /* TERMS: nested aggregations */
-  guint n_subs;
-} ixia_agg_t;
-
 /* One key of a sort (docs/QUERY.md "Sorting"). A multi-valued field sorts
  * by its smallest value ascending and by its largest descending; a document
  * without a value sorts last (or first with missing_first) in either
@@ -172,6 +149,63 @@ typedef struct {
 } ixia_sort_key_t;
 
 #define IXIA_MAX_SORT_KEYS 8
+
+typedef enum {
+  IXIA_AGG_COUNT,
+  IXIA_AGG_SUM,
+  IXIA_AGG_AVG,
+  IXIA_AGG_MIN,
+  IXIA_AGG_MAX,
+  IXIA_AGG_TERMS,
+  IXIA_AGG_PERCENTILES,
+  IXIA_AGG_CARDINALITY,
+  IXIA_AGG_STATS,
+  IXIA_AGG_HISTOGRAM,
+  IXIA_AGG_DATE_HISTOGRAM,
+  IXIA_AGG_RANGE,
+  IXIA_AGG_FILTER,
+  IXIA_AGG_FILTERS,
+  IXIA_AGG_TOP_HITS,
+} ixia_agg_kind_t;
+
+/* Bucket aggregations with nested aggregations: terms and the ones below. */
+static inline gboolean ixia_agg_is_bucket(ixia_agg_kind_t k) {
+  return k == IXIA_AGG_TERMS || (k >= IXIA_AGG_HISTOGRAM && k <= IXIA_AGG_FILTERS);
+}
+
+/* One bucket of a range aggregation: [from, to), either end open. */
+typedef struct {
+  char *key;
+  double from, to;
+  gboolean has_from, has_to;
+} ixia_agg_range_t;
+
+typedef struct ixia_agg {
+  char *name;
+  ixia_agg_kind_t kind;
+  const ixia_index_t *field; /* NULL for COUNT; borrowed from the schema */
+  guint field_slot;          /* index into ixia_query_t.agg_fields */
+  guint size;                /* TERMS: buckets returned (default 10) */
+  double *percents;          /* PERCENTILES: in (0, 100] */
+  guint n_percents;
+  struct ixia_agg **subs;    /* bucket kinds: nested aggregations */
+  guint n_subs;
+  /* HISTOGRAM: bucket width and offset; DATE_HISTOGRAM: fixed width in
+   * seconds, or 0 with a calendar unit (cal_unit, an ixia_cal_unit_t),
+   * offset in seconds and a time-zone offset in seconds */
+  double interval, offset;
+  int cal_unit;
+  gint32 tz;
+  guint64 min_doc_count;     /* HISTOGRAM, DATE_HISTOGRAM: empty buckets within the range shown at 0 */
+  ixia_agg_range_t *ranges;  /* RANGE */
+  guint n_ranges;
+  struct ixia_filter **filters; /* FILTER (one) and FILTERS */
+  char **filter_names;       /* FILTERS: the buckets' names */
+  guint n_filters;
+  ixia_sort_key_t *sort;     /* TOP_HITS: NULL = by document key */
+  guint n_sort;
+  char **fields;             /* TOP_HITS: projection of the hits' documents, or NULL */
+} ixia_agg_t;
 
 typedef struct ixia_query {
   char *ns, *table;
@@ -283,6 +317,10 @@ GPtrArray *ixia_sort_values_of_doc(const ixia_query_t *q, const cJSON *doc, doub
  * ignoring the key tiebreak. */
 int ixia_sort_cmp_values(const ixia_query_t *q, GBytes *const *a, GBytes *const *b);
 
+/* The same for any list of sort keys (top_hits has its own). */
+GPtrArray *ixia_sort_values_of(const ixia_sort_key_t *keys, guint n, const cJSON *doc, double score);
+int ixia_sort_cmp_keys(const ixia_sort_key_t *keys, guint n, GBytes *const *a, GBytes *const *b);
+
 /* One key's comparison of two values (NULL: missing). */
 int ixia_sort_cmp_one(const ixia_sort_key_t *k, const guint8 *a, gsize alen, gboolean a_has,
                       const guint8 *b, gsize blen, gboolean b_has);
@@ -306,14 +344,37 @@ void ixia_aggs_destroy(ixia_aggs_t *a);
 gboolean ixia_aggs_add(ixia_aggs_t *a, const ixia_val_t *const *vals, const guint *nvals,
                        ixia_error_t **err);
 
-/* Convenience for brute force: extracts the values from doc and adds it. */
+/* Convenience for brute force: extracts the values from doc and adds it
+ * (filter and filters evaluate their filters on doc; top_hits need the
+ * key: ixia_aggs_add_hit). */
 gboolean ixia_aggs_add_doc(ixia_aggs_t *a, const cJSON *doc, ixia_error_t **err);
+/* The same with the document's key, version and score, for top_hits. */
+gboolean ixia_aggs_add_hit(ixia_aggs_t *a, const cJSON *doc, const char *key, gint64 version,
+                           double score, ixia_error_t **err);
+
+/* The bucket a value falls in: a histogram's floor((v - offset) / interval)
+ * * interval + offset, a date_histogram's start of the fixed or calendar
+ * interval (in local time at its time-zone offset, shifted by its offset),
+ * in epoch seconds. The index and brute force both bucket with this. */
+double ixia_agg_bucket_key(const ixia_agg_t *g, double v);
+
+/* Whether doc satisfies one filter (filter and filters aggregations). */
+gboolean ixia_filter_match_doc(const ixia_filter_t *f, const cJSON *doc);
 
 /* The shard-side partial state as JSON (mergeable, lossless for exact parts). */
 cJSON *ixia_aggs_partial_json(const ixia_aggs_t *a);
 
 /* Merges a partial produced by ixia_aggs_partial_json for the same query. */
 gboolean ixia_aggs_merge_partial(ixia_aggs_t *a, const cJSON *partial, ixia_error_t **err);
+
+/* ixia_aggs_result_json with an error: NULL and IXIA_ETOOLARGE when a
+ * histogram would show more than query.max_terms_buckets buckets. */
+cJSON *ixia_aggs_result(const ixia_aggs_t *a, ixia_error_t **err);
+
+/* Calls fn for each top_hits result in a response's "aggs" (result of
+ * ixia_aggs_result for q), with its node: the caller adds the documents. */
+typedef void (*ixia_top_hits_fn)(const ixia_agg_t *g, cJSON *hits, void *ud);
+void ixia_aggs_foreach_top_hits(const ixia_query_t *q, cJSON *result, ixia_top_hits_fn fn, void *ud);
 
 /* The response "aggs" object:
  *   count                  {"value": N}
@@ -373,11 +434,21 @@ ixia_agg_cell_t *ixia_aggs_cell_bucket(ixia_aggs_t *a, const ixia_agg_t *g, ixia
 /* Sub-cell i of a bucket's cells. */
 ixia_agg_cell_t *ixia_aggs_cell_sub(ixia_agg_cell_t *subs, guint i);
 
-/* What an engine accumulated for one (non-terms) node in one bucket. */
+/* A top_hits candidate an engine found (borrowed). */
+typedef struct {
+  const char *key;
+  gint64 version;
+  GBytes *const *sort; /* g->n_sort values, NULL = missing */
+} ixia_agg_hit_t;
+
+/* What an engine accumulated for one (non-bucket) node in one bucket. */
 typedef struct {
   guint64 n;            /* COUNT: documents; others: values read */
-  ixia_fsum_t sum;      /* SUM, AVG */
-  double ext;           /* MIN, MAX (when n > 0) */
+  ixia_fsum_t sum;      /* SUM, AVG, STATS */
+  double ext;           /* MIN, MAX; STATS: the minimum (when n > 0) */
+  double max;           /* STATS: the maximum */
+  const ixia_agg_hit_t *hits; /* TOP_HITS: its best (any number; the state keeps g->size) */
+  guint n_hits;
   const double *values; /* PERCENTILES: every value read (n of them) */
   const guint64 *hashes; /* CARDINALITY: ixia_val_hash of each distinct value */
   guint n_hashes;

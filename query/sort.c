@@ -24,15 +24,19 @@ int ixia_sort_cmp_one(const ixia_sort_key_t *k, const guint8 *a, gsize alen, gbo
   return k->desc ? -c : c;
 }
 
-int ixia_sort_cmp_values(const ixia_query_t *q, GBytes *const *a, GBytes *const *b) {
-  for (guint i = 0; i < q->n_sort; i++) {
+int ixia_sort_cmp_keys(const ixia_sort_key_t *keys, guint n, GBytes *const *a, GBytes *const *b) {
+  for (guint i = 0; i < n; i++) {
     gsize al = 0, bl = 0;
     const guint8 *ap = a[i] ? g_bytes_get_data(a[i], &al) : NULL;
     const guint8 *bp = b[i] ? g_bytes_get_data(b[i], &bl) : NULL;
-    int c = ixia_sort_cmp_one(&q->sort[i], ap, al, a[i] != NULL, bp, bl, b[i] != NULL);
+    int c = ixia_sort_cmp_one(&keys[i], ap, al, a[i] != NULL, bp, bl, b[i] != NULL);
     if (c) return c;
   }
   return 0;
+}
+
+int ixia_sort_cmp_values(const ixia_query_t *q, GBytes *const *a, GBytes *const *b) {
+  return ixia_sort_cmp_keys(q->sort, q->n_sort, a, b);
 }
 
 static void bytes_unref0(gpointer b) {
@@ -40,9 +44,13 @@ static void bytes_unref0(gpointer b) {
 }
 
 GPtrArray *ixia_sort_values_of_doc(const ixia_query_t *q, const cJSON *doc, double score) {
-  GPtrArray *out = g_ptr_array_new_full(q->n_sort, bytes_unref0);
-  for (guint i = 0; i < q->n_sort; i++) {
-    const ixia_sort_key_t *k = &q->sort[i];
+  return ixia_sort_values_of(q->sort, q->n_sort, doc, score);
+}
+
+GPtrArray *ixia_sort_values_of(const ixia_sort_key_t *keys, guint n, const cJSON *doc, double score) {
+  GPtrArray *out = g_ptr_array_new_full(n, bytes_unref0);
+  for (guint i = 0; i < n; i++) {
+    const ixia_sort_key_t *k = &keys[i];
     if (!k->field) {
       g_ptr_array_add(out, ixia_num_bytes(score));
       continue;

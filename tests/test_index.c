@@ -186,6 +186,8 @@ static char *search_keys(ixia_idx_t *idx, const ixia_query_t *q, guint page, gui
   return out;
 }
 
+static ixia_bm25_stats_t *model_stats(GHashTable *model, const ixia_query_t *q);
+
 /* Brute force over the model (key -> cJSON doc of live documents). */
 static char *brute_keys(GHashTable *model, const ixia_query_t *q, guint64 *total, ixia_aggs_t *aggs) {
   GPtrArray *keys = g_ptr_array_new();
@@ -197,11 +199,14 @@ static char *brute_keys(GHashTable *model, const ixia_query_t *q, guint64 *total
   g_ptr_array_sort(keys, cmp_str);
   /* Feed aggregations in key order; float sums may still differ in the
    * last bits from the index's id order. */
+  ixia_bm25_stats_t *st = aggs ? model_stats(model, q) : NULL;
   for (guint i = 0; aggs && i < keys->len; i++) {
     ixia_error_t *e = NULL;
-    CU_ASSERT_TRUE(ixia_aggs_add_doc(aggs, g_hash_table_lookup(model, keys->pdata[i]), &e));
+    cJSON *doc = g_hash_table_lookup(model, keys->pdata[i]);
+    CU_ASSERT_TRUE(ixia_aggs_add_hit(aggs, doc, keys->pdata[i], 0, ixia_query_score_doc(q, st, doc), &e));
     ixia_error_destroy(e);
   }
+  ixia_bm25_stats_free(st);
   *total = keys->len;
   g_ptr_array_add(keys, NULL);
   char *out = g_strjoinv("\n", (char **)keys->pdata);
@@ -264,6 +269,13 @@ static const char *words[] = {"Red", "shoe", "blue", "hat", "w1", "w12", "w123",
 static const char *body_words[] = {"running", "runs", "RUN", "Mugs", "mug", "Caf\xc3\xa9s", "CAFÉ",
                                    "generously", "generous", "shop"};
 
+/* A timestamp within a day and a half of the start of a month of 2020 to
+ * 2023: calendar buckets meet their edges, in every time zone. */
+static gint64 random_ts(GRand *r) {
+  gint64 days = ixia_days_from_civil(g_rand_int_range(r, 2020, 2024), (guint)g_rand_int_range(r, 1, 13), 1);
+  return days * 86400 + g_rand_int_range(r, -36 * 3600, 36 * 3600);
+}
+
 static void add_random_field(GString *s, GRand *r, const char *name, gboolean *first) {
   if (g_rand_int_range(r, 0, 100) < 20) return; /* missing */
   g_string_append_printf(s, "%s\"%s\": ", *first ? "" : ", ", name);
@@ -304,7 +316,7 @@ static void add_random_field(GString *s, GRand *r, const char *name, gboolean *f
       g_string_append_printf(s, "%s%s", i ? " " : "", body_words[g_rand_int_range(r, 0, G_N_ELEMENTS(body_words))]);
     g_string_append_c(s, '"');
   } else if (!strcmp(name, "ts")) {
-    gint64 t = 1600000000 + g_rand_int_range(r, 0, 500);
+    gint64 t = random_ts(r);
     if (g_rand_boolean(r)) {
       /* RFC 3339 at a random offset: indexed as the same epoch seconds. */
       gint32 off = g_rand_int_range(r, -12, 13) * 1800;
@@ -376,7 +388,7 @@ static void random_filter(GString *s, GRand *r, int depth) {
         if (bounds == 3 && b == 1) g_string_append(s, ", ");
         if (which == 0) g_string_append_printf(s, "\"%s\": %g", op, g_rand_int_range(r, -20, 200) * 0.5);
         else if (which == 1) g_string_append_printf(s, "\"%s\": %d", op, g_rand_int_range(r, -50, 50));
-        else if (which == 2) g_string_append_printf(s, "\"%s\": %d", op, 1600000000 + g_rand_int_range(r, 0, 500));
+        else if (which == 2) g_string_append_printf(s, "\"%s\": %" G_GINT64_FORMAT, op, random_ts(r));
         else g_string_append_printf(s, "\"%s\": \"c%d\"", op, g_rand_int_range(r, 0, 12));
       }
       g_string_append(s, "}}}");
@@ -443,7 +455,29 @@ static const char *aggs_json =
     "\"tg\": {\"terms\": {\"field\": \"tags\", \"size\": 4}}, \"ok\": {\"terms\": {\"field\": \"ok\"}},"
     "\"c\": {\"cardinality\": \"tags\"}, \"co\": {\"cardinality\": \"s.country\"},"
     "\"vc\": {\"terms\": {\"field\": \"v.color\", \"aggs\": {\"vn\": {\"sum\": \"v.n\"}}}},"
-    "\"p\": {\"percentiles\": {\"field\": \"price\", \"percents\": [10, 50, 99]}}}";
+    "\"p\": {\"percentiles\": {\"field\": \"price\", \"percents\": [10, 50, 99]}},"
+    "\"st\": {\"stats\": \"price\"}, \"sq\": {\"stats\": {\"field\": \"v.n\"}},"
+    "\"h\": {\"histogram\": {\"field\": \"price\", \"interval\": 7.5, \"offset\": 1,"
+    " \"aggs\": {\"c\": {\"cardinality\": \"cat\"}, \"s\": {\"stats\": \"qty\"}}}},"
+    "\"h2\": {\"histogram\": {\"field\": \"qty\", \"interval\": 10, \"min_doc_count\": 2}},"
+    "\"dm\": {\"date_histogram\": {\"field\": \"ts\", \"calendar_interval\": \"month\", \"time_zone\": \"-05:00\","
+    " \"aggs\": {\"q\": {\"sum\": \"qty\"}}}},"
+    "\"dq\": {\"date_histogram\": {\"field\": \"ts\", \"calendar_interval\": \"quarter\", \"time_zone\": \"+09:30\"}},"
+    "\"dw\": {\"date_histogram\": {\"field\": \"ts\", \"calendar_interval\": \"1w\", \"min_doc_count\": 1}},"
+    "\"dy\": {\"date_histogram\": {\"field\": \"ts\", \"calendar_interval\": \"year\", \"offset\": \"-6h\"}},"
+    "\"dd\": {\"date_histogram\": {\"field\": \"ts\", \"fixed_interval\": \"36h\", \"time_zone\": \"+02:00\", \"min_doc_count\": 1}},"
+    "\"rg\": {\"range\": {\"field\": \"price\", \"ranges\": [{\"to\": 0}, {\"key\": \"mid\", \"from\": 0, \"to\": 50},"
+    " {\"from\": 25}], \"aggs\": {\"t\": {\"terms\": {\"field\": \"tags\", \"size\": 3}}}}},"
+    "\"rt\": {\"range\": {\"field\": \"ts\", \"ranges\": [{\"to\": \"2021-06-01T00:00:00Z\"}, {\"from\": \"2021-06-01T00:00:00Z\"}]}},"
+    "\"f1\": {\"filter\": {\"filter\": {\"term\": {\"ok\": true}}, \"aggs\": {\"m\": {\"max\": \"price\"},"
+    " \"by\": {\"terms\": {\"field\": \"cat\", \"size\": 2}}}}},"
+    "\"f2\": {\"filter\": {\"range\": {\"qty\": {\"gte\": 0}}}},"
+    "\"fs\": {\"filters\": {\"filters\": {\"red\": {\"match\": {\"title\": \"red\"}},"
+    " \"cheap\": {\"range\": {\"price\": {\"lt\": 10}}}, \"us\": {\"term\": {\"s.country\": \"US\"}}},"
+    " \"aggs\": {\"a\": {\"avg\": \"qty\"}, \"top\": {\"top_hits\": {\"size\": 2, \"sort\": [{\"qty\": \"desc\"}]}}}}},"
+    "\"th\": {\"top_hits\": {\"size\": 4, \"sort\": [{\"price\": {\"order\": \"desc\", \"missing\": \"first\"}}, \"cat\"]}},"
+    "\"tk\": {\"top_hits\": {}},"
+    "\"tt\": {\"terms\": {\"field\": \"ok\", \"aggs\": {\"t\": {\"top_hits\": {\"size\": 3, \"sort\": [\"ts\", \"_score\"]}}}}}}";
 
 /* Random stream: puts and deletes over a few hundred keys, versions 2.. */
 static GPtrArray *random_stream(GRand *r, guint n, guint nkeys) {
@@ -473,6 +507,11 @@ static GHashTable *model_of(GPtrArray *evs) {
     else if (e->op == IXIA_IDX_DELETE) g_hash_table_remove(m, e->key);
   }
   return m;
+}
+
+static void drop_versions(const ixia_agg_t *g, cJSON *hits, void *ud) {
+  (void)g, (void)ud;
+  for (cJSON *h = hits->child; h; h = h->next) cJSON_DeleteItemFromObjectCaseSensitive(h, "version");
 }
 
 /* A random "sort" of 1 to 3 keys over every sortable type, multi-valued
@@ -678,6 +717,9 @@ static char *compare_queries(ixia_idx_t *idx, GHashTable *model, guint seed, gui
       if (e) fprintf(stderr, "aggs: %s\n", e->message);
       ixia_error_destroy(e);
       cJSON *gj = ixia_aggs_result_json(ia), *wj = ixia_aggs_result_json(ba);
+      /* top_hits: the model keeps no versions; keys and sort values decide. */
+      ixia_aggs_foreach_top_hits(q, gj, drop_versions, NULL);
+      ixia_aggs_foreach_top_hits(q, wj, drop_versions, NULL);
       if (!json_close(gj, wj)) {
         char *a = ixia_json_print(gj), *b = ixia_json_print(wj);
         fprintf(stderr, "\nquery %s\n  index aggs: %s\n  brute aggs: %s\n", qs->str, a, b);

@@ -10,6 +10,7 @@
 #include "json.h"
 #include "query.h"
 #include "support.h"
+#include "timeutil.h"
 
 static const char *SCHEMA =
     "{\"namespace\": \"shop\", \"table\": \"products\", \"indexes\": ["
@@ -580,6 +581,24 @@ static const bad_query_t bad_queries[] = {
      IXIA_EINVAL, "got 65"},
     {"'aggs': {'x': {'count': {}}, 'x': {'count': {}}}", IXIA_EINVAL, "query: aggs: key \"x\" given twice"},
     {"'sort': 'price'", IXIA_EINVAL, "sort: must be an array of 1 to 8 sort keys"},
+    {"'aggs': {'h': {'histogram': {'field': 'price', 'interval': 0}}}", IXIA_EINVAL, "aggs.h.histogram: interval must be a number above 0"},
+    {"'aggs': {'h': {'histogram': {'field': 'brand', 'interval': 1}}}", IXIA_EINVAL, "histogram needs a long, double or timestamp field"},
+    {"'aggs': {'d': {'date_histogram': {'field': 'price', 'calendar_interval': 'day'}}}", IXIA_EINVAL, "date_histogram needs a timestamp field"},
+    {"'aggs': {'d': {'date_histogram': {'field': 'ts'}}}", IXIA_EINVAL, "give either calendar_interval"},
+    {"'aggs': {'d': {'date_histogram': {'field': 'ts', 'calendar_interval': 'fortnight'}}}", IXIA_EINVAL, "calendar_interval must be minute, hour"},
+    {"'aggs': {'d': {'date_histogram': {'field': 'ts', 'fixed_interval': '1.5s'}}}", IXIA_EINVAL, "fixed_interval must be a whole number of seconds"},
+    {"'aggs': {'d': {'date_histogram': {'field': 'ts', 'fixed_interval': '1d', 'time_zone': 'Europe/Paris'}}}", IXIA_EINVAL, "named zones are not supported"},
+    {"'aggs': {'r': {'range': {'field': 'price', 'ranges': []}}}", IXIA_EINVAL, "aggs.r.range: ranges must be an array of 1 to 100"},
+    {"'aggs': {'r': {'range': {'field': 'price', 'ranges': [{'from': 'a'}]}}}", IXIA_EINVAL, "aggs.r.range.ranges[0]: a range is"},
+    {"'aggs': {'r': {'range': {'field': 'price', 'ranges': [{'to': 1}, {'key': '*-1', 'from': 5}]}}}", IXIA_EINVAL, "key \"*-1\" is already a range's"},
+    {"'aggs': {'f': {'filters': {'filters': {}}}}", IXIA_EINVAL, "aggs.f.filters: must be {\"filters\""},
+    {"'aggs': {'f': {'filters': {'filters': {'x': {'bogus': 1}}}}}", IXIA_EINVAL, "aggs.f.filters.filters.x: unknown filter \"bogus\""},
+    {"'aggs': {'f': {'filter': {'filter': {'term': {'brand': 'a'}}, 'size': 3}}}", IXIA_EINVAL, "unknown key \"size\" (filter, aggs)"},
+    {"'aggs': {'t': {'top_hits': {'size': 0}}}", IXIA_EINVAL, "aggs.t.top_hits: size must be an integer from 1 to 100"},
+    {"'aggs': {'t': {'top_hits': {'sort': [{'title': 'asc'}]}}}", IXIA_EINVAL, "aggs.t.top_hits.sort[0].title: cannot sort by text field"},
+    {"'aggs': {'t': {'top_hits': {'fields': ['a..b']}}}", IXIA_EINVAL, "fields must be an array"},
+    {"'aggs': {'h': {'histogram': {'field': 'price', 'interval': 1, 'aggs': {'from': {'count': {}}}}}}", IXIA_EINVAL, "the name 'from' is reserved inside buckets"},
+    {"'aggs': {'x': {'median': 'price'}}", IXIA_EINVAL, "unknown aggregation \"median\" (count, sum, avg, min, max, stats"},
     {"'filter': {'match_phrase': {'title': 'red hat'}}", IXIA_EINVAL,
      "filter.match_phrase.title: text field 'title' does not store positions; declare it with \"positions\": true"},
     {"'filter': {'match_phrase': {'price': 'red hat'}}", IXIA_EINVAL, "match_phrase needs a text field"},
@@ -1105,6 +1124,70 @@ static gboolean pct_exact_flag(const char *result, const char *agg) {
   return ex;
 }
 
+/* The later aggregations split over shards and merged are what one state
+ * over everything gives (top_hits included: documents added with keys). */
+static void test_aggs_more_split_merge(void) {
+  ixia_query_t *q = parse_ok(
+      "'aggs': {'st': {'stats': 'price'}, 'h': {'histogram': {'field': 'qty', 'interval': 5000,"
+      " 'aggs': {'c': {'count': {}}, 'top': {'top_hits': {'size': 2, 'sort': [{'price': 'desc'}]}}}}},"
+      " 'dm': {'date_histogram': {'field': 'ts', 'calendar_interval': 'month', 'time_zone': '+05:45',"
+      "  'aggs': {'s': {'stats': 'qty'}}}},"
+      " 'dd': {'date_histogram': {'field': 'ts', 'fixed_interval': '7d', 'min_doc_count': 3}},"
+      " 'rg': {'range': {'field': 'price', 'ranges': [{'to': 0}, {'key': 'mid', 'from': 0, 'to': 500}, {'from': 100}],"
+      "  'aggs': {'t': {'terms': {'field': 'tags'}}}}},"
+      " 'f': {'filter': {'filter': {'term': {'active': true}}, 'aggs': {'m': {'max': 'qty'}}}},"
+      " 'fs': {'filters': {'filters': {'a': {'prefix': {'category': 'ca'}}, 'b': {'exists': 'price'}},"
+      "  'aggs': {'top': {'top_hits': {'size': 3}}}}},"
+      " 'th': {'top_hits': {'size': 5, 'sort': [{'qty': 'asc'}, {'ts': {'order': 'desc', 'missing': 'first'}}]}}}");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+  GRand *r = g_rand_new_with_seed(9);
+  ixia_query_limits_t lim = default_limits();
+  ixia_aggs_t *all = ixia_aggs_new(q, &lim), *shards[3];
+  for (int i = 0; i < 3; i++) shards[i] = ixia_aggs_new(q, &lim);
+  ixia_error_t *e = NULL;
+  for (int i = 0; i < 900; i++) {
+    cJSON *d = random_doc(r);
+    if (g_rand_int_range(r, 0, 5)) {
+      gint64 t = ixia_days_from_civil(2024, (guint)g_rand_int_range(r, 1, 13), 1) * 86400 +
+                 g_rand_int_range(r, -86400, 86400);
+      cJSON_AddNumberToObject(d, "ts", (double)t);
+    }
+    char key[16];
+    g_snprintf(key, sizeof key, "d%04d", i);
+    CU_ASSERT_TRUE(ixia_aggs_add_hit(all, d, key, i, 0, &e));
+    CU_ASSERT_TRUE(ixia_aggs_add_hit(shards[g_rand_int_range(r, 0, 3)], d, key, i, 0, &e));
+    cJSON_Delete(d);
+  }
+  ixia_aggs_t *m = ixia_aggs_new(q, &lim);
+  for (int i = 0; i < 3; i++) {
+    cJSON *p = ixia_aggs_partial_json(shards[i]);
+    char *wire = ixia_json_print(p);
+    cJSON *back = cJSON_Parse(wire);
+    CU_ASSERT_TRUE(ixia_aggs_merge_partial(m, back, &e));
+    cJSON_Delete(p), cJSON_Delete(back);
+    g_free(wire);
+    ixia_aggs_destroy(shards[i]);
+  }
+  if (e) fprintf(stderr, "\n%s\n", e->message);
+  CU_ASSERT_PTR_NULL(e);
+  char *a = result_text(all), *b = result_text(m);
+  CU_ASSERT_STRING_EQUAL(a, b);
+  /* Spot checks: months at +05:45 start at local midnight; 12 of them. */
+  cJSON *res = cJSON_Parse(a);
+  cJSON *dm = cJSON_GetObjectItem(cJSON_GetObjectItem(res, "dm"), "buckets");
+  CU_ASSERT_TRUE(cJSON_GetArraySize(dm) >= 12);
+  for (cJSON *bk = dm ? dm->child : NULL; bk; bk = bk->next)
+    CU_ASSERT_PTR_NOT_NULL(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(bk, "key_as_string")), "-01T00:00:00+05:45"));
+  cJSON *th = cJSON_GetObjectItem(cJSON_GetObjectItem(res, "th"), "hits");
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(th), 5);
+  cJSON_Delete(res);
+  g_free(a), g_free(b);
+  ixia_aggs_destroy(all);
+  ixia_aggs_destroy(m);
+  g_rand_free(r);
+  ixia_query_destroy(q);
+}
+
 static void test_aggs_split_merge(void) {
   ixia_query_t *q = parse_ok(MERGE_AGGS);
   CU_ASSERT_PTR_NOT_NULL_FATAL(q);
@@ -1331,6 +1414,7 @@ int main(void) {
   IXT_ADD(s, test_match_doc);
   IXT_ADD(s, test_sort);
   IXT_ADD(s, test_bm25);
+  IXT_ADD(s, test_aggs_more_split_merge);
   IXT_ADD(s, test_aggs_hand);
   IXT_ADD(s, test_aggs_sum_exact);
   IXT_ADD(s, test_aggs_split_merge);

@@ -368,7 +368,49 @@ static cJSON *random_aggs(GRand *r) {
     cJSON_AddStringToObject(a, "cardinality", PICK(r, KEYWORDS));
     cJSON_AddItemToObject(aggs, "distinct", a);
   }
+  /* The later kinds, written as JSON text. */
+  static const char *const more[] = {
+      "{\"stats\": \"price\"}",
+      "{\"stats\": {\"field\": \"variants.qty\"}}",
+      "{\"histogram\": {\"field\": \"price\", \"interval\": 7.5, \"offset\": 2, \"aggs\": {\"n\": {\"cardinality\": \"brand\"}}}}",
+      "{\"histogram\": {\"field\": \"stock\", \"interval\": 5, \"min_doc_count\": 3}}",
+      "{\"date_histogram\": {\"field\": \"updated_at\", \"calendar_interval\": \"minute\", \"time_zone\": \"+05:30\","
+      " \"aggs\": {\"p\": {\"stats\": \"price\"}}}}",
+      "{\"date_histogram\": {\"field\": \"updated_at\", \"fixed_interval\": \"90s\", \"offset\": \"7s\"}}",
+      "{\"range\": {\"field\": \"price\", \"ranges\": [{\"to\": 10}, {\"key\": \"mid\", \"from\": 10, \"to\": 60},"
+      " {\"from\": 40}], \"aggs\": {\"b\": {\"terms\": {\"field\": \"brand\", \"size\": 3}}}}}",
+      "{\"filter\": {\"filter\": {\"term\": {\"active\": true}}, \"aggs\": {\"c\": {\"terms\": {\"field\": \"category\"}}}}}",
+      "{\"filters\": {\"filters\": {\"cheap\": {\"range\": {\"price\": {\"lt\": 20}}}, \"red\": {\"match\": {\"title\": \"red\"}}},"
+      " \"aggs\": {\"top\": {\"top_hits\": {\"size\": 2, \"sort\": [{\"stock\": \"desc\"}], \"fields\": [\"stock\"]}}}}}",
+      "{\"top_hits\": {\"size\": 3, \"sort\": [{\"price\": {\"order\": \"desc\", \"missing\": \"last\"}}]}}",
+      "{\"terms\": {\"field\": \"category\", \"size\": 3, \"aggs\": {\"cheapest\": {\"top_hits\": {\"size\": 1, \"sort\": [\"price\"]}}}}}",
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(more); i++) {
+    if (g_rand_int_range(r, 0, 3)) continue;
+    char name[16];
+    g_snprintf(name, sizeof name, "more%u", i);
+    cJSON_AddItemToObject(aggs, name, cJSON_Parse(more[i]));
+  }
   return aggs;
+}
+
+/* top_hits in an API response carry the document; brute force has none:
+ * each must be the model's (projected when asked), then it is taken out. */
+typedef struct {
+  model_t *m;
+  int bad;
+} th_check_t;
+
+static void check_top_hits_docs(const ixia_agg_t *g, cJSON *hits, void *ud) {
+  th_check_t *c = ud;
+  for (cJSON *h = hits->child; h; h = h->next) {
+    cJSON *doc = cJSON_DetachItemFromObjectCaseSensitive(h, "doc");
+    cJSON *want = g_hash_table_lookup(c->m->docs, cJSON_GetStringValue(cJSON_GetObjectItem(h, "key")));
+    cJSON *proj = want && g->fields ? ixia_json_project(want, (const char *const *)g->fields, g_strv_length(g->fields), NULL) : NULL;
+    if (!doc || !want || !cJSON_Compare(doc, proj ? proj : want, TRUE)) c->bad++;
+    cJSON_Delete(proj);
+    cJSON_Delete(doc);
+  }
 }
 
 /* JSON equality with a relative tolerance on numbers (float sums may be
@@ -484,7 +526,7 @@ static gboolean check_query(search_stack_t *s, model_t *m, ixia_schema_t *schema
   while (g_hash_table_iter_next(&it, &k, &v))
     if (ixia_query_match_doc(q, v)) {
       g_hash_table_add(want, k);
-      ixia_aggs_add_doc(aggs, v, NULL);
+      ixia_aggs_add_hit(aggs, v, k, *(gint64 *)g_hash_table_lookup(m->versions, k), 0.0, NULL);
     }
   cJSON *want_aggs = ixia_aggs_result_json(aggs);
   ixia_aggs_destroy(aggs);
@@ -519,6 +561,9 @@ static gboolean check_query(search_stack_t *s, model_t *m, ixia_schema_t *schema
     const cJSON *total = cJSON_GetObjectItem(resp, "total");
     if (!cJSON_IsNumber(total) || (guint)total->valuedouble != g_hash_table_size(want))
       why = "total", good = FALSE;
+    th_check_t thc = {m, 0};
+    ixia_aggs_foreach_top_hits(q, cJSON_GetObjectItem(resp, "aggs"), check_top_hits_docs, &thc);
+    if (thc.bad) why = "top_hits documents", good = FALSE;
     if (good && !json_close(want_aggs, cJSON_GetObjectItem(resp, "aggs"))) {
       char *a = ixia_json_print(want_aggs), *b = ixia_json_print(cJSON_GetObjectItem(resp, "aggs"));
       fprintf(stderr, "\n  aggs differ:\n  want %s\n  got  %s\n", a, b);
