@@ -7,6 +7,7 @@
 #include "ixia_search.h"
 #include "json.h"
 #include "log.h"
+#include "testhook.h"
 #include "thrift_util.h"
 
 /* Bounds of docs()'s limit. */
@@ -174,6 +175,9 @@ static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **er
     cJSON_Delete(req);
     return NULL;
   }
+  /* A slow shard, for the tests of allow_partial. */
+  gint64 delay_ms = ixia_test_hook("SEARCH_DELAY_MS", 0);
+  if (delay_ms > 0) g_usleep((gulong)delay_ms * 1000);
   char *qtext = ixia_json_print(r.query);
   ixia_query_t *q = ixia_query_parse(qtext, strlen(qtext), ixia_idx_schema, idx, &h->lim, err);
   g_free(qtext);

@@ -12,6 +12,9 @@
 #define CURSOR_PREFIX "c1:"
 #define POS_START (-1)
 #define POS_DONE (-2)
+/* allow_partial: how long past the deadline a shard may still answer (a
+ * shard gives up at the deadline itself and says so). */
+#define PARTIAL_GRACE_US (200 * 1000)
 
 typedef struct {
   char *address;
@@ -29,18 +32,36 @@ struct ixia_search {
   guint64 queries, query_errors, shard_calls, shard_errors, hits_returned, stale_dropped;
 };
 
-/* One shard call of one query. */
+/* What the shard calls of one query share; freed by the last holder. A
+ * query with allow_partial stops waiting at its deadline: it abandons the
+ * round, and calls still running then free their own results. */
 typedef struct {
+  GMutex lock;
+  GCond cond;
+  guint pending;
+  gint refs;
+  gboolean abandoned;
+} round_t;
+
+/* One shard call of one query. */
+typedef struct call call_t;
+struct call {
   ixia_search_t *s;
   guint shard;
   char *request;
   cJSON *response;
   ixia_error_t *err;
-  /* completion, shared by every call of the query */
-  GMutex *lock;
-  GCond *cond;
-  guint *pending;
-} call_t;
+  /* a pool job: its round and the query's call to fill while not abandoned */
+  round_t *round;
+  call_t *dest;
+};
+
+static void round_unref(round_t *r) {
+  if (!g_atomic_int_dec_and_test(&r->refs)) return;
+  g_mutex_clear(&r->lock);
+  g_cond_clear(&r->cond);
+  g_free(r);
+}
 
 static void counter_add(guint64 *c, guint64 n) { __atomic_add_fetch(c, n, __ATOMIC_RELAXED); }
 
@@ -90,12 +111,23 @@ static void shard_call(ixia_search_t *s, call_t *c) {
 }
 
 static void pool_main(gpointer data, gpointer user) {
-  call_t *c = data;
+  call_t *job = data;
   (void)user;
-  shard_call(c->s, c);
-  g_mutex_lock(c->lock);
-  if (--*c->pending == 0) g_cond_signal(c->cond);
-  g_mutex_unlock(c->lock);
+  shard_call(job->s, job);
+  round_t *r = job->round;
+  g_mutex_lock(&r->lock);
+  if (!r->abandoned) {
+    job->dest->response = job->response;
+    job->dest->err = job->err;
+  } else {
+    cJSON_Delete(job->response);
+    ixia_error_destroy(job->err);
+  }
+  if (--r->pending == 0) g_cond_signal(&r->cond);
+  g_mutex_unlock(&r->lock);
+  round_unref(r);
+  g_free(job->request);
+  g_free(job);
 }
 
 ixia_search_t *ixia_search_new(const ixia_config_t *cfg, ixia_store_t *store,
@@ -409,30 +441,44 @@ static char *shard_request(const cJSON *request, gint64 after_id, guint limit, g
   return text;
 }
 
-/* Sends every shard its request; FALSE with the first shard error. */
-static gboolean call_shards(ixia_search_t *s, call_t *calls, ixia_error_t **err) {
+/* Sends every shard its request. Without partial: FALSE with the first
+ * shard error. With partial: waits until give_up_us at most (monotonic), a
+ * shard that has not answered by then failing with a deadline error, and
+ * leaves the failures in calls[i].err for the caller (FALSE only when no
+ * shard answered). */
+static gboolean call_shards(ixia_search_t *s, call_t *calls, gboolean partial, gint64 give_up_us,
+                            ixia_error_t **err) {
   if (s->n_shards == 1) {
     shard_call(s, &calls[0]);
   } else {
-    GMutex lock;
-    GCond cond;
-    g_mutex_init(&lock);
-    g_cond_init(&cond);
-    guint pending = s->n_shards;
+    round_t *r = g_new0(round_t, 1);
+    g_mutex_init(&r->lock);
+    g_cond_init(&r->cond);
+    r->pending = s->n_shards;
+    r->refs = (gint)s->n_shards + 1;
     for (guint i = 0; i < s->n_shards; i++) {
-      calls[i].lock = &lock;
-      calls[i].cond = &cond;
-      calls[i].pending = &pending;
-      g_thread_pool_push(s->pool, &calls[i], NULL);
+      call_t *job = g_new0(call_t, 1);
+      *job = (call_t){s, i, g_strdup(calls[i].request), NULL, NULL, r, &calls[i]};
+      g_thread_pool_push(s->pool, job, NULL);
     }
-    g_mutex_lock(&lock);
-    while (pending > 0) g_cond_wait(&cond, &lock);
-    g_mutex_unlock(&lock);
-    g_mutex_clear(&lock);
-    g_cond_clear(&cond);
+    g_mutex_lock(&r->lock);
+    while (r->pending > 0) {
+      if (!partial) g_cond_wait(&r->cond, &r->lock);
+      else if (!g_cond_wait_until(&r->cond, &r->lock, give_up_us)) break;
+    }
+    r->abandoned = TRUE;
+    g_mutex_unlock(&r->lock);
+    round_unref(r);
+    for (guint i = 0; i < s->n_shards; i++)
+      if (!calls[i].response && !calls[i].err)
+        ixia_error_set(&calls[i].err, IXIA_EUNAVAILABLE,
+                       "shard %u (%s): no answer within the query's deadline", i,
+                       s->shards[i].address);
   }
+  guint answered = 0;
+  for (guint i = 0; i < s->n_shards; i++) answered += calls[i].err == NULL;
   for (guint i = 0; i < s->n_shards; i++)
-    if (calls[i].err) {
+    if (calls[i].err && (!partial || answered == 0)) {
       ixia_error_propagate(err, calls[i].err);
       calls[i].err = NULL;
       return FALSE;
@@ -460,7 +506,7 @@ static gboolean collect_hits(ixia_search_t *s, const ixia_query_t *q, call_t *ca
   guint taken = 0;
   gboolean ok = TRUE;
   for (guint i = 0; ok && i < s->n_shards; i++) {
-    if (pos[i] == POS_DONE) continue;
+    if (pos[i] == POS_DONE || !calls[i].response) continue; /* done, or failed (allow_partial) */
     cJSON *hits = cJSON_GetObjectItemCaseSensitive(calls[i].response, "hits");
     int n = cJSON_GetArraySize(hits);
     if (taken >= q->limit) break; /* this shard and the rest wait for the next page */
@@ -518,6 +564,7 @@ static cJSON **sorted_requests(const ixia_search_t *s, const ixia_sort_cursor_t 
       g_free(b64);
     }
     cJSON_AddStringToObject(after, "key", cur->key);
+    if (!cur->epoch[i]) continue; /* the shard failed on the first page: positions as of now */
     cJSON *as_of = cJSON_AddObjectToObject(out[i], "as_of");
     cJSON_AddNumberToObject(as_of, "epoch", (double)cur->epoch[i]);
     cJSON_AddNumberToObject(as_of, "seq", (double)cur->seq[i]);
@@ -549,6 +596,7 @@ static gboolean collect_sorted_hits(ixia_search_t *s, const ixia_query_t *q, cal
   gboolean ok = TRUE, more = FALSE;
   for (guint i = 0; ok && i < s->n_shards; i++) {
     const cJSON *resp = calls[i].response;
+    if (!resp) continue; /* failed (allow_partial): keeps no positions */
     const cJSON *hits = cJSON_GetObjectItemCaseSensitive(resp, "hits");
     const cJSON *as_of = cJSON_GetObjectItemCaseSensitive(resp, "as_of");
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(as_of, "epoch");
@@ -724,13 +772,35 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
     calls[i].request = shard_request(request, pos[i] == POS_DONE ? POS_START : pos[i], limit,
                                      q->min_version > 0, deadline, sorted ? sorted[i] : NULL);
   }
-  ok = ok && call_shards(s, calls, err);
+  /* allow_partial: a shard that fails, or has not answered shortly after
+   * the deadline, is listed instead of failing the query. */
+  ok = ok && call_shards(s, calls, q->allow_partial, deadline + PARTIAL_GRACE_US, err);
   guint returned = 0;
   if (ok) {
     resp = cJSON_CreateObject();
+    cJSON *sh = cJSON_AddObjectToObject(resp, "shards");
+    cJSON_AddNumberToObject(sh, "total", s->n_shards);
+    cJSON *failed = cJSON_CreateArray();
+    guint n_ok = 0;
+    for (guint i = 0; i < s->n_shards; i++) {
+      if (!calls[i].err) {
+        n_ok++;
+        continue;
+      }
+      cJSON *f = cJSON_CreateObject();
+      cJSON_AddNumberToObject(f, "shard", i);
+      cJSON_AddStringToObject(f, "address", s->shards[i].address);
+      cJSON_AddStringToObject(f, "code", ixia_code_name(calls[i].err->code));
+      cJSON_AddStringToObject(f, "error", calls[i].err->message);
+      cJSON_AddItemToArray(failed, f);
+      g_clear_pointer(&calls[i].response, cJSON_Delete);
+    }
+    cJSON_AddNumberToObject(sh, "ok", n_ok);
+    cJSON_AddItemToObject(sh, "failed", failed);
     double total = 0;
     gboolean exact = TRUE;
     for (guint i = 0; i < s->n_shards; i++) {
+      if (!calls[i].response) continue;
       total += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(calls[i].response, "total"));
       const cJSON *rel = cJSON_GetObjectItemCaseSensitive(calls[i].response, "total_relation");
       if (cJSON_IsString(rel) && strcmp(rel->valuestring, "gte") == 0) exact = FALSE;

@@ -1059,20 +1059,27 @@ static gboolean parse_scalars(ixia_query_t *q, const cJSON *root, const ixia_que
     if (!cJSON_IsBool(v)) return perr(err, "explain", "must be true or false");
     q->explain = cJSON_IsTrue(v);
   }
+  v = cJSON_GetObjectItemCaseSensitive(root, "allow_partial");
+  if (v && !cJSON_IsNull(v)) {
+    if (!cJSON_IsBool(v)) return perr(err, "allow_partial", "must be true or false");
+    q->allow_partial = cJSON_IsTrue(v);
+  }
   return parse_fields(q, cJSON_GetObjectItemCaseSensitive(root, "fields"), err);
 }
 
 static gboolean check_top_keys(const cJSON *root, ixia_error_t **err) {
   static const char *const known[] = {"namespace", "table",      "filter",           "fields",
                                       "limit",     "after",      "aggs",             "min_version",
-                                      "timeout_ms", "explain",   "track_total_hits", "sort"};
+                                      "timeout_ms", "explain",   "track_total_hits", "sort",
+                                      "allow_partial"};
   for (const cJSON *c = root->child; c; c = c->next) {
     gboolean k = FALSE;
     for (guint i = 0; i < G_N_ELEMENTS(known); i++) k = k || strcmp(c->string, known[i]) == 0;
     if (!k)
       return ixia_error_set(err, IXIA_EINVAL,
                             "query: unknown key \"%s\" (namespace, table, filter, fields, limit, "
-                            "after, sort, aggs, min_version, timeout_ms, explain, track_total_hits)",
+                            "after, sort, aggs, min_version, timeout_ms, explain, track_total_hits, "
+                            "allow_partial)",
                             c->string);
     for (const cJSON *d = root->child; d != c; d = d->next)
       if (strcmp(d->string, c->string) == 0)

@@ -218,6 +218,7 @@ typedef struct ixia_query {
   guint timeout_ms;        /* deadline; defaults to limits->deadline_ms */
   guint64 track_total_hits; /* count exactly up to this many (G_MAXUINT64: all) */
   gboolean explain;        /* return the shards' plans */
+  gboolean allow_partial;  /* answer from the shards that answer, listing the others */
   ixia_sort_key_t *sort;   /* NULL: hits in index order */
   guint n_sort;
   guint32 sort_sig;        /* hash of the sort, carried by cursors to refuse another sort's */

@@ -875,6 +875,85 @@ static void test_sorted_paging_under_concurrent_writes(void) {
   stack_stop(&s);
 }
 
+/* ---------- partial results ---------- */
+
+static cJSON *query_text(search_stack_t *s, const char *req, ixia_error_t **err) {
+  char *resp = NULL;
+  cJSON *out = ixia_client_query(s->client, req, &resp, err) ? cJSON_Parse(resp) : NULL;
+  g_free(resp);
+  return out;
+}
+
+static void test_partial_results(void) {
+  search_stack_t s;
+  CU_ASSERT_TRUE_FATAL(stack_start(&s, 2));
+  gint64 v = 0;
+  for (int i = 0; i < 200; i++) {
+    char key[16], doc[64];
+    g_snprintf(key, sizeof key, "q%03d", i);
+    g_snprintf(doc, sizeof doc, "{\"price\": %d}", i);
+    CU_ASSERT_TRUE(ixia_client_put(s.client, NS, TABLE, key, doc, -1, &v, NULL));
+  }
+  CU_ASSERT_TRUE_FATAL(catch_up(&s, v));
+  const char *all = "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":1000,\"allow_partial\":true,"
+                    "\"aggs\":{\"n\":{\"count\":{}}}}";
+  ixia_error_t *e = NULL;
+  cJSON *r = query_text(&s, all, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+  cJSON *sh = cJSON_GetObjectItem(r, "shards");
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(sh, "total")), 2);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(sh, "ok")), 2);
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(cJSON_GetObjectItem(sh, "failed")), 0);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "total")), 200);
+  cJSON_Delete(r);
+
+  /* A shard down: an error naming it, or with allow_partial the other
+   * shard's answer and the failed one listed. */
+  ixt_daemon_kill(&s.st.indexer[1]);
+  const char *strict = "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":0}";
+  CU_ASSERT_PTR_NULL(query_text(&s, strict, &e));
+  CU_ASSERT_TRUE(e && e->code == IXIA_EUNAVAILABLE && strstr(e->message, "shard 1"));
+  ixia_error_destroy(e), e = NULL;
+  r = query_text(&s, all, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+  sh = cJSON_GetObjectItem(r, "shards");
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(sh, "ok")), 1);
+  cJSON *failed = cJSON_GetArrayItem(cJSON_GetObjectItem(sh, "failed"), 0);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(failed, "shard")), 1);
+  CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(failed, "code")), "UNAVAILABLE");
+  double total = cJSON_GetNumberValue(cJSON_GetObjectItem(r, "total"));
+  CU_ASSERT_TRUE(total > 0 && total < 200);
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(cJSON_GetObjectItem(r, "hits")), (int)total);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "aggs"), "n"), "value")), total);
+  cJSON_Delete(r);
+  /* Sorted pages too. */
+  r = query_text(&s, "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":5,\"allow_partial\":true,"
+                     "\"sort\":[{\"price\":\"desc\"}]}", &e);
+  CU_ASSERT_PTR_NOT_NULL(r);
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(cJSON_GetObjectItem(r, "hits")), 5);
+  cJSON_Delete(r);
+
+  /* A shard too slow for the request's deadline: answered without it, in
+   * about the deadline. */
+  g_setenv("IXIA_TEST_SEARCH_DELAY_MS", "4000", TRUE);
+  CU_ASSERT_TRUE_FATAL(ixt_daemon_restart(&s.st.indexer[1]));
+  g_unsetenv("IXIA_TEST_SEARCH_DELAY_MS");
+  gint64 t0 = g_get_monotonic_time();
+  r = query_text(&s, "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":0,\"allow_partial\":true,"
+                     "\"timeout_ms\":500}", &e);
+  gint64 took_ms = (g_get_monotonic_time() - t0) / 1000;
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+  CU_ASSERT_TRUE(took_ms < 3000);
+  failed = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "shards"), "failed"), 0);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(failed, "shard")), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(failed, "error")), "deadline"));
+  cJSON_Delete(r);
+  CU_ASSERT_PTR_NULL(query_text(&s, "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":0,\"timeout_ms\":500}", &e));
+  CU_ASSERT_TRUE(e && strstr(e->message, "shard 1"));
+  ixia_error_destroy(e), e = NULL;
+  stack_stop(&s);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite suite = CU_add_suite("search", NULL, NULL);
@@ -882,5 +961,6 @@ int main(void) {
   IXT_ADD(suite, test_differential_two_shards);
   IXT_ADD(suite, test_add_index_then_backfill);
   IXT_ADD(suite, test_sorted_paging_under_concurrent_writes);
+  IXT_ADD(suite, test_partial_results);
   return ixt_run();
 }
