@@ -365,6 +365,11 @@ void ixia_points_update(ixia_points_t *p, const ixia_point_change_t *ch, guint n
 guint64 ixia_points_count(ixia_points_t *p, guint64 lo, guint64 hi);
 /* Adds the ids of points with lo <= key <= hi to out; returns how many. */
 guint64 ixia_points_collect(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bitmap_t *out);
+/* Up to max points in order, copied out: ascending from (key, id) on, or
+ * with desc descending from it down; inclusive says whether the point
+ * (key, id) itself comes first. Returns how many. */
+guint ixia_points_next(ixia_points_t *p, gboolean desc, guint64 key, guint32 id, gboolean inclusive,
+                       guint64 *keys, guint32 *ids, guint max);
 guint64 ixia_points_size(ixia_points_t *p);
 gsize ixia_points_bytes(ixia_points_t *p);
 
@@ -450,6 +455,12 @@ ixia_idx_sort_t *ixia_idx_sort_new(ixia_search_ctx_t *s, const ixia_idx_search_o
                                    ixia_idx_exec_t *ex);
 /* Offers the documents of mask in block `block`. */
 gboolean ixia_idx_sort_block(ixia_idx_sort_t *S, guint32 block, const guint64 *mask);
+/* Whether the page can be read by walking the first key's points in order
+ * (a numeric first key, values last). */
+gboolean ixia_idx_sort_points_ok(const ixia_idx_sort_t *S);
+/* Reads the page that way, or when the points do not settle it, by
+ * offering every match of set (with the plan's checks); *used says which. */
+gboolean ixia_idx_sort_points(ixia_idx_sort_t *S, const roaring_bitmap_t *set, gboolean *used);
 /* The page: hits (key, version, id, sort values) in order; *as_of and
  * *epoch say which positions it used. */
 gboolean ixia_idx_sort_finish(ixia_idx_sort_t *S, const roaring_bitmap_t *set, GArray *hits,

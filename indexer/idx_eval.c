@@ -250,6 +250,10 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   /* A sorted page needs every match (idx_sort.c keeps the best). */
   ixia_idx_sort_t *sorter = NULL;
   if (ok && q->n_sort && hits && o->limit > 0) ok = (sorter = ixia_idx_sort_new(&s, o, &ex)) != NULL;
+  /* Sorted by a number, without aggregations: the walk only counts, and the
+   * page comes from the sort field's points afterwards. */
+  gboolean by_points = sorter && !agg && ixia_idx_sort_points_ok(sorter);
+  ixia_idx_sort_t *walk_sorter = by_points ? NULL : sorter;
   guint limit = hits && !sorter ? o->limit : 0;
   gint64 after = MAX(o->after_id, -1);
   GArray *ids = g_array_new(FALSE, FALSE, sizeof(guint32));
@@ -279,8 +283,8 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
         if ((gint64)id > after) g_array_append_val(ids, id);
       }
     if (agg) ok = ixia_idx_agg_block(agg, block, mask);
-    if (sorter && ok) ok = ixia_idx_sort_block(sorter, block, mask);
-    if (!agg && !sorter && ids->len >= limit && (counted || total >= q->track_total_hits)) {
+    if (walk_sorter && ok) ok = ixia_idx_sort_block(walk_sorter, block, mask);
+    if (!agg && !walk_sorter && ids->len >= limit && (counted || total >= q->track_total_hits)) {
       /* Page full and total good enough: stop, unless that was the end. */
       guint32 b2;
       guint64 m2[BLOCK_WORDS];
@@ -295,6 +299,8 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
     }
   }
   if (ok && agg) ok = ixia_idx_agg_finish(agg);
+  gboolean points_used = FALSE;
+  if (ok && by_points) ok = ixia_idx_sort_points(sorter, set, &points_used);
   if (ok && sorter) ok = ixia_idx_sort_finish(sorter, set, hits, &res->as_of_epoch, &res->as_of);
   else if (ok && hits) ok = ixia_idx_resolve_hits(idx, (const guint32 *)(void *)ids->data, ids->len, hits, err);
   if (ok && hits && !sorter && q->scoring && hits->len) {
@@ -318,6 +324,9 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
       cJSON_AddNumberToObject(e, "blocks", (double)blocks);
       cJSON_AddNumberToObject(e, "ids_read", (double)s.postings);
       cJSON_AddBoolToObject(e, "early_stop", !exact);
+      if (sorter)
+        cJSON_AddStringToObject(e, "sort", points_used ? "points of the first key, in order"
+                                                       : "every match, top-k from the columns");
       cJSON_AddNumberToObject(e, "took_ms", (double)(g_get_monotonic_time() - t0) / 1000.0);
       cJSON_AddItemToObject(e, "plan", ixia_idx_plan_explain(plan));
       res->explain = e;
