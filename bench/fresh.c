@@ -14,7 +14,7 @@
 #include "bench.h"
 #include "data.h"
 
-/* query.max_clauses counts "in" values; stay below the default 128. */
+/* Keys polled per query: an "in" list may hold up to query.max_in_values; 100 keeps a poll cheap. */
 #define POLL_MAX_KEYS 100
 /* A probe not visible after this long counts as lost. */
 #define PROBE_GIVE_UP_US (30 * G_USEC_PER_SEC)

@@ -117,9 +117,11 @@ shape_sql() { # SHAPE LIMIT
     prefix) printf '%s\n' "\\set p random(0, 19)" \
       "$cols doc->>'brand' LIKE 'brand' || lpad(:p::text, 2, '0') || '%' $lim" ;;
     exists) printf '%s\n' "$cols doc ? 'discount' $lim" ;;
+    # ixia's sorted shape: a 30% filter, ORDER BY price DESC, ties by key.
+    sorted) printf '%s\n' "$cols doc->>'category' < 'cat15' ORDER BY (doc->>'price')::float8 DESC, key $lim" ;;
   esac
 }
-for shape in ${SHAPES:-cat-price narrow wide brand-wide country-narrow in100 not prefix exists}; do
+for shape in ${SHAPES:-cat-price narrow wide brand-wide country-narrow in100 not prefix exists sorted}; do
   for limit in 10 100; do
     say "filter:$shape, limit $limit ($QUERY_CONNS conns)"
     run "pg-filter:$shape:$limit" "$QUERY_CONNS" "$(shape_sql "$shape" "$limit")"

@@ -325,6 +325,7 @@ static const struct {
     {"not", "NOT country = C (~93%)"},
     {"prefix", "brand starts with brandNN (~5%)"},
     {"exists", "exists discount (~20%)"},
+    {"sorted", "category < cat15 (~30%), sorted by price descending"},
 };
 
 int ixia_bench_filter_shape(const char *name) {
@@ -398,8 +399,12 @@ static void shape_filter(int shape, GRand *r, GString *f) {
       g_string_append_printf(f, "{\"prefix\":{\"brand\":\"brand%02d\"}}",
                              g_rand_int_range(r, 0, IXIA_BENCH_BRANDS / 100));
       break;
-    default:
+    case 8:
       g_string_append(f, "{\"exists\":\"discount\"}");
+      break;
+    default:
+      /* 15 of 50 categories; the sort is added by filter_op. */
+      g_string_append(f, "{\"range\":{\"category\":{\"lt\":\"cat15\"}}}");
   }
 }
 
@@ -409,6 +414,7 @@ static gboolean filter_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **
   GString *req = g_string_new("{\"namespace\":\"" IXIA_BENCH_NS "\",\"table\":\"" IXIA_BENCH_TABLE "\","
                               "\"filter\":");
   shape_filter(o->filter_shape, w->rnd, req);
+  if (!strcmp(SHAPES[o->filter_shape].name, "sorted")) g_string_append(req, ",\"sort\":[{\"price\":\"desc\"}]");
   g_string_append_printf(req, ",\"fields\":[\"title\",\"price\"],\"limit\":%d}", o->limit);
   gboolean ok = query_op(w, conn, req->str, err);
   g_string_free(req, TRUE);

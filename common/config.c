@@ -217,6 +217,15 @@ static const ixia_option_t options[] = {
      "Memory for decoded postings and column blocks that searches read (least recently used "
      "first out), on top of index.block_cache_mb. The points of numeric fields (about 16 bytes "
      "per value) are held besides."},
+    {"index.sort_history_seconds", IXIA_OPT_INT, "600", 1, 86400,
+     "How long a shard remembers the sort values documents had before they changed, so that "
+     "paging a sorted query with \"after\" neither repeats nor skips a document whose sorted "
+     "field changed meanwhile. A cursor older than this (or older than what "
+     "index.sort_history_mb holds, or from before the shard restarted) is refused: start "
+     "paging again."},
+    {"index.sort_history_mb", IXIA_OPT_INT, "64", 1, 1048576,
+     "Memory for those remembered values (about 100 bytes per changed document plus 12 per "
+     "indexed value); the oldest go first."},
     {"indexer.search_threads", IXIA_OPT_INT, "0", 0, 4096,
      "Threads that run Search calls on ixia-indexer (it uses this instead of server.workers). "
      "0 = twice the cores, at least 4: searches only compute, and threads beyond the cores "
@@ -280,7 +289,9 @@ static const ixia_option_t options[] = {
     {"query.max_request_bytes", IXIA_OPT_INT, "1048576", 1024, 1024LL * MIB,
      "Largest query request, in bytes of JSON."},
     {"query.max_clauses", IXIA_OPT_INT, "128", 1, 100000,
-     "Most filter and aggregation nodes in one query."},
+     "Most filter and aggregation nodes in one query (an \"in\" list counts as one)."},
+    {"query.max_in_values", IXIA_OPT_INT, "10000", 1, 1000000,
+     "Most values in one \"in\" list."},
     {"query.max_limit", IXIA_OPT_INT, "1000", 1, 1000000, "Largest \"limit\" (hits per page)."},
     {"query.max_postings", IXIA_OPT_INT, "200000000", 1000, 1000000000000LL,
      "Most postings (document ids read from posting lists) one shard may touch for one query."},

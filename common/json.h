@@ -23,10 +23,17 @@ typedef struct {
 gboolean ixia_json_check_depth(const char *text, size_t len, int max_depth,
                                const char *depth_option, ixia_error_t **err);
 
-/* Parses a document: must be a JSON object within lim. `what` names the
- * input in error messages. */
+/* Parses a document: must be a JSON object within lim, and strict (see
+ * ixia_json_check_strict). `what` names the input in error messages; a
+ * syntax error names the path where it happened, and says so for NaN and
+ * Infinity (which JSON does not have). */
 cJSON *ixia_json_parse_object(const char *text, size_t len, const ixia_json_limits_t *lim,
                               const char *what, ixia_error_t **err);
+
+/* IXIA_EINVAL naming the path ("what: variants[2].price: ...") of the first
+ * number outside the range of a double (cJSON reads 1e400 as infinity) or
+ * the first object that repeats a key. */
+gboolean ixia_json_check_strict(const cJSON *root, const char *what, ixia_error_t **err);
 
 /* A NUL-terminated g_malloc'd copy of len bytes. Unlike g_strndup it never
  * reads past len, so it is safe on buffers that are not NUL-terminated
@@ -44,8 +51,31 @@ char *ixia_json_print(const cJSON *item);
 /* Item at a dotted path ("seller.country"), or NULL. Borrowed. */
 cJSON *ixia_json_path(const cJSON *obj, const char *path);
 
-/* A new object holding only the given dotted paths of doc, nested as in doc.
- * *all_present is set FALSE when any path is absent from doc. */
+/* Where a value was found by ixia_json_path_foreach: a chain of steps on
+ * the caller's stack (member names and array indexes), innermost first. */
+typedef struct ixia_json_loc {
+  const struct ixia_json_loc *up;
+  const char *key; /* member step: key[0..klen); NULL for an array element */
+  size_t klen;
+  int index;
+} ixia_json_loc_t;
+
+/* Called for each value; FALSE stops the walk. */
+typedef gboolean (*ixia_json_value_fn)(const cJSON *v, const ixia_json_loc_t *loc, void *ud);
+
+/* Every value at a dotted path, the way a field's values are read: an array
+ * met on the way is an array of objects, the rest of the path applying to
+ * each element (at any depth); an array at the end gives each element
+ * (nested arrays flattened). Nulls are passed on (callers treat them as
+ * absent). Returns FALSE when fn stopped the walk. */
+gboolean ixia_json_path_foreach(const cJSON *doc, const char *path, ixia_json_value_fn fn, void *ud);
+
+/* "variants[2].color" (g_free). */
+char *ixia_json_loc_string(const ixia_json_loc_t *loc);
+
+/* A new object holding only the given dotted paths of doc, nested as in doc
+ * (a path through an array of objects keeps an array of the elements'
+ * projections). *all_present is set FALSE when any path is absent from doc. */
 cJSON *ixia_json_project(const cJSON *doc, const char *const *paths, guint npaths,
                          gboolean *all_present);
 

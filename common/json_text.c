@@ -11,7 +11,9 @@
  * fall back to the tree.
  *
  * ixia_json_project_text gives the same object as ixia_json_project (the
- * same members, nesting and order) for such text. */
+ * same members, nesting and order) for such text; a path that goes through
+ * an array of objects is left to the tree (reported as text it cannot
+ * follow). */
 #include <string.h>
 
 #include "json.h"
@@ -181,6 +183,8 @@ gboolean ixia_json_project_text(const char *json, size_t len, const char *const 
       size_t n = dot ? (size_t)(dot - p) : strlen(p);
       v = member(v, ve, p, n, &ve, &bad);
       p = dot ? dot + 1 : p + n;
+      /* Through an array of objects: the tree projection handles those. */
+      if (v && *p && *ws(v, ve) == '[') bad = TRUE;
     }
     if (!v) {
       all = FALSE;

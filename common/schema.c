@@ -1,9 +1,11 @@
 #include "schema.h"
 
+#include <libstemmer.h>
 #include <math.h>
 #include <string.h>
 
 #include "json.h"
+#include "timeutil.h"
 
 static const char *const type_names[] = {"keyword", "text", "long", "double", "bool", "timestamp"};
 
@@ -17,6 +19,26 @@ gboolean ixia_field_type_parse(const char *name, ixia_field_type_t *out) {
     }
   }
   return FALSE;
+}
+
+gboolean ixia_analyzer_valid(const char *name) {
+  if (!name) return FALSE;
+  if (strcmp(name, IXIA_ANALYZER_STANDARD) == 0) return TRUE;
+  for (const char **l = sb_stemmer_list(); *l; l++)
+    if (strcmp(*l, name) == 0) return TRUE;
+  return FALSE;
+}
+
+const char *ixia_analyzer_names(void) {
+  static gsize once;
+  static char *names;
+  if (g_once_init_enter(&once)) {
+    GString *s = g_string_new(IXIA_ANALYZER_STANDARD);
+    for (const char **l = sb_stemmer_list(); *l; l++) g_string_append_printf(s, ", %s", *l);
+    names = g_string_free(s, FALSE);
+    g_once_init_leave(&once, 1);
+  }
+  return names;
 }
 
 gboolean ixia_name_valid(const char *name, const char *what, ixia_error_t **err) {
@@ -95,11 +117,20 @@ ixia_schema_t *ixia_schema_parse(const char *json, size_t len, ixia_error_t **er
   for (const cJSON *ix = indexes ? indexes->child : NULL; ok && ix; ix = ix->next, i++) {
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(ix, "field");
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(ix, "type");
+    const cJSON *an = cJSON_GetObjectItemCaseSensitive(ix, "analyzer");
+    const cJSON *pos = cJSON_GetObjectItemCaseSensitive(ix, "positions");
     if (!cJSON_IsObject(ix) || !cJSON_IsString(f) || !cJSON_IsString(t)) {
       ok = ixia_error_set(err, IXIA_EINVAL,
                           "schema: indexes[%u] must be {\"field\": \"...\", \"type\": \"...\"}", i);
       break;
     }
+    for (const cJSON *m = ix->child; ok && m; m = m->next)
+      if (strcmp(m->string, "field") && strcmp(m->string, "type") && strcmp(m->string, "analyzer") &&
+          strcmp(m->string, "positions"))
+        ok = ixia_error_set(err, IXIA_EINVAL,
+                            "schema: indexes[%u]: unknown member '%s' (field, type, analyzer, positions)",
+                            i, m->string);
+    if (!ok) break;
     if (!field_path_valid(f->valuestring)) {
       ok = ixia_error_set(err, IXIA_EINVAL, "schema: indexes[%u]: bad field path '%s'", i,
                           f->valuestring);
@@ -112,6 +143,25 @@ ixia_schema_t *ixia_schema_parse(const char *json, size_t len, ixia_error_t **er
                           i, t->valuestring);
       break;
     }
+    gboolean text = s->indexes[i].type == IXIA_FIELD_TEXT;
+    if ((an || pos) && !text) {
+      ok = ixia_error_set(err, IXIA_EINVAL,
+                          "schema: indexes[%u]: \"%s\" applies to text fields only; '%s' is %s", i,
+                          an ? "analyzer" : "positions", f->valuestring, t->valuestring);
+      break;
+    }
+    if (an && (!cJSON_IsString(an) || !ixia_analyzer_valid(an->valuestring))) {
+      ok = ixia_error_set(err, IXIA_EINVAL, "schema: indexes[%u]: unknown analyzer %s%s%s (%s)", i,
+                          cJSON_IsString(an) ? "'" : "", cJSON_IsString(an) ? an->valuestring : "(not a string)",
+                          cJSON_IsString(an) ? "'" : "", ixia_analyzer_names());
+      break;
+    }
+    if (pos && !cJSON_IsBool(pos)) {
+      ok = ixia_error_set(err, IXIA_EINVAL, "schema: indexes[%u]: \"positions\" must be true or false", i);
+      break;
+    }
+    if (text) s->indexes[i].analyzer = g_strdup(an ? an->valuestring : IXIA_ANALYZER_STANDARD);
+    s->indexes[i].positions = cJSON_IsTrue(pos);
     for (guint j = 0; j < i; j++) {
       if (strcmp(s->indexes[j].field, f->valuestring) == 0) {
         ok = ixia_error_set(err, IXIA_EINVAL, "schema: field '%s' is declared twice",
@@ -133,6 +183,9 @@ ixia_schema_t *ixia_schema_parse(const char *json, size_t len, ixia_error_t **er
       cJSON *o = cJSON_CreateObject();
       cJSON_AddStringToObject(o, "field", s->indexes[j].field);
       cJSON_AddStringToObject(o, "type", type_names[s->indexes[j].type]);
+      const char *an = s->indexes[j].analyzer;
+      if (an && strcmp(an, IXIA_ANALYZER_STANDARD) != 0) cJSON_AddStringToObject(o, "analyzer", an);
+      if (s->indexes[j].positions) cJSON_AddTrueToObject(o, "positions");
       cJSON_AddItemToArray(arr, o);
     }
     s->json = ixia_json_print(c);
@@ -153,7 +206,10 @@ ixia_schema_t *ixia_schema_ref(ixia_schema_t *s) {
 
 void ixia_schema_unref(ixia_schema_t *s) {
   if (!s || !g_atomic_int_dec_and_test(&s->refcount)) return;
-  for (guint i = 0; s->indexes && i < s->n_indexes; i++) g_free(s->indexes[i].field);
+  for (guint i = 0; s->indexes && i < s->n_indexes; i++) {
+    g_free(s->indexes[i].field);
+    g_free(s->indexes[i].analyzer);
+  }
   g_free(s->indexes);
   g_free(s->ns);
   g_free(s->table);
@@ -171,6 +227,12 @@ gboolean ixia_schema_check_evolution(const ixia_schema_t *old_schema,
                               "schema: field '%s' is indexed as %s; changing it to %s is not "
                               "supported (add a new field instead)",
                               a->field, type_names[b->type], type_names[a->type]);
+      if (strcmp(a->field, b->field) == 0 && a->analyzer && b->analyzer &&
+          strcmp(a->analyzer, b->analyzer) != 0)
+        return ixia_error_set(err, IXIA_EINVAL,
+                              "schema: text field '%s' is analyzed with '%s'; changing it to '%s' "
+                              "is not supported (add a new field instead)",
+                              a->field, b->analyzer, a->analyzer);
     }
   }
   return TRUE;
@@ -184,15 +246,28 @@ gboolean ixia_schema_value_matches(const cJSON *v, ixia_field_type_t t) {
     case IXIA_FIELD_LONG:
       return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
              fabs(v->valuedouble) <= 9007199254740992.0;
-    case IXIA_FIELD_TIMESTAMP:
-      return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
-             v->valuedouble >= 0 && v->valuedouble <= 1e12;
+    case IXIA_FIELD_TIMESTAMP: {
+      double t;
+      return ixia_timestamp_of(v, &t);
+    }
     case IXIA_FIELD_DOUBLE:
-      return cJSON_IsNumber(v);
+      return cJSON_IsNumber(v) && isfinite(v->valuedouble);
     case IXIA_FIELD_BOOL:
       return cJSON_IsBool(v);
   }
   return FALSE;
+}
+
+gboolean ixia_timestamp_of(const cJSON *v, double *out) {
+  if (cJSON_IsNumber(v)) {
+    *out = v->valuedouble;
+    return v->valuedouble == floor(v->valuedouble) && v->valuedouble >= 0 &&
+           v->valuedouble <= IXIA_TIMESTAMP_MAX;
+  }
+  gint64 t;
+  if (!cJSON_IsString(v) || !ixia_time_parse_rfc3339(v->valuestring, &t)) return FALSE;
+  *out = (double)t;
+  return t >= 0 && (double)t <= IXIA_TIMESTAMP_MAX;
 }
 
 /* What v is, for a type mismatch: "a string", or for a number of the right
@@ -214,6 +289,14 @@ static char *json_kind(const cJSON *v, ixia_field_type_t t) {
     return g_strdup(t == IXIA_FIELD_TIMESTAMP
                         ? "a fractional number (a timestamp is whole epoch seconds)"
                         : "a fractional number");
+  if (cJSON_IsString(v) && t == IXIA_FIELD_TIMESTAMP) {
+    gint64 e;
+    if (ixia_time_parse_rfc3339(v->valuestring, &e))
+      return g_strdup_printf("\"%.40s\", outside the range of timestamps (" IXIA_TIMESTAMP_FORMS ")",
+                             v->valuestring);
+    return g_strdup_printf("the string \"%.40s\", which is not a timestamp (" IXIA_TIMESTAMP_FORMS ")",
+                           v->valuestring);
+  }
   if (cJSON_IsString(v)) return g_strdup("a string");
   if (cJSON_IsBool(v)) return g_strdup("a boolean");
   if (cJSON_IsArray(v)) return g_strdup("an array");
@@ -221,25 +304,46 @@ static char *json_kind(const cJSON *v, ixia_field_type_t t) {
   return g_strdup("null");
 }
 
+typedef struct {
+  const ixia_index_t *ix;
+  ixia_error_t **err;
+  gboolean ok;
+} check_ctx_t;
+
+/* "has X", "element k is X", or "variants[1].color is X": where a bad value
+ * sits, in the words a user reading the document would use. */
+char *ixia_schema_where(const char *field, const ixia_json_loc_t *loc) {
+  char *at = ixia_json_loc_string(loc);
+  size_t n = strlen(field);
+  char *out;
+  const char *e = strlen(at) > n ? at + n + 1 : at;
+  while (g_ascii_isdigit(*e)) e++;
+  if (strcmp(at, field) == 0) {
+    out = g_strdup("has");
+  } else if (strncmp(at, field, n) == 0 && at[n] == '[' && e > at + n + 1 && e[0] == ']' && !e[1]) {
+    out = g_strdup_printf("element %.*s is", (int)(e - at - n - 1), at + n + 1);
+  } else {
+    out = g_strdup_printf("%s is", at);
+  }
+  g_free(at);
+  return out;
+}
+
+static gboolean check_value(const cJSON *v, const ixia_json_loc_t *loc, void *ud) {
+  check_ctx_t *c = ud;
+  if (cJSON_IsNull(v) || ixia_schema_value_matches(v, c->ix->type)) return TRUE;
+  g_autofree char *kind = json_kind(v, c->ix->type);
+  g_autofree char *where = ixia_schema_where(c->ix->field, loc);
+  c->ok = ixia_error_set(c->err, IXIA_ETYPE, "field '%s' is declared %s but %s %s",
+                         c->ix->field, type_names[c->ix->type], where, kind);
+  return FALSE;
+}
+
 gboolean ixia_schema_check_doc(const ixia_schema_t *s, const cJSON *doc, ixia_error_t **err) {
   for (guint i = 0; i < s->n_indexes; i++) {
-    const ixia_index_t *ix = &s->indexes[i];
-    const cJSON *v = ixia_json_path(doc, ix->field);
-    if (!v || cJSON_IsNull(v)) continue;
-    if (cJSON_IsArray(v)) {
-      int k = 0;
-      for (const cJSON *e = v->child; e; e = e->next, k++) {
-        if (!cJSON_IsNull(e) && !ixia_schema_value_matches(e, ix->type)) {
-          g_autofree char *kind = json_kind(e, ix->type);
-          return ixia_error_set(err, IXIA_ETYPE, "field '%s' is declared %s but element %d is %s",
-                                ix->field, type_names[ix->type], k, kind);
-        }
-      }
-    } else if (!ixia_schema_value_matches(v, ix->type)) {
-      g_autofree char *kind = json_kind(v, ix->type);
-      return ixia_error_set(err, IXIA_ETYPE, "field '%s' is declared %s but has %s", ix->field,
-                            type_names[ix->type], kind);
-    }
+    check_ctx_t c = {&s->indexes[i], err, TRUE};
+    ixia_json_path_foreach(doc, s->indexes[i].field, check_value, &c);
+    if (!c.ok) return FALSE;
   }
   return TRUE;
 }

@@ -23,9 +23,14 @@ typedef enum {
   IXIA_FIELD_TIMESTAMP,
 } ixia_field_type_t;
 
+/* The default analyzer of text fields (docs/SCHEMA.md). */
+#define IXIA_ANALYZER_STANDARD "standard"
+
 typedef struct {
   char *field; /* dotted path */
   ixia_field_type_t type;
+  char *analyzer;     /* text fields: "standard" or a Snowball language; NULL otherwise */
+  gboolean positions; /* text fields: token positions are stored (match_phrase) */
 } ixia_index_t;
 
 typedef struct ixia_schema {
@@ -51,20 +56,37 @@ ixia_schema_t *ixia_schema_parse(const char *json, size_t len, ixia_error_t **er
 ixia_schema_t *ixia_schema_ref(ixia_schema_t *s);
 void ixia_schema_unref(ixia_schema_t *s);
 
-/* A new schema may add or drop indexes, but not change a field's type: the
- * index already holds values of the old type. */
+/* A new schema may add or drop indexes, but not change a field's type or a
+ * text field's analyzer: the index already holds values of the old kind.
+ * Switching "positions" is allowed (documents written before it are
+ * re-indexed by a backfill). */
 gboolean ixia_schema_check_evolution(const ixia_schema_t *old_schema,
                                      const ixia_schema_t *new_schema, ixia_error_t **err);
 
 /* Checks every declared field present in doc against its type (arrays are
- * multi-valued: each element must match; null counts as absent). */
+ * multi-valued: each element must match; null counts as absent; a path
+ * reaches into arrays of objects, as ixia_json_path_foreach reads it). */
 gboolean ixia_schema_check_doc(const ixia_schema_t *s, const cJSON *doc, ixia_error_t **err);
 
 /* Whether one scalar JSON value has a field type (long: an integer with
- * |v| <= 2^53; timestamp: integer epoch seconds 0..1e12). */
+ * |v| <= 2^53; double: a finite number; timestamp: see ixia_timestamp_of). */
 gboolean ixia_schema_value_matches(const cJSON *v, ixia_field_type_t t);
 
+/* A timestamp value as epoch seconds: an integer from 0 to 10^12, or an
+ * RFC 3339 string (docs/SCHEMA.md). FALSE for anything else. */
+gboolean ixia_timestamp_of(const cJSON *v, double *out);
+
+/* Where a value found by ixia_json_path_foreach sits, for type errors:
+ * "has", "element 2 is", "variants[1].color is" (g_free). */
+struct ixia_json_loc;
+char *ixia_schema_where(const char *field, const struct ixia_json_loc *loc);
+
 const char *ixia_field_type_name(ixia_field_type_t t);
+
+/* Whether name is an analyzer: "standard" or a Snowball language. */
+gboolean ixia_analyzer_valid(const char *name);
+/* "standard, arabic, ..." (static). */
+const char *ixia_analyzer_names(void);
 
 /* long, double and timestamp: values compared and aggregated as numbers. */
 static inline gboolean ixia_field_type_numeric(ixia_field_type_t t) {

@@ -4,7 +4,9 @@
  *                                 stores its value (opens the stale-set race
  *                                 window on purpose)
  *   IXIA_TEST_MEMCACHED_FIRST     query API: gets skip the store's memory and
- *                                 ask memcached first (the cache tests) */
+ *                                 ask memcached first (the cache tests)
+ *   IXIA_TEST_SEARCH_DELAY_MS     indexer: every search call sleeps this long
+ *                                 first (a slow shard, for allow_partial) */
 #include "testhook.h"
 
 #include <stdlib.h>

@@ -12,6 +12,9 @@
  *   idx_points.c  the range index of numeric fields (sorted points)
  *   idx_plan.c    cardinality estimates, the plan, explain
  *   idx_eval.c    running a plan block by block: totals, hits, early stop
+ *   idx_sort.c    sorted pages: per-shard top-k from the columns, ties by key
+ *   idx_score.c   BM25 relevance from the text fields' columns
+ *   idx_history.c documents' values before recent batches (stable cursors)
  *   idx_aggs.c    aggregations over column blocks
  *   idx_docs.c    walks over document records (verify, repair, expiry)
  *
@@ -43,15 +46,16 @@
 #define K_META 'M'   /* "Mv" max version; "Mf" format; "Mp" + partition: next offset */
 #define K_TABLE 'T'  /* ns \0 table -> table id */
 #define K_SCHEMA 'S' /* table id -> version + schema JSON */
-#define K_FIELD 'F'  /* table id, type, path -> field id */
+#define K_FIELD 'F'  /* table id, type, path [\0 analyzer] -> field id */
 #define K_VALUE 'V'  /* field id, encoded value -> value id, document count */
 #define K_DOC 'K'    /* table id, key -> document record */
 #define K_ID 'D'     /* doc id -> table id, version, key */
 #define K_POST 'P'   /* field id, value id, chunk -> roaring bitmap */
 #define K_LIVE 'L'   /* table id, 0, chunk -> roaring bitmap of existing documents */
-#define K_COL 'C'    /* field id, block -> column block */
+#define K_COL 'C'    /* field id, block -> column block (text fields: lengths and term counts) */
+#define K_POS 'Q'    /* field id, block -> token positions of a text field (a column block) */
 
-#define IDX_FORMAT 2
+#define IDX_FORMAT 3
 /* Batches between two writes of the changed dictionary counts. */
 #define COUNTS_EVERY 32
 
@@ -104,12 +108,25 @@ static inline size_t key_post(guint8 *k, char prefix, guint32 a, guint32 b, guin
   k[9] = (guint8)(chunk >> 8), k[10] = (guint8)chunk;
   return 11;
 }
-static inline size_t key_col(guint8 *k, guint32 field, guint32 block) {
-  k[0] = K_COL;
+static inline size_t key_colp(guint8 *k, char prefix, guint32 field, guint32 block) {
+  k[0] = (guint8)prefix;
   be32(k + 1, field);
   be32(k + 5, block);
   return 9;
 }
+static inline size_t key_col(guint8 *k, guint32 field, guint32 block) {
+  return key_colp(k, K_COL, field, block);
+}
+/* Keys whose values are column blocks (merge operator, compaction, checksum). */
+static inline gboolean is_col_key(const char *k, size_t kl) {
+  return kl > 0 && (k[0] == K_COL || k[0] == K_POS);
+}
+
+/* Text columns hold 64-bit entries: a slot's first is the field's token
+ * count in the document (term 0), then one per distinct token (value id +
+ * 1 in the high half) with its count; a position column one per token
+ * occurrence with its position, in position order. */
+static inline guint64 term_entry(guint32 vid, guint32 n) { return (guint64)(vid + 1) << 32 | n; }
 
 /* Numbers in records, points and range bounds: the order-preserving 64-bit
  * form of ixia_num_encode (unsigned comparison = numeric order). */
@@ -124,7 +141,16 @@ static inline double num_of_key(guint64 k) {
   return ixia_num_decode(b);
 }
 
+/* One (field, value) a document is indexed under (its record's pairs): the
+ * value id for keyword, text and bool fields, the num_key of a number. */
+typedef struct {
+  guint32 field;
+  guint64 val;
+} pair_t;
+
 /* ------------------------------------------------------------ the model */
+
+typedef struct ixia_idx_history ixia_idx_history_t;
 
 typedef struct ixia_points ixia_points_t;
 typedef struct ixia_idx_cache ixia_idx_cache_t;
@@ -134,6 +160,7 @@ typedef struct {
   ixia_field_type_t type;
   gboolean numeric; /* long, double, timestamp: column + points, no dictionary */
   char *path;
+  char *analyzer; /* text fields: part of the identity (the F key); NULL otherwise */
   /* Value dictionary of keyword, text and bool fields. The apply thread
    * reads `ids` without a lock (it is the only writer); everything grows
    * under dict_lock (write), and searches read under dict_lock (read). */
@@ -142,6 +169,8 @@ typedef struct {
   GArray *vv;      /* ixia_val_t by value id: views of vals */
   GArray *counts;  /* guint32 by value id: live documents holding the value */
   ixia_points_t *points; /* numeric fields; NULL for the others */
+  gint64 total_len;      /* text fields: tokens of every live document (BM25's avgdl);
+                            written by the apply thread, read atomically */
 } field_t;
 
 typedef struct {
@@ -178,6 +207,11 @@ struct ixia_idx {
 
   ixia_idx_cache_t *cache;
 
+  /* Documents' values before recent batches, for stable sorted cursors
+   * (idx_history.c); publish_seq counts published batches (atomic). */
+  ixia_idx_history_t *history;
+  guint64 publish_seq;
+
   /* apply thread */
   guint32 next_doc_id;
   gint64 max_version; /* atomic reads from other threads */
@@ -189,11 +223,12 @@ struct ixia_idx {
 
 table_t *ixia_idx_table_new(guint32 id, const char *ns, const char *name);
 void ixia_idx_table_free(gpointer t);
-field_t *ixia_idx_field_new(guint32 id, guint32 table_id, ixia_field_type_t type, const char *path);
+field_t *ixia_idx_field_new(guint32 id, guint32 table_id, ixia_field_type_t type, const char *path,
+                            const char *analyzer);
 void ixia_idx_field_free(gpointer f);
 /* Caller holds dict_lock or is the apply thread. */
 table_t *ixia_idx_table_find(ixia_idx_t *idx, const char *ns, const char *table);
-field_t *ixia_idx_field_find(table_t *t, ixia_field_type_t type, const char *path);
+field_t *ixia_idx_field_find(table_t *t, const ixia_index_t *ix);
 /* Registers a loaded or created table/field; caller holds dict_lock (write). */
 void ixia_idx_table_register(ixia_idx_t *idx, table_t *t);
 gboolean ixia_idx_field_register(ixia_idx_t *idx, field_t *f);
@@ -294,9 +329,12 @@ void ixia_idx_cache_destroy(ixia_idx_cache_t *c);
 /* A whole posting (prefix 'P' field vid, or 'L' table 0): every chunk ORed.
  * Returns a reference (ixia_idx_blk_unref), or NULL with err. */
 blk_t *ixia_idx_posting(ixia_idx_t *idx, char prefix, guint32 a, guint32 b, ixia_error_t **err);
-/* The column block of a field (width 8 for numeric fields). */
+/* The column block of a field (width 8 for numeric and text fields). */
 blk_t *ixia_idx_column(ixia_idx_t *idx, guint32 field, guint8 width, guint32 block,
                        ixia_error_t **err);
+/* The same for another column family (K_POS). */
+blk_t *ixia_idx_column_at(ixia_idx_t *idx, char prefix, guint32 field, guint8 width,
+                          guint32 block, ixia_error_t **err);
 void ixia_idx_blk_unref(blk_t *b);
 
 /* Publishing a batch (apply thread, after its RocksDB write): the changed
@@ -337,8 +375,36 @@ guint64 ixia_points_collect(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bi
  * many points the range holds. For a range beside a smaller candidate set
  * (a selective term AND a range): no sort and no bitmap of the range. */
 guint64 ixia_points_filter(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bitmap_t *cand);
+/* Up to max points in order, copied out: ascending from (key, id) on, or
+ * with desc descending from it down; inclusive says whether the point
+ * (key, id) itself comes first. Returns how many. */
+guint ixia_points_next(ixia_points_t *p, gboolean desc, guint64 key, guint32 id, gboolean inclusive,
+                       guint64 *keys, guint32 *ids, guint max);
 guint64 ixia_points_size(ixia_points_t *p);
 gsize ixia_points_bytes(ixia_points_t *p);
+
+/* ---- idx_history.c ---- */
+
+/* A document's indexed state as of a publish sequence: its pairs then, or
+ * `current` when it did not exist then (it sorts by its values now). */
+typedef struct {
+  gboolean current;
+  guint n;
+  pair_t *pairs;
+} hstate_t;
+
+ixia_idx_history_t *ixia_idx_history_new(gsize max_bytes, gint64 max_age_us, guint64 epoch);
+void ixia_idx_history_destroy(ixia_idx_history_t *h);
+guint64 ixia_idx_history_epoch(ixia_idx_history_t *h);
+/* Apply thread, before the batch of sequence seq is published: document id
+ * had these pairs (text fields left out) and was live or not. */
+void ixia_idx_history_add(ixia_idx_history_t *h, guint64 seq, guint32 id, const pair_t *old,
+                          guint n, gboolean was_live);
+/* Every document changed after as_of (of this epoch), id -> hstate_t*: its
+ * state as of as_of. NULL with IXIA_EINVAL when entries after as_of were
+ * dropped, or the epoch is another open's. */
+GHashTable *ixia_idx_history_since(ixia_idx_history_t *h, guint64 epoch, guint64 as_of,
+                                   ixia_error_t **err);
 
 /* ---- idx_plan.c / idx_eval.c / idx_aggs.c ---- */
 
@@ -379,6 +445,42 @@ gboolean ixia_idx_check_block(ixia_search_ctx_t *s, pnode_t *p, guint32 block, g
 /* The bits of bm in block `block`. */
 void ixia_idx_bm_block(const roaring_bitmap_t *bm, guint32 block, guint64 *out);
 void ixia_idx_pnode_note(pnode_t *p, guint64 matched);
+
+/* Resolves ids to keys and versions (hits appended, in the ids' order). */
+gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GArray *hits,
+                               ixia_error_t **err);
+
+/* Relevance (idx_score.c): BM25 of documents for q's match and
+ * match_phrase clauses, with this shard's statistics as of creation. */
+typedef struct ixia_idx_scorer ixia_idx_scorer_t;
+ixia_idx_scorer_t *ixia_idx_scorer_new(ixia_search_ctx_t *s, gboolean *ok);
+void ixia_idx_scorer_free(ixia_idx_scorer_t *sc);
+/* Documents of one block at a time are cheapest (one column per clause). */
+double ixia_idx_score(ixia_idx_scorer_t *sc, guint32 id, gboolean *ok);
+
+/* Sorted searches (idx_sort.c): the page in the order of q->sort. */
+typedef struct ixia_idx_sort ixia_idx_sort_t;
+/* NULL with err set (a cursor of another sort, an expired history). */
+ixia_idx_sort_t *ixia_idx_sort_new(ixia_search_ctx_t *s, const ixia_idx_search_opts_t *o,
+                                   ixia_idx_exec_t *ex);
+/* Offers the documents of mask in block `block`. */
+gboolean ixia_idx_sort_block(ixia_idx_sort_t *S, guint32 block, const guint64 *mask);
+/* Whether the page can be read by walking the first key's points in order
+ * (a numeric first key, values last). */
+gboolean ixia_idx_sort_points_ok(const ixia_idx_sort_t *S);
+/* Reads the page that way, or when the points do not settle it, by
+ * offering every match of set (with the plan's checks); *used says which. */
+gboolean ixia_idx_sort_points(ixia_idx_sort_t *S, const roaring_bitmap_t *set, gboolean *used);
+/* The page: hits (key, version, id, sort values) in order; *as_of and
+ * *epoch say which positions it used. */
+gboolean ixia_idx_sort_finish(ixia_idx_sort_t *S, const roaring_bitmap_t *set, GArray *hits,
+                              guint64 *epoch, guint64 *as_of);
+void ixia_idx_sort_free(ixia_idx_sort_t *S);
+/* top_hits: the best k of the documents offered, by keys (ties by key);
+ * ixia_idx_sort_finish gives them (set unused). */
+ixia_idx_sort_t *ixia_idx_topk_new(ixia_search_ctx_t *s, const ixia_sort_key_t *keys, guint nk,
+                                   guint k);
+gboolean ixia_idx_topk_offer(ixia_idx_sort_t *S, guint32 id);
 
 /* Column aggregations over one search. */
 typedef struct ixia_idx_agg ixia_idx_agg_t;

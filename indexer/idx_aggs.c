@@ -42,7 +42,8 @@ typedef struct anode {
   /* metrics, by parent bucket */
   GArray *n;      /* guint64 */
   GArray *sum;    /* ixia_xsum_t */
-  GArray *ext;    /* double */
+  GArray *ext;    /* double (STATS: the minimum) */
+  GArray *ext2;   /* double: STATS' maximum */
   GPtrArray *vals; /* GArray* of double (percentiles) */
   GPtrArray *card; /* roaring_bitmap_t* (value ids) or GHashTable* (number keys) */
   /* terms */
@@ -53,6 +54,12 @@ typedef struct anode {
   GArray *b_count;  /* guint64 */
   GArray *per_parent; /* guint32 buckets per parent bucket */
   GArray *pairs;    /* apair_t scratch handed to the subs */
+  /* FILTER, FILTERS: each filter's plan and its mask over the current block */
+  pnode_t **fplans;
+  guint64 (*fmask)[BLOCK_WORDS];
+  guint32 fblock;
+  /* TOP_HITS: a top-k per parent bucket */
+  GPtrArray *topk; /* ixia_idx_sort_t* or NULL */
 } anode_t;
 
 struct ixia_idx_agg {
@@ -62,8 +69,10 @@ struct ixia_idx_agg {
   guint n_top;
   blk_t **cols; /* per q->agg_fields slot: the current block's column */
   guint32 block;
+  guint64 mask[BLOCK_WORDS]; /* the current block's matches */
   guint64 mem, max_mem, max_buckets;
   GArray *top_pairs;
+  gboolean failed; /* a filter's plan failed at setup (err set) */
 };
 
 /* ------------------------------------------------------------- setup */
@@ -92,13 +101,35 @@ static anode_t *anode_new(ixia_idx_agg_t *A, const ixia_agg_t *g, gboolean top) 
     case IXIA_AGG_CARDINALITY:
       n->card = g_ptr_array_new();
       break;
+    case IXIA_AGG_STATS:
+      n->sum = g_array_new(FALSE, TRUE, sizeof(ixia_xsum_t));
+      n->ext = g_array_new(FALSE, TRUE, sizeof(double));
+      n->ext2 = g_array_new(FALSE, TRUE, sizeof(double));
+      break;
+    case IXIA_AGG_TOP_HITS:
+      n->topk = g_ptr_array_new();
+      break;
+    case IXIA_AGG_FILTER:
+    case IXIA_AGG_FILTERS:
+      n->fplans = g_new0(pnode_t *, g->n_filters);
+      n->fmask = g_malloc0(sizeof *n->fmask * g->n_filters);
+      n->fblock = G_MAXUINT32;
+      for (guint i = 0; i < g->n_filters; i++) {
+        n->fplans[i] = ixia_idx_plan(A->s, g->filters[i]);
+        if (!n->fplans[i]) A->failed = TRUE;
+      }
+      G_GNUC_FALLTHROUGH;
     case IXIA_AGG_TERMS:
+    case IXIA_AGG_HISTOGRAM:
+    case IXIA_AGG_DATE_HISTOGRAM:
+    case IXIA_AGG_RANGE:
       n->b_parent = g_array_new(FALSE, FALSE, sizeof(guint32));
       n->b_key = g_array_new(FALSE, FALSE, sizeof(guint64));
       n->b_count = g_array_new(FALSE, FALSE, sizeof(guint64));
       n->per_parent = g_array_new(FALSE, TRUE, sizeof(guint32));
       n->pairs = g_array_new(FALSE, FALSE, sizeof(apair_t));
-      if (top && n->field && !n->field->numeric) n->direct = g_array_new(FALSE, TRUE, sizeof(guint32));
+      if (g->kind == IXIA_AGG_TERMS && top && n->field && !n->field->numeric)
+        n->direct = g_array_new(FALSE, TRUE, sizeof(guint32));
       n->subs = g_new0(anode_t *, MAX(g->n_subs, 1));
       for (guint i = 0; i < g->n_subs; i++) n->subs[n->n_subs++] = anode_new(A, g->subs[i], FALSE);
       share_sums(n->subs, n->n_subs);
@@ -128,6 +159,12 @@ static void anode_free(anode_t *n) {
   g_array_free(n->n, TRUE);
   if (n->sum) g_array_free(n->sum, TRUE);
   if (n->ext) g_array_free(n->ext, TRUE);
+  if (n->ext2) g_array_free(n->ext2, TRUE);
+  for (guint i = 0; n->fplans && i < n->g->n_filters; i++) ixia_idx_plan_free(n->fplans[i]);
+  g_free(n->fplans);
+  g_free(n->fmask);
+  for (guint i = 0; n->topk && i < n->topk->len; i++) ixia_idx_sort_free(n->topk->pdata[i]);
+  if (n->topk) g_ptr_array_free(n->topk, TRUE);
   for (guint i = 0; n->vals && i < n->vals->len; i++)
     if (n->vals->pdata[i]) g_array_free(n->vals->pdata[i], TRUE);
   if (n->vals) g_ptr_array_free(n->vals, TRUE);
@@ -161,6 +198,10 @@ ixia_idx_agg_t *ixia_idx_agg_new(ixia_search_ctx_t *s, ixia_aggs_t *aggs) {
   A->max_mem = s->lim ? s->lim->max_memory_bytes : G_MAXUINT64;
   A->max_buckets = s->lim ? s->lim->max_terms_buckets : G_MAXUINT32;
   A->top_pairs = g_array_new(FALSE, FALSE, sizeof(apair_t));
+  if (A->failed) {
+    ixia_idx_agg_free(A);
+    return NULL;
+  }
   return A;
 }
 
@@ -195,6 +236,7 @@ static gboolean metric_reserve(ixia_idx_agg_t *A, anode_t *n, guint32 b) {
     if (!mem_grow(A, more)) return FALSE;
   }
   if (n->ext && n->ext->len <= b) g_array_set_size(n->ext, b + 1);
+  if (n->ext2 && n->ext2->len <= b) g_array_set_size(n->ext2, b + 1);
   if (n->vals && n->vals->len <= b) g_ptr_array_set_size(n->vals, (gint)b + 1);
   if (n->card && n->card->len <= b) g_ptr_array_set_size(n->card, (gint)b + 1);
   return TRUE;
@@ -271,14 +313,39 @@ static const col_t *column(ixia_idx_agg_t *A, anode_t *n) {
   return A->cols[n->g->field_slot] ? A->cols[n->g->field_slot]->col : NULL;
 }
 
+/* Counts pair pr in the bucket of (its parent, key), queued for the subs. */
+static gboolean into_bucket(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guint64 key) {
+  gint64 b = bucket_of(A, n, pr->pb, key);
+  if (b < 0) return FALSE;
+  g_array_index(n->b_count, guint64, b)++;
+  if (n->n_subs) {
+    apair_t p = {pr->slot, (guint32)b};
+    g_array_append_val(n->pairs, p);
+  }
+  return TRUE;
+}
+
+/* The filters' masks over the current block (once per block). */
+static gboolean filter_masks(ixia_idx_agg_t *A, anode_t *n) {
+  if (n->fblock == A->block) return TRUE;
+  for (guint f = 0; f < n->g->n_filters; f++) {
+    memcpy(n->fmask[f], A->mask, sizeof A->mask);
+    if (!ixia_idx_check_block(A->s, n->fplans[f], A->block, n->fmask[f])) return FALSE;
+  }
+  n->fblock = A->block;
+  return TRUE;
+}
+
+/* Bucket kinds: a document counts once in each bucket its values (or
+ * filters) put it in; the buckets then feed the nested aggregations. */
 static gboolean add_terms(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guint np) {
-  const col_t *c = column(A, n);
-  if (!c) return TRUE;
+  const ixia_agg_t *g = n->g;
   g_array_set_size(n->pairs, 0);
-  guint out = 0;
-  if (!c->mstart && c->width == 4 && n->direct) {
-    /* One dictionary id per slot, top-level buckets found by id: the
-     * common terms shape, without a call per document. */
+  const col_t *c = g->field ? column(A, n) : NULL;
+  if (c && n->direct && !c->mstart && c->width == 4) {
+    /* Top-level terms over one dictionary id per slot, buckets found by
+     * id: the common terms shape, without a call per document. */
+    guint out = 0;
     g_array_set_size(n->pairs, np);
     apair_t *po = (apair_t *)(void *)n->pairs->data;
     for (guint i = 0; i < np; i++) {
@@ -291,21 +358,46 @@ static gboolean add_terms(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guin
       g_array_index(n->b_count, guint64, b)++;
       po[out++] = (apair_t){(guint16)s, (guint32)b};
     }
-  } else {
-    for (guint i = 0; i < np; i++) {
-      guint32 cnt;
-      const void *v = col_slot(c, pr[i].slot, &cnt);
-      if (n->n_subs && n->pairs->len < out + cnt) g_array_set_size(n->pairs, MAX(2 * n->pairs->len, out + cnt + np));
-      for (guint32 k = 0; k < cnt; k++) {
-        guint64 key = c->width == 8 ? num_key(((const double *)v)[k]) : ((const guint32 *)v)[k];
-        gint64 b = bucket_of(A, n, pr[i].pb, key);
-        if (b < 0) return FALSE;
-        g_array_index(n->b_count, guint64, b)++;
-        if (n->n_subs) g_array_index(n->pairs, apair_t, out++) = (apair_t){pr[i].slot, (guint32)b};
+    g_array_set_size(n->pairs, out);
+    c = NULL; /* done */
+  }
+  if (g->kind == IXIA_AGG_FILTER || g->kind == IXIA_AGG_FILTERS) {
+    if (!filter_masks(A, n)) return FALSE;
+    for (guint i = 0; i < np; i++)
+      for (guint f = 0; f < g->n_filters; f++)
+        if (n->fmask[f][pr[i].slot >> 6] >> (pr[i].slot & 63) & 1)
+          if (!into_bucket(A, n, &pr[i], f)) return FALSE;
+  }
+  for (guint i = 0; c && i < np; i++) {
+    guint32 cnt;
+    const void *v = col_slot(c, pr[i].slot, &cnt);
+    if (g->kind == IXIA_AGG_RANGE) {
+      for (guint r = 0; r < g->n_ranges; r++) {
+        const ixia_agg_range_t *x = &g->ranges[r];
+        for (guint32 k = 0; k < cnt; k++) {
+          double y = ((const double *)v)[k];
+          if ((x->has_from && y < x->from) || (x->has_to && y >= x->to)) continue;
+          if (!into_bucket(A, n, &pr[i], r)) return FALSE;
+          break;
+        }
       }
+      continue;
+    }
+    gboolean hist = g->kind != IXIA_AGG_TERMS;
+    guint64 prev = 0;
+    for (guint32 k = 0; k < cnt; k++) {
+      guint64 key;
+      if (hist) {
+        /* Values are in order, so a bucket's repeats are adjacent. */
+        key = num_key(ixia_agg_bucket_key(g, ((const double *)v)[k]));
+        if (k > 0 && key == prev) continue;
+        prev = key;
+      } else {
+        key = c->width == 8 ? num_key(((const double *)v)[k]) : ((const guint32 *)v)[k];
+      }
+      if (!into_bucket(A, n, &pr[i], key)) return FALSE;
     }
   }
-  g_array_set_size(n->pairs, out);
   if (!n->n_subs || n->pairs->len == 0) return TRUE;
   /* The subs may reuse n->pairs' storage only after this loop: copy. */
   GArray *pairs = n->pairs;
@@ -351,7 +443,17 @@ static gboolean add_single(ixia_idx_agg_t *A, anode_t *n, const col_t *c, const 
 
 static gboolean add_pairs(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guint np) {
   const ixia_agg_t *g = n->g;
-  if (g->kind == IXIA_AGG_TERMS) return add_terms(A, n, pr, np);
+  if (ixia_agg_is_bucket(g->kind)) return add_terms(A, n, pr, np);
+  if (g->kind == IXIA_AGG_TOP_HITS) {
+    for (guint i = 0; i < np; i++) {
+      guint32 pb = pr[i].pb;
+      if (n->topk->len <= pb) g_ptr_array_set_size(n->topk, (gint)pb + 1);
+      ixia_idx_sort_t *t = n->topk->pdata[pb];
+      if (!t) t = n->topk->pdata[pb] = ixia_idx_topk_new(A->s, g->sort, g->n_sort, g->size);
+      if (!t || !ixia_idx_topk_offer(t, A->block << BLOCK_BITS | pr[i].slot)) return FALSE;
+    }
+    return TRUE;
+  }
   if (g->kind == IXIA_AGG_COUNT) {
     for (guint i = 0; i < np; i++) {
       if (!metric_reserve(A, n, pr[i].pb)) return FALSE;
@@ -363,7 +465,7 @@ static gboolean add_pairs(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guin
   const col_t *c = column(A, n);
   if (!c) return TRUE;
   if (!c->mstart && c->width == 8 && g->kind != IXIA_AGG_PERCENTILES &&
-      g->kind != IXIA_AGG_CARDINALITY)
+      g->kind != IXIA_AGG_CARDINALITY && g->kind != IXIA_AGG_STATS)
     return add_single(A, n, c, pr, np);
   for (guint i = 0; i < np; i++) {
     guint32 cnt, pb = pr[i].pb;
@@ -385,6 +487,18 @@ static gboolean add_pairs(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guin
         for (guint32 k = 0; k < cnt; k++) {
           double x = ((const double *)v)[k];
           if ((first && k == 0) || (g->kind == IXIA_AGG_MIN ? x < *e : x > *e)) *e = x;
+        }
+        break;
+      }
+      case IXIA_AGG_STATS: {
+        double *lo = &g_array_index(n->ext, double, pb), *hi = &g_array_index(n->ext2, double, pb);
+        ixia_xsum_t *xs = &g_array_index(n->sum, ixia_xsum_t, pb);
+        gboolean first = g_array_index(n->n, guint64, pb) == cnt;
+        for (guint32 k = 0; k < cnt; k++) {
+          double x = ((const double *)v)[k];
+          if ((first && k == 0) || x < *lo) *lo = x;
+          if ((first && k == 0) || x > *hi) *hi = x;
+          ixia_xsum_add(xs, x);
         }
         break;
       }
@@ -439,6 +553,7 @@ gboolean ixia_idx_agg_block(ixia_idx_agg_t *A, guint32 block, const guint64 *mas
       tp[np++] = (apair_t){(guint16)(w << 6 | (guint)__builtin_ctzll(m)), 0};
   g_array_set_size(A->top_pairs, np);
   if (np == 0) return TRUE;
+  memcpy(A->mask, mask, sizeof A->mask);
   for (guint i = 0; i < A->n_top; i++)
     if (!add_pairs(A, A->top[i], (const apair_t *)(void *)A->top_pairs->data, A->top_pairs->len))
       return FALSE;
@@ -450,6 +565,26 @@ gboolean ixia_idx_agg_block(ixia_idx_agg_t *A, guint32 block, const guint64 *mas
 /* The bytes a bucket key stands for: the dictionary value or the number. */
 static gboolean key_bytes(ixia_idx_agg_t *A, anode_t *n, guint64 key, guint8 *num, const guint8 **p,
                           guint32 *len) {
+  switch (n->g->kind) {
+    case IXIA_AGG_RANGE:
+    case IXIA_AGG_FILTERS:
+      be32(num, (guint32)key); /* the range's or filter's index */
+      *p = num;
+      *len = 4;
+      return TRUE;
+    case IXIA_AGG_FILTER:
+      *p = num;
+      *len = 0;
+      return TRUE;
+    case IXIA_AGG_HISTOGRAM:
+    case IXIA_AGG_DATE_HISTOGRAM:
+      be64(num, key); /* the bucket start, encoded */
+      *p = num;
+      *len = IXIA_NUM_BYTES;
+      return TRUE;
+    default:
+      break;
+  }
   if (n->field->numeric) {
     be64(num, key);
     *p = num;
@@ -491,10 +626,34 @@ static gboolean finish_terms(ixia_idx_agg_t *A, anode_t *n, ixia_agg_cell_t *cel
   return ok;
 }
 
+/* A top_hits node's best hits of parent bucket pb, with keys, versions
+ * and sort values. */
+static gboolean finish_top_hits(ixia_idx_agg_t *A, anode_t *n, ixia_agg_cell_t *cell, guint32 pb) {
+  ixia_idx_sort_t *t = pb < n->topk->len ? n->topk->pdata[pb] : NULL;
+  if (!t) return TRUE;
+  GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
+  guint64 e, as_of;
+  gboolean ok = ixia_idx_sort_finish(t, NULL, hits, &e, &as_of);
+  ixia_agg_hit_t *hs = g_new0(ixia_agg_hit_t, MAX(hits->len, 1));
+  for (guint i = 0; ok && i < hits->len; i++) {
+    const ixia_idx_hit_t *h = &g_array_index(hits, ixia_idx_hit_t, i);
+    hs[i] = (ixia_agg_hit_t){h->key, h->version, (GBytes *const *)h->sort->pdata};
+  }
+  ixia_agg_summary_t s = {0};
+  s.hits = hs;
+  s.n_hits = hits->len;
+  if (ok) ok = ixia_aggs_cell_merge(A->aggs, n->g, cell, &s, A->s->err);
+  g_free(hs);
+  ixia_idx_hits_clear(hits);
+  g_array_free(hits, TRUE);
+  return ok;
+}
+
 static gboolean finish_node(ixia_idx_agg_t *A, anode_t *n, ixia_agg_cell_t *cell, guint32 pb) {
   const ixia_agg_t *g = n->g;
-  if (g->kind == IXIA_AGG_TERMS) {
-    if (!n->field) return TRUE;
+  if (g->kind == IXIA_AGG_TOP_HITS) return finish_top_hits(A, n, cell, pb);
+  if (ixia_agg_is_bucket(g->kind)) {
+    if (!n->field && g->kind != IXIA_AGG_FILTER && g->kind != IXIA_AGG_FILTERS) return TRUE;
     /* The buckets of this parent bucket. */
     GArray *mine = g_array_new(FALSE, FALSE, sizeof(guint32));
     for (guint32 b = 0; b < n->b_parent->len; b++)
@@ -517,6 +676,11 @@ static gboolean finish_node(ixia_idx_agg_t *A, anode_t *n, ixia_agg_cell_t *cell
     case IXIA_AGG_MIN:
     case IXIA_AGG_MAX:
       s.ext = g_array_index(n->ext, double, pb);
+      break;
+    case IXIA_AGG_STATS:
+      ixia_xsum_into(&g_array_index(n->sum, ixia_xsum_t, pb), &s.sum);
+      s.ext = g_array_index(n->ext, double, pb);
+      s.max = g_array_index(n->ext2, double, pb);
       break;
     case IXIA_AGG_PERCENTILES: {
       GArray *a = n->vals->pdata[pb];

@@ -23,23 +23,32 @@
 /* ------------------------------------------------------------- records */
 
 typedef struct {
-  guint32 field;
-  guint64 val; /* value id, or num_key of a number */
-} pair_t;
-
-typedef struct {
   guint32 id;
   gboolean exists; /* has an id (stored or assigned in this batch) */
   gboolean dirty;
   gint64 version, expire_at;
   gboolean deleted;
   GArray *pairs; /* pair_t sorted by (field, val) */
+  GArray *lens;  /* lenp_t sorted by field: token counts of its text fields */
 } rec_t;
+
+/* A text field's token count in a document (BM25's dl). */
+typedef struct {
+  guint32 field, len;
+} lenp_t;
 
 static void rec_free(gpointer p) {
   rec_t *r = p;
   g_array_free(r->pairs, TRUE);
+  g_array_free(r->lens, TRUE);
   g_free(r);
+}
+
+/* A text field's length in a record, 0 when absent. */
+static guint32 rec_len(const rec_t *r, guint32 field) {
+  for (guint i = 0; i < r->lens->len; i++)
+    if (g_array_index(r->lens, lenp_t, i).field == field) return g_array_index(r->lens, lenp_t, i).len;
+  return 0;
 }
 
 static int pair_cmp(gconstpointer a, gconstpointer b) {
@@ -48,7 +57,8 @@ static int pair_cmp(gconstpointer a, gconstpointer b) {
   return x->val < y->val ? -1 : x->val > y->val;
 }
 
-/* u32 id, i64 version, i64 expire_at, u8 flags, u32 n, n x (u32 field, u64 value). */
+/* u32 id, i64 version, i64 expire_at, u8 flags, u32 n, n x (u32 field, u64 value),
+ * then u32 m, m x (u32 field, u32 tokens) for its text fields. */
 gboolean ixia_idx_rec_decode(const char *v, size_t vl, guint32 *id, gint64 *version,
                              gboolean *deleted, GArray *pairs) {
   if (vl < 25) return FALSE;
@@ -73,6 +83,13 @@ static gboolean rec_decode(const char *v, size_t vl, rec_t *r) {
   if (!ixia_idx_rec_decode(v, vl, &r->id, &r->version, &r->deleted, r->pairs)) return FALSE;
   r->expire_at = ixia_idx_rec_expire_at(v, vl);
   r->exists = TRUE;
+  size_t off = 25 + (size_t)r->pairs->len * 12;
+  if (vl < off + 4) return vl == off;
+  guint32 m = rd32(v + off);
+  if (m != (vl - off - 4) / 8 || (vl - off - 4) % 8) return FALSE;
+  g_array_set_size(r->lens, m);
+  for (guint32 i = 0; i < m; i++)
+    g_array_index(r->lens, lenp_t, i) = (lenp_t){rd32(v + off + 4 + 8 * i), rd32(v + off + 8 + 8 * i)};
   return TRUE;
 }
 
@@ -88,6 +105,11 @@ static GByteArray *rec_encode(const rec_t *r) {
     const pair_t *p = &g_array_index(r->pairs, pair_t, i);
     append32(b, p->field);
     append64(b, p->val);
+  }
+  append32(b, r->lens->len);
+  for (guint i = 0; i < r->lens->len; i++) {
+    append32(b, g_array_index(r->lens, lenp_t, i).field);
+    append32(b, g_array_index(r->lens, lenp_t, i).len);
   }
   return b;
 }
@@ -155,9 +177,18 @@ static void stage_free(gpointer p) {
   g_free(s);
 }
 
+/* A document's state before an event of the batch (idx_history.c). */
+typedef struct {
+  guint32 id;
+  gboolean was_live;
+  GArray *pairs; /* pair_t, text fields left out */
+} hnote_t;
+
 typedef struct {
   ixia_idx_t *idx;
   rocksdb_writebatch_t *wb;
+  GArray *hist;        /* hnote_t, in event order */
+  GHashTable *len_delta; /* field_t* -> gint64 change of its total token count (as pointer) */
   GHashTable *recs;    /* GBytes doc key -> rec_t* (overlay of this batch) */
   GHashTable *posts;   /* pend_t* of posting and live keys */
   GHashTable *cols;    /* pend_t* of column keys */
@@ -214,6 +245,31 @@ static void col_set(batch_t *b, const field_t *f, guint32 id, const pair_t *vals
   }
 }
 
+/* A slot of a text field's term column (K_COL) or position column (K_POS):
+ * raw 64-bit entries; none clears the slot. */
+static void col_set_raw(batch_t *b, char prefix, const field_t *f, guint32 id, const guint64 *vals,
+                        guint n) {
+  pend_t probe;
+  probe.klen = (guint8)key_colp(probe.key, prefix, f->id, id >> BLOCK_BITS);
+  pend_t *o = pend_get(b->cols, &probe);
+  if (!o->col) {
+    o->col = g_byte_array_new();
+    guint8 head[2] = {COL_SPARSE, 8};
+    g_byte_array_append(o->col, head, 2);
+  }
+  guint32 slot = id & (BLOCK_SLOTS - 1);
+  guint8 h[2] = {(guint8)(slot >> 8), (guint8)slot};
+  g_byte_array_append(o->col, h, 2);
+  append32(o->col, n);
+  for (guint i = 0; i < n; i++) append64(o->col, vals[i]);
+}
+
+static void len_change(batch_t *b, field_t *f, gint64 delta) {
+  if (!delta) return;
+  gint64 now = (gint64)GPOINTER_TO_SIZE(g_hash_table_lookup(b->len_delta, f)) + delta;
+  g_hash_table_insert(b->len_delta, f, GSIZE_TO_POINTER((gsize)now));
+}
+
 static void count_change(batch_t *b, guint32 field, guint32 vid, gint delta) {
   gpointer key = GSIZE_TO_POINTER((gsize)field << 32 | vid);
   gint now = GPOINTER_TO_INT(g_hash_table_lookup(b->counts, key)) + delta;
@@ -262,15 +318,19 @@ static field_t *field_get_or_create(batch_t *b, table_t *t, const ixia_index_t *
   ixia_idx_t *idx = b->idx;
   field_t *f = g_hash_table_lookup(b->field_of, ix);
   if (f) return f;
-  f = ixia_idx_field_find(t, ix->type, ix->field);
+  f = ixia_idx_field_find(t, ix);
   if (!f) {
-    f = ixia_idx_field_new(idx->fields->len, t->id, ix->type, ix->field);
+    f = ixia_idx_field_new(idx->fields->len, t->id, ix->type, ix->field, ix->analyzer);
     GByteArray *k = g_byte_array_new();
-    guint8 p = K_FIELD, type = (guint8)ix->type;
+    guint8 p = K_FIELD, type = (guint8)ix->type, nul = 0;
     g_byte_array_append(k, &p, 1);
     append32(k, t->id);
     g_byte_array_append(k, &type, 1);
     g_byte_array_append(k, (const guint8 *)ix->field, (guint)strlen(ix->field));
+    if (f->analyzer) {
+      g_byte_array_append(k, &nul, 1);
+      g_byte_array_append(k, (const guint8 *)f->analyzer, (guint)strlen(f->analyzer));
+    }
     dict_add(b, k, f->id);
     g_rw_lock_writer_lock(&idx->dict_lock);
     ixia_idx_field_register(idx, f);
@@ -328,6 +388,7 @@ static rec_t *rec_get(batch_t *b, guint32 table_id, const char *key, size_t key_
   }
   r = g_new0(rec_t, 1);
   r->pairs = g_array_new(FALSE, FALSE, sizeof(pair_t));
+  r->lens = g_array_new(FALSE, FALSE, sizeof(lenp_t));
   gboolean ok = !v || rec_decode(v, vl, r);
   rocksdb_free(v);
   if (!ok) {
@@ -399,11 +460,15 @@ static void fail_event(ixia_idx_t *idx, const ixia_idx_event_t *ev, ixia_error_t
 
 /* Extracts and validates every declared field's values of a document. */
 static GPtrArray **doc_extract(ixia_idx_t *idx, const ixia_schema_t *s, const cJSON *doc,
-                               ixia_error_t **err) {
+                               GArray **occs, ixia_error_t **err) {
   GPtrArray **vals = g_new0(GPtrArray *, s->n_indexes + 1);
   for (guint i = 0; i < s->n_indexes; i++) {
     vals[i] = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
-    if (!ixia_doc_values(doc, &s->indexes[i], vals[i], err)) goto fail;
+    /* Text: every occurrence too (term counts, length, positions). */
+    gboolean ok = s->indexes[i].type == IXIA_FIELD_TEXT
+                      ? ixia_doc_text(doc, &s->indexes[i], vals[i], &occs[i], err)
+                      : ixia_doc_values(doc, &s->indexes[i], vals[i], err);
+    if (!ok) goto fail;
     if (vals[i]->len > idx->max_values) {
       ixia_error_set(err, IXIA_ETOOLARGE,
                      "field %s has %u values, more than index.max_values_per_field (%u)",
@@ -413,10 +478,69 @@ static GPtrArray **doc_extract(ixia_idx_t *idx, const ixia_schema_t *s, const cJ
   }
   return vals;
 fail:
-  for (guint i = 0; i < s->n_indexes; i++)
+  for (guint i = 0; i < s->n_indexes; i++) {
     if (vals[i]) g_ptr_array_free(vals[i], TRUE);
+    ixia_tokens_free(occs[i]);
+    occs[i] = NULL;
+  }
   g_free(vals);
   return NULL;
+}
+
+/* A text field's columns for one document: its length and term counts,
+ * and its positions when the field stores them. */
+static void text_columns(batch_t *b, field_t *f, const ixia_index_t *ix, guint32 id,
+                         GPtrArray *distinct, const guint32 *vids, GArray *occ) {
+  guint n = distinct->len;
+  GHashTable *at = g_hash_table_new(g_bytes_hash, g_bytes_equal);
+  for (guint j = 0; j < n; j++) g_hash_table_insert(at, distinct->pdata[j], GUINT_TO_POINTER(j + 1));
+  guint32 *tf = g_new0(guint32, MAX(n, 1));
+  guint64 *pos = ix->positions ? g_new(guint64, MAX(occ->len, 1)) : NULL;
+  for (guint k = 0; k < occ->len; k++) {
+    const ixia_token_t *t = &g_array_index(occ, ixia_token_t, k);
+    guint j = GPOINTER_TO_UINT(g_hash_table_lookup(at, t->tok)) - 1;
+    tf[j]++;
+    if (pos) pos[k] = term_entry(vids[j], t->pos);
+  }
+  guint64 *terms = g_new(guint64, n + 1);
+  terms[0] = occ->len;
+  for (guint j = 0; j < n; j++) terms[j + 1] = term_entry(vids[j], tf[j]);
+  col_set_raw(b, K_COL, f, id, terms, occ->len ? n + 1 : 0);
+  if (ix->positions) col_set_raw(b, K_POS, f, id, pos, occ->len);
+  g_free(terms);
+  g_free(pos);
+  g_free(tf);
+  g_hash_table_destroy(at);
+}
+
+/* The non-text pairs of a record (what sorting reads). */
+static GArray *sortable_pairs(batch_t *b, const GArray *pairs) {
+  GArray *out = g_array_new(FALSE, FALSE, sizeof(pair_t));
+  for (guint i = 0; pairs && i < pairs->len; i++) {
+    const pair_t *p = &g_array_index(pairs, pair_t, i);
+    field_t *f = field_by_id(b->idx, p->field);
+    if (f && f->type != IXIA_FIELD_TEXT) g_array_append_val(out, *p);
+  }
+  return out;
+}
+
+/* Records a document's state before this event for stable sorted cursors
+ * (idx_history.c), when the event changes what sorting reads or whether it
+ * exists. newp NULL: it is deleted. */
+static void history_note(batch_t *b, const rec_t *r, gboolean was_live, const GArray *newp) {
+  GArray *old = was_live ? sortable_pairs(b, r->pairs) : g_array_new(FALSE, FALSE, sizeof(pair_t));
+  gboolean now_live = newp != NULL;
+  if (was_live && now_live) {
+    GArray *nw = sortable_pairs(b, newp);
+    gboolean same = nw->len == old->len && memcmp(nw->data, old->data, old->len * sizeof(pair_t)) == 0;
+    g_array_free(nw, TRUE);
+    if (same) {
+      g_array_free(old, TRUE);
+      return;
+    }
+  }
+  hnote_t n = {r->id, was_live, old};
+  g_array_append_val(b->hist, n);
 }
 
 typedef enum { EV_APPLIED, EV_SKIPPED, EV_FAILED, EV_ERROR } ev_result_t;
@@ -445,23 +569,54 @@ static ev_result_t apply_put(batch_t *b, const ixia_idx_event_t *ev, ixia_error_
     ixia_error_set(why, IXIA_EINVAL, "undecodable document (not a JSON object)");
     return EV_FAILED;
   }
-  GPtrArray **vals = doc_extract(idx, s, doc, why);
+  GArray **occs = g_new0(GArray *, s->n_indexes + 1);
+  GPtrArray **vals = doc_extract(idx, s, doc, occs, why);
   cJSON_Delete(doc);
-  if (!vals) return EV_FAILED;
+  if (!vals) {
+    g_free(occs);
+    return EV_FAILED;
+  }
 
+  gboolean was_live = r->exists && !r->deleted;
+  if (!r->exists) rec_assign_id(b, r);
   GArray *pairs = g_array_new(FALSE, FALSE, sizeof(pair_t));
+  GArray *lens = g_array_new(FALSE, FALSE, sizeof(lenp_t));
+  GHashTable *texts = g_hash_table_new(g_direct_hash, g_direct_equal); /* text fields written */
   for (guint i = 0; i < s->n_indexes; i++) {
     field_t *f = field_get_or_create(b, t, &s->indexes[i]);
+    guint32 *vids = g_new(guint32, vals[i]->len + 1);
     for (guint j = 0; j < vals[i]->len; j++) {
       GBytes *v = vals[i]->pdata[j];
       pair_t p = {f->id, 0};
       if (f->numeric) p.val = rd64(g_bytes_get_data(v, NULL));
-      else p.val = value_get_or_create(b, f, v);
+      else p.val = vids[j] = value_get_or_create(b, f, v);
       g_array_append_val(pairs, p);
     }
+    if (occs[i] && g_hash_table_add(texts, f)) {
+      text_columns(b, f, &s->indexes[i], r->id, vals[i], vids, occs[i]);
+      if (occs[i]->len) {
+        lenp_t l = {f->id, occs[i]->len};
+        g_array_append_val(lens, l);
+      }
+      len_change(b, f, (gint64)occs[i]->len - (was_live ? rec_len(r, f->id) : 0));
+    }
+    g_free(vids);
+    ixia_tokens_free(occs[i]);
     g_ptr_array_free(vals[i], TRUE);
   }
   g_free(vals);
+  g_free(occs);
+  /* Text fields the document had and no longer declares or holds. */
+  for (guint i = 0; was_live && i < r->lens->len; i++) {
+    field_t *f = field_by_id(idx, g_array_index(r->lens, lenp_t, i).field);
+    if (!f || g_hash_table_contains(texts, f)) continue;
+    col_set_raw(b, K_COL, f, r->id, NULL, 0);
+    col_set_raw(b, K_POS, f, r->id, NULL, 0);
+    len_change(b, f, -(gint64)g_array_index(r->lens, lenp_t, i).len);
+  }
+  g_hash_table_destroy(texts);
+  g_array_free(r->lens, TRUE);
+  r->lens = lens;
   g_array_sort(pairs, pair_cmp);
   guint w = 0; /* two declarations of one path and type share a field */
   for (guint i = 0; i < pairs->len; i++)
@@ -469,8 +624,7 @@ static ev_result_t apply_put(batch_t *b, const ixia_idx_event_t *ev, ixia_error_
       g_array_index(pairs, pair_t, w++) = g_array_index(pairs, pair_t, i);
   g_array_set_size(pairs, w);
 
-  gboolean was_live = r->exists && !r->deleted;
-  if (!r->exists) rec_assign_id(b, r);
+  history_note(b, r, was_live, pairs);
   rec_diff(b, t->id, r->id, was_live ? r->pairs : NULL, was_live, pairs, TRUE);
   g_array_free(r->pairs, TRUE);
   r->pairs = pairs;
@@ -490,7 +644,16 @@ static ev_result_t apply_delete(batch_t *b, const ixia_idx_event_t *ev, ixia_err
   if (r->exists && ev->version < r->version) return EV_SKIPPED;
   gboolean was_live = r->exists && !r->deleted;
   if (!r->exists) rec_assign_id(b, r);
+  if (was_live) history_note(b, r, TRUE, NULL);
   if (was_live) rec_diff(b, t->id, r->id, r->pairs, TRUE, NULL, FALSE);
+  for (guint i = 0; was_live && i < r->lens->len; i++) {
+    field_t *f = field_by_id(b->idx, g_array_index(r->lens, lenp_t, i).field);
+    if (!f) continue;
+    col_set_raw(b, K_COL, f, r->id, NULL, 0);
+    col_set_raw(b, K_POS, f, r->id, NULL, 0);
+    len_change(b, f, -(gint64)g_array_index(r->lens, lenp_t, i).len);
+  }
+  g_array_set_size(r->lens, 0);
   g_array_set_size(r->pairs, 0);
   r->version = ev->version;
   r->expire_at = 0;
@@ -655,6 +818,16 @@ static void batch_emit(batch_t *b) {
     }
     g_hash_table_destroy(emitted);
   }
+  /* Text fields' token totals, exact with every batch (BM25's avgdl). */
+  g_hash_table_iter_init(&it, b->len_delta);
+  while (g_hash_table_iter_next(&it, &k, &v)) {
+    field_t *f = k;
+    guint8 *key = g_malloc(6), *val8 = g_malloc(8);
+    key[0] = K_META, key[1] = 'l';
+    be32(key + 2, f->id);
+    be64(val8, (guint64)(f->total_len + (gint64)GPOINTER_TO_SIZE(v)));
+    emit_add(e, key, 6, val8, 8, FALSE, key, val8);
+  }
   for (guint i = 0; i + 1 < b->new_dict->len; i += 2) {
     gsize kl, vl;
     const void *kp = g_bytes_get_data(b->new_dict->pdata[i], &kl);
@@ -679,6 +852,14 @@ static void batch_publish(batch_t *b) {
   ixia_idx_t *idx = b->idx;
   GHashTableIter it;
   gpointer k, v;
+  /* The old states first: a search that sees any of the batch can find
+   * them (idx_sort.c), then the batch, then its sequence. */
+  guint64 seq = idx->publish_seq + 1;
+  for (guint i = 0; i < b->hist->len; i++) {
+    hnote_t *n = &g_array_index(b->hist, hnote_t, i);
+    ixia_idx_history_add(idx->history, seq, n->id, (const pair_t *)(void *)n->pairs->data,
+                         n->pairs->len, n->was_live);
+  }
   g_rw_lock_writer_lock(&idx->dict_lock);
   g_hash_table_iter_init(&it, b->stages);
   while (g_hash_table_iter_next(&it, &k, &v)) {
@@ -704,6 +885,11 @@ static void batch_publish(batch_t *b) {
   }
   g_rw_lock_writer_unlock(&idx->dict_lock);
 
+  g_hash_table_iter_init(&it, b->len_delta);
+  while (g_hash_table_iter_next(&it, &k, &v)) {
+    field_t *f = k;
+    g_atomic_pointer_set(&f->total_len, f->total_len + (gint64)GPOINTER_TO_SIZE(v));
+  }
   g_hash_table_iter_init(&it, b->points);
   while (g_hash_table_iter_next(&it, &k, &v)) {
     GArray *a = v;
@@ -722,9 +908,13 @@ static void batch_publish(batch_t *b) {
     ixia_idx_publish_column(p, o->key, o->col->data, o->col->len);
   }
   ixia_idx_publish_end(p);
+  g_atomic_pointer_set(&idx->publish_seq, seq);
 }
 
 static void batch_free(batch_t *b) {
+  for (guint i = 0; i < b->hist->len; i++) g_array_free(g_array_index(b->hist, hnote_t, i).pairs, TRUE);
+  g_array_free(b->hist, TRUE);
+  g_hash_table_destroy(b->len_delta);
   g_ptr_array_free(b->new_dict, TRUE);
   g_hash_table_destroy(b->field_of);
   g_hash_table_destroy(b->recs);
@@ -746,6 +936,8 @@ gboolean ixia_idx_apply(ixia_idx_t *idx, const ixia_idx_event_t *events, guint n
   batch_t b = {
       .idx = idx,
       .wb = rocksdb_writebatch_create(),
+      .hist = g_array_new(FALSE, FALSE, sizeof(hnote_t)),
+      .len_delta = g_hash_table_new(g_direct_hash, g_direct_equal),
       .recs = g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref,
                                     rec_free),
       .posts = g_hash_table_new_full(pend_hash, pend_equal, pend_free, NULL),

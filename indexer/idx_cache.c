@@ -195,8 +195,13 @@ blk_t *ixia_idx_posting(ixia_idx_t *idx, char prefix, guint32 a, guint32 b, ixia
 
 blk_t *ixia_idx_column(ixia_idx_t *idx, guint32 field, guint8 width, guint32 block,
                        ixia_error_t **err) {
+  return ixia_idx_column_at(idx, K_COL, field, width, block, err);
+}
+
+blk_t *ixia_idx_column_at(ixia_idx_t *idx, char prefix, guint32 field, guint8 width,
+                          guint32 block, ixia_error_t **err) {
   guint8 key[9];
-  key_col(key, field, block);
+  key_colp(key, prefix, field, block);
   guint64 gen;
   blk_t *hit = cache_lookup(idx->cache, key, 9, &gen);
   if (hit) return hit;

@@ -16,7 +16,12 @@
 
 #include "idx.h"
 
-static char *field_name(ixia_field_type_t type, const char *path) {
+/* A field's identity: its type, path and, for text, its analyzer (the
+ * tokens depend on it), so that a field dropped and declared again another
+ * way never sees the old entries. Analyzer names hold no '|'. */
+static char *field_name(ixia_field_type_t type, const char *path, const char *analyzer) {
+  if (type == IXIA_FIELD_TEXT)
+    return g_strdup_printf("%d:%s|%s", (int)type, path, analyzer ? analyzer : IXIA_ANALYZER_STANDARD);
   return g_strdup_printf("%d:%s", (int)type, path);
 }
 
@@ -44,13 +49,14 @@ void ixia_idx_table_free(gpointer p) {
 }
 
 field_t *ixia_idx_field_new(guint32 id, guint32 table_id, ixia_field_type_t type,
-                            const char *path) {
+                            const char *path, const char *analyzer) {
   field_t *f = g_new0(field_t, 1);
   f->id = id;
   f->table_id = table_id;
   f->type = type;
   f->numeric = ixia_field_type_numeric(type);
   f->path = g_strdup(path);
+  if (type == IXIA_FIELD_TEXT) f->analyzer = g_strdup(analyzer ? analyzer : IXIA_ANALYZER_STANDARD);
   if (f->numeric) {
     f->points = ixia_points_new();
   } else {
@@ -66,6 +72,7 @@ void ixia_idx_field_free(gpointer p) {
   field_t *f = p;
   if (!f) return;
   g_free(f->path);
+  g_free(f->analyzer);
   if (f->ids) g_hash_table_destroy(f->ids);
   if (f->vals) g_ptr_array_free(f->vals, TRUE);
   if (f->vv) g_array_free(f->vv, TRUE);
@@ -81,8 +88,8 @@ table_t *ixia_idx_table_find(ixia_idx_t *idx, const char *ns, const char *table)
   return t;
 }
 
-field_t *ixia_idx_field_find(table_t *t, ixia_field_type_t type, const char *path) {
-  char *name = field_name(type, path);
+field_t *ixia_idx_field_find(table_t *t, const ixia_index_t *ix) {
+  char *name = field_name(ix->type, ix->field, ix->analyzer);
   field_t *f = g_hash_table_lookup(t->fields, name);
   g_free(name);
   return f;
@@ -97,7 +104,7 @@ void ixia_idx_table_register(ixia_idx_t *idx, table_t *t) {
 gboolean ixia_idx_field_register(ixia_idx_t *idx, field_t *f) {
   table_t *t = f->table_id < idx->tables_by_id->len ? idx->tables_by_id->pdata[f->table_id] : NULL;
   if (!t) return FALSE;
-  g_hash_table_insert(t->fields, field_name(f->type, f->path), f);
+  g_hash_table_insert(t->fields, field_name(f->type, f->path, f->analyzer), f);
   if (idx->fields->len <= f->id) g_ptr_array_set_size(idx->fields, (gint)f->id + 1);
   idx->fields->pdata[f->id] = f;
   return TRUE;
@@ -122,7 +129,7 @@ void ixia_idx_value_set(field_t *f, guint32 vid, GBytes *val, guint32 count) {
 
 field_t *ixia_idx_field_lookup(ixia_idx_t *idx, table_t *t, const ixia_index_t *ix) {
   g_rw_lock_reader_lock(&idx->dict_lock);
-  field_t *f = ixia_idx_field_find(t, ix->type, ix->field);
+  field_t *f = ixia_idx_field_find(t, ix);
   g_rw_lock_reader_unlock(&idx->dict_lock);
   return f;
 }

@@ -166,8 +166,8 @@ static gboolean blkit_next(blkit_t *it, guint32 *block, guint64 *mask) {
 /* -------------------------------------------------------------- hits */
 
 /* Resolves ids to keys and versions with one multi-get. */
-static gboolean resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GArray *hits,
-                             ixia_error_t **err) {
+gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GArray *hits,
+                               ixia_error_t **err) {
   if (n == 0) return TRUE;
   guint8 *keys = g_new(guint8, (gsize)n * 5);
   const char **kp = g_new(const char *, n);
@@ -190,7 +190,7 @@ static gboolean resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GArra
       ok = ixia_error_set(err, IXIA_EINTERNAL, "document id %u has no id record", ids[i]);
     } else if (ok) {
       ixia_idx_hit_t h = {ixia_memdup0(vals[i] + 12, vl[i] - 12), (gint64)rd64(vals[i] + 4),
-                          ids[i]};
+                          ids[i], NULL, 0.0};
       g_array_append_val(hits, h);
     }
     rocksdb_free(vals[i]);
@@ -206,7 +206,11 @@ static gboolean resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GArra
 
 void ixia_idx_hits_clear(GArray *hits) {
   if (!hits) return;
-  for (guint i = 0; i < hits->len; i++) g_free(g_array_index(hits, ixia_idx_hit_t, i).key);
+  for (guint i = 0; i < hits->len; i++) {
+    ixia_idx_hit_t *h = &g_array_index(hits, ixia_idx_hit_t, i);
+    g_free(h->key);
+    if (h->sort) g_ptr_array_unref(h->sort);
+  }
   g_array_set_size(hits, 0);
 }
 
@@ -240,9 +244,17 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   pnode_t *plan = ixia_idx_deadline(&s) ? ixia_idx_plan(&s, q->filter) : NULL;
   ixia_idx_exec_t ex = {0};
   gboolean ok = plan && ixia_idx_plan_lead(&s, plan, &ex);
-  ixia_idx_agg_t *agg = ok && aggs ? ixia_idx_agg_new(&s, aggs) : NULL;
+  ixia_idx_agg_t *agg = NULL;
+  if (ok && aggs) ok = (agg = ixia_idx_agg_new(&s, aggs)) != NULL;
   const roaring_bitmap_t *set = ex.lead ? ex.lead : s.live->bm;
-  guint limit = hits ? o->limit : 0;
+  /* A sorted page needs every match (idx_sort.c keeps the best). */
+  ixia_idx_sort_t *sorter = NULL;
+  if (ok && q->n_sort && hits && o->limit > 0) ok = (sorter = ixia_idx_sort_new(&s, o, &ex)) != NULL;
+  /* Sorted by a number, without aggregations: the walk only counts, and the
+   * page comes from the sort field's points afterwards. */
+  gboolean by_points = sorter && !agg && ixia_idx_sort_points_ok(sorter);
+  ixia_idx_sort_t *walk_sorter = by_points ? NULL : sorter;
+  guint limit = hits && !sorter ? o->limit : 0;
   gint64 after = MAX(o->after_id, -1);
   GArray *ids = g_array_new(FALSE, FALSE, sizeof(guint32));
   guint64 total = 0, blocks = 0, candidates = set ? roaring_bitmap_get_cardinality(set) : 0;
@@ -271,7 +283,8 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
         if ((gint64)id > after) g_array_append_val(ids, id);
       }
     if (agg) ok = ixia_idx_agg_block(agg, block, mask);
-    if (!agg && ids->len >= limit && (counted || total >= q->track_total_hits)) {
+    if (walk_sorter && ok) ok = ixia_idx_sort_block(walk_sorter, block, mask);
+    if (!agg && !walk_sorter && ids->len >= limit && (counted || total >= q->track_total_hits)) {
       /* Page full and total good enough: stop, unless that was the end. */
       guint32 b2;
       guint64 m2[BLOCK_WORDS];
@@ -286,7 +299,19 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
     }
   }
   if (ok && agg) ok = ixia_idx_agg_finish(agg);
-  if (ok && hits) ok = resolve_hits(idx, (const guint32 *)(void *)ids->data, ids->len, hits, err);
+  gboolean points_used = FALSE;
+  if (ok && by_points) ok = ixia_idx_sort_points(sorter, set, &points_used);
+  if (ok && sorter) ok = ixia_idx_sort_finish(sorter, set, hits, &res->as_of_epoch, &res->as_of);
+  else if (ok && hits) ok = ixia_idx_resolve_hits(idx, (const guint32 *)(void *)ids->data, ids->len, hits, err);
+  if (ok && hits && !sorter && q->scoring && hits->len) {
+    /* Unsorted hits of a query with match clauses still show their score. */
+    ixia_idx_scorer_t *sc = ixia_idx_scorer_new(&s, &ok);
+    for (guint i = 0; ok && i < hits->len; i++) {
+      ixia_idx_hit_t *h = &g_array_index(hits, ixia_idx_hit_t, i);
+      h->score = ixia_idx_score(sc, h->id, &ok);
+    }
+    ixia_idx_scorer_free(sc);
+  }
   if (ok) {
     res->total = total;
     res->total_exact = exact;
@@ -299,12 +324,16 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
       cJSON_AddNumberToObject(e, "blocks", (double)blocks);
       cJSON_AddNumberToObject(e, "ids_read", (double)s.postings);
       cJSON_AddBoolToObject(e, "early_stop", !exact);
+      if (sorter)
+        cJSON_AddStringToObject(e, "sort", points_used ? "points of the first key, in order"
+                                                       : "every match, top-k from the columns");
       cJSON_AddNumberToObject(e, "took_ms", (double)(g_get_monotonic_time() - t0) / 1000.0);
       cJSON_AddItemToObject(e, "plan", ixia_idx_plan_explain(plan));
       res->explain = e;
     }
   }
   ixia_idx_agg_free(agg);
+  ixia_idx_sort_free(sorter);
   g_array_free(ids, TRUE);
   if (ex.lead) roaring_bitmap_free(ex.lead);
   if (ex.checks) g_ptr_array_free(ex.checks, TRUE);

@@ -419,7 +419,7 @@ static char *merge_full(void *state, const char *key, size_t klen, const char *e
                         size_t elen, const char *const *ops, const size_t *op_lens, int n,
                         unsigned char *success, size_t *out_len) {
   (void)state;
-  char *out = klen > 0 && key[0] == K_COL
+  char *out = is_col_key(key, klen)
                   ? col_merge_full(existing, elen, ops, op_lens, n, out_len)
                   : bitmap_merge(existing, elen, TRUE, ops, op_lens, n, out_len);
   *success = out != NULL;
@@ -430,7 +430,7 @@ static char *merge_partial(void *state, const char *key, size_t klen, const char
                            const size_t *op_lens, int n, unsigned char *success,
                            size_t *out_len) {
   (void)state;
-  char *out = klen > 0 && key[0] == K_COL ? col_merge_partial(ops, op_lens, n, out_len)
+  char *out = is_col_key(key, klen) ? col_merge_partial(ops, op_lens, n, out_len)
                                           : bitmap_merge(NULL, 0, FALSE, ops, op_lens, n, out_len);
   *success = out != NULL;
   return out;
@@ -460,7 +460,7 @@ static unsigned char compaction_filter(void *state, int level, const char *key, 
   (void)state, (void)level, (void)new_val, (void)new_len;
   *changed = 0;
   if (klen == 0) return 0;
-  if (key[0] == K_COL) {
+  if (is_col_key(key, klen)) {
     if (vlen < 4 + BLOCK_WORDS * 8 || val[0] != COL_DENSE) return vlen <= 2;
     for (guint w = 0; w < BLOCK_WORDS; w++)
       if (rd64(val + 4 + 8 * w)) return 0;

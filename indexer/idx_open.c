@@ -76,9 +76,13 @@ static gboolean load_field(ixia_idx_t *idx, const char *k, size_t kl, const char
                            void *ud) {
   (void)ud;
   if (kl < 6 || vl != 4 || (guint8)k[5] > IXIA_FIELD_TIMESTAMP) return FALSE;
-  char *path = g_strndup(k + 6, kl - 6);
-  field_t *f = ixia_idx_field_new(rd32(v), rd32(k + 1), (ixia_field_type_t)(guint8)k[5], path);
+  /* path, then for text fields \0 and the analyzer */
+  const char *nul = memchr(k + 6, 0, kl - 6);
+  char *path = g_strndup(k + 6, nul ? (gsize)(nul - k - 6) : kl - 6);
+  char *analyzer = nul ? g_strndup(nul + 1, kl - (gsize)(nul + 1 - k)) : NULL;
+  field_t *f = ixia_idx_field_new(rd32(v), rd32(k + 1), (ixia_field_type_t)(guint8)k[5], path, analyzer);
   g_free(path);
+  g_free(analyzer);
   if (!ixia_idx_field_register(idx, f)) {
     ixia_idx_field_free(f);
     return FALSE;
@@ -96,6 +100,17 @@ static gboolean load_value(ixia_idx_t *idx, const char *k, size_t kl, const char
   GBytes *b = g_bytes_new(k + 5, kl - 5);
   ixia_idx_value_set(f, vid, b, rd32(v + 4));
   g_bytes_unref(b);
+  return TRUE;
+}
+
+/* A text field's token total ("Ml" field id). */
+static gboolean load_total(ixia_idx_t *idx, const char *k, size_t kl, const char *v, size_t vl,
+                           void *ud) {
+  (void)ud;
+  if (kl != 6 || vl != 8) return FALSE;
+  guint32 fid = rd32(k + 2);
+  field_t *f = fid < idx->fields->len ? idx->fields->pdata[fid] : NULL;
+  if (f) f->total_len = (gint64)rd64(v);
   return TRUE;
 }
 
@@ -171,7 +186,8 @@ static gboolean load_state(ixia_idx_t *idx, ixia_error_t **err) {
   if (!scan_prefix(idx, t, 1, load_table, NULL, err) ||
       !scan_prefix(idx, s, 1, load_schema, NULL, err) ||
       !scan_prefix(idx, f, 1, load_field, NULL, err) ||
-      !scan_prefix(idx, v, 1, load_value, NULL, err))
+      !scan_prefix(idx, v, 1, load_value, NULL, err) ||
+      !scan_prefix(idx, "Ml", 2, load_total, NULL, err))
     return FALSE;
   for (guint i = 1; i < idx->fields->len; i++) {
     field_t *fld = idx->fields->pdata[i];
@@ -247,6 +263,12 @@ ixia_idx_t *ixia_idx_open(const char *path, const ixia_config_t *cfg, ixia_error
   idx->pending_dict = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
   idx->dirty_counts = g_hash_table_new(g_direct_hash, g_direct_equal);
   idx->cache = ixia_idx_cache_new((gsize)ixia_config_int(cfg, "index.cache_mb") << 20);
+  /* A new epoch per open: cursors of an earlier open cannot be honoured
+   * (the history is in memory). Below 2^53 so it travels as a JSON number. */
+  guint64 epoch = (((guint64)g_random_int() << 21) ^ g_random_int()) & ((G_GUINT64_CONSTANT(1) << 52) - 1);
+  idx->history = ixia_idx_history_new((gsize)ixia_config_int(cfg, "index.sort_history_mb") << 20,
+                                      ixia_config_int(cfg, "index.sort_history_seconds") * G_USEC_PER_SEC,
+                                      epoch | 1);
 
   idx->opts = rocksdb_options_create();
   rocksdb_options_set_create_if_missing(idx->opts, 1);
@@ -322,6 +344,7 @@ void ixia_idx_destroy(ixia_idx_t *idx) {
   if (idx->block_cache) rocksdb_cache_destroy(idx->block_cache);
   if (idx->row_cache) rocksdb_cache_destroy(idx->row_cache);
   ixia_idx_cache_destroy(idx->cache);
+  ixia_idx_history_destroy(idx->history);
   g_hash_table_destroy(idx->tables);
   g_ptr_array_free(idx->tables_by_id, TRUE);
   g_ptr_array_free(idx->fields, TRUE);
@@ -488,8 +511,8 @@ gboolean ixia_idx_checksum(ixia_idx_t *idx, ixia_idx_checksum_t *out, ixia_error
     const char *k = rocksdb_iter_key(it, &kl);
     if (kl == 0 || k[0] == K_META) continue;
     const char *v = rocksdb_iter_value(it, &vl);
-    if (k[0] == K_POST || k[0] == K_LIVE || k[0] == K_COL) {
-      GByteArray *c = k[0] == K_COL ? canonical_column(v, vl, &bad) : canonical_bitmap(v, vl, &bad);
+    if (k[0] == K_POST || k[0] == K_LIVE || is_col_key(k, kl)) {
+      GByteArray *c = is_col_key(k, kl) ? canonical_column(v, vl, &bad) : canonical_bitmap(v, vl, &bad);
       if (!c) continue;
       hash_len_bytes(h, k, kl);
       hash_len_bytes(h, c->data, c->len);

@@ -18,7 +18,9 @@
  * than an eighth of the live documents is not materialized at all: the
  * search walks the live documents block by block and checks it on the
  * columns, which can stop early when the page and the total are complete.
- * Text leaves have no column and are always materialized.
+ * Text leaves are always materialized (their column holds term counts for
+ * scoring); a phrase is the AND of its words' postings, then a check of
+ * the candidates' positions (the field's K_POS column).
  *
  * Keyword prefixes and ranges walk the sorted value dictionary; past
  * WALK_CAP values they stop walking and compare the value bytes of each
@@ -73,6 +75,7 @@ struct pnode {
   double dlo, dhi;    /* the same bounds as numbers, for column checks */
   gboolean lo_open, hi_open; /* exclusive bounds */
   double *dnums;      /* TERM/IN values as numbers */
+  guint32 *phrase;    /* MATCH_PHRASE: the value id of each word, in order */
   /* execution */
   roaring_bitmap_t *bm; /* materialized set, when read from the index */
   const char *how;
@@ -115,6 +118,7 @@ void ixia_idx_plan_free(pnode_t *p) {
   g_free(p->vbits);
   g_free(p->nums);
   g_free(p->dnums);
+  g_free(p->phrase);
   if (p->bm) roaring_bitmap_free(p->bm);
   g_free(p);
 }
@@ -137,6 +141,12 @@ static double count_of(field_t *f, guint32 vid) {
   return vid < f->counts->len ? g_array_index(f->counts, guint32, vid) : 0;
 }
 
+/* A leaf that needs every one of its values: match (unless "or") and
+ * match_phrase. */
+static gboolean needs_all(const ixia_filter_t *f) {
+  return (f->kind == IXIA_F_MATCH && !f->match_any) || f->kind == IXIA_F_MATCH_PHRASE;
+}
+
 /* Value ids of the listed encoded values that the dictionary holds. */
 static void lookup_values(ixia_idx_t *idx, pnode_t *p, const GPtrArray *values) {
   p->vids = g_array_new(FALSE, FALSE, sizeof(guint32));
@@ -148,16 +158,25 @@ static void lookup_values(ixia_idx_t *idx, pnode_t *p, const GPtrArray *values) 
     if (vid >= 0) {
       guint32 u = (guint32)vid;
       g_array_append_val(p->vids, u);
-    } else if (p->f->kind == IXIA_F_MATCH) {
+    } else if (needs_all(p->f)) {
       g_array_set_size(p->vids, 0); /* a missing token: nothing matches */
       p->est = 0;
       break;
     }
   }
-  double est = p->f->kind == IXIA_F_MATCH && p->vids->len ? G_MAXDOUBLE : 0;
+  double est = needs_all(p->f) && p->vids->len ? G_MAXDOUBLE : 0;
   for (guint i = 0; i < p->vids->len; i++) {
     double c = count_of(p->field, g_array_index(p->vids, guint32, i));
-    est = p->f->kind == IXIA_F_MATCH ? MIN(est, c) : est + c;
+    est = needs_all(p->f) ? MIN(est, c) : est + c;
+  }
+  if (p->f->kind == IXIA_F_MATCH_PHRASE && p->vids->len) {
+    /* The phrase's words in order, for the position check. */
+    p->phrase = g_new(guint32, values->len);
+    for (guint i = 0; i < values->len; i++) {
+      gsize len;
+      const guint8 *v = g_bytes_get_data(values->pdata[i], &len);
+      p->phrase[i] = (guint32)ixia_idx_value_id(p->field, v, len);
+    }
   }
   g_rw_lock_reader_unlock(&idx->dict_lock);
   g_array_sort(p->vids, u32_cmp);
@@ -266,6 +285,7 @@ static gboolean plan_leaf(ixia_search_ctx_t *s, pnode_t *p) {
       lookup_values(s->idx, p, f->values);
       return TRUE;
     case IXIA_F_MATCH:
+    case IXIA_F_MATCH_PHRASE:
       lookup_values(s->idx, p, f->values);
       return TRUE;
     case IXIA_F_RANGE:
@@ -406,6 +426,74 @@ static gboolean materialize(ixia_search_ctx_t *s, pnode_t *p);
 static gboolean materialize_and(ixia_search_ctx_t *s, pnode_t *p, roaring_bitmap_t *out,
                                 GPtrArray *checks);
 
+static inline guint32 entry_pos(double d) {
+  guint64 b;
+  memcpy(&b, &d, 8);
+  return (guint32)b;
+}
+
+static inline guint32 entry_vid1(double d) {
+  guint64 b;
+  memcpy(&b, &d, 8);
+  return (guint32)(b >> 32);
+}
+
+/* Whether a document's positions (entries in position order) hold the
+ * phrase: its words at their offsets from one start. */
+static gboolean phrase_in(const pnode_t *p, const double *e, guint32 n) {
+  const ixia_filter_t *f = p->f;
+  guint m = f->values->len;
+  for (guint32 i = 0; i < n; i++) {
+    if (entry_vid1(e[i]) != p->phrase[0] + 1) continue;
+    gint64 start = (gint64)entry_pos(e[i]) - f->offsets[0];
+    gboolean all = TRUE;
+    for (guint k = 1; all && k < m; k++) {
+      gint64 want = start + f->offsets[k];
+      /* Positions are unique and sorted: a binary search. */
+      guint32 lo = 0, hi = n;
+      while (lo < hi) {
+        guint32 mid = (lo + hi) / 2;
+        if ((gint64)entry_pos(e[mid]) < want) lo = mid + 1;
+        else hi = mid;
+      }
+      all = lo < n && (gint64)entry_pos(e[lo]) == want && entry_vid1(e[lo]) == p->phrase[k] + 1;
+    }
+    if (all) return TRUE;
+  }
+  return FALSE;
+}
+
+/* Keeps the candidates whose positions hold the phrase, reading the
+ * field's position column a block at a time. */
+static gboolean phrase_filter(ixia_search_ctx_t *s, pnode_t *p, roaring_bitmap_t *cands) {
+  roaring_bitmap_t *kept = roaring_bitmap_create();
+  roaring_uint32_iterator_t *it = roaring_create_iterator(cands);
+  gboolean ok = TRUE;
+  guint64 checked = 0;
+  while (ok && it->has_value) {
+    guint32 block = it->current_value >> BLOCK_BITS;
+    blk_t *b = ixia_idx_column_at(s->idx, K_POS, p->field->id, 8, block, s->err);
+    ok = b != NULL;
+    for (; ok && it->has_value && it->current_value >> BLOCK_BITS == block;
+         roaring_advance_uint32_iterator(it)) {
+      guint32 n;
+      const double *e = col_slot(b->col, it->current_value & (BLOCK_SLOTS - 1), &n);
+      checked++;
+      if (n && phrase_in(p, e, n)) roaring_bitmap_add(kept, it->current_value);
+    }
+    ixia_idx_blk_unref(b);
+    if (ok) ok = ixia_idx_deadline(s);
+  }
+  roaring_free_uint32_iterator(it);
+  if (ok) {
+    roaring_bitmap_clear(cands);
+    roaring_bitmap_or_inplace(cands, kept);
+    p->checked += checked;
+  }
+  roaring_bitmap_free(kept);
+  return ok && ixia_idx_charge(s, checked);
+}
+
 static gboolean materialize_leaf(ixia_search_ctx_t *s, pnode_t *p, roaring_bitmap_t *out) {
   const ixia_filter_t *f = p->f;
   field_t *fld = p->field;
@@ -429,10 +517,14 @@ static gboolean materialize_leaf(ixia_search_ctx_t *s, pnode_t *p, roaring_bitma
     if (!walk_values(s, p, 0, &more)) return FALSE;
     p->by_bytes = FALSE;
   }
-  if (f->kind == IXIA_F_MATCH) {
+  if (needs_all(f)) {
     for (guint i = 0; i < p->vids->len; i++)
       if (!or_posting(s, fld->id, g_array_index(p->vids, guint32, i), out, TRUE, &first))
         return FALSE;
+    if (f->kind == IXIA_F_MATCH_PHRASE) {
+      p->how = "postings, then positions";
+      return phrase_filter(s, p, out);
+    }
     return TRUE;
   }
   /* Many values: one union of all their postings (CRoaring's lazy OR),
@@ -864,6 +956,7 @@ static const char *kind_name(const pnode_t *p) {
     case IXIA_F_PREFIX: return "prefix";
     case IXIA_F_EXISTS: return "exists";
     case IXIA_F_MATCH: return "match";
+    case IXIA_F_MATCH_PHRASE: return "match_phrase";
     default: return "?";
   }
 }

@@ -321,6 +321,35 @@ guint64 ixia_points_filter(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bit
   return n;
 }
 
+guint ixia_points_next(ixia_points_t *p, gboolean desc, guint64 key, guint32 id, gboolean inclusive,
+                       guint64 *keys, guint32 *ids, guint max) {
+  guint n = 0;
+  pthread_rwlock_rdlock(&p->lock);
+  if (p->leaves->len > 0) {
+    guint li = leaf_of(p, key, id);
+    const leaf_t *l = p->leaves->pdata[li];
+    gint64 at = lower_in(l, key, id); /* first point >= (key, id) in leaf li */
+    gboolean equal = at < l->n && l->key[at] == key && l->id[at] == id;
+    if (!desc) {
+      if (equal && !inclusive) at++;
+      for (; li < p->leaves->len && n < max; li++, at = 0) {
+        l = p->leaves->pdata[li];
+        for (; at < l->n && n < max; at++, n++) keys[n] = l->key[at], ids[n] = l->id[at];
+      }
+    } else {
+      if (!(equal && inclusive)) at--;
+      for (;;) {
+        for (; at >= 0 && n < max; at--, n++) keys[n] = l->key[at], ids[n] = l->id[at];
+        if (n >= max || li == 0) break;
+        l = p->leaves->pdata[--li];
+        at = (gint64)l->n - 1;
+      }
+    }
+  }
+  pthread_rwlock_unlock(&p->lock);
+  return n;
+}
+
 guint64 ixia_points_size(ixia_points_t *p) {
   pthread_rwlock_rdlock(&p->lock);
   guint64 n = p->size;

@@ -102,16 +102,32 @@ typedef struct {
   char *key; /* g_malloc'd, NUL-terminated (keys are UTF-8) */
   gint64 version;
   guint32 id;
+  GPtrArray *sort; /* sorted searches: q->n_sort encoded values (GBytes*, NULL = missing) */
+  double score;    /* relevance (0 when the query scores nothing) */
 } ixia_idx_hit_t;
 
-/* Clears a GArray of ixia_idx_hit_t (frees the keys). */
+/* Clears a GArray of ixia_idx_hit_t (frees the keys and sort values). */
 void ixia_idx_hits_clear(GArray *hits);
 
+/* Where a sorted page starts: after this document's sort values and key
+ * (search_after). */
 typedef struct {
-  gint64 after_id;     /* hits with a larger internal id; -1: from the start */
+  GBytes **values; /* q->n_sort encoded values, NULL = missing */
+  const char *key;
+  gsize key_len;
+} ixia_idx_after_t;
+
+typedef struct {
+  gint64 after_id;     /* unsorted: hits with a larger internal id; -1: from the start */
   guint limit;         /* hits wanted */
   gint64 deadline_us;  /* g_get_monotonic_time() deadline; 0: none */
   gboolean explain;    /* return the plan */
+  /* Sorted queries (q->n_sort > 0): the page after this position (NULL:
+   * the first page), with documents positioned by their values as of
+   * (as_of_epoch, as_of) when as_of_epoch != 0 (later pages of one paging
+   * session), else as of now. */
+  const ixia_idx_after_t *after;
+  guint64 as_of_epoch, as_of;
 } ixia_idx_search_opts_t;
 
 typedef struct {
@@ -120,13 +136,16 @@ typedef struct {
                            early, past q->track_total_hits) */
   cJSON *explain;      /* when asked: the plan with estimates and actual
                           counts, and which clause led (caller deletes) */
+  guint64 as_of_epoch, as_of; /* sorted queries: the positions used (pass them
+                                 back for the next page) */
 } ixia_idx_result_t;
 
 /* Evaluates q on this shard: res->total matching documents (exact up to
  * q->track_total_hits, or always when aggs is given), up to o->limit hits
- * with internal id > o->after_id in id order (GArray of ixia_idx_hit_t,
- * appended; hits may be NULL), and every matching document added to aggs
- * when not NULL. Fails with IXIA_ETOOLARGE naming query.max_postings, or
+ * (GArray of ixia_idx_hit_t, appended; hits may be NULL): with internal id
+ * > o->after_id in id order, or for a sorted query the first o->limit
+ * after o->after in q->sort's order, ties by key; and every matching
+ * document added to aggs when not NULL. Fails with IXIA_ETOOLARGE naming query.max_postings, or
  * query.max_memory_mb / query.max_terms_buckets (aggregations; lim may be
  * NULL for none), and with IXIA_EUNAVAILABLE naming the deadline. */
 gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_search_opts_t *o,

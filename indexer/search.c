@@ -9,6 +9,7 @@
 #include "ixia_search.h"
 #include "json.h"
 #include "log.h"
+#include "testhook.h"
 #include "thrift_util.h"
 
 /* Bounds of docs()'s limit. */
@@ -49,6 +50,8 @@ static gboolean opt_int(const cJSON *req, const char *name, gint64 min, gint64 m
 /* The request's outer parts, checked. */
 typedef struct {
   const cJSON *query; /* borrowed from the parsed request */
+  const cJSON *sort_after; /* sorted pages: {"values": [b64 | null], "key": "..."} */
+  const cJSON *as_of;      /* sorted pages: {"epoch": N, "seq": N} */
   gint64 after_id;
   gint64 limit;       /* -1: the query's own */
   gboolean sync;
@@ -86,11 +89,80 @@ static cJSON *parse_request(IxiaShardHandler *h, const char *json, search_req_t 
   }
   /* The query API pages across shards by internal id; its own limit and
    * position override the query's. */
+  r->sort_after = cJSON_GetObjectItemCaseSensitive(req, "sort_after");
+  r->as_of = cJSON_GetObjectItemCaseSensitive(req, "as_of");
   r->limit = have_limit ? limit : -1;
   r->after_id = have_after ? after : -1;
   r->sync = cJSON_IsTrue(sync);
   r->deadline_ms = have_deadline ? MIN(deadline_ms, (gint64)lim->deadline_ms) : 0;
   return req;
+}
+
+/* A JSON number that is a whole count from 0 to 2^53. */
+static gboolean json_is_count(const cJSON *v) {
+  return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 9007199254740992.0 &&
+         v->valuedouble == (double)(gint64)v->valuedouble;
+}
+
+static void bytes_unref0(gpointer b) {
+  if (b) g_bytes_unref(b);
+}
+
+/* The sorted page's position from the request: after (values, key) and
+ * the positions' as_of. FALSE with an error naming the bad part. */
+static gboolean sort_position(const search_req_t *r, const ixia_query_t *q, GPtrArray *values,
+                              ixia_idx_after_t *after, gboolean *has_after,
+                              ixia_idx_search_opts_t *so, ixia_error_t **err) {
+  *has_after = FALSE;
+  if (r->as_of && !cJSON_IsNull(r->as_of)) {
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(r->as_of, "epoch");
+    const cJSON *sq = cJSON_GetObjectItemCaseSensitive(r->as_of, "seq");
+    if (!json_is_count(e) || !json_is_count(sq) || e->valuedouble < 1)
+      return ixia_error_set(err, IXIA_EINVAL, "search request: \"as_of\" must be {\"epoch\": N, \"seq\": N}");
+    so->as_of_epoch = (guint64)e->valuedouble;
+    so->as_of = (guint64)sq->valuedouble;
+  }
+  if (!r->sort_after || cJSON_IsNull(r->sort_after)) return TRUE;
+  const cJSON *vals = cJSON_GetObjectItemCaseSensitive(r->sort_after, "values");
+  const cJSON *key = cJSON_GetObjectItemCaseSensitive(r->sort_after, "key");
+  if (!q->n_sort || !cJSON_IsArray(vals) || cJSON_GetArraySize(vals) != (int)q->n_sort ||
+      !cJSON_IsString(key))
+    return ixia_error_set(err, IXIA_EINVAL,
+                          "search request: \"sort_after\" must be {\"values\": [one per sort key], "
+                          "\"key\": \"...\"} of a sorted query");
+  for (const cJSON *v = vals->child; v; v = v->next) {
+    if (cJSON_IsNull(v)) {
+      g_ptr_array_add(values, NULL);
+      continue;
+    }
+    if (!cJSON_IsString(v)) return ixia_error_set(err, IXIA_EINVAL, "search request: bad sort value");
+    gsize n = 0;
+    guchar *raw = g_base64_decode(v->valuestring, &n);
+    g_ptr_array_add(values, g_bytes_new_take(raw, n));
+  }
+  after->values = (GBytes **)values->pdata;
+  after->key = key->valuestring;
+  after->key_len = strlen(key->valuestring);
+  so->after = after;
+  *has_after = TRUE;
+  return TRUE;
+}
+
+static cJSON *sort_values_json(const GPtrArray *sort) {
+  cJSON *arr = cJSON_CreateArray();
+  for (guint i = 0; sort && i < sort->len; i++) {
+    GBytes *b = sort->pdata[i];
+    if (!b) {
+      cJSON_AddItemToArray(arr, cJSON_CreateNull());
+      continue;
+    }
+    gsize n;
+    const guchar *p = g_bytes_get_data(b, &n);
+    char *t = g_base64_encode(n ? p : (const guchar *)"", n);
+    cJSON_AddItemToArray(arr, cJSON_CreateString(t));
+    g_free(t);
+  }
+  return arr;
 }
 
 static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **err) {
@@ -105,10 +177,12 @@ static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **er
     cJSON_Delete(req);
     return NULL;
   }
+  /* A slow shard, for the tests of allow_partial. */
+  gint64 delay_ms = ixia_test_hook("SEARCH_DELAY_MS", 0);
+  if (delay_ms > 0) g_usleep((gulong)delay_ms * 1000);
   char *qtext = ixia_json_print(r.query);
   char *q_ns = g_strdup(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.query, "namespace")));
   char *q_table = g_strdup(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.query, "table")));
-  cJSON_Delete(req);
   ixia_error_t *perr = NULL;
   ixia_query_t *q = ixia_query_parse(qtext, strlen(qtext), ixia_idx_schema, idx, &h->lim, &perr);
   /* The API knew the table (it parsed the query first), this shard does
@@ -132,6 +206,7 @@ static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **er
   g_free(q_table);
   if (!q) {
     ixia_error_propagate(err, perr);
+    cJSON_Delete(req);
     return NULL;
   }
   if (!r.deadline_ms && q->timeout_ms > 0) ms = MIN((gint64)q->timeout_ms, ms);
@@ -145,7 +220,11 @@ static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **er
   ixia_idx_search_opts_t so = {.after_id = r.after_id, .limit = limit,
                                .deadline_us = deadline_us, .explain = q->explain};
   ixia_idx_result_t res;
-  if (ixia_idx_search(idx, q, &so, &h->lim, hits, aggs, &res, err)) {
+  GPtrArray *after_values = g_ptr_array_new_with_free_func(bytes_unref0);
+  ixia_idx_after_t after = {0};
+  gboolean has_after = FALSE;
+  if (sort_position(&r, q, after_values, &after, &has_after, &so, err) &&
+      ixia_idx_search(idx, q, &so, &h->lim, hits, aggs, &res, err)) {
     cJSON *o = cJSON_CreateObject();
     cJSON *arr = cJSON_AddArrayToObject(o, "hits");
     for (guint i = 0; i < hits->len; i++) {
@@ -154,7 +233,14 @@ static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **er
       cJSON_AddStringToObject(e, "key", hit->key);
       cJSON_AddNumberToObject(e, "version", (double)hit->version);
       cJSON_AddNumberToObject(e, "id", hit->id);
+      if (q->n_sort) cJSON_AddItemToObject(e, "sort", sort_values_json(hit->sort));
+      if (q->scoring) cJSON_AddNumberToObject(e, "score", hit->score);
       cJSON_AddItemToArray(arr, e);
+    }
+    if (q->n_sort) {
+      cJSON *a = cJSON_AddObjectToObject(o, "as_of");
+      cJSON_AddNumberToObject(a, "epoch", (double)res.as_of_epoch);
+      cJSON_AddNumberToObject(a, "seq", (double)res.as_of);
     }
     cJSON_AddNumberToObject(o, "total", (double)res.total);
     cJSON_AddStringToObject(o, "total_relation", res.total_exact ? "eq" : "gte");
@@ -173,6 +259,8 @@ static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **er
   }
   ixia_idx_hits_clear(hits);
   g_array_free(hits, TRUE);
+  g_ptr_array_free(after_values, TRUE);
+  cJSON_Delete(req); /* r's members point into it */
   ixia_aggs_destroy(aggs);
   ixia_query_destroy(q);
   return out;

@@ -12,6 +12,9 @@
 #define CURSOR_PREFIX "c1:"
 #define POS_START (-1)
 #define POS_DONE (-2)
+/* allow_partial: how long past the deadline a shard may still answer (a
+ * shard gives up at the deadline itself and says so). */
+#define PARTIAL_GRACE_US (200 * 1000)
 
 typedef struct {
   char *address;
@@ -29,18 +32,36 @@ struct ixia_search {
   guint64 queries, query_errors, shard_calls, shard_errors, hits_returned, stale_dropped;
 };
 
-/* One shard call of one query. */
+/* What the shard calls of one query share; freed by the last holder. A
+ * query with allow_partial stops waiting at its deadline: it abandons the
+ * round, and calls still running then free their own results. */
 typedef struct {
+  GMutex lock;
+  GCond cond;
+  guint pending;
+  gint refs;
+  gboolean abandoned;
+} round_t;
+
+/* One shard call of one query. */
+typedef struct call call_t;
+struct call {
   ixia_search_t *s;
   guint shard;
   char *request;
   cJSON *response;
   ixia_error_t *err;
-  /* completion, shared by every call of the query */
-  GMutex *lock;
-  GCond *cond;
-  guint *pending;
-} call_t;
+  /* a pool job: its round and the query's call to fill while not abandoned */
+  round_t *round;
+  call_t *dest;
+};
+
+static void round_unref(round_t *r) {
+  if (!g_atomic_int_dec_and_test(&r->refs)) return;
+  g_mutex_clear(&r->lock);
+  g_cond_clear(&r->cond);
+  g_free(r);
+}
 
 static void counter_add(guint64 *c, guint64 n) { __atomic_add_fetch(c, n, __ATOMIC_RELAXED); }
 
@@ -92,12 +113,23 @@ static void shard_call(ixia_search_t *s, call_t *c) {
 }
 
 static void pool_main(gpointer data, gpointer user) {
-  call_t *c = data;
+  call_t *job = data;
   (void)user;
-  shard_call(c->s, c);
-  g_mutex_lock(c->lock);
-  if (--*c->pending == 0) g_cond_signal(c->cond);
-  g_mutex_unlock(c->lock);
+  shard_call(job->s, job);
+  round_t *r = job->round;
+  g_mutex_lock(&r->lock);
+  if (!r->abandoned) {
+    job->dest->response = job->response;
+    job->dest->err = job->err;
+  } else {
+    cJSON_Delete(job->response);
+    ixia_error_destroy(job->err);
+  }
+  if (--r->pending == 0) g_cond_signal(&r->cond);
+  g_mutex_unlock(&r->lock);
+  round_unref(r);
+  g_free(job->request);
+  g_free(job);
 }
 
 ixia_search_t *ixia_search_new(const ixia_config_t *cfg, ixia_store_t *store,
@@ -196,6 +228,107 @@ char *ixia_search_cursor_encode(guint n_shards, const gint64 *pos) {
   return out;
 }
 
+#define SORT_CURSOR_PREFIX "s1:"
+
+void ixia_sort_cursor_clear(ixia_sort_cursor_t *c) {
+  for (guint i = 0; c->values && i < c->n_values; i++)
+    if (c->values[i]) g_bytes_unref(c->values[i]);
+  g_free(c->values);
+  g_free(c->epoch);
+  g_free(c->seq);
+  g_free(c->key);
+  memset(c, 0, sizeof *c);
+}
+
+/* A bounded reader of the cursor's bytes. */
+typedef struct {
+  const guint8 *p;
+  gsize left;
+} rd_t;
+
+static gboolean rd_be(rd_t *r, guint n, guint64 *out) {
+  if (r->left < n) return FALSE;
+  *out = 0;
+  for (guint i = 0; i < n; i++) *out = *out << 8 | r->p[i];
+  r->p += n;
+  r->left -= n;
+  return TRUE;
+}
+
+gboolean ixia_search_sort_cursor_decode(const char *after, guint n_shards, guint n_values,
+                                        guint32 sig, ixia_sort_cursor_t *out, ixia_error_t **err) {
+  memset(out, 0, sizeof *out);
+  gsize n = 0;
+  guchar *raw = NULL;
+  if (after && g_str_has_prefix(after, SORT_CURSOR_PREFIX))
+    raw = g_base64_decode(after + strlen(SORT_CURSOR_PREFIX), &n);
+  rd_t r = {raw, raw ? n : 0};
+  guint64 v = 0, shards = 0, nv = 0;
+  gboolean ok = raw && rd_be(&r, 4, &v) && rd_be(&r, 2, &shards) && shards == n_shards;
+  const char *why = "not a cursor from this query API's \"next\" for a sorted query (or the number of index shards changed since)";
+  if (ok && (guint32)v != sig) {
+    ok = FALSE;
+    why = "the cursor is from a query with another sort";
+  }
+  out->sig = (guint32)v;
+  out->n_shards = n_shards;
+  out->epoch = g_new0(guint64, MAX(n_shards, 1));
+  out->seq = g_new0(guint64, MAX(n_shards, 1));
+  for (guint i = 0; ok && i < n_shards; i++) ok = rd_be(&r, 8, &out->epoch[i]) && rd_be(&r, 8, &out->seq[i]);
+  ok = ok && rd_be(&r, 1, &nv) && nv == n_values;
+  out->values = g_new0(GBytes *, MAX(n_values, 1));
+  out->n_values = n_values;
+  for (guint i = 0; ok && i < n_values; i++) {
+    guint64 has = 0, len = 0;
+    ok = rd_be(&r, 1, &has) && has <= 1 && rd_be(&r, 4, &len) && (has || len == 0) && len <= r.left;
+    if (ok && has) out->values[i] = g_bytes_new(r.p, len);
+    if (ok) r.p += len, r.left -= len;
+  }
+  guint64 klen = 0;
+  ok = ok && rd_be(&r, 4, &klen) && klen == r.left && memchr(r.p, 0, klen) == NULL;
+  if (ok) {
+    out->key = g_strndup((const char *)r.p, klen);
+    out->key_len = klen;
+  }
+  g_free(raw);
+  if (!ok) {
+    ixia_sort_cursor_clear(out);
+    return ixia_error_set(err, IXIA_EINVAL, "after: %s", why);
+  }
+  return TRUE;
+}
+
+static void put_be(GByteArray *b, guint n, guint64 v) {
+  guint8 t[8];
+  for (guint i = 0; i < n; i++) t[i] = (guint8)(v >> (8 * (n - 1 - i)));
+  g_byte_array_append(b, t, n);
+}
+
+char *ixia_search_sort_cursor_encode(const ixia_sort_cursor_t *c) {
+  GByteArray *b = g_byte_array_new();
+  put_be(b, 4, c->sig);
+  put_be(b, 2, c->n_shards);
+  for (guint i = 0; i < c->n_shards; i++) {
+    put_be(b, 8, c->epoch[i]);
+    put_be(b, 8, c->seq[i]);
+  }
+  put_be(b, 1, c->n_values);
+  for (guint i = 0; i < c->n_values; i++) {
+    gsize n = 0;
+    const guint8 *p = c->values[i] ? g_bytes_get_data(c->values[i], &n) : NULL;
+    put_be(b, 1, p != NULL || c->values[i] != NULL);
+    put_be(b, 4, n);
+    if (n) g_byte_array_append(b, p, (guint)n);
+  }
+  put_be(b, 4, c->key_len);
+  if (c->key_len) g_byte_array_append(b, (const guint8 *)c->key, (guint)c->key_len);
+  char *b64 = g_base64_encode(b->data, b->len);
+  char *out = g_strconcat(SORT_CURSOR_PREFIX, b64, NULL);
+  g_free(b64);
+  g_byte_array_free(b, TRUE);
+  return out;
+}
+
 /* Waits, bounded by deadline_us, until replication acknowledged min_version. */
 static gboolean wait_replicated(ixia_search_t *s, gint64 min_version, gint64 deadline_us,
                                 ixia_error_t **err) {
@@ -243,7 +376,8 @@ static void append_doc(const ixia_query_t *q, const ixia_store_doc_t *d, const c
 typedef struct {
   const char *key; /* borrowed from the shard's response */
   gint64 version;  /* the version the shard indexed */
-  guint shard;
+  guint shard;     /* which shard proposed it */
+  char *extra;     /* members the hit shows after "doc" (",\"sort\":[...]"), or NULL */
 } cand_t;
 
 /* Re-reads the page's hits from the truth store in one multi-get and
@@ -278,6 +412,8 @@ static guint verify_hits(ixia_search_t *s, const ixia_query_t *q, const GArray *
         ixia_json_append_string(out, keys[i], lens[i]);
         g_string_append_printf(out, ",\"version\":%" G_GINT64_FORMAT ",\"doc\":", d->version);
         append_doc(q, d, parsed, out);
+        const char *extra = g_array_index(cands, cand_t, i).extra;
+        if (extra) g_string_append(out, extra);
         g_string_append_c(out, '}');
       } else {
         counter_add(&s->stale_dropped, 1);
@@ -294,8 +430,10 @@ static guint verify_hits(ixia_search_t *s, const ixia_query_t *q, const GArray *
 }
 
 static char *shard_request(const cJSON *request, gint64 after_id, guint limit, gboolean sync,
-                           gint64 deadline_us) {
+                           gint64 deadline_us, const cJSON *sorted) {
   cJSON *r = cJSON_CreateObject();
+  for (const cJSON *m = sorted ? sorted->child : NULL; m; m = m->next)
+    cJSON_AddItemReferenceToObject(r, m->string, (cJSON *)m);
   cJSON_AddItemReferenceToObject(r, "query", (cJSON *)request);
   cJSON_AddNumberToObject(r, "after_id", (double)after_id);
   cJSON_AddNumberToObject(r, "limit", limit);
@@ -307,35 +445,61 @@ static char *shard_request(const cJSON *request, gint64 after_id, guint limit, g
   return text;
 }
 
-/* Sends every shard its request; FALSE with the first shard error. */
-static gboolean call_shards(ixia_search_t *s, call_t *calls, ixia_error_t **err) {
+/* Sends every shard its request. Without partial: FALSE with the first
+ * shard error. With partial: waits until give_up_us at most (monotonic), a
+ * shard that has not answered by then failing with a deadline error, and
+ * leaves the failures in calls[i].err for the caller (FALSE only when no
+ * shard answered). */
+static gboolean call_shards(ixia_search_t *s, call_t *calls, gboolean partial, gint64 give_up_us,
+                            ixia_error_t **err) {
   if (s->n_shards == 1) {
     shard_call(s, &calls[0]);
   } else {
-    GMutex lock;
-    GCond cond;
-    g_mutex_init(&lock);
-    g_cond_init(&cond);
-    guint pending = s->n_shards;
+    round_t *r = g_new0(round_t, 1);
+    g_mutex_init(&r->lock);
+    g_cond_init(&r->cond);
+    r->pending = s->n_shards;
+    r->refs = (gint)s->n_shards + 1;
     for (guint i = 0; i < s->n_shards; i++) {
-      calls[i].lock = &lock;
-      calls[i].cond = &cond;
-      calls[i].pending = &pending;
-      g_thread_pool_push(s->pool, &calls[i], NULL);
+      call_t *job = g_new0(call_t, 1);
+      *job = (call_t){s, i, g_strdup(calls[i].request), NULL, NULL, r, &calls[i]};
+      g_thread_pool_push(s->pool, job, NULL);
     }
-    g_mutex_lock(&lock);
-    while (pending > 0) g_cond_wait(&cond, &lock);
-    g_mutex_unlock(&lock);
-    g_mutex_clear(&lock);
-    g_cond_clear(&cond);
+    g_mutex_lock(&r->lock);
+    while (r->pending > 0) {
+      if (!partial) g_cond_wait(&r->cond, &r->lock);
+      else if (!g_cond_wait_until(&r->cond, &r->lock, give_up_us)) break;
+    }
+    r->abandoned = TRUE;
+    g_mutex_unlock(&r->lock);
+    round_unref(r);
+    for (guint i = 0; i < s->n_shards; i++)
+      if (!calls[i].response && !calls[i].err)
+        ixia_error_set(&calls[i].err, IXIA_EDEADLINE,
+                       "shard %u (%s): no answer within the query's deadline", i,
+                       s->shards[i].address);
   }
+  guint answered = 0;
+  for (guint i = 0; i < s->n_shards; i++) answered += calls[i].err == NULL;
   for (guint i = 0; i < s->n_shards; i++)
-    if (calls[i].err) {
+    if (calls[i].err && (!partial || answered == 0)) {
       ixia_error_propagate(err, calls[i].err);
       calls[i].err = NULL;
       return FALSE;
     }
   return TRUE;
+}
+
+/* ",\"score\":X" for a hit of a query that scores (its shard's BM25), or
+ * NULL. */
+static char *score_member(const ixia_query_t *q, const cJSON *hit) {
+  if (!q->scoring) return NULL;
+  cJSON *sc = cJSON_CreateNumber(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(hit, "score")));
+  char *t = ixia_json_print(sc);
+  cJSON_Delete(sc);
+  char *out = g_strconcat(",\"score\":", t, NULL);
+  g_free(t);
+  return out;
 }
 
 /* Takes hits shard by shard up to q->limit, advancing pos, and verifies
@@ -347,7 +511,7 @@ static gboolean collect_hits(ixia_search_t *s, const ixia_query_t *q, call_t *ca
   guint taken = 0;
   gboolean ok = TRUE;
   for (guint i = 0; ok && i < s->n_shards; i++) {
-    if (pos[i] == POS_DONE) continue;
+    if (pos[i] == POS_DONE || !calls[i].response) continue; /* done, or failed (allow_partial) */
     cJSON *hits = cJSON_GetObjectItemCaseSensitive(calls[i].response, "hits");
     int n = cJSON_GetArraySize(hits);
     if (taken >= q->limit) break; /* this shard and the rest wait for the next page */
@@ -362,7 +526,7 @@ static gboolean collect_hits(ixia_search_t *s, const ixia_query_t *q, call_t *ca
       }
       pos[i] = (gint64)id->valuedouble;
       taken++;
-      cand_t c = {key->valuestring, (gint64)version->valuedouble, i};
+      cand_t c = {key->valuestring, (gint64)version->valuedouble, i, score_member(q, h)};
       g_array_append_val(cands, c);
     }
     /* A shard that sent fewer than asked has nothing after them. */
@@ -373,7 +537,203 @@ static gboolean collect_hits(ixia_search_t *s, const ixia_query_t *q, call_t *ca
     *returned = verify_hits(s, q, cands, out, stale_by_shard, &e);
     if (e) ok = ixia_error_propagate(err, e);
   }
+  for (guint i = 0; i < cands->len; i++) g_free(g_array_index(cands, cand_t, i).extra);
   g_array_free(cands, TRUE);
+  return ok;
+}
+
+/* ---- sorted pages ---- */
+
+static void bytes_unref0(gpointer b) {
+  if (b) g_bytes_unref(b);
+}
+
+/* What each shard is told for a sorted page: the cursor's values and key
+ * (search_after) and that shard's positions. */
+static cJSON **sorted_requests(const ixia_search_t *s, const ixia_sort_cursor_t *cur) {
+  cJSON **out = g_new0(cJSON *, s->n_shards);
+  for (guint i = 0; i < s->n_shards; i++) {
+    out[i] = cJSON_CreateObject();
+    if (!cur) continue;
+    cJSON *after = cJSON_AddObjectToObject(out[i], "sort_after");
+    cJSON *vals = cJSON_AddArrayToObject(after, "values");
+    for (guint k = 0; k < cur->n_values; k++) {
+      if (!cur->values[k]) {
+        cJSON_AddItemToArray(vals, cJSON_CreateNull());
+        continue;
+      }
+      gsize n;
+      const guchar *p = g_bytes_get_data(cur->values[k], &n);
+      char *b64 = g_base64_encode(n ? p : (const guchar *)"", n);
+      cJSON_AddItemToArray(vals, cJSON_CreateString(b64));
+      g_free(b64);
+    }
+    cJSON_AddStringToObject(after, "key", cur->key);
+    if (!cur->epoch[i]) continue; /* the shard failed on the first page: positions as of now */
+    cJSON *as_of = cJSON_AddObjectToObject(out[i], "as_of");
+    cJSON_AddNumberToObject(as_of, "epoch", (double)cur->epoch[i]);
+    cJSON_AddNumberToObject(as_of, "seq", (double)cur->seq[i]);
+  }
+  return out;
+}
+
+/* A hit of a shard's sorted page. */
+typedef struct {
+  GPtrArray *values; /* GBytes* or NULL, one per sort key */
+  const char *key;   /* borrowed from the response */
+  gint64 version;
+  const cJSON *hit;  /* the shard's hit */
+  guint shard;
+} shit_t;
+
+static gint shit_cmp(gconstpointer a, gconstpointer b, gpointer q) {
+  const shit_t *x = a, *y = b;
+  int c = ixia_sort_cmp_values(q, (GBytes *const *)x->values->pdata, (GBytes *const *)y->values->pdata);
+  return c ? c : strcmp(x->key, y->key);
+}
+
+/* Merges the shards' sorted pages: the first q->limit by (values, key),
+ * verified; *next is the cursor after them, or NULL on the last page. */
+static gboolean collect_sorted_hits(ixia_search_t *s, const ixia_query_t *q, call_t *calls,
+                                    GString *out, guint *returned, char **next,
+                                    guint *stale_by_shard, ixia_error_t **err) {
+  *next = NULL;
+  GArray *all = g_array_new(FALSE, FALSE, sizeof(shit_t));
+  guint64 *epoch = g_new0(guint64, s->n_shards), *seq = g_new0(guint64, s->n_shards);
+  gboolean ok = TRUE, more = FALSE;
+  for (guint i = 0; ok && i < s->n_shards; i++) {
+    const cJSON *resp = calls[i].response;
+    if (!resp) continue; /* failed (allow_partial): keeps no positions */
+    const cJSON *hits = cJSON_GetObjectItemCaseSensitive(resp, "hits");
+    const cJSON *as_of = cJSON_GetObjectItemCaseSensitive(resp, "as_of");
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(as_of, "epoch");
+    const cJSON *sq = cJSON_GetObjectItemCaseSensitive(as_of, "seq");
+    if (q->limit && (!cJSON_IsNumber(e) || !cJSON_IsNumber(sq))) {
+      ok = ixia_error_set(err, IXIA_EINTERNAL, "shard %u answered a sorted page without as_of", i);
+      break;
+    }
+    epoch[i] = cJSON_IsNumber(e) ? (guint64)e->valuedouble : 0;
+    seq[i] = cJSON_IsNumber(sq) ? (guint64)sq->valuedouble : 0;
+    if ((guint)cJSON_GetArraySize(hits) >= q->limit && q->limit) more = TRUE;
+    for (const cJSON *h = hits ? hits->child : NULL; ok && h; h = h->next) {
+      const cJSON *key = cJSON_GetObjectItemCaseSensitive(h, "key");
+      const cJSON *version = cJSON_GetObjectItemCaseSensitive(h, "version");
+      const cJSON *sort = cJSON_GetObjectItemCaseSensitive(h, "sort");
+      if (!cJSON_IsString(key) || !cJSON_IsNumber(version) || !cJSON_IsArray(sort) ||
+          cJSON_GetArraySize(sort) != (int)q->n_sort) {
+        ok = ixia_error_set(err, IXIA_EINTERNAL, "shard %u answered a malformed sorted hit", i);
+        break;
+      }
+      shit_t x = {g_ptr_array_new_full(q->n_sort, bytes_unref0), key->valuestring,
+                  (gint64)version->valuedouble, h, i};
+      for (const cJSON *v = sort->child; v; v = v->next) {
+        gsize n = 0;
+        guchar *raw = cJSON_IsString(v) ? g_base64_decode(v->valuestring, &n) : NULL;
+        g_ptr_array_add(x.values, raw ? g_bytes_new_take(raw, n) : NULL);
+      }
+      g_array_append_val(all, x);
+    }
+  }
+  GArray *cands = g_array_new(FALSE, FALSE, sizeof(cand_t));
+  if (ok) {
+    g_array_sort_with_data(all, shit_cmp, (gpointer)q);
+    guint taken = MIN(q->limit, all->len);
+    if (all->len > taken) more = TRUE;
+    for (guint i = 0; i < taken; i++) {
+      const shit_t *x = &g_array_index(all, shit_t, i);
+      cJSON *vals = cJSON_CreateArray();
+      for (guint k = 0; k < q->n_sort; k++)
+        cJSON_AddItemToArray(vals, ixia_sort_value_json(&q->sort[k], x->values->pdata[k]));
+      char *vt = ixia_json_print(vals);
+      cJSON_Delete(vals);
+      char *sc = score_member(q, x->hit);
+      cand_t c = {x->key, x->version, x->shard, g_strconcat(",\"sort\":", vt, sc, NULL)};
+      g_free(vt);
+      g_free(sc);
+      g_array_append_val(cands, c);
+    }
+    if (more && taken > 0) {
+      const shit_t *last = &g_array_index(all, shit_t, taken - 1);
+      ixia_sort_cursor_t cur = {q->sort_sig, s->n_shards, epoch, seq, q->n_sort,
+                                (GBytes **)last->values->pdata, (char *)last->key, strlen(last->key)};
+      *next = ixia_search_sort_cursor_encode(&cur);
+    }
+    ixia_error_t *e = NULL;
+    *returned = verify_hits(s, q, cands, out, stale_by_shard, &e);
+    if (e) ok = ixia_error_propagate(err, e);
+  }
+  for (guint i = 0; i < cands->len; i++) g_free(g_array_index(cands, cand_t, i).extra);
+  g_array_free(cands, TRUE);
+  for (guint i = 0; i < all->len; i++) g_ptr_array_free(g_array_index(all, shit_t, i).values, TRUE);
+  g_array_free(all, TRUE);
+  g_free(epoch);
+  g_free(seq);
+  if (!ok) g_clear_pointer(next, g_free);
+  return ok;
+}
+
+/* top_hits results found in a response (a top_hits node and its hits). */
+typedef struct {
+  const ixia_agg_t *g;
+  cJSON *hits;
+} th_ref_t;
+
+static void collect_top_hits(const ixia_agg_t *g, cJSON *hits, void *ud) {
+  th_ref_t r = {g, hits};
+  g_array_append_val((GArray *)ud, r);
+}
+
+/* Gives every top_hits hit its document, read from the truth store in one
+ * multi-get (projected to the top_hits' "fields"), and its current version;
+ * a document gone meanwhile leaves the list. Not re-checked against the
+ * filter: aggregations are the index's view (docs/QUERY.md). */
+static gboolean attach_top_hits(ixia_search_t *s, const ixia_query_t *q, cJSON *res,
+                                ixia_error_t **err) {
+  GArray *refs = g_array_new(FALSE, FALSE, sizeof(th_ref_t));
+  ixia_aggs_foreach_top_hits(q, res, collect_top_hits, refs);
+  GPtrArray *hits = g_ptr_array_new();
+  GArray *owner = g_array_new(FALSE, FALSE, sizeof(guint));
+  for (guint i = 0; i < refs->len; i++)
+    for (cJSON *h = g_array_index(refs, th_ref_t, i).hits->child; h; h = h->next) {
+      g_ptr_array_add(hits, h);
+      g_array_append_val(owner, i);
+    }
+  guint n = hits->len;
+  gboolean ok = TRUE;
+  if (n) {
+    const char **keys = g_new(const char *, n);
+    size_t *lens = g_new(size_t, n);
+    for (guint i = 0; i < n; i++) {
+      keys[i] = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(hits->pdata[i], "key"));
+      if (!keys[i]) keys[i] = "";
+      lens[i] = strlen(keys[i]);
+    }
+    ixia_store_doc_t *docs = g_new0(ixia_store_doc_t, n);
+    ok = ixia_store_multi_get(s->store, q->ns, q->table, n, keys, lens, docs, err);
+    for (guint i = 0; ok && i < n; i++) {
+      cJSON *h = hits->pdata[i];
+      const ixia_agg_t *g = g_array_index(refs, th_ref_t, g_array_index(owner, guint, i)).g;
+      cJSON *doc = docs[i].found ? ixia_json_parse_stored(docs[i].json, docs[i].json_len) : NULL;
+      if (!doc) {
+        cJSON_Delete(cJSON_DetachItemViaPointer(g_array_index(refs, th_ref_t, g_array_index(owner, guint, i)).hits, h));
+        continue;
+      }
+      if (g->fields) {
+        cJSON *sub = ixia_json_project(doc, (const char *const *)g->fields, g_strv_length(g->fields), NULL);
+        cJSON_Delete(doc);
+        doc = sub;
+      }
+      cJSON_ReplaceItemInObjectCaseSensitive(h, "version", cJSON_CreateNumber((double)docs[i].version));
+      cJSON_AddItemToObject(h, "doc", doc);
+    }
+    for (guint i = 0; i < n; i++) g_free(docs[i].json);
+    g_free(docs);
+    g_free(keys);
+    g_free(lens);
+  }
+  g_ptr_array_free(hits, TRUE);
+  g_array_free(owner, TRUE);
+  g_array_free(refs, TRUE);
   return ok;
 }
 
@@ -385,35 +745,45 @@ static cJSON *merge_aggs(ixia_search_t *s, const ixia_query_t *q, call_t *calls,
     if (!partial || cJSON_IsNull(partial)) continue;
     ok = ixia_aggs_merge_partial(aggs, partial, err);
   }
-  cJSON *res = ok ? ixia_aggs_result_json(aggs) : NULL;
+  cJSON *res = ok ? ixia_aggs_result(aggs, err) : NULL;
   ixia_aggs_destroy(aggs);
+  if (res && !attach_top_hits(s, q, res, err)) g_clear_pointer(&res, cJSON_Delete);
   return res;
 }
 
-/* How current each shard's part of the answer is: "shards": [{"shard",
- * "as_of" (the newest version it had applied), "stale_dropped" (its hits
- * the truth store no longer confirmed), "repairing"}]. A query with
- * "allow_repairing": false fails instead when a shard is repairing
- * itself. */
-static gboolean add_shard_states(ixia_search_t *s, const ixia_query_t *q, call_t *calls,
-                                 const guint *stale_by_shard, cJSON *resp, ixia_error_t **err) {
-  cJSON *arr = cJSON_AddArrayToObject(resp, "shards");
+/* How current each answering shard's part of the answer is:
+ * "shards": {..., "states": [{"shard", "as_of", "stale_dropped",
+ * "repairing"}]}; as_of is the newest version the shard had applied. */
+static void add_shard_states(ixia_search_t *s, call_t *calls, const guint *stale_by_shard, cJSON *sh) {
+  cJSON *arr = cJSON_AddArrayToObject(sh, "states");
   for (guint i = 0; i < s->n_shards; i++) {
     const cJSON *r = calls[i].response;
+    if (!r) continue; /* failed: listed in "failed" */
     const cJSON *as_of = cJSON_GetObjectItemCaseSensitive(r, "as_of");
     if (!cJSON_IsNumber(as_of)) as_of = cJSON_GetObjectItemCaseSensitive(r, "max_version");
-    gboolean repairing = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "repairing"));
-    if (repairing && !q->allow_repairing)
-      return ixia_error_set(err, IXIA_ESHARD,
-                            "shard %u (%s) is repairing itself from the truth store and may miss "
-                            "documents until it is done; the query asked for allow_repairing: false",
-                            i, s->shards[i].address);
     cJSON *e = cJSON_CreateObject();
     cJSON_AddNumberToObject(e, "shard", i);
     cJSON_AddNumberToObject(e, "as_of", cJSON_IsNumber(as_of) ? as_of->valuedouble : 0);
     cJSON_AddNumberToObject(e, "stale_dropped", stale_by_shard[i]);
-    cJSON_AddBoolToObject(e, "repairing", repairing);
+    cJSON_AddBoolToObject(e, "repairing", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "repairing")));
     cJSON_AddItemToArray(arr, e);
+  }
+}
+
+/* "allow_repairing": false refuses an answer from a shard that is
+ * repairing itself: that shard fails (listed in "failed" with
+ * allow_partial, else the query fails with SHARD_UNAVAILABLE). */
+static gboolean refuse_repairing(ixia_search_t *s, const ixia_query_t *q, call_t *calls, ixia_error_t **err) {
+  for (guint i = 0; !q->allow_repairing && i < s->n_shards; i++) {
+    if (!calls[i].response || calls[i].err ||
+        !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(calls[i].response, "repairing")))
+      continue;
+    ixia_error_t *e = ixia_error_new(IXIA_ESHARD,
+                                     "shard %u (%s) is repairing itself from the truth store and may miss "
+                                     "documents until it is done; the query asked for allow_repairing: false",
+                                     i, s->shards[i].address);
+    if (!q->allow_partial) return ixia_error_propagate(err, e);
+    calls[i].err = e;
   }
   return TRUE;
 }
@@ -426,7 +796,18 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
   guint *stale = g_new0(guint, s->n_shards);
   cJSON *resp = NULL;
   GString *hits = g_string_new(NULL);
-  gboolean ok = ixia_search_cursor_decode(s->n_shards, q->after, pos, err);
+  cJSON **sorted = NULL;
+  gboolean ok;
+  if (q->n_sort) {
+    /* Sorted: every shard reads its page after the cursor's position. */
+    ixia_sort_cursor_t cur;
+    for (guint i = 0; i < s->n_shards; i++) pos[i] = POS_START;
+    ok = !q->after || ixia_search_sort_cursor_decode(q->after, s->n_shards, q->n_sort, q->sort_sig, &cur, err);
+    if (ok) sorted = sorted_requests(s, q->after ? &cur : NULL);
+    if (ok && q->after) ixia_sort_cursor_clear(&cur);
+  } else {
+    ok = ixia_search_cursor_decode(s->n_shards, q->after, pos, err);
+  }
   if (ok && q->min_version > 0) ok = wait_replicated(s, q->min_version, deadline, err);
   for (guint i = 0; ok && i < s->n_shards; i++) {
     calls[i].s = s;
@@ -434,28 +815,56 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
     /* A finished shard still counts toward totals and aggregations. */
     guint limit = pos[i] == POS_DONE ? 0 : q->limit;
     calls[i].request = shard_request(request, pos[i] == POS_DONE ? POS_START : pos[i], limit,
-                                     q->min_version > 0, deadline);
+                                     q->min_version > 0, deadline, sorted ? sorted[i] : NULL);
   }
-  ok = ok && call_shards(s, calls, err);
+  /* allow_partial: a shard that fails, or has not answered shortly after
+   * the deadline, is listed instead of failing the query. */
+  ok = ok && call_shards(s, calls, q->allow_partial, deadline + PARTIAL_GRACE_US, err);
+  ok = ok && refuse_repairing(s, q, calls, err);
   guint returned = 0;
   if (ok) {
     resp = cJSON_CreateObject();
+    cJSON *sh = cJSON_AddObjectToObject(resp, "shards");
+    cJSON_AddNumberToObject(sh, "total", s->n_shards);
+    cJSON *failed = cJSON_CreateArray();
+    guint n_ok = 0;
+    for (guint i = 0; i < s->n_shards; i++) {
+      if (!calls[i].err) {
+        n_ok++;
+        continue;
+      }
+      cJSON *f = cJSON_CreateObject();
+      cJSON_AddNumberToObject(f, "shard", i);
+      cJSON_AddStringToObject(f, "address", s->shards[i].address);
+      cJSON_AddStringToObject(f, "code", ixia_code_name(calls[i].err->code));
+      cJSON_AddStringToObject(f, "error", calls[i].err->message);
+      cJSON_AddItemToArray(failed, f);
+      g_clear_pointer(&calls[i].response, cJSON_Delete);
+    }
+    cJSON_AddNumberToObject(sh, "ok", n_ok);
+    cJSON_AddItemToObject(sh, "failed", failed);
     double total = 0;
     gboolean exact = TRUE;
     for (guint i = 0; i < s->n_shards; i++) {
+      if (!calls[i].response) continue;
       total += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(calls[i].response, "total"));
       const cJSON *rel = cJSON_GetObjectItemCaseSensitive(calls[i].response, "total_relation");
       if (cJSON_IsString(rel) && strcmp(rel->valuestring, "gte") == 0) exact = FALSE;
     }
     cJSON_AddNumberToObject(resp, "total", total);
     cJSON_AddStringToObject(resp, "total_relation", exact ? "eq" : "gte");
-    ok = collect_hits(s, q, calls, pos, hits, &returned, stale, err);
+    char *next_sorted = NULL;
+    ok = q->n_sort ? collect_sorted_hits(s, q, calls, hits, &returned, &next_sorted, stale, err)
+                   : collect_hits(s, q, calls, pos, hits, &returned, stale, err);
     cJSON *aggs = ok ? merge_aggs(s, q, calls, err) : NULL;
     ok = ok && aggs;
     if (ok) cJSON_AddItemToObject(resp, "aggs", aggs);
     gboolean more = FALSE;
     for (guint i = 0; i < s->n_shards; i++) more = more || pos[i] != POS_DONE;
-    if (ok && more && q->limit > 0) {
+    if (ok && q->n_sort) {
+      if (next_sorted) cJSON_AddStringToObject(resp, "next", next_sorted);
+      else cJSON_AddNullToObject(resp, "next");
+    } else if (ok && more && q->limit > 0) {
       char *next = ixia_search_cursor_encode(s->n_shards, pos);
       cJSON_AddStringToObject(resp, "next", next);
       g_free(next);
@@ -471,8 +880,9 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
         cJSON_AddItemToArray(ex, e);
       }
     }
-    ok = ok && add_shard_states(s, q, calls, stale, resp, err);
+    if (ok) add_shard_states(s, calls, stale, sh);
     if (ok) counter_add(&s->hits_returned, returned);
+    g_free(next_sorted);
   }
   char *text = NULL;
   if (ok) {
@@ -497,6 +907,8 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
   g_free(calls);
   g_free(pos);
   g_free(stale);
+  for (guint i = 0; sorted && i < s->n_shards; i++) cJSON_Delete(sorted[i]);
+  g_free(sorted);
   return text;
 }
 

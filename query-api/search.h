@@ -3,10 +3,13 @@
  *
  * A query is parsed here first (bad queries never reach a shard), then sent
  * to every shard of query.indexers in parallel. Totals add up; aggregation
- * partials merge (see common/query.h for what is exact). Hits are taken
- * shard by shard in each shard's internal-id order, so the cursor is one
- * position per shard and pages never repeat or skip a document that stays
- * matched while paging. Every hit is re-read from the truth store and
+ * partials merge (see query/query.h for what is exact). Unsorted hits are
+ * taken shard by shard in each shard's internal-id order, so the cursor is
+ * one position per shard and pages never repeat or skip a document that
+ * stays matched while paging. Sorted hits: each shard sends its best page
+ * after the cursor (search_after), the pages are merged by sort values then
+ * key, and the cursor is the last hit's values, key and each shard's
+ * positions (as_of), which keep documents in place while they change. Every hit is re-read from the truth store and
  * re-checked against the filter; missing or no longer matching documents are
  * dropped (counted in stats as stale_hits_dropped), so a page can hold fewer
  * than `limit` hits while `next` is still set.
@@ -60,5 +63,27 @@ char *ixia_search_shard_list(const ixia_search_t *s);
 gboolean ixia_search_cursor_decode(guint n_shards, const char *after, gint64 *pos,
                                    ixia_error_t **err);
 char *ixia_search_cursor_encode(guint n_shards, const gint64 *pos);
+
+/* The cursor of a sorted query (search_after): the last hit's sort values
+ * and key, and per shard the positions it sorted by (idx_history.c on the
+ * shards). "s1:" + base64 of: u32 sort signature, u16 shards, per shard u64
+ * epoch and u64 sequence, u8 values, per value u8 present, u32 length and
+ * the encoded value, u32 key length and the key. Decode checks the shard
+ * count, the number of values and the signature of the query's sort
+ * (IXIA_EINVAL otherwise). Pure functions (the fuzz target drives them). */
+typedef struct {
+  guint32 sig;
+  guint n_shards;
+  guint64 *epoch, *seq; /* n_shards each */
+  guint n_values;
+  GBytes **values;      /* n_values, NULL = missing */
+  char *key;
+  gsize key_len;
+} ixia_sort_cursor_t;
+
+gboolean ixia_search_sort_cursor_decode(const char *after, guint n_shards, guint n_values,
+                                        guint32 sig, ixia_sort_cursor_t *out, ixia_error_t **err);
+char *ixia_search_sort_cursor_encode(const ixia_sort_cursor_t *c);
+void ixia_sort_cursor_clear(ixia_sort_cursor_t *c);
 
 #endif

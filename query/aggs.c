@@ -261,8 +261,6 @@ double ixia_pct_hist_rank(const ixia_aggs_t *a, const pct_t *p, guint64 rank) {
 
 /* ---- states ---- */
 
-static void state_init(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st);
-static void state_clear(const ixia_agg_t *g, agg_state_t *st);
 
 static guint key_hash(gconstpointer k) { return ((const term_key_t *)k)->hash; }
 
@@ -271,7 +269,7 @@ static gboolean key_equal(gconstpointer x, gconstpointer y) {
   return a->len == b->len && memcmp(a->p, b->p, a->len) == 0;
 }
 
-static void state_init(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st) {
+void ixia_aggs_state_init(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st) {
   memset(st, 0, sizeof *st);
   switch (g->kind) {
     case IXIA_AGG_PERCENTILES:
@@ -283,16 +281,20 @@ static void state_init(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st) {
       st->u.hashes = g_hash_table_new(g_direct_hash, NULL);
       a->mem += 64;
       break;
-    case IXIA_AGG_TERMS:
-      st->u.buckets = g_hash_table_new(key_hash, key_equal);
-      a->mem += 64;
+    case IXIA_AGG_STATS:
+    case IXIA_AGG_TOP_HITS:
+      ixia_more_init(a, g, st);
       break;
     default:
+      if (ixia_agg_is_bucket(g->kind)) {
+        st->u.buckets = g_hash_table_new(key_hash, key_equal);
+        a->mem += 64;
+      }
       break;
   }
 }
 
-static void state_clear(const ixia_agg_t *g, agg_state_t *st) {
+void ixia_aggs_state_clear(const ixia_agg_t *g, agg_state_t *st) {
   switch (g->kind) {
     case IXIA_AGG_SUM:
     case IXIA_AGG_AVG:
@@ -307,20 +309,23 @@ static void state_clear(const ixia_agg_t *g, agg_state_t *st) {
     case IXIA_AGG_CARDINALITY:
       g_hash_table_destroy(st->u.hashes);
       break;
-    case IXIA_AGG_TERMS: {
+    case IXIA_AGG_STATS:
+    case IXIA_AGG_TOP_HITS:
+      ixia_more_clear(g, st);
+      break;
+    default: {
+      if (!ixia_agg_is_bucket(g->kind)) break;
       GHashTableIter it;
       gpointer k;
       g_hash_table_iter_init(&it, st->u.buckets);
       while (g_hash_table_iter_next(&it, &k, NULL)) {
         bucket_t *b = k;
-        for (guint i = 0; i < g->n_subs; i++) state_clear(g->subs[i], &b->subs[i]);
+        for (guint i = 0; i < g->n_subs; i++) ixia_aggs_state_clear(g->subs[i], &b->subs[i]);
         g_free(b);
       }
       g_hash_table_destroy(st->u.buckets);
       break;
     }
-    default:
-      break;
   }
 }
 
@@ -331,8 +336,8 @@ bucket_t *ixia_aggs_bucket_get(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t 
   if (b) return b;
   if (g_hash_table_size(st->u.buckets) >= a->lim.max_terms_buckets) {
     ixia_aggs_fail(a, err, IXIA_ETOOLARGE,
-         "terms aggregation '%s' has more than %u buckets (query.max_terms_buckets)", g->name,
-         a->lim.max_terms_buckets);
+         "%s aggregation '%s' has more than %u buckets (query.max_terms_buckets)",
+         g->kind == IXIA_AGG_TERMS ? "terms" : "bucket", g->name, a->lim.max_terms_buckets);
     return NULL;
   }
   gsize subs_bytes = g->n_subs * sizeof(agg_state_t);
@@ -342,17 +347,19 @@ bucket_t *ixia_aggs_bucket_get(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t 
   guint8 *kb = (guint8 *)b->subs + subs_bytes;
   memcpy(kb, p, len);
   b->key = (term_key_t){hash, len, kb};
-  for (guint i = 0; i < g->n_subs; i++) state_init(a, g->subs[i], &b->subs[i]);
+  for (guint i = 0; i < g->n_subs; i++) ixia_aggs_state_init(a, g->subs[i], &b->subs[i]);
   g_hash_table_add(st->u.buckets, b);
   return ixia_aggs_mem_grow(a, size + BUCKET_OVERHEAD, err) ? b : NULL;
 }
 
-static gboolean state_add(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st,
-                          const ixia_val_t *const *vals, const guint *nvals, ixia_error_t **err) {
+gboolean ixia_aggs_state_add(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st,
+                             const ixia_val_t *const *vals, const guint *nvals, const ixia_hitctx_t *d,
+                             ixia_error_t **err) {
   if (g->kind == IXIA_AGG_COUNT) {
     st->n++;
     return TRUE;
   }
+  if (g->kind > IXIA_AGG_CARDINALITY) return ixia_more_add(a, g, st, vals, nvals, d, err);
   const ixia_val_t *v = vals[g->field_slot];
   guint nv = nvals[g->field_slot];
   for (guint i = 0; i < nv; i++) {
@@ -371,7 +378,7 @@ static gboolean state_add(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st,
       b->last_doc = a->doc_seq;
       b->count++;
       for (guint j = 0; j < g->n_subs; j++)
-        if (!state_add(a, g->subs[j], &b->subs[j], vals, nvals, err)) return FALSE;
+        if (!ixia_aggs_state_add(a, g->subs[j], &b->subs[j], vals, nvals, d, err)) return FALSE;
       continue;
     }
     if (v[i].len != IXIA_NUM_BYTES) continue; /* not a number: absent */
@@ -405,13 +412,13 @@ ixia_aggs_t *ixia_aggs_new(const ixia_query_t *q, const ixia_query_limits_t *lim
   a->log_gamma = log((1 + PCT_ALPHA) / (1 - PCT_ALPHA));
   a->top = g_new0(agg_state_t, MAX(q->n_aggs, 1));
   a->mem = sizeof *a + q->n_aggs * sizeof(agg_state_t);
-  for (guint i = 0; i < q->n_aggs; i++) state_init(a, q->aggs[i], &a->top[i]);
+  for (guint i = 0; i < q->n_aggs; i++) ixia_aggs_state_init(a, q->aggs[i], &a->top[i]);
   return a;
 }
 
 void ixia_aggs_destroy(ixia_aggs_t *a) {
   if (!a) return;
-  for (guint i = 0; i < a->q->n_aggs; i++) state_clear(a->q->aggs[i], &a->top[i]);
+  for (guint i = 0; i < a->q->n_aggs; i++) ixia_aggs_state_clear(a->q->aggs[i], &a->top[i]);
   g_free(a->top);
   g_free(a->fail_msg);
   g_free(a);
@@ -424,16 +431,27 @@ gboolean ixia_aggs_check_usable(const ixia_aggs_t *a, ixia_error_t **err) {
   return ixia_error_set(err, a->fail_code, "%s", a->fail_msg);
 }
 
-gboolean ixia_aggs_add(ixia_aggs_t *a, const ixia_val_t *const *vals, const guint *nvals,
-                       ixia_error_t **err) {
+static gboolean add_with(ixia_aggs_t *a, const ixia_val_t *const *vals, const guint *nvals,
+                         const ixia_hitctx_t *d, ixia_error_t **err) {
   if (!ixia_aggs_check_usable(a, err)) return FALSE;
   a->doc_seq++;
   for (guint i = 0; i < a->q->n_aggs; i++)
-    if (!state_add(a, a->q->aggs[i], &a->top[i], vals, nvals, err)) return FALSE;
+    if (!ixia_aggs_state_add(a, a->q->aggs[i], &a->top[i], vals, nvals, d, err)) return FALSE;
   return TRUE;
 }
 
+gboolean ixia_aggs_add(ixia_aggs_t *a, const ixia_val_t *const *vals, const guint *nvals,
+                       ixia_error_t **err) {
+  return add_with(a, vals, nvals, NULL, err);
+}
+
 gboolean ixia_aggs_add_doc(ixia_aggs_t *a, const cJSON *doc, ixia_error_t **err) {
+  return ixia_aggs_add_hit(a, doc, NULL, 0, 0.0, err);
+}
+
+gboolean ixia_aggs_add_hit(ixia_aggs_t *a, const cJSON *doc, const char *key, gint64 version,
+                           double score, ixia_error_t **err) {
+  ixia_hitctx_t d = {doc, key, version, score};
   guint n = a->q->n_agg_fields;
   GPtrArray **per = g_new0(GPtrArray *, MAX(n, 1));
   ixia_val_t **vals = g_new0(ixia_val_t *, MAX(n, 1));
@@ -448,7 +466,7 @@ gboolean ixia_aggs_add_doc(ixia_aggs_t *a, const cJSON *doc, ixia_error_t **err)
       vals[i][j].len = (guint32)len;
     }
   }
-  gboolean ok = ixia_aggs_add(a, (const ixia_val_t *const *)vals, nvals, err);
+  gboolean ok = add_with(a, (const ixia_val_t *const *)vals, nvals, &d, err);
   for (guint i = 0; i < n; i++) {
     g_ptr_array_free(per[i], TRUE);
     g_free(vals[i]);
@@ -518,8 +536,11 @@ gboolean ixia_aggs_cell_merge(ixia_aggs_t *a, const ixia_agg_t *g, ixia_agg_cell
             !ixia_aggs_mem_grow(a, CARD_ENTRY_BYTES, err))
           return FALSE;
       return TRUE;
-    case IXIA_AGG_TERMS:
+    case IXIA_AGG_STATS:
+    case IXIA_AGG_TOP_HITS:
+      return ixia_more_cell_merge(a, g, c, s, err);
+    default:
       break;
   }
-  return ixia_aggs_fail(a, err, IXIA_EINTERNAL, "aggregation '%s': no summary for terms", g->name);
+  return ixia_aggs_fail(a, err, IXIA_EINTERNAL, "aggregation '%s': no summary for buckets", g->name);
 }

@@ -24,7 +24,7 @@ static guint64 get_be64(const guint8 *p) {
   return v;
 }
 
-static cJSON *b64_json(const guint8 *p, gsize len) {
+cJSON *ixia_b64_json(const guint8 *p, gsize len) {
   static const guint8 none = 0;
   char *s = g_base64_encode(len ? p : &none, len);
   cJSON *j = cJSON_CreateString(s);
@@ -36,7 +36,7 @@ static cJSON *b64_json(const guint8 *p, gsize len) {
 static cJSON *b64_words(const guint64 *w, gsize n) {
   guint8 *buf = g_malloc(MAX(n, 1) * 8);
   for (gsize i = 0; i < n; i++) put_be64(buf + 8 * i, w[i]);
-  cJSON *j = b64_json(buf, n * 8);
+  cJSON *j = ixia_b64_json(buf, n * 8);
   g_free(buf);
   return j;
 }
@@ -47,13 +47,13 @@ static guint64 dbits(double d) {
   return b;
 }
 
-static double bitsd(guint64 b) {
+double ixia_bitsd(guint64 b) {
   double d;
   memcpy(&d, &b, 8);
   return d;
 }
 
-static cJSON *b64_doubles(const double *v, gsize n) {
+cJSON *ixia_b64_doubles(const double *v, gsize n) {
   guint64 *w = g_new(guint64, MAX(n, 1));
   for (gsize i = 0; i < n; i++) w[i] = dbits(v[i]);
   cJSON *j = b64_words(w, n);
@@ -76,20 +76,20 @@ static cJSON *state_partial(const ixia_agg_t *g, const agg_state_t *st) {
   switch (g->kind) {
     case IXIA_AGG_SUM:
     case IXIA_AGG_AVG: {
-      cJSON_AddItemToObject(o, "s", b64_doubles(st->u.sum.parts, st->u.sum.n));
+      cJSON_AddItemToObject(o, "s", ixia_b64_doubles(st->u.sum.parts, st->u.sum.n));
       cJSON_AddNumberToObject(o, "x", st->u.sum.special);
       break;
     }
     case IXIA_AGG_MIN:
     case IXIA_AGG_MAX:
-      if (st->n) cJSON_AddItemToObject(o, "v", b64_doubles(&st->u.ext, 1));
+      if (st->n) cJSON_AddItemToObject(o, "v", ixia_b64_doubles(&st->u.ext, 1));
       break;
     case IXIA_AGG_PERCENTILES: {
       const pct_t *p = st->u.pct;
       double mm[2] = {p->min, p->max};
-      cJSON_AddItemToObject(o, "mm", b64_doubles(mm, 2));
+      cJSON_AddItemToObject(o, "mm", ixia_b64_doubles(mm, 2));
       if (p->exact) {
-        cJSON_AddItemToObject(o, "e", b64_doubles((const double *)p->exact->data, p->exact->len));
+        cJSON_AddItemToObject(o, "e", ixia_b64_doubles((const double *)p->exact->data, p->exact->len));
       } else {
         cJSON_AddNumberToObject(o, "z", (double)p->zero);
         cJSON_AddItemToObject(o, "pos", dense_json(&p->pos));
@@ -108,7 +108,12 @@ static cJSON *state_partial(const ixia_agg_t *g, const agg_state_t *st) {
       g_free(w);
       break;
     }
-    case IXIA_AGG_TERMS: {
+    case IXIA_AGG_STATS:
+    case IXIA_AGG_TOP_HITS:
+      ixia_more_partial(g, st, o);
+      break;
+    default: {
+      if (!ixia_agg_is_bucket(g->kind)) break;
       cJSON *arr = cJSON_AddArrayToObject(o, "b");
       GHashTableIter it;
       gpointer k;
@@ -116,7 +121,7 @@ static cJSON *state_partial(const ixia_agg_t *g, const agg_state_t *st) {
       while (g_hash_table_iter_next(&it, &k, NULL)) {
         const bucket_t *b = k;
         cJSON *bj = cJSON_CreateObject();
-        cJSON_AddItemToObject(bj, "k", b64_json(b->key.p, b->key.len));
+        cJSON_AddItemToObject(bj, "k", ixia_b64_json(b->key.p, b->key.len));
         cJSON_AddNumberToObject(bj, "n", (double)b->count);
         cJSON *subs = cJSON_AddObjectToObject(bj, "s");
         for (guint i = 0; i < g->n_subs; i++)
@@ -125,8 +130,6 @@ static cJSON *state_partial(const ixia_agg_t *g, const agg_state_t *st) {
       }
       break;
     }
-    default:
-      break;
   }
   return o;
 }
@@ -140,11 +143,11 @@ cJSON *ixia_aggs_partial_json(const ixia_aggs_t *a) {
 
 /* ---- merging ---- */
 
-static gboolean bad_partial(ixia_error_t **err, const char *path, const char *what) {
+gboolean ixia_bad_partial(ixia_error_t **err, const char *path, const char *what) {
   return ixia_error_set(err, IXIA_EINVAL, "aggregation partial: %s: %s", path, what);
 }
 
-static gboolean get_count(const cJSON *o, const char *key, guint64 *out) {
+gboolean ixia_get_count(const cJSON *o, const char *key, guint64 *out) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   if (!ixia_json_is_integer(v) || v->valuedouble < 0 || v->valuedouble > MAX_SAFE_INT) return FALSE;
   *out = (guint64)v->valuedouble;
@@ -152,7 +155,7 @@ static gboolean get_count(const cJSON *o, const char *key, guint64 *out) {
 }
 
 /* Decodes a base64 member into 64-bit words (g_free). */
-static guint64 *get_words(const cJSON *o, const char *key, gsize *n) {
+guint64 *ixia_get_words(const cJSON *o, const char *key, gsize *n) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   if (!cJSON_IsString(v)) return NULL;
   gsize len = 0;
@@ -173,13 +176,13 @@ static gboolean merge_dense(ixia_aggs_t *a, dense_t *d, const cJSON *j, const ch
   gsize n = 0;
   const cJSON *off = cJSON_GetObjectItemCaseSensitive(j, "off");
   guint64 *w = ixia_json_is_integer(off) && fabs(off->valuedouble) <= PCT_MAX_INDEX
-                   ? get_words(j, "c", &n)
+                   ? ixia_get_words(j, "c", &n)
                    : NULL;
-  if (!w) return bad_partial(err, path, "malformed histogram");
+  if (!w) return ixia_bad_partial(err, path, "malformed histogram");
   gboolean ok = TRUE;
   for (gsize i = 0; ok && i < n; i++) {
     gint64 idx = (gint64)off->valuedouble + (gint64)i;
-    if (idx > PCT_MAX_INDEX) ok = bad_partial(err, path, "histogram index out of range");
+    if (idx > PCT_MAX_INDEX) ok = ixia_bad_partial(err, path, "histogram index out of range");
     else if (w[i]) ok = ixia_pct_dense_add(a, d, (gint32)idx, w[i], err);
   }
   g_free(w);
@@ -190,25 +193,25 @@ static gboolean merge_pct(ixia_aggs_t *a, agg_state_t *st, const cJSON *j, guint
                           const char *path, ixia_error_t **err) {
   pct_t *p = st->u.pct;
   gsize nmm = 0, ne = 0;
-  guint64 *mm = get_words(j, "mm", &nmm);
+  guint64 *mm = ixia_get_words(j, "mm", &nmm);
   gboolean ok = mm && nmm == 2;
   if (ok && n > 0) {
-    double lo = bitsd(mm[0]), hi = bitsd(mm[1]);
+    double lo = ixia_bitsd(mm[0]), hi = ixia_bitsd(mm[1]);
     if (st->n == 0 || lo < p->min) p->min = lo;
     if (st->n == 0 || hi > p->max) p->max = hi;
   }
   g_free(mm);
-  if (!ok) return bad_partial(err, path, "malformed percentiles");
+  if (!ok) return ixia_bad_partial(err, path, "malformed percentiles");
   guint64 total = st->n + n;
   st->n = total;
   if (cJSON_GetObjectItemCaseSensitive(j, "e")) {
-    guint64 *w = get_words(j, "e", &ne);
+    guint64 *w = ixia_get_words(j, "e", &ne);
     if (!w || ne != n) {
       g_free(w);
-      return bad_partial(err, path, "malformed exact values");
+      return ixia_bad_partial(err, path, "malformed exact values");
     }
     double *v = g_new(double, MAX(ne, 1));
-    for (gsize i = 0; i < ne; i++) v[i] = bitsd(w[i]);
+    for (gsize i = 0; i < ne; i++) v[i] = ixia_bitsd(w[i]);
     g_free(w);
     if (p->exact && total <= a->lim.max_exact_values) {
       ok = ixia_pct_add_exact(a, p, v, (guint)ne, err);
@@ -222,8 +225,8 @@ static gboolean merge_pct(ixia_aggs_t *a, agg_state_t *st, const cJSON *j, guint
   guint64 zero;
   const cJSON *pos = cJSON_GetObjectItemCaseSensitive(j, "pos");
   const cJSON *neg = cJSON_GetObjectItemCaseSensitive(j, "neg");
-  if (!get_count(j, "z", &zero) || !cJSON_IsObject(pos) || !cJSON_IsObject(neg))
-    return bad_partial(err, path, "malformed histogram");
+  if (!ixia_get_count(j, "z", &zero) || !cJSON_IsObject(pos) || !cJSON_IsObject(neg))
+    return ixia_bad_partial(err, path, "malformed histogram");
   if (!ixia_pct_to_hist(a, p, err)) return FALSE;
   p->zero += zero;
   return merge_dense(a, &p->pos, pos, path, err) && merge_dense(a, &p->neg, neg, path, err);
@@ -235,13 +238,13 @@ static gboolean state_merge(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st
 static gboolean merge_terms(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st, const cJSON *j,
                             const char *path, ixia_error_t **err) {
   const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "b");
-  if (!cJSON_IsArray(arr)) return bad_partial(err, path, "terms without buckets");
+  if (!cJSON_IsArray(arr)) return ixia_bad_partial(err, path, "terms without buckets");
   for (const cJSON *bj = arr->child; bj; bj = bj->next) {
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(bj, "k");
     const cJSON *subs = cJSON_GetObjectItemCaseSensitive(bj, "s");
     guint64 count;
-    if (!cJSON_IsString(k) || !get_count(bj, "n", &count) || !cJSON_IsObject(subs))
-      return bad_partial(err, path, "malformed bucket");
+    if (!cJSON_IsString(k) || !ixia_get_count(bj, "n", &count) || !cJSON_IsObject(subs))
+      return ixia_bad_partial(err, path, "malformed bucket");
     gsize len = 0;
     guint8 *key = g_base64_decode(k->valuestring, &len);
     guint hash = (guint)XXH3_64bits(key, len);
@@ -263,8 +266,8 @@ static gboolean merge_terms(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st
 static gboolean state_merge(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st,
                             const cJSON *j, const char *path, ixia_error_t **err) {
   guint64 n;
-  if (!cJSON_IsObject(j) || !get_count(j, "n", &n))
-    return bad_partial(err, path, "missing or malformed");
+  if (!cJSON_IsObject(j) || !ixia_get_count(j, "n", &n))
+    return ixia_bad_partial(err, path, "missing or malformed");
   gsize nw = 0;
   guint64 *w = NULL;
   gboolean ok = TRUE;
@@ -275,25 +278,25 @@ static gboolean state_merge(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st
     case IXIA_AGG_SUM:
     case IXIA_AGG_AVG: {
       guint64 special;
-      w = get_words(j, "s", &nw);
-      if (!w || !get_count(j, "x", &special)) {
-        ok = bad_partial(err, path, "malformed sum");
+      w = ixia_get_words(j, "s", &nw);
+      if (!w || !ixia_get_count(j, "x", &special)) {
+        ok = ixia_bad_partial(err, path, "malformed sum");
         break;
       }
       st->n += n;
       st->u.sum.special |= (guint)special;
-      for (gsize i = 0; ok && i < nw; i++) ok = ixia_aggs_fsum_add(a, &st->u.sum, bitsd(w[i]), err);
+      for (gsize i = 0; ok && i < nw; i++) ok = ixia_aggs_fsum_add(a, &st->u.sum, ixia_bitsd(w[i]), err);
       break;
     }
     case IXIA_AGG_MIN:
     case IXIA_AGG_MAX: {
       if (n == 0) break;
-      w = get_words(j, "v", &nw);
+      w = ixia_get_words(j, "v", &nw);
       if (!w || nw != 1) {
-        ok = bad_partial(err, path, "malformed value");
+        ok = ixia_bad_partial(err, path, "malformed value");
         break;
       }
-      double x = bitsd(w[0]);
+      double x = ixia_bitsd(w[0]);
       gboolean better = g->kind == IXIA_AGG_MIN ? x < st->u.ext : x > st->u.ext;
       if (st->n == 0 || better) st->u.ext = x;
       st->n += n;
@@ -303,13 +306,17 @@ static gboolean state_merge(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st
       ok = merge_pct(a, st, j, n, path, err);
       break;
     case IXIA_AGG_CARDINALITY:
-      w = get_words(j, "h", &nw);
-      if (!w) ok = bad_partial(err, path, "malformed hashes");
+      w = ixia_get_words(j, "h", &nw);
+      if (!w) ok = ixia_bad_partial(err, path, "malformed hashes");
       for (gsize i = 0; ok && i < nw; i++)
         if (g_hash_table_add(st->u.hashes, GSIZE_TO_POINTER(w[i])))
           ok = ixia_aggs_mem_grow(a, CARD_ENTRY_BYTES, err);
       break;
-    case IXIA_AGG_TERMS:
+    case IXIA_AGG_STATS:
+    case IXIA_AGG_TOP_HITS:
+      ok = ixia_more_merge(a, g, st, j, n, path, err);
+      break;
+    default: /* the bucket kinds */
       ok = merge_terms(a, g, st, j, path, err);
       break;
   }
@@ -319,7 +326,7 @@ static gboolean state_merge(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st
 
 gboolean ixia_aggs_merge_partial(ixia_aggs_t *a, const cJSON *partial, ixia_error_t **err) {
   if (!ixia_aggs_check_usable(a, err)) return FALSE;
-  if (!cJSON_IsObject(partial)) return bad_partial(err, "aggs", "must be an object");
+  if (!cJSON_IsObject(partial)) return ixia_bad_partial(err, "aggs", "must be an object");
   for (guint i = 0; i < a->q->n_aggs; i++) {
     const ixia_agg_t *g = a->q->aggs[i];
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(partial, g->name);
@@ -355,7 +362,6 @@ static gint bucket_order(gconstpointer x, gconstpointer y) {
   return ixia_val_cmp(a->key.p, a->key.len, b->key.p, b->key.len);
 }
 
-static cJSON *state_result(const ixia_aggs_t *a, const ixia_agg_t *g, const agg_state_t *st);
 
 static cJSON *pct_result(const ixia_aggs_t *a, const ixia_agg_t *g, const agg_state_t *st) {
   const pct_t *p = st->u.pct;
@@ -384,7 +390,8 @@ static cJSON *pct_result(const ixia_aggs_t *a, const ixia_agg_t *g, const agg_st
   return o;
 }
 
-static cJSON *terms_result(const ixia_aggs_t *a, const ixia_agg_t *g, const agg_state_t *st) {
+static cJSON *terms_result(const ixia_aggs_t *a, const ixia_agg_t *g, const agg_state_t *st,
+                           ixia_error_t **err) {
   GPtrArray *bs = g_ptr_array_sized_new(g_hash_table_size(st->u.buckets));
   GHashTableIter it;
   gpointer k;
@@ -403,8 +410,16 @@ static cJSON *terms_result(const ixia_aggs_t *a, const ixia_agg_t *g, const agg_
     cJSON *bj = cJSON_CreateObject();
     cJSON_AddItemToObject(bj, "key", ixia_val_to_json(g->field->type, b->key.p, b->key.len));
     cJSON_AddNumberToObject(bj, "count", (double)b->count);
-    for (guint s = 0; s < g->n_subs; s++)
-      cJSON_AddItemToObject(bj, g->subs[s]->name, state_result(a, g->subs[s], &b->subs[s]));
+    for (guint s = 0; s < g->n_subs; s++) {
+      cJSON *sub = ixia_aggs_state_result(a, g->subs[s], &b->subs[s], err);
+      if (!sub) {
+        cJSON_Delete(bj);
+        cJSON_Delete(o);
+        g_ptr_array_free(bs, TRUE);
+        return NULL;
+      }
+      cJSON_AddItemToObject(bj, g->subs[s]->name, sub);
+    }
     cJSON_AddItemToArray(arr, bj);
   }
   cJSON_AddNumberToObject(o, "other_count", (double)other);
@@ -412,7 +427,8 @@ static cJSON *terms_result(const ixia_aggs_t *a, const ixia_agg_t *g, const agg_
   return o;
 }
 
-static cJSON *state_result(const ixia_aggs_t *a, const ixia_agg_t *g, const agg_state_t *st) {
+cJSON *ixia_aggs_state_result(const ixia_aggs_t *a, const ixia_agg_t *g, const agg_state_t *st,
+                              ixia_error_t **err) {
   switch (g->kind) {
     case IXIA_AGG_COUNT:
       return value_obj(cJSON_CreateNumber((double)st->n));
@@ -429,15 +445,24 @@ static cJSON *state_result(const ixia_aggs_t *a, const ixia_agg_t *g, const agg_
     case IXIA_AGG_CARDINALITY:
       return value_obj(cJSON_CreateNumber(g_hash_table_size(st->u.hashes)));
     case IXIA_AGG_TERMS:
-      return terms_result(a, g, st);
+      return terms_result(a, g, st, err);
+    default:
+      return ixia_more_result(a, g, st, err);
   }
-  return cJSON_CreateNull();
 }
 
-cJSON *ixia_aggs_result_json(const ixia_aggs_t *a) {
+cJSON *ixia_aggs_result(const ixia_aggs_t *a, ixia_error_t **err) {
   cJSON *o = cJSON_CreateObject();
-  for (guint i = 0; i < a->q->n_aggs; i++)
-    cJSON_AddItemToObject(o, a->q->aggs[i]->name, state_result(a, a->q->aggs[i], &a->top[i]));
+  for (guint i = 0; i < a->q->n_aggs; i++) {
+    cJSON *r = ixia_aggs_state_result(a, a->q->aggs[i], &a->top[i], err);
+    if (!r) {
+      cJSON_Delete(o);
+      return NULL;
+    }
+    cJSON_AddItemToObject(o, a->q->aggs[i]->name, r);
+  }
   return o;
 }
+
+cJSON *ixia_aggs_result_json(const ixia_aggs_t *a) { return ixia_aggs_result(a, NULL); }
 

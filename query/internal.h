@@ -1,10 +1,14 @@
 /* What the files of the query library share (not part of query.h).
  *
- *   values.c     value encoding, document values, tokens
+ *   values.c     value encoding, document values
+ *   analyze.c    text analyzers: tokens, normalisation, case folding, stems
  *   parse.c      the request parser and the limits
  *   match.c      per-document (brute-force) evaluation
  *   aggs.c       aggregation state: adding documents, summaries, exact sums,
  *                percentile histograms, terms buckets
+ *   aggs_more.c  stats, histogram, date_histogram, range, filter(s), top_hits
+ *   sort.c       sort values and their order
+ *   score.c      BM25
  *   aggs_wire.c  the partial state a shard sends, merging it, the response
  *
  * The aggregation state types live here because aggs.c builds them and
@@ -20,8 +24,6 @@
 #define MAX_SAFE_INT 9007199254740992.0 /* 2^53 */
 
 /* ---- values.c ---- */
-
-static inline gboolean ixia_token_byte(guint8 c) { return c >= 0x80 || g_ascii_isalnum(c); }
 
 /* The 8-byte encoding of d as a new GBytes. */
 GBytes *ixia_num_bytes(double d);
@@ -59,6 +61,24 @@ typedef struct {
   double min, max;    /* of every value, to clamp histogram estimates */
 } pct_t;
 
+/* STATS */
+typedef struct {
+  ixia_fsum_t sum;
+  double min, max;
+} stats_t;
+
+/* TOP_HITS: the best hits so far, by (sort values, key). */
+typedef struct {
+  char *key;
+  gint64 version;
+  GPtrArray *sort; /* GBytes* or NULL, g->n_sort */
+} th_hit_t;
+
+typedef struct {
+  GPtrArray *hits; /* th_hit_t*, pruned to g->size now and then */
+  guint64 acct;    /* bytes accounted */
+} tophits_t;
+
 struct ixia_agg_cell {
   guint64 n; /* COUNT: documents; metrics: values read */
   union {
@@ -66,7 +86,9 @@ struct ixia_agg_cell {
     double ext;          /* MIN, MAX */
     pct_t *pct;          /* PERCENTILES */
     GHashTable *hashes;  /* CARDINALITY: set of 64-bit hashes stored as pointers */
-    GHashTable *buckets; /* TERMS: set of bucket_t, keyed through their term_key_t */
+    GHashTable *buckets; /* bucket kinds: set of bucket_t, keyed through their term_key_t */
+    stats_t *stats;      /* STATS */
+    tophits_t *top;      /* TOP_HITS */
   } u;
 };
 typedef struct ixia_agg_cell agg_state_t;
@@ -115,6 +137,50 @@ gboolean ixia_pct_add_exact(ixia_aggs_t *a, pct_t *p, const double *v, guint n, 
 /* The rank-th smallest value (1-based) of the histogram. */
 double ixia_pct_hist_rank(const ixia_aggs_t *a, const pct_t *p, guint64 rank);
 int ixia_double_cmp(const void *a, const void *b);
+
+/* What brute force knows of the document being added (top_hits and
+ * filter aggregations need more than the values). */
+typedef struct {
+  const cJSON *doc; /* NULL: values only */
+  const char *key;  /* NULL: no key (top_hits skip it) */
+  gint64 version;
+  double score;
+} ixia_hitctx_t;
+
+void ixia_aggs_state_init(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st);
+void ixia_aggs_state_clear(const ixia_agg_t *g, agg_state_t *st);
+gboolean ixia_aggs_state_add(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st,
+                             const ixia_val_t *const *vals, const guint *nvals, const ixia_hitctx_t *d,
+                             ixia_error_t **err);
+cJSON *ixia_aggs_state_result(const ixia_aggs_t *a, const ixia_agg_t *g, const agg_state_t *st,
+                              ixia_error_t **err);
+
+/* ---- aggs_wire.c: pieces of the wire form ---- */
+
+cJSON *ixia_b64_json(const guint8 *p, gsize len);
+cJSON *ixia_b64_doubles(const double *v, gsize n);
+/* A base64 member as 64-bit big-endian words (g_free), NULL when malformed. */
+guint64 *ixia_get_words(const cJSON *o, const char *key, gsize *n);
+double ixia_bitsd(guint64 b);
+gboolean ixia_get_count(const cJSON *o, const char *key, guint64 *out);
+gboolean ixia_bad_partial(ixia_error_t **err, const char *path, const char *what);
+
+/* ---- aggs_more.c: stats, histograms, range, filter(s), top_hits ---- */
+
+void ixia_more_init(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st);
+void ixia_more_clear(const ixia_agg_t *g, agg_state_t *st);
+gboolean ixia_more_add(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st,
+                       const ixia_val_t *const *vals, const guint *nvals, const ixia_hitctx_t *d,
+                       ixia_error_t **err);
+gboolean ixia_more_cell_merge(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *c,
+                              const ixia_agg_summary_t *s, ixia_error_t **err);
+/* stats and top_hits: their members of the partial (added to o), merging them */
+void ixia_more_partial(const ixia_agg_t *g, const agg_state_t *st, cJSON *o);
+gboolean ixia_more_merge(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st, const cJSON *j,
+                         guint64 n, const char *path, ixia_error_t **err);
+/* every kind but the first eight: the response object */
+cJSON *ixia_more_result(const ixia_aggs_t *a, const ixia_agg_t *g, const agg_state_t *st,
+                        ixia_error_t **err);
 
 /* The bucket of key in terms state st, created when missing; NULL at
  * query.max_terms_buckets or query.max_memory_mb. */

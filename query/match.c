@@ -38,8 +38,8 @@ static gboolean leaf_matches(const ixia_filter_t *f, const GPtrArray *vals) {
   if (f->kind == IXIA_F_EXISTS) return vals->len > 0;
   if (f->kind == IXIA_F_MATCH) {
     for (guint i = 0; i < f->values->len; i++)
-      if (!values_contain(vals, f->values->pdata[i])) return FALSE;
-    return TRUE;
+      if (values_contain(vals, f->values->pdata[i]) == f->match_any) return f->match_any;
+    return !f->match_any;
   }
   for (guint i = 0; i < vals->len; i++) {
     GBytes *v = vals->pdata[i];
@@ -63,8 +63,40 @@ static gboolean leaf_matches(const ixia_filter_t *f, const GPtrArray *vals) {
   return FALSE;
 }
 
+/* The phrase's tokens at consecutive offsets from some position. */
+static gboolean phrase_matches(const ixia_filter_t *f, const cJSON *doc) {
+  GArray *toks = ixia_doc_tokens(doc, f->field);
+  GHashTable *at = g_hash_table_new_full(g_bytes_hash, g_bytes_equal, NULL,
+                                         (GDestroyNotify)g_hash_table_destroy);
+  for (guint i = 0; i < toks->len; i++) {
+    const ixia_token_t *t = &g_array_index(toks, ixia_token_t, i);
+    GHashTable *pos = g_hash_table_lookup(at, t->tok);
+    if (!pos) g_hash_table_insert(at, t->tok, pos = g_hash_table_new(g_direct_hash, g_direct_equal));
+    g_hash_table_add(pos, GUINT_TO_POINTER(t->pos + 1));
+  }
+  gboolean found = FALSE;
+  GHashTable *first = g_hash_table_lookup(at, f->values->pdata[0]);
+  GHashTableIter it;
+  gpointer p;
+  if (first) g_hash_table_iter_init(&it, first);
+  while (first && !found && g_hash_table_iter_next(&it, &p, NULL)) {
+    gint64 start = (gint64)GPOINTER_TO_UINT(p) - 1 - f->offsets[0];
+    found = TRUE;
+    for (guint i = 1; found && i < f->values->len; i++) {
+      GHashTable *pos = g_hash_table_lookup(at, f->values->pdata[i]);
+      gint64 want = start + f->offsets[i];
+      found = pos && want >= 0 && g_hash_table_contains(pos, GUINT_TO_POINTER((guint)want + 1));
+    }
+  }
+  g_hash_table_destroy(at);
+  ixia_tokens_free(toks);
+  return found;
+}
+
 static gboolean filter_matches(const ixia_filter_t *f, const cJSON *doc) {
   switch (f->kind) {
+    case IXIA_F_MATCH_PHRASE:
+      return phrase_matches(f, doc);
     case IXIA_F_AND:
       for (guint i = 0; i < f->n_children; i++)
         if (!filter_matches(f->children[i], doc)) return FALSE;
@@ -97,3 +129,5 @@ static gboolean monotone(const ixia_filter_t *f) {
 }
 
 gboolean ixia_query_filter_monotone(const ixia_query_t *q) { return !q->filter || monotone(q->filter); }
+
+gboolean ixia_filter_match_doc(const ixia_filter_t *f, const cJSON *doc) { return filter_matches(f, doc); }

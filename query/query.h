@@ -8,8 +8,7 @@
  * byte encoding of field values, so both sides agree by construction on what
  * "equal", "less than" and "prefix of" mean:
  *   keyword      the UTF-8 bytes of the string
- *   text         each token: maximal runs of ASCII letters/digits and bytes
- *                >= 0x80, ASCII letters lower-cased
+ *   text         each token of the field's analyzer (analyze.c)
  *   long, double, timestamp
  *                8 bytes, order-preserving encoding of the IEEE double
  *                (sign bit flipped for positives, all bits flipped for
@@ -70,13 +69,35 @@ int ixia_val_cmp(const guint8 *a, gsize alen, const guint8 *b, gsize blen);
 /* JSON of an encoded value of a field type (string, number or bool). */
 cJSON *ixia_val_to_json(ixia_field_type_t type, const guint8 *p, guint32 len);
 
-/* Appends the lower-cased tokens of text (GBytes*) to out, deduplicated. */
-void ixia_text_tokens(const char *text, size_t len, GPtrArray *out);
+/* ---- text analysis (analyze.c) ----
+ *
+ * The analyzer of a text field (ixia_index_t.analyzer: "standard" or a
+ * Snowball language) turns a string into tokens: NFKC-normalised runs of
+ * letters, digits and marks, case-folded, then stemmed for a language. The
+ * index and the query parser call the same functions, so a query's words
+ * meet the documents' tokens exactly. */
+
+/* Called per token in order, with its position; FALSE stops. tok is only
+ * valid during the call. */
+typedef gboolean (*ixia_token_fn)(const char *tok, gsize len, guint32 pos, void *ud);
+
+/* Tokens of text; positions start at *pos, which is left one past the last
+ * token. analyzer NULL means "standard". */
+void ixia_analyze(const char *analyzer, const char *text, gsize len, guint32 *pos,
+                  ixia_token_fn fn, void *ud);
+
+/* Appends the distinct tokens of text (GBytes*) to out. */
+void ixia_text_tokens(const char *analyzer, const char *text, size_t len, GPtrArray *out);
+
+/* The single token text analyzes to (stemmed when stem), or NULL when it
+ * gives none or several (g_free). */
+char *ixia_analyze_one(const char *analyzer, const char *text, gboolean stem);
 
 /* ---- limits ---- */
 
 typedef struct {
-  guint max_clauses;        /* filter nodes + aggregation nodes */
+  guint max_clauses;        /* filter nodes + aggregation nodes (an "in" is one) */
+  guint max_in_values;      /* values of one "in" */
   guint max_limit;          /* largest "limit" (result window of one page) */
   guint64 max_postings;     /* postings a shard may touch for one query */
   guint64 max_memory_bytes; /* aggregation state of one query */
@@ -99,10 +120,11 @@ typedef enum {
   IXIA_F_RANGE,  /* lo/hi encoded, NULL when unbounded */
   IXIA_F_PREFIX, /* values: one raw prefix (keyword bytes, or a lower-cased token prefix) */
   IXIA_F_EXISTS,
-  IXIA_F_MATCH,  /* values: the tokens; all must be present */
+  IXIA_F_MATCH,  /* values: the distinct tokens; all must be present (any with match_any) */
   IXIA_F_AND,
   IXIA_F_OR,
   IXIA_F_NOT,    /* children: exactly one */
+  IXIA_F_MATCH_PHRASE, /* values: the tokens in order (repeats kept), offsets: their positions */
 } ixia_filter_kind_t;
 
 typedef struct ixia_filter {
@@ -113,7 +135,21 @@ typedef struct ixia_filter {
   gboolean lo_incl, hi_incl;
   struct ixia_filter **children; /* AND, OR, NOT */
   guint n_children;
+  gboolean match_any;        /* MATCH with "operator": "or" */
+  guint32 *offsets;          /* MATCH_PHRASE: position of each token, the first at 0 */
 } ixia_filter_t;
+
+/* One key of a sort (docs/QUERY.md "Sorting"). A multi-valued field sorts
+ * by its smallest value ascending and by its largest descending; a document
+ * without a value sorts last (or first with missing_first) in either
+ * direction; ties after every key are broken by the document key. */
+typedef struct {
+  const ixia_index_t *field; /* NULL: _score (relevance) */
+  gboolean desc;
+  gboolean missing_first;
+} ixia_sort_key_t;
+
+#define IXIA_MAX_SORT_KEYS 8
 
 typedef enum {
   IXIA_AGG_COUNT,
@@ -124,7 +160,26 @@ typedef enum {
   IXIA_AGG_TERMS,
   IXIA_AGG_PERCENTILES,
   IXIA_AGG_CARDINALITY,
+  IXIA_AGG_STATS,
+  IXIA_AGG_HISTOGRAM,
+  IXIA_AGG_DATE_HISTOGRAM,
+  IXIA_AGG_RANGE,
+  IXIA_AGG_FILTER,
+  IXIA_AGG_FILTERS,
+  IXIA_AGG_TOP_HITS,
 } ixia_agg_kind_t;
+
+/* Bucket aggregations with nested aggregations: terms and the ones below. */
+static inline gboolean ixia_agg_is_bucket(ixia_agg_kind_t k) {
+  return k == IXIA_AGG_TERMS || (k >= IXIA_AGG_HISTOGRAM && k <= IXIA_AGG_FILTERS);
+}
+
+/* One bucket of a range aggregation: [from, to), either end open. */
+typedef struct {
+  char *key;
+  double from, to;
+  gboolean has_from, has_to;
+} ixia_agg_range_t;
 
 typedef struct ixia_agg {
   char *name;
@@ -134,8 +189,23 @@ typedef struct ixia_agg {
   guint size;                /* TERMS: buckets returned (default 10) */
   double *percents;          /* PERCENTILES: in (0, 100] */
   guint n_percents;
-  struct ixia_agg **subs;    /* TERMS: nested aggregations */
+  struct ixia_agg **subs;    /* bucket kinds: nested aggregations */
   guint n_subs;
+  /* HISTOGRAM: bucket width and offset; DATE_HISTOGRAM: fixed width in
+   * seconds, or 0 with a calendar unit (cal_unit, an ixia_cal_unit_t),
+   * offset in seconds and a time-zone offset in seconds */
+  double interval, offset;
+  int cal_unit;
+  gint32 tz;
+  guint64 min_doc_count;     /* HISTOGRAM, DATE_HISTOGRAM: empty buckets within the range shown at 0 */
+  ixia_agg_range_t *ranges;  /* RANGE */
+  guint n_ranges;
+  struct ixia_filter **filters; /* FILTER (one) and FILTERS */
+  char **filter_names;       /* FILTERS: the buckets' names */
+  guint n_filters;
+  ixia_sort_key_t *sort;     /* TOP_HITS: NULL = by document key */
+  guint n_sort;
+  char **fields;             /* TOP_HITS: projection of the hits' documents, or NULL */
 } ixia_agg_t;
 
 typedef struct ixia_query {
@@ -151,6 +221,12 @@ typedef struct ixia_query {
   gboolean explain;        /* return the shards' plans */
   gboolean allow_repairing; /* FALSE: fail rather than answer from a shard that is
                                repairing itself (default TRUE: answer, and say so) */
+  gboolean allow_partial;  /* answer from the shards that answer, listing the others */
+  ixia_sort_key_t *sort;   /* NULL: hits in index order */
+  guint n_sort;
+  guint32 sort_sig;        /* hash of the sort, carried by cursors to refuse another sort's */
+  gboolean scoring;        /* the filter has match or match_phrase outside any "not": hits
+                              carry a BM25 score (score.c) */
   ixia_agg_t **aggs;
   guint n_aggs;
   /* Every field any aggregation reads, once each; ixia_agg_t.field_slot
@@ -184,6 +260,78 @@ gboolean ixia_query_match_doc(const ixia_query_t *q, const cJSON *doc);
  * such hits. */
 gboolean ixia_query_filter_monotone(const ixia_query_t *q);
 
+/* ---- relevance (score.c) ----
+ *
+ * BM25 (k1 = 1.2, b = 0.75; Lucene's idf) of a document for a query: the
+ * sum, over the match and match_phrase clauses outside any "not" (in filter
+ * order) and their distinct tokens (in query order), of
+ *   idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl)),
+ *   idf = ln(1 + (N - df + 0.5) / (df + 0.5))
+ * where tf is the token's count in the document's field, dl the field's
+ * token count, N the documents with at least one token in the field, df
+ * those holding the token and avgdl the mean dl over N. Each shard computes
+ * N, df and avgdl over its own documents (docs/QUERY.md). */
+
+#define IXIA_BM25_K1 1.2
+#define IXIA_BM25_B 0.75
+
+double ixia_bm25(double tf, double dl, double avgdl, double df, double n);
+
+/* The scoring clauses of q's filter in scoring order (const ixia_filter_t*;
+ * g_ptr_array_free). */
+GPtrArray *ixia_query_scoring_clauses(const ixia_query_t *q);
+
+/* Every token occurrence of a text field in doc (wrong-typed values left
+ * out), in order: positions count across the strings of an array with a gap
+ * of IXIA_POSITION_GAP, so a phrase never spans two strings. */
+typedef struct {
+  GBytes *tok;
+  guint32 pos;
+} ixia_token_t;
+#define IXIA_POSITION_GAP 100
+GArray *ixia_doc_tokens(const cJSON *doc, const ixia_index_t *ix);
+/* Both at once, as the index reads a text field: the distinct tokens into
+ * out (like ixia_doc_values) and every occurrence into *occ (always set;
+ * ixia_tokens_free). FALSE with IXIA_ETYPE for a value that is not a
+ * string. */
+gboolean ixia_doc_text(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out, GArray **occ,
+                       ixia_error_t **err);
+void ixia_tokens_free(GArray *toks);
+
+/* Brute-force statistics over a set of documents (what a shard would
+ * compute over its own), and a document's score with them. */
+typedef struct ixia_bm25_stats ixia_bm25_stats_t;
+ixia_bm25_stats_t *ixia_bm25_stats_new(const ixia_query_t *q);
+void ixia_bm25_stats_add(ixia_bm25_stats_t *st, const cJSON *doc);
+double ixia_query_score_doc(const ixia_query_t *q, const ixia_bm25_stats_t *st, const cJSON *doc);
+void ixia_bm25_stats_free(ixia_bm25_stats_t *st);
+
+/* ---- sorting (sort.c) ----
+ *
+ * A document's sort values are one encoded value per sort key (the value
+ * encoding above, so memcmp orders values of one field; _score as an
+ * encoded number), or NULL where it has none. The index computes them from
+ * its columns, brute force from the document; both are compared here. */
+
+/* The sort values of doc (GPtrArray of GBytes* or NULL, q->n_sort long;
+ * free with g_ptr_array_unref). score is the document's _score. */
+GPtrArray *ixia_sort_values_of_doc(const ixia_query_t *q, const cJSON *doc, double score);
+
+/* Order of two documents' sort values under q's sort (negative: a first),
+ * ignoring the key tiebreak. */
+int ixia_sort_cmp_values(const ixia_query_t *q, GBytes *const *a, GBytes *const *b);
+
+/* The same for any list of sort keys (top_hits has its own). */
+GPtrArray *ixia_sort_values_of(const ixia_sort_key_t *keys, guint n, const cJSON *doc, double score);
+int ixia_sort_cmp_keys(const ixia_sort_key_t *keys, guint n, GBytes *const *a, GBytes *const *b);
+
+/* One key's comparison of two values (NULL: missing). */
+int ixia_sort_cmp_one(const ixia_sort_key_t *k, const guint8 *a, gsize alen, gboolean a_has,
+                      const guint8 *b, gsize blen, gboolean b_has);
+
+/* The JSON a hit shows for one sort value (number, string, bool or null). */
+cJSON *ixia_sort_value_json(const ixia_sort_key_t *k, GBytes *v);
+
 /* ---- aggregations ---- */
 
 typedef struct ixia_aggs ixia_aggs_t;
@@ -200,14 +348,37 @@ void ixia_aggs_destroy(ixia_aggs_t *a);
 gboolean ixia_aggs_add(ixia_aggs_t *a, const ixia_val_t *const *vals, const guint *nvals,
                        ixia_error_t **err);
 
-/* Convenience for brute force: extracts the values from doc and adds it. */
+/* Convenience for brute force: extracts the values from doc and adds it
+ * (filter and filters evaluate their filters on doc; top_hits need the
+ * key: ixia_aggs_add_hit). */
 gboolean ixia_aggs_add_doc(ixia_aggs_t *a, const cJSON *doc, ixia_error_t **err);
+/* The same with the document's key, version and score, for top_hits. */
+gboolean ixia_aggs_add_hit(ixia_aggs_t *a, const cJSON *doc, const char *key, gint64 version,
+                           double score, ixia_error_t **err);
+
+/* The bucket a value falls in: a histogram's floor((v - offset) / interval)
+ * * interval + offset, a date_histogram's start of the fixed or calendar
+ * interval (in local time at its time-zone offset, shifted by its offset),
+ * in epoch seconds. The index and brute force both bucket with this. */
+double ixia_agg_bucket_key(const ixia_agg_t *g, double v);
+
+/* Whether doc satisfies one filter (filter and filters aggregations). */
+gboolean ixia_filter_match_doc(const ixia_filter_t *f, const cJSON *doc);
 
 /* The shard-side partial state as JSON (mergeable, lossless for exact parts). */
 cJSON *ixia_aggs_partial_json(const ixia_aggs_t *a);
 
 /* Merges a partial produced by ixia_aggs_partial_json for the same query. */
 gboolean ixia_aggs_merge_partial(ixia_aggs_t *a, const cJSON *partial, ixia_error_t **err);
+
+/* ixia_aggs_result_json with an error: NULL and IXIA_ETOOLARGE when a
+ * histogram would show more than query.max_terms_buckets buckets. */
+cJSON *ixia_aggs_result(const ixia_aggs_t *a, ixia_error_t **err);
+
+/* Calls fn for each top_hits result in a response's "aggs" (result of
+ * ixia_aggs_result for q), with its node: the caller adds the documents. */
+typedef void (*ixia_top_hits_fn)(const ixia_agg_t *g, cJSON *hits, void *ud);
+void ixia_aggs_foreach_top_hits(const ixia_query_t *q, cJSON *result, ixia_top_hits_fn fn, void *ud);
 
 /* The response "aggs" object:
  *   count                  {"value": N}
@@ -304,11 +475,21 @@ ixia_agg_cell_t *ixia_aggs_cell_bucket(ixia_aggs_t *a, const ixia_agg_t *g, ixia
 /* Sub-cell i of a bucket's cells. */
 ixia_agg_cell_t *ixia_aggs_cell_sub(ixia_agg_cell_t *subs, guint i);
 
-/* What an engine accumulated for one (non-terms) node in one bucket. */
+/* A top_hits candidate an engine found (borrowed). */
+typedef struct {
+  const char *key;
+  gint64 version;
+  GBytes *const *sort; /* g->n_sort values, NULL = missing */
+} ixia_agg_hit_t;
+
+/* What an engine accumulated for one (non-bucket) node in one bucket. */
 typedef struct {
   guint64 n;            /* COUNT: documents; others: values read */
-  ixia_fsum_t sum;      /* SUM, AVG */
-  double ext;           /* MIN, MAX (when n > 0) */
+  ixia_fsum_t sum;      /* SUM, AVG, STATS */
+  double ext;           /* MIN, MAX; STATS: the minimum (when n > 0) */
+  double max;           /* STATS: the maximum */
+  const ixia_agg_hit_t *hits; /* TOP_HITS: its best (any number; the state keeps g->size) */
+  guint n_hits;
   const double *values; /* PERCENTILES: every value read (n of them) */
   const guint64 *hashes; /* CARDINALITY: ixia_val_hash of each distinct value */
   guint n_hashes;

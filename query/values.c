@@ -4,7 +4,7 @@
  *
  * Numbers (long, double, timestamp) are 8 bytes that sort like the number
  * (ixia_num_encode), keywords their UTF-8 bytes, text fields one entry per
- * token, bools one byte. A field's values are deduplicated and sorted by
+ * token of the field's analyzer (analyze.c), bools one byte. A field's values are deduplicated and sorted by
  * memcmp, so "one of the values equals / lies between / starts with" is a
  * binary search or a scan of a short sorted list, here and in the index
  * alike. */
@@ -58,45 +58,27 @@ void ixia_values_move_sorted_unique(GPtrArray *tmp, GPtrArray *out) {
   g_free(g_ptr_array_steal(tmp, NULL)); /* the values moved: no free func */
 }
 
-void ixia_text_tokens(const char *text, size_t len, GPtrArray *out) {
-  GHashTable *seen = NULL;
-  char small[64];
-  size_t i = 0;
-  while (i < len) {
-    while (i < len && !ixia_token_byte((guint8)text[i])) i++;
-    size_t start = i;
-    while (i < len && ixia_token_byte((guint8)text[i])) i++;
-    size_t n = i - start;
-    if (n == 0) break;
-    char *buf = n <= sizeof small ? small : g_malloc(n);
-    for (size_t k = 0; k < n; k++) buf[k] = g_ascii_tolower(text[start + k]);
-    GBytes *tok = g_bytes_new(buf, n);
-    if (buf != small) g_free(buf);
-    if (!seen) seen = g_hash_table_new(g_bytes_hash, g_bytes_equal);
-    if (g_hash_table_add(seen, tok)) {
-      g_ptr_array_add(out, tok);
-    } else {
-      g_bytes_unref(tok);
-    }
-  }
-  if (seen) g_hash_table_destroy(seen);
-}
-
 /* Appends the encoded value(s) of one scalar; FALSE when v has another type. */
-static gboolean append_value(const cJSON *v, ixia_field_type_t t, GPtrArray *out) {
+static gboolean append_value(const cJSON *v, const ixia_index_t *ix, GPtrArray *out) {
+  ixia_field_type_t t = ix->type;
   if (!ixia_schema_value_matches(v, t)) return FALSE;
   switch (t) {
     case IXIA_FIELD_KEYWORD:
       g_ptr_array_add(out, g_bytes_new(v->valuestring, strlen(v->valuestring)));
       break;
     case IXIA_FIELD_TEXT:
-      ixia_text_tokens(v->valuestring, strlen(v->valuestring), out);
+      ixia_text_tokens(ix->analyzer, v->valuestring, strlen(v->valuestring), out);
       break;
     case IXIA_FIELD_LONG:
     case IXIA_FIELD_DOUBLE:
-    case IXIA_FIELD_TIMESTAMP:
       g_ptr_array_add(out, ixia_num_bytes(v->valuedouble));
       break;
+    case IXIA_FIELD_TIMESTAMP: {
+      double t = 0;
+      ixia_timestamp_of(v, &t); /* epoch seconds, also of an RFC 3339 string */
+      g_ptr_array_add(out, ixia_num_bytes(t));
+      break;
+    }
     case IXIA_FIELD_BOOL: {
       guint8 b = cJSON_IsTrue(v) ? 1 : 0;
       g_ptr_array_add(out, g_bytes_new(&b, 1));
@@ -119,33 +101,102 @@ static char *value_excerpt(const cJSON *v) {
   return s;
 }
 
-/* The values of ix in doc. strict: a wrong-typed value is an error;
- * lenient: it counts as absent (documents stored before the index was
- * declared may hold anything). */
+typedef struct {
+  const ixia_index_t *ix;
+  GPtrArray *tmp;
+  gboolean strict, ok;
+  ixia_error_t **err;
+} collect_t;
+
+static gboolean collect_one(const cJSON *v, const ixia_json_loc_t *loc, void *ud) {
+  collect_t *c = ud;
+  if (cJSON_IsNull(v) || append_value(v, c->ix, c->tmp) || !c->strict) return TRUE;
+  char *ex = value_excerpt(v), *where = ixia_schema_where(c->ix->field, loc);
+  c->ok = ixia_error_set(c->err, IXIA_ETYPE, "field '%s' is declared %s but %s %s", c->ix->field,
+                         ixia_field_type_name(c->ix->type), where, ex);
+  g_free(ex);
+  g_free(where);
+  return FALSE;
+}
+
+/* The values of ix in doc (through arrays of objects at any depth). strict:
+ * a wrong-typed value is an error; lenient: it counts as absent (documents
+ * stored before the index was declared may hold anything). */
 static gboolean collect_values(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out,
                                gboolean strict, ixia_error_t **err) {
-  const cJSON *v = ixia_json_path(doc, ix->field);
-  if (!v || cJSON_IsNull(v)) return TRUE;
+  collect_t c = {ix, g_ptr_array_new(), strict, TRUE, err};
+  ixia_json_path_foreach(doc, ix->field, collect_one, &c);
+  ixia_values_move_sorted_unique(c.tmp, out);
+  g_ptr_array_free(c.tmp, TRUE);
+  return c.ok;
+}
+
+/* ---- token occurrences of a text field ---- */
+
+typedef struct {
+  GArray *toks;
+  guint32 pos;
+  const char *analyzer;
+} occ_t;
+
+static gboolean add_occurrence(const char *tok, gsize n, guint32 pos, void *ud) {
+  occ_t *o = ud;
+  ixia_token_t t = {g_bytes_new(tok, n), pos};
+  g_array_append_val(o->toks, t);
+  return TRUE;
+}
+
+static gboolean occurrences_of(const cJSON *v, const ixia_json_loc_t *loc, void *ud) {
+  (void)loc;
+  occ_t *o = ud;
+  if (!cJSON_IsString(v)) return TRUE;
+  guint32 before = o->pos;
+  ixia_analyze(o->analyzer, v->valuestring, strlen(v->valuestring), &o->pos, add_occurrence, o);
+  if (o->pos != before) o->pos += IXIA_POSITION_GAP;
+  return TRUE;
+}
+
+typedef struct {
+  occ_t o;
+  const ixia_index_t *ix;
+  ixia_error_t **err;
+  gboolean ok;
+} strict_occ_t;
+
+static gboolean strict_occurrences(const cJSON *v, const ixia_json_loc_t *loc, void *ud) {
+  strict_occ_t *c = ud;
+  if (cJSON_IsNull(v) || cJSON_IsString(v)) return occurrences_of(v, loc, &c->o);
+  char *ex = value_excerpt(v), *where = ixia_schema_where(c->ix->field, loc);
+  c->ok = ixia_error_set(c->err, IXIA_ETYPE, "field '%s' is declared text but %s %s", c->ix->field,
+                         where, ex);
+  g_free(ex);
+  g_free(where);
+  return FALSE;
+}
+
+gboolean ixia_doc_text(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out, GArray **occ,
+                       ixia_error_t **err) {
+  strict_occ_t c = {{g_array_new(FALSE, FALSE, sizeof(ixia_token_t)), 0, ix->analyzer}, ix, err, TRUE};
+  ixia_json_path_foreach(doc, ix->field, strict_occurrences, &c);
   GPtrArray *tmp = g_ptr_array_new();
-  gboolean ok = TRUE;
-  if (cJSON_IsArray(v)) {
-    int k = 0;
-    for (const cJSON *e = v->child; e && ok; e = e->next, k++) {
-      if (cJSON_IsNull(e) || append_value(e, ix->type, tmp) || !strict) continue;
-      char *ex = value_excerpt(e);
-      ok = ixia_error_set(err, IXIA_ETYPE, "field '%s' is declared %s but element %d is %s",
-                          ix->field, ixia_field_type_name(ix->type), k, ex);
-      g_free(ex);
-    }
-  } else if (!append_value(v, ix->type, tmp) && strict) {
-    char *ex = value_excerpt(v);
-    ok = ixia_error_set(err, IXIA_ETYPE, "field '%s' is declared %s but has %s", ix->field,
-                        ixia_field_type_name(ix->type), ex);
-    g_free(ex);
-  }
+  for (guint i = 0; i < c.o.toks->len; i++)
+    g_ptr_array_add(tmp, g_bytes_ref(g_array_index(c.o.toks, ixia_token_t, i).tok));
   ixia_values_move_sorted_unique(tmp, out);
   g_ptr_array_free(tmp, TRUE);
-  return ok;
+  *occ = c.o.toks;
+  return c.ok;
+}
+
+GArray *ixia_doc_tokens(const cJSON *doc, const ixia_index_t *ix) {
+  occ_t o = {g_array_new(FALSE, FALSE, sizeof(ixia_token_t)), 0, ix->analyzer};
+  ixia_json_path_foreach(doc, ix->field, occurrences_of, &o);
+  return o.toks;
+}
+
+void ixia_tokens_free(GArray *toks) {
+  if (!toks) return;
+  for (guint i = 0; i < toks->len; i++) g_bytes_unref(g_array_index(toks, ixia_token_t, i).tok);
+  g_array_free(toks, TRUE);
 }
 
 gboolean ixia_doc_values(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out,

@@ -12,6 +12,7 @@ PACKAGES=(
   librdkafka-dev
   libroaring-dev libjemalloc-dev
   libmicrohttpd-dev
+  libstemmer-dev
   docker-compose
   # tests: Python clients, promtool, the console in a real browser
   python3 python3-requests python3-thrift python3-confluent-kafka prometheus chromium chromium-driver

@@ -413,10 +413,59 @@ else
   fail "query: min_version not reached in time exits 9" "$(last)"
 fi
 run "$IXIA" query "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":0,\"min_version\":$vnew}"
-if [ $rc -eq 0 ] && [[ $out == *'"shards":[{"shard":0,"as_of":'* ]] && [[ $out == *'"repairing":false'* ]]; then
+if [ $rc -eq 0 ] && [[ $out == *'"states":[{"shard":0,"as_of":'* ]] && [[ $out == *'"repairing":false'* ]]; then
   pass "query: each shard's as_of, stale hits and repairing state"
 else
   fail "query: each shard's as_of, stale hits and repairing state" "$(last)"
+fi
+# --- search features through the CLI --------------------------------------------
+
+cat >"$WORK/schema2.json" <<'EOF'
+{"namespace": "shop", "table": "cli2",
+ "indexes": [{"field": "title", "type": "text", "analyzer": "english", "positions": true},
+             {"field": "price", "type": "double"}, {"field": "at", "type": "timestamp"},
+             {"field": "v.color", "type": "keyword"}]}
+EOF
+run "$IXIA" schema apply "$WORK/schema2.json"
+expect_out "schema apply with an analyzer and positions" '^\{"version":[0-9]+\}$'
+"$IXIA" put shop cli2 a '{"title":"Red MUGS for the Café","price":12,"at":"2024-01-31T23:30:00-02:00","v":[{"color":"red"},{"color":"blue"}]}' >/dev/null
+"$IXIA" put shop cli2 b '{"title":"a red mug","price":30,"at":1706745600,"v":[{"color":"green"}]}' >/dev/null
+vb=$(json_field "$("$IXIA" put shop cli2 c '{"title":"mugs, red and cafe","price":30,"at":"2024-03-01T00:00:00Z"}')" version)
+run "$IXIA" put shop cli2 d '{"price":1e400}'
+[ $rc -eq 6 ] && [[ $err == *INVALID_ARGUMENT* ]] && [[ $err == *'price: the number is outside the range of a double'* ]] &&
+  pass "put: a number outside double range is refused, naming the path" || fail "put: 1e400 refused" "$(last)"
+run "$IXIA" put shop cli2 d '{"v":[{"color":5}]}'
+[ $rc -eq 6 ] && [[ $err == *TYPE_MISMATCH* ]] && [[ $err == *'v[0].color is an integer'* ]] &&
+  pass "put: a declared field inside an array of objects is type-checked" || fail "put: v[0].color refused" "$(last)"
+q2='"namespace":"shop","table":"cli2"'
+run "$IXIA" query "{$q2,\"min_version\":$vb,\"sort\":[{\"price\":\"desc\"}],\"limit\":2,\"fields\":[\"price\"]}"
+# b and c tie on price 30: by key. The next page holds a.
+if [ $rc -eq 0 ] && [[ $out == '{"hits":[{"key":"b",'*'"sort":[30]},{"key":"c",'* ]] && [[ $out == *'"next":"s1:'* ]]; then
+  pass "query: sorted, ties by key, a sort cursor"
+  next=$(json_field "$out" next)
+  run "$IXIA" query "{$q2,\"sort\":[{\"price\":\"desc\"}],\"limit\":2,\"after\":\"$next\"}"
+  [ $rc -eq 0 ] && [[ $out == '{"hits":[{"key":"a",'* ]] && [[ $out == *'"next":null'* ]] &&
+    pass "query: the next sorted page" || fail "query: the next sorted page" "$(last)"
+else
+  fail "query: sorted, ties by key, a sort cursor" "$(last)"
+fi
+run "$IXIA" query "{$q2,\"filter\":{\"match_phrase\":{\"title\":\"red mugs\"}},\"sort\":[\"_score\"],\"fields\":[\"title\"]}"
+[ $rc -eq 0 ] && [ "$(json_field "$out" total)" = "2" ] && [[ $out == *'"score":'* ]] && [[ $out != *'"key":"c"'* ]] &&
+  pass "query: match_phrase with stems, scored" || fail "query: match_phrase" "$(last)"
+run "$IXIA" query "{$q2,\"filter\":{\"match\":{\"title\":\"CAFÉ\"}},\"limit\":0}"
+[ $rc -eq 0 ] && [ "$(json_field "$out" total)" = "1" ] && pass "query: Unicode case folding" || fail "query: CAFÉ" "$(last)"
+run "$IXIA" query "{$q2,\"filter\":{\"term\":{\"v.color\":\"blue\"}},\"limit\":0,\"allow_partial\":true}"
+[ $rc -eq 0 ] && [ "$(json_field "$out" total)" = "1" ] && [[ $out == *'"shards":{"total":1,"ok":1,"failed":[],"states":[{"shard":0,'* ]] &&
+  pass "query: arrays of objects, shards in the answer" || fail "query: v.color" "$(last)"
+run "$IXIA" query "{$q2,\"limit\":0,\"aggs\":{\"st\":{\"stats\":\"price\"},\"m\":{\"date_histogram\":{\"field\":\"at\",\"calendar_interval\":\"month\"}},\"r\":{\"range\":{\"field\":\"price\",\"ranges\":[{\"key\":\"cheap\",\"to\":20},{\"from\":20}]}},\"top\":{\"top_hits\":{\"size\":1,\"sort\":[{\"price\":\"asc\"}],\"fields\":[\"title\"]}}}}"
+# a (2024-02-01T01:30Z) and b in February, c in March.
+if [ $rc -eq 0 ] && [[ $out == *'"st":{"count":3,"min":12,"max":30,"avg":24,"sum":72}'* ]] &&
+  [[ $out == *'{"key":1706745600,"key_as_string":"2024-02-01T00:00:00Z","count":2}'* ]] &&
+  [[ $out == *'"key_as_string":"2024-03-01T00:00:00Z","count":1}'* ]] &&
+  [[ $out == *'{"key":"cheap","to":20,"count":1}'* ]] && [[ $out == *'"doc":{"title":"Red MUGS for the Café"}'* ]]; then
+  pass "query: stats, date_histogram, range and top_hits"
+else
+  fail "query: stats, date_histogram, range and top_hits" "$(last)"
 fi
 
 run "$IXIA" shards

@@ -639,7 +639,22 @@ static void test_bad_input(void) {
   expect_error(c, longkey, "{}", IXIA_ETOOLARGE, "limits.max_key_bytes");
   expect_error(c, "k", "{\"price\":\"cheap\"}", IXIA_ETYPE, "price");
   expect_error(c, "k", "{\"tags\":[\"a\",7]}", IXIA_ETYPE, "tags");
+  /* Strict input: nothing is stored as something else. */
+  expect_error(c, "k", "{\"price\":1e400}", IXIA_EINVAL, "price: the number is outside the range of a double");
+  expect_error(c, "k", "{\"v\":[{\"price\":NaN}]}", IXIA_EINVAL, "v[0].price: NaN and Infinity are not JSON numbers");
+  expect_error(c, "k", "{\"category\":\"A\",\"category\":7}", IXIA_EINVAL, "key \"category\" given twice");
+  expect_error(c, "k", "{\"tags\":[{\"x\":1}]}", IXIA_ETYPE, "element 0 is an object");
   ixia_error_t *e = NULL;
+  {
+    /* The largest doubles are stored and come back as numbers. */
+    const char *nested = "{\"variants\":[{\"price\":1.5},{\"price\":[2,3]}],\"price\":1e308}";
+    put_doc(c, "nested", nested);
+    gboolean found = FALSE;
+    char *json = NULL;
+    CU_ASSERT_TRUE(ixia_client_get(c, "shop", "products", "nested", NULL, &found, NULL, &json, NULL));
+    CU_ASSERT_TRUE(found && json && strstr(json, "1e+308"));
+    g_free(json);
+  }
   CU_ASSERT_FALSE(ixia_client_put(c, "shop", "nosuch", "k", "{}", -1, NULL, &e));
   CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ENOTFOUND);
   CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "shop/nosuch"));

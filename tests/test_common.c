@@ -11,6 +11,7 @@
 #include "json.h"
 #include "schema.h"
 #include "support.h"
+#include "timeutil.h"
 
 static void test_config_defaults_and_set(void) {
   ixia_config_t *c = ixia_config_new();
@@ -124,6 +125,143 @@ static void test_json_project(void) {
   cJSON_Delete(doc);
 }
 
+/* Strict input: numbers a double cannot hold, NaN/Infinity and repeated keys
+ * are INVALID_ARGUMENT naming where they are. */
+static void test_json_strict(void) {
+  const ixia_json_limits_t l = {100000, NULL, 16, NULL};
+  struct { const char *text, *needle; } bad[] = {
+      {"{\"price\": 1e400}", "document: price: the number is outside the range of a double"},
+      {"{\"a\": {\"b\": [1, -2e308, 3]}}", "document: a.b[1]: the number is outside"},
+      {"{\"a\": [{\"x\": 1}, {\"y\": NaN}]}", "document: a[1].y: NaN and Infinity are not JSON numbers"},
+      {"{\"a\": -Infinity}", "document: a: NaN and Infinity are not JSON numbers"},
+      {"{\"a\": Infinity}", "document: a: NaN and Infinity"},
+      {"{\"brand\": \"A\", \"brand\": 7}", "document: key \"brand\" given twice"},
+      {"{\"v\": [{\"c\": 1}, {\"c\": 2, \"d\": 3, \"c\": 4}]}", "document: v[1]: key \"c\" given twice"},
+      {"{\"a\": {\"b\": 1, \"c\": [}}", "malformed JSON near byte"},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    ixia_error_t *e = NULL;
+    cJSON *d = ixia_json_parse_object(bad[i].text, strlen(bad[i].text), &l, "document", &e);
+    CU_ASSERT_PTR_NULL(d);
+    CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_EINVAL);
+    if (!e || !strstr(e->message, bad[i].needle))
+      fprintf(stderr, "\n  %s: %s\n", bad[i].text, e ? e->message : "(no error)");
+    CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, bad[i].needle));
+    ixia_error_destroy(e);
+    cJSON_Delete(d);
+  }
+  /* Many members: the hashed check. */
+  GString *big = g_string_new("{");
+  for (int i = 0; i < 40; i++) g_string_append_printf(big, "\"k%d\": %d, ", i, i);
+  g_string_append(big, "\"k7\": 0}");
+  ixia_error_t *e = NULL;
+  CU_ASSERT_PTR_NULL(ixia_json_parse_object(big->str, big->len, &l, "document", &e));
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "key \"k7\" given twice"));
+  ixia_error_destroy(e), e = NULL;
+  g_string_free(big, TRUE);
+  const char *ok = "{\"a\": 1e308, \"b\": -1e-400, \"c\": [1, 1], \"d\": {\"a\": 1}}";
+  cJSON *d = ixia_json_parse_object(ok, strlen(ok), &l, "document", &e);
+  CU_ASSERT_PTR_NOT_NULL(d);
+  cJSON_Delete(d);
+}
+
+static void test_time(void) {
+  gint64 t = 0;
+  CU_ASSERT_TRUE(ixia_time_parse_rfc3339("1970-01-01T00:00:00Z", &t) && t == 0);
+  CU_ASSERT_TRUE(ixia_time_parse_rfc3339("2024-05-01T12:30:00Z", &t) && t == 1714566600);
+  CU_ASSERT_TRUE(ixia_time_parse_rfc3339("2024-05-01T14:30:00.999+02:00", &t) && t == 1714566600);
+  CU_ASSERT_TRUE(ixia_time_parse_rfc3339("2024-05-01t07:00:00-05:30", &t) && t == 1714566600);
+  CU_ASSERT_TRUE(ixia_time_parse_rfc3339("2024-02-29 00:00:00z", &t) && t == 1709164800);
+  const char *bad[] = {"2024-02-30T00:00:00Z", "2023-02-29T00:00:00Z", "2024-05-01T12:30:00",
+                       "2024-05-01", "2024-13-01T00:00:00Z", "2024-05-01T24:00:00Z",
+                       "2024-05-01T12:30:00+2:00", "2024-05-01T12:30:00.Z", "x024-05-01T12:30:00Z",
+                       "2024-05-01T12:30:00Zjunk", "1714566600"};
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    gboolean ok = ixia_time_parse_rfc3339(bad[i], &t);
+    if (ok) fprintf(stderr, "\n  accepted %s\n", bad[i]);
+    CU_ASSERT_FALSE(ok);
+  }
+  /* Civil dates round trip over four centuries, leap days included. */
+  for (gint64 d = -800000; d < 800000; d += 37) {
+    gint64 y;
+    guint m, dd;
+    ixia_civil_from_days(d, &y, &m, &dd);
+    CU_ASSERT_EQUAL_FATAL(ixia_days_from_civil(y, m, dd), d);
+  }
+  char *s = ixia_time_format(1714566600, 0);
+  CU_ASSERT_STRING_EQUAL(s, "2024-05-01T12:30:00Z");
+  g_free(s);
+  s = ixia_time_format(1714566600, -(5 * 3600 + 1800));
+  CU_ASSERT_STRING_EQUAL(s, "2024-05-01T07:00:00-05:30");
+  g_free(s);
+  gint32 off = 1;
+  CU_ASSERT_TRUE(ixia_time_parse_offset("+02:00", &off) && off == 7200);
+  CU_ASSERT_TRUE(ixia_time_parse_offset("-0530", &off) && off == -19800);
+  CU_ASSERT_TRUE(ixia_time_parse_offset("Z", &off) && off == 0);
+  CU_ASSERT_FALSE(ixia_time_parse_offset("+19:00", &off));
+  CU_ASSERT_FALSE(ixia_time_parse_offset("Europe/Paris", &off));
+  /* Calendar units at an offset: 2024-03-31T23:30:00Z is April 1st at +02:00. */
+  gint64 t0 = 1711927800;
+  CU_ASSERT_EQUAL(ixia_cal_floor(t0, IXIA_CAL_MONTH, 0), 1709251200);        /* 2024-03-01Z */
+  CU_ASSERT_EQUAL(ixia_cal_floor(t0, IXIA_CAL_MONTH, 7200), 1711929600 - 7200); /* 2024-04-01+02 */
+  CU_ASSERT_EQUAL(ixia_cal_next(1709251200, IXIA_CAL_MONTH, 0), 1711929600);
+  CU_ASSERT_EQUAL(ixia_cal_floor(t0, IXIA_CAL_QUARTER, 0), 1704067200);      /* 2024-01-01 */
+  CU_ASSERT_EQUAL(ixia_cal_floor(t0, IXIA_CAL_QUARTER, 7200), 1711929600 - 7200);
+  CU_ASSERT_EQUAL(ixia_cal_floor(t0, IXIA_CAL_YEAR, 0), 1704067200);
+  CU_ASSERT_EQUAL(ixia_cal_next(1704067200, IXIA_CAL_YEAR, 0), 1735689600);
+  CU_ASSERT_EQUAL(ixia_cal_floor(t0, IXIA_CAL_WEEK, 0), 1711324800);         /* Monday 2024-03-25 */
+  CU_ASSERT_EQUAL(ixia_cal_floor(t0, IXIA_CAL_DAY, -3600), 1711929600 - 86400 + 3600);
+  CU_ASSERT_EQUAL(ixia_cal_next(ixia_cal_floor(1706745600 - 1, IXIA_CAL_MONTH, 0), IXIA_CAL_MONTH, 0), 1706745600);
+  ixia_cal_unit_t u;
+  CU_ASSERT_TRUE(ixia_cal_unit_parse("1M", &u) && u == IXIA_CAL_MONTH);
+  CU_ASSERT_TRUE(ixia_cal_unit_parse("quarter", &u) && u == IXIA_CAL_QUARTER);
+  CU_ASSERT_FALSE(ixia_cal_unit_parse("fortnight", &u));
+}
+
+/* Paths reach into arrays of objects at any depth. */
+static gboolean collect_loc(const cJSON *v, const ixia_json_loc_t *loc, void *ud) {
+  char *at = ixia_json_loc_string(loc), *val = ixia_json_print(v);
+  g_string_append_printf(ud, "%s=%s;", at, val);
+  g_free(at);
+  g_free(val);
+  return TRUE;
+}
+
+static void test_json_path_arrays(void) {
+  const char *src = "{\"v\": [{\"c\": \"red\", \"s\": {\"n\": [1, [2]]}}, {\"c\": [\"blue\", null]}, 5,"
+                    " [{\"c\": \"deep\"}], {\"s\": [{\"n\": 3}, {\"n\": null}]}], \"top\": 1}";
+  cJSON *doc = cJSON_Parse(src);
+  GString *got = g_string_new(NULL);
+  ixia_json_path_foreach(doc, "v.c", collect_loc, got);
+  CU_ASSERT_STRING_EQUAL(got->str, "v[0].c=\"red\";v[1].c[0]=\"blue\";v[1].c[1]=null;v[3][0].c=\"deep\";");
+  g_string_truncate(got, 0);
+  ixia_json_path_foreach(doc, "v.s.n", collect_loc, got);
+  CU_ASSERT_STRING_EQUAL(got->str, "v[0].s.n[0]=1;v[0].s.n[1][0]=2;v[4].s[0].n=3;v[4].s[1].n=null;");
+  g_string_truncate(got, 0);
+  ixia_json_path_foreach(doc, "top", collect_loc, got);
+  ixia_json_path_foreach(doc, "top.x", collect_loc, got);
+  ixia_json_path_foreach(doc, "nope", collect_loc, got);
+  CU_ASSERT_STRING_EQUAL(got->str, "top=1;");
+  g_string_free(got, TRUE);
+  /* Projection keeps the arrays' shape; two paths into one array line up. */
+  const char *paths[] = {"v.c", "v.s.n", "top"};
+  gboolean all = FALSE;
+  cJSON *p = ixia_json_project(doc, paths, 3, &all);
+  char *s = ixia_json_print(p);
+  CU_ASSERT_STRING_EQUAL(s, "{\"v\":[{\"c\":\"red\",\"s\":{\"n\":[1,[2]]}},{\"c\":[\"blue\",null]},[{\"c\":\"deep\"}],"
+                            "{\"s\":[{\"n\":3},{\"n\":null}]}],\"top\":1}");
+  CU_ASSERT_TRUE(all);
+  g_free(s);
+  cJSON_Delete(p);
+  /* The text projection leaves such paths to the tree. */
+  GString *out = g_string_new(NULL);
+  CU_ASSERT_FALSE(ixia_json_project_text(src, strlen(src), paths, 1, out, NULL));
+  CU_ASSERT_TRUE(ixia_json_project_text(src, strlen(src), paths + 2, 1, out, NULL));
+  CU_ASSERT_STRING_EQUAL(out->str, "{\"top\":1}");
+  g_string_free(out, TRUE);
+  cJSON_Delete(doc);
+}
+
 static const char *SCHEMA =
     "{\"namespace\":\"shop\",\"table\":\"products\",\"cache_ttl_seconds\":60,"
     "\"indexes\":[{\"field\":\"category\",\"type\":\"keyword\"},{\"field\":\"price\",\"type\":\"double\"},"
@@ -165,6 +303,12 @@ static void test_schema_check_doc(void) {
   ixia_error_t *e = NULL;
   CU_ASSERT_TRUE(ixia_schema_check_doc(s, d, &e));
   cJSON_Delete(d);
+  /* RFC 3339 timestamps; declared fields inside arrays of objects. */
+  const char *good2 = "{\"updated_at\":[\"2024-05-01T12:30:00Z\",1770369490],"
+                      "\"seller\":[{\"ok\":true},{\"ok\":[false,null]},{\"other\":1}]}";
+  d = cJSON_Parse(good2);
+  CU_ASSERT_TRUE(ixia_schema_check_doc(s, d, &e));
+  cJSON_Delete(d);
   /* Each error names the field and says what is wrong with the value. */
   struct { const char *doc, *field, *why; } bad[] = {
       {"{\"price\":\"cheap\"}", "price", "but has a string"},
@@ -176,6 +320,10 @@ static void test_schema_check_doc(void) {
       {"{\"updated_at\":1770369490000}", "updated_at", "milliseconds must be divided by 1000"},
       {"{\"updated_at\":1770369490.5}", "updated_at", "whole epoch seconds"},
       {"{\"category\":{\"x\":1}}", "category", "an object"},
+      {"{\"updated_at\":\"yesterday\"}", "updated_at", "not a timestamp (whole epoch seconds from 0 to 10^12, or an RFC 3339 string"},
+      {"{\"updated_at\":\"1969-12-31T23:59:59Z\"}", "updated_at", "outside the range of timestamps"},
+      {"{\"seller\":[{\"ok\":true},{\"ok\":5}]}", "seller.ok", "but seller[1].ok is an integer"},
+      {"{\"seller\":[[{\"ok\":[true,\"x\"]}]]}", "seller.ok", "but seller[0][0].ok[1] is a string"},
   };
   for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
     d = cJSON_Parse(bad[i].doc);
@@ -203,10 +351,70 @@ static void test_schema_evolution(void) {
   CU_ASSERT_TRUE(ixia_schema_check_evolution(a, b, &e));
   CU_ASSERT_FALSE(ixia_schema_check_evolution(a, c, &e));
   CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "price"));
-  ixia_error_destroy(e);
+  ixia_error_destroy(e), e = NULL;
   ixia_schema_unref(a);
   ixia_schema_unref(b);
   ixia_schema_unref(c);
+  /* A text field's analyzer is part of what it indexes: it cannot change;
+   * positions can be switched (a backfill re-indexes older documents). */
+  const char *t1 = "{\"namespace\":\"shop\",\"table\":\"products\",\"indexes\":["
+                   "{\"field\":\"title\",\"type\":\"text\"}]}";
+  const char *t2 = "{\"namespace\":\"shop\",\"table\":\"products\",\"indexes\":["
+                   "{\"field\":\"title\",\"type\":\"text\",\"analyzer\":\"english\"}]}";
+  const char *t3 = "{\"namespace\":\"shop\",\"table\":\"products\",\"indexes\":["
+                   "{\"field\":\"title\",\"type\":\"text\",\"analyzer\":\"standard\",\"positions\":true}]}";
+  a = ixia_schema_parse(t1, strlen(t1), NULL);
+  b = ixia_schema_parse(t2, strlen(t2), NULL);
+  c = ixia_schema_parse(t3, strlen(t3), NULL);
+  CU_ASSERT_FALSE(ixia_schema_check_evolution(a, b, &e));
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "'standard'") && strstr(e->message, "'english'"));
+  ixia_error_destroy(e), e = NULL;
+  CU_ASSERT_TRUE(ixia_schema_check_evolution(a, c, &e));
+  CU_ASSERT_TRUE(ixia_schema_check_evolution(c, a, &e));
+  ixia_schema_unref(a);
+  ixia_schema_unref(b);
+  ixia_schema_unref(c);
+}
+
+static void test_schema_analyzers(void) {
+  const char *j = "{\"namespace\":\"shop\",\"table\":\"t\",\"indexes\":["
+                  "{\"field\":\"a\",\"type\":\"text\"},"
+                  "{\"field\":\"b\",\"type\":\"text\",\"analyzer\":\"french\",\"positions\":true},"
+                  "{\"field\":\"c\",\"type\":\"text\",\"analyzer\":\"standard\",\"positions\":false}]}";
+  ixia_error_t *e = NULL;
+  ixia_schema_t *s = ixia_schema_parse(j, strlen(j), &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_STRING_EQUAL(s->indexes[0].analyzer, "standard");
+  CU_ASSERT_FALSE(s->indexes[0].positions);
+  CU_ASSERT_STRING_EQUAL(s->indexes[1].analyzer, "french");
+  CU_ASSERT_TRUE(s->indexes[1].positions);
+  /* The canonical text names only what differs from the defaults. */
+  CU_ASSERT_STRING_EQUAL(s->json, "{\"namespace\":\"shop\",\"table\":\"t\",\"ttl_seconds\":0,"
+                                  "\"cache_ttl_seconds\":0,\"indexes\":[{\"field\":\"a\",\"type\":\"text\"},"
+                                  "{\"field\":\"b\",\"type\":\"text\",\"analyzer\":\"french\",\"positions\":true},"
+                                  "{\"field\":\"c\",\"type\":\"text\"}]}");
+  ixia_schema_t *again = ixia_schema_parse(s->json, strlen(s->json), &e);
+  CU_ASSERT_TRUE(again && strcmp(again->json, s->json) == 0);
+  ixia_schema_unref(again);
+  ixia_schema_unref(s);
+  struct { const char *index, *needle; } bad[] = {
+      {"{\"field\":\"a\",\"type\":\"text\",\"analyzer\":\"klingon\"}", "unknown analyzer 'klingon' (standard, arabic"},
+      {"{\"field\":\"a\",\"type\":\"text\",\"analyzer\":7}", "unknown analyzer"},
+      {"{\"field\":\"a\",\"type\":\"keyword\",\"analyzer\":\"english\"}", "\"analyzer\" applies to text fields only"},
+      {"{\"field\":\"a\",\"type\":\"long\",\"positions\":true}", "\"positions\" applies to text fields only"},
+      {"{\"field\":\"a\",\"type\":\"text\",\"positions\":1}", "\"positions\" must be true or false"},
+      {"{\"field\":\"a\",\"type\":\"text\",\"stem\":true}", "unknown member 'stem'"},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    char *js = g_strdup_printf("{\"namespace\":\"shop\",\"table\":\"t\",\"indexes\":[%s]}", bad[i].index);
+    s = ixia_schema_parse(js, strlen(js), &e);
+    CU_ASSERT_PTR_NULL(s);
+    if (!e || !strstr(e->message, bad[i].needle)) fprintf(stderr, "\n  %s: %s\n", js, e ? e->message : "(none)");
+    CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, bad[i].needle));
+    ixia_error_destroy(e), e = NULL;
+    ixia_schema_unref(s);
+    g_free(js);
+  }
 }
 
 static void test_error_first_wins(void) {
@@ -333,9 +541,13 @@ int main(void) {
   IXT_ADD(s, test_config_doc_lists_every_option);
   IXT_ADD(s, test_json_limits);
   IXT_ADD(s, test_json_project);
+  IXT_ADD(s, test_json_strict);
+  IXT_ADD(s, test_time);
+  IXT_ADD(s, test_json_path_arrays);
   IXT_ADD(s, test_schema_parse);
   IXT_ADD(s, test_schema_check_doc);
   IXT_ADD(s, test_schema_evolution);
+  IXT_ADD(s, test_schema_analyzers);
   IXT_ADD(s, test_error_first_wins);
   IXT_ADD(s, test_exit_codes);
   IXT_ADD(s, test_disk_reserve);

@@ -219,7 +219,7 @@ static void test_stall_repairs_itself(void) {
   CU_ASSERT_PTR_NOT_NULL(r);
   if (!r) fprintf(stderr, "query during the repair: %s\n", e->message);
   ixia_error_destroy(e), e = NULL;
-  CU_ASSERT_TRUE(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(r, "shards")));
+  CU_ASSERT_TRUE(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "shards"), "states")));
   cJSON_Delete(r);
   double took = wait_healed(&s, HEAL_S);
   double since_resume = (double)(g_get_monotonic_time() - resumed) / 1e6;

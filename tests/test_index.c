@@ -15,6 +15,7 @@
 #include "index.h"
 #include "json.h"
 #include "support.h"
+#include "timeutil.h"
 
 static ixia_config_t *cfg;
 static ixia_query_limits_t lim;
@@ -28,7 +29,9 @@ static const char *schema_json =
     "{\"field\": \"cat\", \"type\": \"keyword\"}, {\"field\": \"tags\", \"type\": \"keyword\"},"
     "{\"field\": \"price\", \"type\": \"double\"}, {\"field\": \"qty\", \"type\": \"long\"},"
     "{\"field\": \"ok\", \"type\": \"bool\"}, {\"field\": \"title\", \"type\": \"text\"},"
-    "{\"field\": \"ts\", \"type\": \"timestamp\"}, {\"field\": \"s.country\", \"type\": \"keyword\"}]}";
+    "{\"field\": \"ts\", \"type\": \"timestamp\"}, {\"field\": \"s.country\", \"type\": \"keyword\"},"
+    "{\"field\": \"v.color\", \"type\": \"keyword\"}, {\"field\": \"v.n\", \"type\": \"long\"},"
+    "{\"field\": \"body\", \"type\": \"text\", \"analyzer\": \"english\", \"positions\": true}]}";
 
 /* ------------------------------------------------------------ helpers */
 
@@ -183,6 +186,8 @@ static char *search_keys(ixia_idx_t *idx, const ixia_query_t *q, guint page, gui
   return out;
 }
 
+static ixia_bm25_stats_t *model_stats(GHashTable *model, const ixia_query_t *q);
+
 /* Brute force over the model (key -> cJSON doc of live documents). */
 static char *brute_keys(GHashTable *model, const ixia_query_t *q, guint64 *total, ixia_aggs_t *aggs) {
   GPtrArray *keys = g_ptr_array_new();
@@ -194,11 +199,14 @@ static char *brute_keys(GHashTable *model, const ixia_query_t *q, guint64 *total
   g_ptr_array_sort(keys, cmp_str);
   /* Feed aggregations in key order; float sums may still differ in the
    * last bits from the index's id order. */
+  ixia_bm25_stats_t *st = aggs ? model_stats(model, q) : NULL;
   for (guint i = 0; aggs && i < keys->len; i++) {
     ixia_error_t *e = NULL;
-    CU_ASSERT_TRUE(ixia_aggs_add_doc(aggs, g_hash_table_lookup(model, keys->pdata[i]), &e));
+    cJSON *doc = g_hash_table_lookup(model, keys->pdata[i]);
+    CU_ASSERT_TRUE(ixia_aggs_add_hit(aggs, doc, keys->pdata[i], 0, ixia_query_score_doc(q, st, doc), &e));
     ixia_error_destroy(e);
   }
+  ixia_bm25_stats_free(st);
   *total = keys->len;
   g_ptr_array_add(keys, NULL);
   char *out = g_strjoinv("\n", (char **)keys->pdata);
@@ -255,7 +263,18 @@ static guint64 count(ixia_idx_t *idx, const char *query) {
 /* ---------------------------------------------------- random documents */
 
 static const char *words[] = {"Red", "shoe", "blue", "hat", "w1", "w12", "w123", "lamp",
-                              "Desk", "chair", "x9", "café"};
+                              "Desk", "chair", "x9", "café", "CAFÉ", "Straße", "STRASSE",
+                              "\xef\xac\x81le", "FILE"};
+/* The body field is analyzed in English: stems meet across forms. */
+static const char *body_words[] = {"running", "runs", "RUN", "Mugs", "mug", "Caf\xc3\xa9s", "CAFÉ",
+                                   "generously", "generous", "shop"};
+
+/* A timestamp within a day and a half of the start of a month of 2020 to
+ * 2023: calendar buckets meet their edges, in every time zone. */
+static gint64 random_ts(GRand *r) {
+  gint64 days = ixia_days_from_civil(g_rand_int_range(r, 2020, 2024), (guint)g_rand_int_range(r, 1, 13), 1);
+  return days * 86400 + g_rand_int_range(r, -36 * 3600, 36 * 3600);
+}
 
 static void add_random_field(GString *s, GRand *r, const char *name, gboolean *first) {
   if (g_rand_int_range(r, 0, 100) < 20) return; /* missing */
@@ -290,8 +309,34 @@ static void add_random_field(GString *s, GRand *r, const char *name, gboolean *f
       g_string_append_printf(s, "%s%s", i ? (g_rand_boolean(r) ? " " : "-") : "",
                              words[g_rand_int_range(r, 0, G_N_ELEMENTS(words))]);
     g_string_append_c(s, '"');
+  } else if (!strcmp(name, "body")) {
+    g_string_append_c(s, '"');
+    int n = g_rand_int_range(r, 1, 6);
+    for (int i = 0; i < n; i++)
+      g_string_append_printf(s, "%s%s", i ? " " : "", body_words[g_rand_int_range(r, 0, G_N_ELEMENTS(body_words))]);
+    g_string_append_c(s, '"');
   } else if (!strcmp(name, "ts")) {
-    g_string_append_printf(s, "%d", 1600000000 + g_rand_int_range(r, 0, 500));
+    gint64 t = random_ts(r);
+    if (g_rand_boolean(r)) {
+      /* RFC 3339 at a random offset: indexed as the same epoch seconds. */
+      gint32 off = g_rand_int_range(r, -12, 13) * 1800;
+      char *iso = ixia_time_format(t, off);
+      g_string_append_printf(s, "\"%s\"", iso);
+      g_free(iso);
+    } else {
+      g_string_append_printf(s, "%" G_GINT64_FORMAT, t);
+    }
+  } else if (!strcmp(name, "v")) {
+    /* An array of objects, sometimes nested one level deeper. */
+    static const char *colors[] = {"red", "green", "blue", "black"};
+    int n = g_rand_int_range(r, 0, 4);
+    g_string_append_c(s, '[');
+    for (int i = 0; i < n; i++) {
+      gboolean deep = g_rand_int_range(r, 0, 5) == 0;
+      g_string_append_printf(s, "%s%s{\"color\": \"%s\", \"n\": %d}%s", i ? ", " : "", deep ? "[" : "",
+                             colors[g_rand_int_range(r, 0, 4)], g_rand_int_range(r, 0, 6), deep ? "]" : "");
+    }
+    g_string_append_c(s, ']');
   } else if (!strcmp(name, "s")) {
     static const char *c[] = {"US", "CA", "FR", "DE"};
     g_string_append_printf(s, "{\"country\": \"%s\"}", c[g_rand_int_range(r, 0, 4)]);
@@ -299,7 +344,7 @@ static void add_random_field(GString *s, GRand *r, const char *name, gboolean *f
 }
 
 static char *random_doc(GRand *r) {
-  static const char *fields[] = {"cat", "tags", "price", "qty", "ok", "title", "ts", "s"};
+  static const char *fields[] = {"cat", "tags", "price", "qty", "ok", "title", "ts", "s", "v", "body"};
   GString *s = g_string_new("{");
   gboolean first = TRUE;
   for (guint i = 0; i < G_N_ELEMENTS(fields); i++) add_random_field(s, r, fields[i], &first);
@@ -343,7 +388,7 @@ static void random_filter(GString *s, GRand *r, int depth) {
         if (bounds == 3 && b == 1) g_string_append(s, ", ");
         if (which == 0) g_string_append_printf(s, "\"%s\": %g", op, g_rand_int_range(r, -20, 200) * 0.5);
         else if (which == 1) g_string_append_printf(s, "\"%s\": %d", op, g_rand_int_range(r, -50, 50));
-        else if (which == 2) g_string_append_printf(s, "\"%s\": %d", op, 1600000000 + g_rand_int_range(r, 0, 500));
+        else if (which == 2) g_string_append_printf(s, "\"%s\": %" G_GINT64_FORMAT, op, random_ts(r));
         else g_string_append_printf(s, "\"%s\": \"c%d\"", op, g_rand_int_range(r, 0, 12));
       }
       g_string_append(s, "}}}");
@@ -351,25 +396,41 @@ static void random_filter(GString *s, GRand *r, int depth) {
     }
     case 3: {
       static const char *pc[] = {"", "c", "c1", "c11", "d"};
-      static const char *pt[] = {"w1", "w12", "c", "re", "caf"};
+      static const char *pt[] = {"w1", "w12", "c", "re", "caf", "STRA", "fi"};
       if (g_rand_boolean(r)) g_string_append_printf(s, "{\"prefix\": {\"cat\": \"%s\"}}", pc[g_rand_int_range(r, 0, 5)]);
-      else g_string_append_printf(s, "{\"prefix\": {\"title\": \"%s\"}}", pt[g_rand_int_range(r, 0, 5)]);
+      else g_string_append_printf(s, "{\"prefix\": {\"title\": \"%s\"}}", pt[g_rand_int_range(r, 0, G_N_ELEMENTS(pt))]);
       break;
     }
     case 4: {
-      static const char *f[] = {"cat", "tags", "price", "qty", "ok", "title", "ts", "s.country"};
-      g_string_append_printf(s, "{\"exists\": \"%s\"}", f[g_rand_int_range(r, 0, 8)]);
+      static const char *f[] = {"cat", "tags", "price", "qty", "ok", "title", "ts", "s.country", "v.color", "v.n"};
+      g_string_append_printf(s, "{\"exists\": \"%s\"}", f[g_rand_int_range(r, 0, G_N_ELEMENTS(f))]);
       break;
     }
     case 5:
     case 6: {
       const char *a = words[g_rand_int_range(r, 0, G_N_ELEMENTS(words))];
+      if (g_rand_int_range(r, 0, 3) == 0) {
+        /* match (all words, or any), or a phrase */
+        const char *w1 = body_words[g_rand_int_range(r, 0, G_N_ELEMENTS(body_words))];
+        const char *w2 = g_rand_boolean(r) ? body_words[g_rand_int_range(r, 0, G_N_ELEMENTS(body_words))] : "";
+        int how = g_rand_int_range(r, 0, 3);
+        if (how == 0) g_string_append_printf(s, "{\"match\": {\"body\": \"%s %s\"}}", w1, w2);
+        else if (how == 1) g_string_append_printf(s, "{\"match\": {\"body\": {\"query\": \"%s %s\", \"operator\": \"or\"}}}", w1, w2);
+        else g_string_append_printf(s, "{\"match_phrase\": {\"body\": \"%s %s\"}}", w1, w2);
+        break;
+      }
       if (g_rand_boolean(r)) g_string_append_printf(s, "{\"match\": {\"title\": \"%s\"}}", a);
       else g_string_append_printf(s, "{\"match\": {\"title\": \"%s %s\"}}", a,
                                   words[g_rand_int_range(r, 0, G_N_ELEMENTS(words))]);
       break;
     }
     case 7:
+      if (g_rand_boolean(r)) {
+        /* Two fields of an array of objects: any element for each. */
+        g_string_append_printf(s, "{\"and\": [{\"term\": {\"v.color\": \"%s\"}}, {\"range\": {\"v.n\": {\"gte\": %d}}}]}",
+                               g_rand_boolean(r) ? "red" : "blue", g_rand_int_range(r, 0, 6));
+        break;
+      }
       g_string_append(s, "{\"not\": ");
       random_filter(s, r, depth - 1);
       g_string_append_c(s, '}');
@@ -393,7 +454,30 @@ static const char *aggs_json =
     " \"q\": {\"avg\": \"qty\"}}}},"
     "\"tg\": {\"terms\": {\"field\": \"tags\", \"size\": 4}}, \"ok\": {\"terms\": {\"field\": \"ok\"}},"
     "\"c\": {\"cardinality\": \"tags\"}, \"co\": {\"cardinality\": \"s.country\"},"
-    "\"p\": {\"percentiles\": {\"field\": \"price\", \"percents\": [10, 50, 99]}}}";
+    "\"vc\": {\"terms\": {\"field\": \"v.color\", \"aggs\": {\"vn\": {\"sum\": \"v.n\"}}}},"
+    "\"p\": {\"percentiles\": {\"field\": \"price\", \"percents\": [10, 50, 99]}},"
+    "\"st\": {\"stats\": \"price\"}, \"sq\": {\"stats\": {\"field\": \"v.n\"}},"
+    "\"h\": {\"histogram\": {\"field\": \"price\", \"interval\": 7.5, \"offset\": 1,"
+    " \"aggs\": {\"c\": {\"cardinality\": \"cat\"}, \"s\": {\"stats\": \"qty\"}}}},"
+    "\"h2\": {\"histogram\": {\"field\": \"qty\", \"interval\": 10, \"min_doc_count\": 2}},"
+    "\"dm\": {\"date_histogram\": {\"field\": \"ts\", \"calendar_interval\": \"month\", \"time_zone\": \"-05:00\","
+    " \"aggs\": {\"q\": {\"sum\": \"qty\"}}}},"
+    "\"dq\": {\"date_histogram\": {\"field\": \"ts\", \"calendar_interval\": \"quarter\", \"time_zone\": \"+09:30\"}},"
+    "\"dw\": {\"date_histogram\": {\"field\": \"ts\", \"calendar_interval\": \"1w\", \"min_doc_count\": 1}},"
+    "\"dy\": {\"date_histogram\": {\"field\": \"ts\", \"calendar_interval\": \"year\", \"offset\": \"-6h\"}},"
+    "\"dd\": {\"date_histogram\": {\"field\": \"ts\", \"fixed_interval\": \"36h\", \"time_zone\": \"+02:00\", \"min_doc_count\": 1}},"
+    "\"rg\": {\"range\": {\"field\": \"price\", \"ranges\": [{\"to\": 0}, {\"key\": \"mid\", \"from\": 0, \"to\": 50},"
+    " {\"from\": 25}], \"aggs\": {\"t\": {\"terms\": {\"field\": \"tags\", \"size\": 3}}}}},"
+    "\"rt\": {\"range\": {\"field\": \"ts\", \"ranges\": [{\"to\": \"2021-06-01T00:00:00Z\"}, {\"from\": \"2021-06-01T00:00:00Z\"}]}},"
+    "\"f1\": {\"filter\": {\"filter\": {\"term\": {\"ok\": true}}, \"aggs\": {\"m\": {\"max\": \"price\"},"
+    " \"by\": {\"terms\": {\"field\": \"cat\", \"size\": 2}}}}},"
+    "\"f2\": {\"filter\": {\"range\": {\"qty\": {\"gte\": 0}}}},"
+    "\"fs\": {\"filters\": {\"filters\": {\"red\": {\"match\": {\"title\": \"red\"}},"
+    " \"cheap\": {\"range\": {\"price\": {\"lt\": 10}}}, \"us\": {\"term\": {\"s.country\": \"US\"}}},"
+    " \"aggs\": {\"a\": {\"avg\": \"qty\"}, \"top\": {\"top_hits\": {\"size\": 2, \"sort\": [{\"qty\": \"desc\"}]}}}}},"
+    "\"th\": {\"top_hits\": {\"size\": 4, \"sort\": [{\"price\": {\"order\": \"desc\", \"missing\": \"first\"}}, \"cat\"]}},"
+    "\"tk\": {\"top_hits\": {}},"
+    "\"tt\": {\"terms\": {\"field\": \"ok\", \"aggs\": {\"t\": {\"top_hits\": {\"size\": 3, \"sort\": [\"ts\", \"_score\"]}}}}}}";
 
 /* Random stream: puts and deletes over a few hundred keys, versions 2.. */
 static GPtrArray *random_stream(GRand *r, guint n, guint nkeys) {
@@ -425,6 +509,126 @@ static GHashTable *model_of(GPtrArray *evs) {
   return m;
 }
 
+static void drop_versions(const ixia_agg_t *g, cJSON *hits, void *ud) {
+  (void)g, (void)ud;
+  for (cJSON *h = hits->child; h; h = h->next) cJSON_DeleteItemFromObjectCaseSensitive(h, "version");
+}
+
+/* A random "sort" of 1 to 3 keys over every sortable type, multi-valued
+ * and missing values included. */
+static void random_sort(GString *s, GRand *r) {
+  static const char *f[] = {"cat", "price", "qty", "ok", "ts", "v.color", "v.n", "tags", "s.country", "_score"};
+  gboolean used[G_N_ELEMENTS(f)] = {0};
+  int n = g_rand_int_range(r, 1, 4);
+  g_string_append(s, ", \"sort\": [");
+  for (int i = 0; i < n; i++) {
+    guint k = (guint)g_rand_int_range(r, 0, G_N_ELEMENTS(f));
+    if (used[k]) continue;
+    used[k] = TRUE;
+    const char *dir = g_rand_boolean(r) ? "desc" : "asc";
+    if (s->str[s->len - 1] != '[') g_string_append(s, ", ");
+    switch (g_rand_int_range(r, 0, 3)) {
+      case 0: g_string_append_printf(s, "{\"%s\": \"%s\"}", f[k], dir); break;
+      case 1: g_string_append_printf(s, "{\"%s\": {\"order\": \"%s\", \"missing\": \"%s\"}}", f[k], dir,
+                                     g_rand_boolean(r) ? "first" : "last"); break;
+      default: g_string_append_printf(s, "\"%s\"", f[k]);
+    }
+  }
+  g_string_append_c(s, ']');
+}
+
+/* Every match of a sorted query in its order, page by page with "after"
+ * (the last hit's sort values and key), joined with "\n". */
+static char *search_sorted(ixia_idx_t *idx, const ixia_query_t *q, guint page) {
+  GString *out = g_string_new(NULL);
+  GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
+  GPtrArray *last = NULL;
+  char *last_key = NULL;
+  guint64 epoch = 0, as_of = 0;
+  gboolean ok = TRUE;
+  for (guint round = 0; ok && round < 100000; round++) {
+    ixia_idx_after_t after = {last ? (GBytes **)last->pdata : NULL, last_key, last_key ? strlen(last_key) : 0};
+    ixia_idx_search_opts_t o = {.after_id = -1, .limit = page, .after = last ? &after : NULL,
+                                .as_of_epoch = epoch, .as_of = as_of};
+    ixia_idx_result_t res;
+    ixia_error_t *e = NULL;
+    ixia_idx_hits_clear(hits);
+    ok = ixia_idx_search(idx, q, &o, &lim, hits, NULL, &res, &e);
+    if (!ok) {
+      fprintf(stderr, "sorted search: %s\n", e->message);
+      ixia_error_destroy(e);
+      break;
+    }
+    epoch = res.as_of_epoch, as_of = res.as_of;
+    for (guint i = 0; i < hits->len; i++) {
+      ixia_idx_hit_t *h = &g_array_index(hits, ixia_idx_hit_t, i);
+      g_string_append_printf(out, "%s%s", out->len ? "\n" : "", h->key);
+      if (i + 1 == hits->len) {
+        if (last) g_ptr_array_unref(last);
+        g_free(last_key);
+        last = g_ptr_array_ref(h->sort);
+        last_key = g_strdup(h->key);
+      }
+    }
+    if (hits->len < page) break;
+  }
+  if (last) g_ptr_array_unref(last);
+  g_free(last_key);
+  ixia_idx_hits_clear(hits);
+  g_array_free(hits, TRUE);
+  if (!ok) {
+    g_string_free(out, TRUE);
+    return NULL;
+  }
+  return g_string_free(out, FALSE);
+}
+
+typedef struct {
+  const char *key;
+  GPtrArray *vals;
+} sorted_doc_t;
+
+static gint sorted_doc_cmp(gconstpointer a, gconstpointer b, gpointer q) {
+  const sorted_doc_t *x = a, *y = b;
+  int c = ixia_sort_cmp_values(q, (GBytes *const *)x->vals->pdata, (GBytes *const *)y->vals->pdata);
+  return c ? c : strcmp(x->key, y->key);
+}
+
+/* Brute force: the matching keys of the model in the query's sort order. */
+/* Brute-force BM25 statistics over every document of the model (what a
+ * single shard holds). */
+static ixia_bm25_stats_t *model_stats(GHashTable *model, const ixia_query_t *q) {
+  ixia_bm25_stats_t *st = ixia_bm25_stats_new(q);
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init(&it, model);
+  while (g_hash_table_iter_next(&it, NULL, &v)) ixia_bm25_stats_add(st, v);
+  return st;
+}
+
+static char *brute_sorted(GHashTable *model, const ixia_query_t *q) {
+  GArray *docs = g_array_new(FALSE, FALSE, sizeof(sorted_doc_t));
+  ixia_bm25_stats_t *st = model_stats(model, q);
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init(&it, model);
+  while (g_hash_table_iter_next(&it, &k, &v)) {
+    if (!ixia_query_match_doc(q, v)) continue;
+    sorted_doc_t d = {k, ixia_sort_values_of_doc(q, v, ixia_query_score_doc(q, st, v))};
+    g_array_append_val(docs, d);
+  }
+  ixia_bm25_stats_free(st);
+  g_array_sort_with_data(docs, sorted_doc_cmp, (gpointer)q);
+  GString *out = g_string_new(NULL);
+  for (guint i = 0; i < docs->len; i++) {
+    sorted_doc_t *d = &g_array_index(docs, sorted_doc_t, i);
+    g_string_append_printf(out, "%s%s", out->len ? "\n" : "", d->key);
+    g_ptr_array_unref(d->vals);
+  }
+  g_array_free(docs, TRUE);
+  return g_string_free(out, FALSE);
+}
+
 /* Compares index and brute force for nq random queries; returns the
  * concatenated results (to compare two indexes). */
 static char *compare_queries(ixia_idx_t *idx, GHashTable *model, guint seed, guint nq) {
@@ -439,14 +643,32 @@ static char *compare_queries(ixia_idx_t *idx, GHashTable *model, guint seed, gui
     }
     gboolean with_aggs = i % 4 == 0;
     if (with_aggs) g_string_append_printf(qs, ", %s", aggs_json);
+    gboolean sorted = i % 3 == 1;
+    if (sorted) random_sort(qs, r);
     g_string_append_c(qs, '}');
     ixia_query_t *q = parse(idx, qs->str);
     CU_ASSERT_PTR_NOT_NULL_FATAL(q);
     guint64 bt = 0, it = 0;
     ixia_aggs_t *ba = with_aggs ? ixia_aggs_new(q, &lim) : NULL;
     char *want = brute_keys(model, q, &bt, ba);
-    gboolean ids_ok;
-    char *got = search_keys(idx, q, (guint)g_rand_int_range(r, 1, 100), &it, &ids_ok);
+    gboolean ids_ok = TRUE;
+    char *got = NULL;
+    if (sorted) {
+      /* The set of a sorted query's pages (their order is checked below). */
+      char *ordered = search_sorted(idx, q, (guint)g_rand_int_range(r, 1, 100));
+      if (ordered) {
+        char **keys = g_strsplit(ordered, "\n", -1);
+        guint n = g_strv_length(keys);
+        if (n == 1 && !*keys[0]) n = 0, g_free(keys[0]), keys[0] = NULL;
+        qsort(keys, n, sizeof(char *), (int (*)(const void *, const void *))cmp_str);
+        got = g_strjoinv("\n", keys);
+        g_strfreev(keys);
+      }
+      g_free(ordered);
+      isearch(idx, q, -1, 0, 0, &lim, NULL, &it, NULL, NULL);
+    } else {
+      got = search_keys(idx, q, (guint)g_rand_int_range(r, 1, 100), &it, &ids_ok);
+    }
     CU_ASSERT_PTR_NOT_NULL(got);
     CU_ASSERT_TRUE(ids_ok);
     CU_ASSERT_EQUAL(it, bt);
@@ -456,6 +678,37 @@ static char *compare_queries(ixia_idx_t *idx, GHashTable *model, guint seed, gui
     }
     nonempty += bt > 0;
     g_string_append_printf(all, "%s\n%s\n", qs->str, got ? got : "ERROR");
+    if (q->scoring) {
+      /* Each hit's score is brute force's BM25 over the same documents. */
+      ixia_bm25_stats_t *st = model_stats(model, q);
+      GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
+      ixia_idx_search_opts_t o = {.after_id = -1, .limit = 200};
+      ixia_idx_result_t res;
+      CU_ASSERT_TRUE(ixia_idx_search(idx, q, &o, &lim, hits, NULL, &res, NULL));
+      int wrong = 0;
+      for (guint h = 0; h < hits->len; h++) {
+        ixia_idx_hit_t *hit = &g_array_index(hits, ixia_idx_hit_t, h);
+        double want = ixia_query_score_doc(q, st, g_hash_table_lookup(model, hit->key));
+        if (hit->score != want && wrong++ < 3)
+          fprintf(stderr, "\nquery %s\n  %s: score %.17g, brute %.17g\n", qs->str, hit->key, hit->score, want);
+      }
+      CU_ASSERT_EQUAL(wrong, 0);
+      ixia_idx_hits_clear(hits);
+      g_array_free(hits, TRUE);
+      ixia_bm25_stats_free(st);
+    }
+    if (sorted) {
+      /* The order too, every page size from 1 up. */
+      char *sw = brute_sorted(model, q);
+      char *sg = search_sorted(idx, q, (guint)g_rand_int_range(r, 1, 40));
+      if (!sg || strcmp(sg, sw) != 0) {
+        fprintf(stderr, "\nsorted query %s\n  index: %.300s\n  brute: %.300s\n", qs->str, sg ? sg : "ERROR", sw);
+        CU_FAIL("sorted index and brute force disagree");
+      }
+      g_string_append_printf(all, "%s\n", sg ? sg : "ERROR");
+      g_free(sw);
+      g_free(sg);
+    }
     if (with_aggs) {
       ixia_aggs_t *ia = ixia_aggs_new(q, &lim);
       ixia_error_t *e = NULL;
@@ -464,6 +717,9 @@ static char *compare_queries(ixia_idx_t *idx, GHashTable *model, guint seed, gui
       if (e) fprintf(stderr, "aggs: %s\n", e->message);
       ixia_error_destroy(e);
       cJSON *gj = ixia_aggs_result_json(ia), *wj = ixia_aggs_result_json(ba);
+      /* top_hits: the model keeps no versions; keys and sort values decide. */
+      ixia_aggs_foreach_top_hits(q, gj, drop_versions, NULL);
+      ixia_aggs_foreach_top_hits(q, wj, drop_versions, NULL);
       if (!json_close(gj, wj)) {
         char *a = ixia_json_print(gj), *b = ixia_json_print(wj);
         fprintf(stderr, "\nquery %s\n  index aggs: %s\n  brute aggs: %s\n", qs->str, a, b);
@@ -800,6 +1056,198 @@ static void test_limits(void) {
   ixia_idx_destroy(idx);
 }
 
+/* Sorted paging while the sorted field changes: positions stay those of
+ * the first page, so no document is returned twice and none present at the
+ * start (and still there) is skipped; an expired or pre-restart cursor is
+ * refused. */
+typedef struct {
+  ixia_idx_t *idx;
+  ixia_query_t *q;
+  GPtrArray *last;
+  char *last_key;
+  guint64 epoch, as_of;
+} pager_t;
+
+static gboolean next_page(pager_t *p, guint limit, GPtrArray *keys, ixia_error_t **err) {
+  ixia_idx_after_t after = {p->last ? (GBytes **)p->last->pdata : NULL, p->last_key,
+                            p->last_key ? strlen(p->last_key) : 0};
+  ixia_idx_search_opts_t o = {.after_id = -1, .limit = limit, .after = p->last ? &after : NULL,
+                              .as_of_epoch = p->epoch, .as_of = p->as_of};
+  ixia_idx_result_t res;
+  GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
+  gboolean ok = ixia_idx_search(p->idx, p->q, &o, &lim, hits, NULL, &res, err);
+  if (ok) {
+    p->epoch = res.as_of_epoch, p->as_of = res.as_of;
+    for (guint i = 0; i < hits->len; i++) {
+      ixia_idx_hit_t *h = &g_array_index(hits, ixia_idx_hit_t, i);
+      g_ptr_array_add(keys, g_strdup(h->key));
+      if (i + 1 == hits->len) {
+        if (p->last) g_ptr_array_unref(p->last);
+        g_free(p->last_key);
+        p->last = g_ptr_array_ref(h->sort);
+        p->last_key = g_strdup(h->key);
+      }
+    }
+  }
+  ixia_idx_hits_clear(hits);
+  g_array_free(hits, TRUE);
+  return ok;
+}
+
+static void pager_clear(pager_t *p) {
+  if (p->last) g_ptr_array_unref(p->last);
+  g_free(p->last_key);
+  ixia_query_destroy(p->q);
+}
+
+static void sorted_paging_under_writes(const char *sort) {
+  ixia_idx_t *idx = open_index("sortpage");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+  GRand *r = g_rand_new_with_seed(99);
+  gint64 v = 1;
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_SCHEMA, "", v++, schema_json, NULL));
+  GHashTable *model = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)cJSON_Delete);
+  for (int i = 0; i < 600; i++) {
+    char key[16], doc[96];
+    g_snprintf(key, sizeof key, "p%03d", i);
+    g_snprintf(doc, sizeof doc, "{\"price\": %d, \"cat\": \"c%d\"}", g_rand_int_range(r, 0, 100),
+               g_rand_int_range(r, 0, 9));
+    CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, key, v++, doc, NULL));
+    g_hash_table_insert(model, g_strdup(key), cJSON_Parse(doc));
+  }
+  char *qj = g_strdup_printf("{\"namespace\": \"shop\", \"table\": \"p\", \"sort\": %s}", sort);
+  pager_t p = {idx, parse(idx, qj), NULL, NULL, 0, 0};
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p.q);
+  /* The order every page must follow: the values at the first page. */
+  char *initial = brute_sorted(model, p.q);
+  GHashTable *deleted = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  GPtrArray *got = g_ptr_array_new_with_free_func(g_free);
+  int created = 0;
+  for (int page = 0; page < 1000; page++) {
+    guint before = got->len;
+    ixia_error_t *e = NULL;
+    CU_ASSERT_TRUE_FATAL(next_page(&p, 17, got, &e));
+    if (got->len - before < 17) break;
+    /* Writers: move prices of documents before and after the cursor, add
+     * documents, delete a few. */
+    for (int w = 0; w < 25; w++) {
+      char key[16], doc[96];
+      int kind = g_rand_int_range(r, 0, 10);
+      if (kind < 7) {
+        g_snprintf(key, sizeof key, "p%03d", g_rand_int_range(r, 0, 600));
+        if (g_hash_table_contains(deleted, key)) continue;
+        g_snprintf(doc, sizeof doc, "{\"price\": %d, \"cat\": \"c%d\"}", g_rand_int_range(r, -50, 150),
+                   g_rand_int_range(r, 0, 9));
+        CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, key, v++, doc, NULL));
+      } else if (kind < 9) {
+        g_snprintf(key, sizeof key, "n%03d", created++);
+        g_snprintf(doc, sizeof doc, "{\"price\": %d}", g_rand_int_range(r, 0, 100));
+        CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, key, v++, doc, NULL));
+      } else {
+        g_snprintf(key, sizeof key, "p%03d", g_rand_int_range(r, 0, 600));
+        CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_DELETE, key, v++, NULL, NULL));
+        g_hash_table_add(deleted, g_strdup(key));
+      }
+    }
+  }
+  /* No repeats; every initial document not deleted, in the initial order. */
+  GHashTable *seen = g_hash_table_new(g_str_hash, g_str_equal);
+  GString *order = g_string_new(NULL);
+  int repeats = 0;
+  char **init = g_strsplit(initial, "\n", -1);
+  GHashTable *rank = g_hash_table_new(g_str_hash, g_str_equal);
+  for (guint i = 0; init[i]; i++) g_hash_table_insert(rank, init[i], GUINT_TO_POINTER(i + 1));
+  guint prev = 0;
+  int out_of_order = 0;
+  for (guint i = 0; i < got->len; i++) {
+    const char *k = got->pdata[i];
+    if (!g_hash_table_add(seen, (gpointer)k)) repeats++;
+    guint at = GPOINTER_TO_UINT(g_hash_table_lookup(rank, k));
+    if (k[0] != 'p') continue;
+    /* Every initial document where it was at the start, deleted or not. */
+    if (at <= prev) out_of_order++;
+    prev = at;
+    if (!g_hash_table_contains(deleted, k)) g_string_append_printf(order, "%s%s", order->len ? "\n" : "", k);
+  }
+  CU_ASSERT_EQUAL(repeats, 0);
+  CU_ASSERT_EQUAL(out_of_order, 0);
+  g_hash_table_destroy(rank);
+  GString *want = g_string_new(NULL);
+  for (guint i = 0; init[i]; i++)
+    if (!g_hash_table_contains(deleted, init[i])) g_string_append_printf(want, "%s%s", want->len ? "\n" : "", init[i]);
+  if (strcmp(order->str, want->str) != 0)
+    fprintf(stderr, "\n  sort %s under writes:\n  got  %s\n  want %s\n", sort, order->str, want->str);
+  CU_ASSERT_STRING_EQUAL(order->str, want->str);
+  CU_ASSERT_TRUE(created > 20);
+  g_strfreev(init);
+  g_string_free(want, TRUE);
+  g_string_free(order, TRUE);
+  g_hash_table_destroy(seen);
+
+  /* After a restart the cursor's positions are gone: refused, clearly. */
+  ixia_idx_destroy(idx);
+  idx = p.idx = open_index("sortpage");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+  ixia_error_t *e = NULL;
+  CU_ASSERT_FALSE(next_page(&p, 17, got, &e));
+  CU_ASSERT_TRUE(e && e->code == IXIA_EINVAL && strstr(e->message, "restarted") &&
+                 strstr(e->message, "start again from the first page"));
+  ixia_error_destroy(e);
+  g_ptr_array_free(got, TRUE);
+  g_hash_table_destroy(deleted);
+  g_hash_table_destroy(model);
+  pager_clear(&p);
+  g_free(initial);
+  g_free(qj);
+  g_rand_free(r);
+  ixia_idx_destroy(idx);
+  /* The next run starts from an empty index. */
+  char *path = g_build_filename(dir, "sortpage", NULL);
+  char *cmd = g_strdup_printf("rm -rf '%s'", path);
+  CU_ASSERT_EQUAL(system(cmd), 0);
+  g_free(cmd);
+  g_free(path);
+}
+
+static void test_sorted_paging_under_writes(void) {
+  sorted_paging_under_writes("[{\"price\": \"desc\"}]");
+  sorted_paging_under_writes("[{\"cat\": {\"order\": \"asc\", \"missing\": \"first\"}}, {\"price\": \"asc\"}]");
+}
+
+static void test_sort_history_expires(void) {
+  ixia_config_t *c = ixia_config_new();
+  ixia_config_set(c, "index.sort_history_seconds", "1", NULL);
+  char *path = g_build_filename(dir, "sortexp", NULL);
+  ixia_idx_t *idx = ixia_idx_open(path, c, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_SCHEMA, "", 1, schema_json, NULL));
+  for (int i = 0; i < 30; i++) {
+    char key[16], doc[64];
+    g_snprintf(key, sizeof key, "e%02d", i);
+    g_snprintf(doc, sizeof doc, "{\"qty\": %d}", i);
+    CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, key, i + 2, doc, NULL));
+  }
+  pager_t p = {idx, parse(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"sort\": [\"qty\"]}"), NULL, NULL, 0, 0};
+  GPtrArray *got = g_ptr_array_new_with_free_func(g_free);
+  ixia_error_t *e = NULL;
+  CU_ASSERT_TRUE(next_page(&p, 10, got, &e));
+  /* A change now is remembered: the next page still works. */
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "e00", 100, "{\"qty\": 99}", NULL));
+  CU_ASSERT_TRUE(next_page(&p, 10, got, &e));
+  /* Past index.sort_history_seconds the next change drops it: refused. */
+  g_usleep(1200000);
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "e01", 101, "{\"qty\": 98}", NULL));
+  CU_ASSERT_FALSE(next_page(&p, 10, got, &e));
+  CU_ASSERT_TRUE(e && e->code == IXIA_EINVAL && strstr(e->message, "index.sort_history_seconds"));
+  ixia_error_destroy(e);
+  CU_ASSERT_EQUAL(got->len, 20);
+  g_ptr_array_free(got, TRUE);
+  pager_clear(&p);
+  ixia_idx_destroy(idx);
+  ixia_config_destroy(c);
+  g_free(path);
+}
+
 /* ----------------------------------------------------------- benchmark */
 
 /* CPU time of the process (every thread): the box is shared, wall time is noisy. */
@@ -912,6 +1360,8 @@ int main(void) {
   IXT_ADD(s, test_positions_persist);
   IXT_ADD(s, test_failed_events);
   IXT_ADD(s, test_limits);
+  IXT_ADD(s, test_sorted_paging_under_writes);
+  IXT_ADD(s, test_sort_history_expires);
   int rc = ixt_run();
   ixia_config_destroy(cfg);
   g_free(dir);

@@ -10,6 +10,7 @@
 #include "json.h"
 #include "query.h"
 #include "support.h"
+#include "timeutil.h"
 
 static const char *SCHEMA =
     "{\"namespace\": \"shop\", \"table\": \"products\", \"indexes\": ["
@@ -18,7 +19,8 @@ static const char *SCHEMA =
     "{\"field\": \"ts\", \"type\": \"timestamp\"}, {\"field\": \"active\", \"type\": \"bool\"},"
     "{\"field\": \"tags\", \"type\": \"keyword\"}, {\"field\": \"country\", \"type\": \"keyword\"},"
     "{\"field\": \"brand\", \"type\": \"keyword\"},"
-    "{\"field\": \"seller.country\", \"type\": \"keyword\"}]}";
+    "{\"field\": \"seller.country\", \"type\": \"keyword\"},"
+    "{\"field\": \"body\", \"type\": \"text\", \"analyzer\": \"english\", \"positions\": true}]}";
 
 static ixia_schema_t *schema;
 
@@ -31,6 +33,7 @@ static ixia_schema_t *lookup(const char *ns, const char *table, void *ud, ixia_e
 
 static ixia_query_limits_t default_limits(void) {
   ixia_query_limits_t l = {.max_clauses = 128,
+                           .max_in_values = 10000,
                            .max_limit = 1000,
                            .max_postings = 1000000,
                            .max_memory_bytes = 256u << 20,
@@ -135,10 +138,24 @@ static gboolean bytes_is(GBytes *b, const char *s) {
   return n == strlen(s) && memcmp(p, s, n) == 0;
 }
 
+/* The tokens of text, joined by spaces in their order (duplicates kept). */
+static gboolean join_token(const char *tok, gsize n, guint32 pos, void *ud) {
+  GString *s = ud;
+  g_string_append_printf(s, "%s%.*s@%u", s->len ? " " : "", (int)n, tok, pos);
+  return TRUE;
+}
+
+static char *analyzed(const char *analyzer, const char *text) {
+  GString *s = g_string_new(NULL);
+  guint32 pos = 0;
+  ixia_analyze(analyzer, text, strlen(text), &pos, join_token, s);
+  return g_string_free(s, FALSE);
+}
+
 static void test_tokens(void) {
   GPtrArray *t = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
   const char *text = "Hello, WORLD! hello caf\xc3\xa9 42x  -- x_y";
-  ixia_text_tokens(text, strlen(text), t);
+  ixia_text_tokens(NULL, text, strlen(text), t);
   CU_ASSERT_EQUAL_FATAL(t->len, 6);
   CU_ASSERT_TRUE(bytes_is(t->pdata[0], "hello"));
   CU_ASSERT_TRUE(bytes_is(t->pdata[1], "world"));
@@ -147,14 +164,50 @@ static void test_tokens(void) {
   CU_ASSERT_TRUE(bytes_is(t->pdata[4], "x"));
   CU_ASSERT_TRUE(bytes_is(t->pdata[5], "y"));
   g_ptr_array_set_size(t, 0);
-  ixia_text_tokens("  ,;!", 5, t);
-  ixia_text_tokens("", 0, t);
+  ixia_text_tokens("standard", "  ,;!", 5, t);
+  ixia_text_tokens(NULL, "", 0, t);
   CU_ASSERT_EQUAL(t->len, 0);
   /* Only len bytes are read. */
-  ixia_text_tokens("abcdef", 3, t);
+  ixia_text_tokens(NULL, "abcdef", 3, t);
   CU_ASSERT_EQUAL_FATAL(t->len, 1);
   CU_ASSERT_TRUE(bytes_is(t->pdata[0], "abc"));
   g_ptr_array_free(t, TRUE);
+
+  /* Unicode: case folding beyond ASCII, NFKC, and the composed and
+   * decomposed forms of one letter giving one token. */
+  struct { const char *analyzer, *text, *want; } cases[] = {
+      {NULL, "CAF\xc3\x89 caf\xc3\xa9 cafe\xcc\x81", "caf\xc3\xa9@0 caf\xc3\xa9@1 caf\xc3\xa9@2"},
+      {NULL, "Stra\xc3\x9f" "e STRASSE", "strasse@0 strasse@1"},
+      {NULL, "\xef\xac\x81le \xef\xbc\xa1\xef\xbc\xa2\xef\xbc\xa3", "file@0 abc@1"}, /* ligature, full width */
+      {NULL, "\xce\x9f\xce\x94\xce\xa5\xce\xa3\xce\xa3\xce\x95\xce\xa5\xce\xa3-\xd0\x9c\xd0\x98\xd0\xa0",
+       "\xce\xbf\xce\xb4\xcf\x85\xcf\x83\xcf\x83\xce\xb5\xcf\x85\xcf\x83@0 \xd0\xbc\xd0\xb8\xd1\x80@1"},
+      {NULL, "a\xe2\x80\x94" "b\xc2\xa0" "c d\xe3\x80\x80" "e", "a@0 b@1 c@2 d@3 e@4"}, /* dashes and spaces */
+      {NULL, "bad \xff\xfe bytes", "bad@0 bytes@1"},
+      {"english", "Red MUGS, running and Generously", "red@0 mug@1 run@2 and@3 generous@4"},
+      {"french", "Les Chevaux couraient", "le@0 cheval@1 cour@2"},
+      {"german", "H\xc3\xa4user", "haus@0"},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    char *got = analyzed(cases[i].analyzer, cases[i].text);
+    if (strcmp(got, cases[i].want) != 0) fprintf(stderr, "\n  %s: got '%s', want '%s'\n", cases[i].text, got, cases[i].want);
+    CU_ASSERT_STRING_EQUAL(got, cases[i].want);
+    g_free(got);
+  }
+  /* Positions go on from where the caller left them. */
+  guint32 pos = 100;
+  GString *s = g_string_new(NULL);
+  ixia_analyze(NULL, "one two", 7, &pos, join_token, s);
+  CU_ASSERT_STRING_EQUAL(s->str, "one@100 two@101");
+  CU_ASSERT_EQUAL(pos, 102);
+  g_string_free(s, TRUE);
+  char *one = ixia_analyze_one("english", "Mugs!", TRUE);
+  CU_ASSERT_STRING_EQUAL(one, "mug");
+  g_free(one);
+  one = ixia_analyze_one("english", "Mugs", FALSE);
+  CU_ASSERT_STRING_EQUAL(one, "mugs");
+  g_free(one);
+  CU_ASSERT_PTR_NULL(ixia_analyze_one(NULL, "two words", TRUE));
+  CU_ASSERT_PTR_NULL(ixia_analyze_one(NULL, "--", TRUE));
 }
 
 static GPtrArray *values_of(const char *doc_sq, const char *fname, ixia_error_t **err) {
@@ -220,9 +273,25 @@ static void test_doc_values(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(e->message, "'price'"));
   CU_ASSERT_PTR_NOT_NULL(strstr(e->message, "\"abc\""));
   ixia_error_destroy(e), e = NULL;
-  CU_ASSERT_PTR_NULL(values_of("{'tags': ['a', ['b']]}", "tags", &e));
-  CU_ASSERT_TRUE(e && e->code == IXIA_ETYPE && strstr(e->message, "element 1") &&
+  /* Nested arrays are flattened; a wrong type inside one names its place. */
+  v = values_of("{'tags': ['a', ['b', ['a']]]}", "tags", &e);
+  CU_ASSERT_TRUE_FATAL(v && v->len == 2);
+  CU_ASSERT_TRUE(bytes_is(v->pdata[0], "a") && bytes_is(v->pdata[1], "b"));
+  g_ptr_array_free(v, TRUE);
+  CU_ASSERT_PTR_NULL(values_of("{'tags': ['a', [1]]}", "tags", &e));
+  CU_ASSERT_TRUE(e && e->code == IXIA_ETYPE && strstr(e->message, "tags[1][0] is 1") &&
                  strstr(e->message, "'tags'"));
+  ixia_error_destroy(e), e = NULL;
+  CU_ASSERT_PTR_NULL(values_of("{'tags': ['a', 3]}", "tags", &e));
+  CU_ASSERT_TRUE(e && e->code == IXIA_ETYPE && strstr(e->message, "element 1 is 3"));
+  ixia_error_destroy(e), e = NULL;
+  /* Timestamps: epoch seconds or RFC 3339, both as epoch seconds. */
+  v = values_of("{'ts': ['2024-05-01T12:30:00Z', '2024-05-01T14:30:00.9+02:00', 1714566600]}", "ts", &e);
+  CU_ASSERT_TRUE_FATAL(v && v->len == 1);
+  CU_ASSERT_EQUAL(ixia_num_decode(g_bytes_get_data(v->pdata[0], NULL)), 1714566600.0);
+  g_ptr_array_free(v, TRUE);
+  CU_ASSERT_PTR_NULL(values_of("{'ts': '2024-02-30T00:00:00Z'}", "ts", &e));
+  CU_ASSERT_TRUE(e && e->code == IXIA_ETYPE && strstr(e->message, "'ts'"));
   ixia_error_destroy(e), e = NULL;
   CU_ASSERT_PTR_NULL(values_of("{'qty': 1.5}", "qty", &e));
   CU_ASSERT_TRUE(e && strstr(e->message, "1.5"));
@@ -338,6 +407,63 @@ static void test_parse_spec_example(void) {
   ixia_query_destroy(q);
 }
 
+/* BM25 by hand on three documents. */
+static void test_bm25(void) {
+  ixia_query_t *q = parse_ok("'filter': {'or': [{'match': {'body': 'mug'}}, {'not': {'match': {'title': 'x'}}}]}");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+  CU_ASSERT_TRUE(q->scoring);
+  const char *docs[] = {"{'body': 'mug mug shop'}", "{'body': 'a mug'}", "{'body': 'tea'}"};
+  ixia_bm25_stats_t *st = ixia_bm25_stats_new(q);
+  cJSON *d[3];
+  for (int i = 0; i < 3; i++) ixia_bm25_stats_add(st, d[i] = doc_of(docs[i]));
+  /* N = 3, df(mug) = 2, avgdl = 6 / 3 = 2. */
+  double idf = log(1 + (3 - 2 + 0.5) / (2 + 0.5));
+  double want0 = idf * 2 * 2.2 / (2 + 1.2 * (0.25 + 0.75 * 3 / 2.0));
+  double want1 = idf * 1 * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 2 / 2.0));
+  CU_ASSERT_DOUBLE_EQUAL(ixia_query_score_doc(q, st, d[0]), want0, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(ixia_query_score_doc(q, st, d[1]), want1, 1e-12);
+  CU_ASSERT_EQUAL(ixia_query_score_doc(q, st, d[2]), 0.0);
+  CU_ASSERT_TRUE(want0 > want1);
+  for (int i = 0; i < 3; i++) cJSON_Delete(d[i]);
+  ixia_bm25_stats_free(st);
+  ixia_query_destroy(q);
+  /* Only clauses outside a "not" score. */
+  q = parse_ok("'filter': {'not': {'match': {'body': 'mug'}}}");
+  CU_ASSERT_FALSE(q->scoring);
+  ixia_query_destroy(q);
+}
+
+static void test_sort(void) {
+  ixia_query_t *q = parse_ok("'sort': [{'price': 'desc'}, 'category', {'ts': {'order': 'asc', 'missing': 'first'}}, '_score']");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+  CU_ASSERT_EQUAL(q->n_sort, 4);
+  CU_ASSERT_TRUE(q->sort[0].desc && !q->sort[0].missing_first);
+  CU_ASSERT_TRUE(!q->sort[1].desc && strcmp(q->sort[1].field->field, "category") == 0);
+  CU_ASSERT_TRUE(!q->sort[2].desc && q->sort[2].missing_first);
+  CU_ASSERT_TRUE(q->sort[3].field == NULL && q->sort[3].desc);
+  ixia_query_t *q2 = parse_ok("'sort': [{'price': 'asc'}, 'category', {'ts': {'order': 'asc', 'missing': 'first'}}, '_score']");
+  CU_ASSERT_NOT_EQUAL(q->sort_sig, q2->sort_sig);
+  ixia_query_destroy(q2);
+  /* Multi-valued: the largest value descending; missing sorts last. */
+  cJSON *a = doc_of("{'price': [5, 30], 'category': 'b'}"), *b = doc_of("{'price': 20, 'category': 'a'}"),
+        *c = doc_of("{'category': 'a'}"), *d = doc_of("{'price': 30, 'category': 'a', 'ts': '2024-01-01T00:00:00Z'}");
+  GPtrArray *va = ixia_sort_values_of_doc(q, a, 0), *vb = ixia_sort_values_of_doc(q, b, 0),
+            *vc = ixia_sort_values_of_doc(q, c, 0), *vd = ixia_sort_values_of_doc(q, d, 1.5);
+  CU_ASSERT_TRUE(ixia_sort_cmp_values(q, (GBytes *const *)va->pdata, (GBytes *const *)vb->pdata) < 0);
+  CU_ASSERT_TRUE(ixia_sort_cmp_values(q, (GBytes *const *)vb->pdata, (GBytes *const *)vc->pdata) < 0);
+  CU_ASSERT_TRUE(ixia_sort_cmp_values(q, (GBytes *const *)vd->pdata, (GBytes *const *)va->pdata) < 0); /* 30 = 30, a < b */
+  CU_ASSERT_PTR_NULL(vc->pdata[0]);
+  cJSON *j = ixia_sort_value_json(&q->sort[2], vd->pdata[2]);
+  CU_ASSERT_TRUE(cJSON_IsNumber(j) && j->valuedouble == 1704067200);
+  cJSON_Delete(j);
+  j = ixia_sort_value_json(&q->sort[3], vd->pdata[3]);
+  CU_ASSERT_TRUE(cJSON_IsNumber(j) && j->valuedouble == 1.5);
+  cJSON_Delete(j);
+  g_ptr_array_unref(va), g_ptr_array_unref(vb), g_ptr_array_unref(vc), g_ptr_array_unref(vd);
+  cJSON_Delete(a), cJSON_Delete(b), cJSON_Delete(c), cJSON_Delete(d);
+  ixia_query_destroy(q);
+}
+
 typedef struct {
   const char *rest; /* after namespace/table; single-quote style */
   ixia_code_t code;
@@ -372,7 +498,10 @@ static const bad_query_t bad_queries[] = {
      "filter.term.price: value must be a number for double field"},
     {"'filter': {'term': {'qty': 1.5}}", IXIA_EINVAL,
      "filter.term.qty: value must be an integer for long field"},
-    {"'filter': {'term': {'ts': 'now'}}", IXIA_EINVAL, "filter.term.ts: value must be an integer"},
+    {"'filter': {'term': {'ts': 'now'}}", IXIA_EINVAL, "filter.term.ts: value must be a timestamp: whole epoch seconds"},
+    {"'filter': {'range': {'ts': {'gte': 'yesterday'}}}", IXIA_EINVAL, "filter.range.ts: bound \"gte\" must be a timestamp: whole epoch seconds from 0 to 10^12, or an RFC 3339"},
+    {"'filter': {'range': {'price': {'lt': 1e400}}}", IXIA_EINVAL, "query: filter.range.price.lt: the number is outside the range of a double"},
+    {"'filter': {'term': {'category': 'a', 'category': 'b'}}", IXIA_EINVAL, "query: filter.term: key \"category\" given twice"},
     {"'filter': {'term': {'active': 1}}", IXIA_EINVAL,
      "filter.term.active: value must be true or false"},
     {"'filter': {'term': {'category': 5}}", IXIA_EINVAL,
@@ -452,7 +581,42 @@ static const bad_query_t bad_queries[] = {
     {"'aggs': {'': {'count': {}}}", IXIA_EINVAL, "aggs: aggregation names must be 1 to 64 bytes"},
     {"'aggs': {'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa': {'count': {}}}",
      IXIA_EINVAL, "got 65"},
-    {"'aggs': {'x': {'count': {}}, 'x': {'count': {}}}", IXIA_EINVAL, "aggs.x: name given twice"},
+    {"'aggs': {'x': {'count': {}}, 'x': {'count': {}}}", IXIA_EINVAL, "query: aggs: key \"x\" given twice"},
+    {"'sort': 'price'", IXIA_EINVAL, "sort: must be an array of 1 to 8 sort keys"},
+    {"'aggs': {'h': {'histogram': {'field': 'price', 'interval': 0}}}", IXIA_EINVAL, "aggs.h.histogram: interval must be a number above 0"},
+    {"'aggs': {'h': {'histogram': {'field': 'brand', 'interval': 1}}}", IXIA_EINVAL, "histogram needs a long, double or timestamp field"},
+    {"'aggs': {'d': {'date_histogram': {'field': 'price', 'calendar_interval': 'day'}}}", IXIA_EINVAL, "date_histogram needs a timestamp field"},
+    {"'aggs': {'d': {'date_histogram': {'field': 'ts'}}}", IXIA_EINVAL, "give either calendar_interval"},
+    {"'aggs': {'d': {'date_histogram': {'field': 'ts', 'calendar_interval': 'fortnight'}}}", IXIA_EINVAL, "calendar_interval must be minute, hour"},
+    {"'aggs': {'d': {'date_histogram': {'field': 'ts', 'fixed_interval': '1.5s'}}}", IXIA_EINVAL, "fixed_interval must be a whole number of seconds"},
+    {"'aggs': {'d': {'date_histogram': {'field': 'ts', 'fixed_interval': '1d', 'time_zone': 'Europe/Paris'}}}", IXIA_EINVAL, "named zones are not supported"},
+    {"'aggs': {'r': {'range': {'field': 'price', 'ranges': []}}}", IXIA_EINVAL, "aggs.r.range: ranges must be an array of 1 to 100"},
+    {"'aggs': {'r': {'range': {'field': 'price', 'ranges': [{'from': 'a'}]}}}", IXIA_EINVAL, "aggs.r.range.ranges[0]: a range is"},
+    {"'aggs': {'r': {'range': {'field': 'price', 'ranges': [{'to': 1}, {'key': '*-1', 'from': 5}]}}}", IXIA_EINVAL, "key \"*-1\" is already a range's"},
+    {"'aggs': {'f': {'filters': {'filters': {}}}}", IXIA_EINVAL, "aggs.f.filters: must be {\"filters\""},
+    {"'aggs': {'f': {'filters': {'filters': {'x': {'bogus': 1}}}}}", IXIA_EINVAL, "aggs.f.filters.filters.x: unknown filter \"bogus\""},
+    {"'aggs': {'f': {'filter': {'filter': {'term': {'brand': 'a'}}, 'size': 3}}}", IXIA_EINVAL, "unknown key \"size\" (filter, aggs)"},
+    {"'aggs': {'t': {'top_hits': {'size': 0}}}", IXIA_EINVAL, "aggs.t.top_hits: size must be an integer from 1 to 100"},
+    {"'aggs': {'t': {'top_hits': {'sort': [{'title': 'asc'}]}}}", IXIA_EINVAL, "aggs.t.top_hits.sort[0].title: cannot sort by text field"},
+    {"'aggs': {'t': {'top_hits': {'fields': ['a..b']}}}", IXIA_EINVAL, "fields must be an array"},
+    {"'aggs': {'h': {'histogram': {'field': 'price', 'interval': 1, 'aggs': {'from': {'count': {}}}}}}", IXIA_EINVAL, "the name 'from' is reserved inside buckets"},
+    {"'aggs': {'x': {'median': 'price'}}", IXIA_EINVAL, "unknown aggregation \"median\" (count, sum, avg, min, max, stats"},
+    {"'filter': {'match_phrase': {'title': 'red hat'}}", IXIA_EINVAL,
+     "filter.match_phrase.title: text field 'title' does not store positions; declare it with \"positions\": true"},
+    {"'filter': {'match_phrase': {'price': 'red hat'}}", IXIA_EINVAL, "match_phrase needs a text field"},
+    {"'filter': {'match_phrase': {'body': '!!'}}", IXIA_EINVAL, "has no words"},
+    {"'filter': {'match': {'title': {'query': 'a', 'operator': 'xor'}}}", IXIA_EINVAL, "operator must be"},
+    {"'filter': {'match': {'title': {'query': 'a', 'fuzzy': 1}}}", IXIA_EINVAL, "unknown key \"fuzzy\""},
+    {"'filter': {'match': {'title': {'words': 'a'}}}", IXIA_EINVAL, "unknown key \"words\""},
+    {"'filter': {'match': {'title': {'operator': 'or'}}}", IXIA_EINVAL, "takes a string of words"},
+    {"'sort': []", IXIA_EINVAL, "sort: must be an array"},
+    {"'sort': [{'title': 'asc'}]", IXIA_EINVAL, "sort[0].title: cannot sort by text field 'title'"},
+    {"'sort': [{'price': 'up'}]", IXIA_EINVAL, "sort[0].price: order must be \"asc\" or \"desc\""},
+    {"'sort': [{'price': {'missing': 'middle'}}]", IXIA_EINVAL, "sort[0].price: missing must be"},
+    {"'sort': [{'price': {'order': 'asc', 'x': 1}}]", IXIA_EINVAL, "sort[0].price: unknown key \"x\""},
+    {"'sort': ['price', {'price': 'desc'}]", IXIA_EINVAL, "sort[1]: price is already a sort key"},
+    {"'sort': [{'nope': 'asc'}]", IXIA_EINVAL, "sort[0].nope: field 'nope' is not indexed"},
+    {"'sort': [{'a': 1, 'b': 2}]", IXIA_EINVAL, "sort[0]: a sort key is"},
 };
 
 static void test_parse_errors(void) {
@@ -529,16 +693,24 @@ static void test_parse_clause_limit(void) {
       &lim, &e);
   CU_ASSERT_PTR_NOT_NULL(q);
   ixia_query_destroy(q);
-  /* in node + 4 values = 5; one more aggregation makes 6. */
-  q = parse_rest("'filter': {'in': {'qty': [1, 2, 3, 4]}}", &lim, &e);
+  /* An "in" list is one clause, whatever its length, up to query.max_in_values. */
+  GString *in = g_string_new("'filter': {'and': [{'exists': 'price'}, {'in': {'qty': [");
+  for (int i = 0; i < 10000; i++) g_string_append_printf(in, "%s%d", i ? "," : "", i);
+  g_string_append(in, "]}}]}, 'aggs': {'n': {'count': {}}, 'm': {'count': {}}}");
+  q = parse_rest(in->str, &lim, &e);
   CU_ASSERT_PTR_NOT_NULL(q);
+  if (q) CU_ASSERT_EQUAL(q->filter->children[1]->values->len, 10000);
   ixia_query_destroy(q);
   CU_ASSERT_PTR_NULL(e);
-  q = parse_rest("'filter': {'in': {'qty': [1, 2, 3, 4]}}, 'aggs': {'n': {'count': {}}}", &lim, &e);
-  CU_ASSERT_PTR_NULL(q);
-  CU_ASSERT_TRUE(e && e->code == IXIA_ETOOLARGE && strstr(e->message, "query.max_clauses"));
+  lim.max_in_values = 9999;
+  q = parse_rest(in->str, &lim, &e);
+  CU_ASSERT_TRUE(!q && e && e->code == IXIA_ETOOLARGE && strstr(e->message, "filter.and[1].in.qty") &&
+                 strstr(e->message, "query.max_in_values"));
   ixia_error_destroy(e), e = NULL;
-  q = parse_rest("'filter': {'in': {'qty': [1, 2, 3, 4, 5]}}", &lim, &e);
+  lim.max_in_values = 10000;
+  g_string_free(in, TRUE);
+  q = parse_rest("'filter': {'in': {'qty': [1, 2, 3, 4]}}, 'aggs': {'n': {'count': {}}, 'm': {'count': {}}, "
+                 "'o': {'count': {}}, 'p': {'count': {}}, 'r': {'count': {}}}", &lim, &e);
   CU_ASSERT_TRUE(!q && e && e->code == IXIA_ETOOLARGE && strstr(e->message, "query.max_clauses"));
   ixia_error_destroy(e), e = NULL;
   /* The request's size limit names its option too. */
@@ -578,6 +750,27 @@ static const match_case_t match_cases[] = {
     {"{'term': {'active': false}}", "{'active': false}", TRUE},
     {"{'term': {'active': false}}", "{'active': true}", FALSE},
     {"{'term': {'title': 'Red'}}", "{'title': 'big red shoes'}", TRUE},
+    /* Analyzers: Unicode folding everywhere, stems in English fields. */
+    {"{'match': {'title': 'CAF\xc3\x89 stra\xc3\x9f" "e'}}", "{'title': 'caf\xc3\xa9 STRASSE'}", TRUE},
+    {"{'match': {'body': 'Running Mugs'}}", "{'body': 'She runs a mug shop'}", TRUE},
+    {"{'match': {'body': 'Running Mugs'}}", "{'body': 'She runs a shop'}", FALSE},
+    {"{'match': {'title': 'Running'}}", "{'title': 'She runs'}", FALSE}, /* standard: no stems */
+    {"{'term': {'body': 'MUGS'}}", "{'body': 'one mug'}", TRUE},
+    {"{'prefix': {'body': 'gener'}}", "{'body': 'Generously'}", TRUE},
+    {"{'prefix': {'title': 'STRA'}}", "{'title': 'Stra\xc3\x9f" "e'}", TRUE},
+    {"{'term': {'seller.country': 'US'}}", "{'seller': [{'country': 'FR'}, {'country': ['DE', 'US']}]}", TRUE},
+    /* match with "or"; match_phrase on a field with positions */
+    {"{'match': {'title': {'query': 'red blue', 'operator': 'or'}}}", "{'title': 'a blue hat'}", TRUE},
+    {"{'match': {'title': {'query': 'red blue', 'operator': 'or'}}}", "{'title': 'a green hat'}", FALSE},
+    {"{'match': {'title': {'query': 'red blue'}}}", "{'title': 'a blue hat'}", FALSE},
+    {"{'match_phrase': {'body': 'Running mugs'}}", "{'body': 'She is RUNNING, MUGS in hand'}", TRUE},
+    {"{'match_phrase': {'body': 'Running mugs'}}", "{'body': 'mugs running'}", FALSE},
+    {"{'match_phrase': {'body': 'Running mugs'}}", "{'body': ['she was running', 'mugs in hand']}", FALSE},
+    {"{'match_phrase': {'body': 'run run'}}", "{'body': 'runs running'}", TRUE},
+    {"{'match_phrase': {'body': 'run run'}}", "{'body': 'runs a running'}", FALSE},
+    {"{'match_phrase': {'body': {'query': 'mug'}}}", "{'body': 'mugs'}", TRUE},
+    {"{'and': [{'term': {'seller.country': 'US'}}, {'term': {'seller.country': 'FR'}}]}",
+     "{'seller': [{'country': 'FR'}, {'country': 'US'}]}", TRUE},
     {"{'term': {'title': 'red'}}", "{'title': 'redder'}", FALSE},
     {"{'term': {'seller.country': 'US'}}", "{'seller': {'country': 'US'}}", TRUE},
     {"{'in': {'category': ['b', 'c']}}", "{'category': 'c'}", TRUE},
@@ -933,6 +1126,70 @@ static gboolean pct_exact_flag(const char *result, const char *agg) {
   return ex;
 }
 
+/* The later aggregations split over shards and merged are what one state
+ * over everything gives (top_hits included: documents added with keys). */
+static void test_aggs_more_split_merge(void) {
+  ixia_query_t *q = parse_ok(
+      "'aggs': {'st': {'stats': 'price'}, 'h': {'histogram': {'field': 'qty', 'interval': 5000,"
+      " 'aggs': {'c': {'count': {}}, 'top': {'top_hits': {'size': 2, 'sort': [{'price': 'desc'}]}}}}},"
+      " 'dm': {'date_histogram': {'field': 'ts', 'calendar_interval': 'month', 'time_zone': '+05:45',"
+      "  'aggs': {'s': {'stats': 'qty'}}}},"
+      " 'dd': {'date_histogram': {'field': 'ts', 'fixed_interval': '7d', 'min_doc_count': 3}},"
+      " 'rg': {'range': {'field': 'price', 'ranges': [{'to': 0}, {'key': 'mid', 'from': 0, 'to': 500}, {'from': 100}],"
+      "  'aggs': {'t': {'terms': {'field': 'tags'}}}}},"
+      " 'f': {'filter': {'filter': {'term': {'active': true}}, 'aggs': {'m': {'max': 'qty'}}}},"
+      " 'fs': {'filters': {'filters': {'a': {'prefix': {'category': 'ca'}}, 'b': {'exists': 'price'}},"
+      "  'aggs': {'top': {'top_hits': {'size': 3}}}}},"
+      " 'th': {'top_hits': {'size': 5, 'sort': [{'qty': 'asc'}, {'ts': {'order': 'desc', 'missing': 'first'}}]}}}");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+  GRand *r = g_rand_new_with_seed(9);
+  ixia_query_limits_t lim = default_limits();
+  ixia_aggs_t *all = ixia_aggs_new(q, &lim), *shards[3];
+  for (int i = 0; i < 3; i++) shards[i] = ixia_aggs_new(q, &lim);
+  ixia_error_t *e = NULL;
+  for (int i = 0; i < 900; i++) {
+    cJSON *d = random_doc(r);
+    if (g_rand_int_range(r, 0, 5)) {
+      gint64 t = ixia_days_from_civil(2024, (guint)g_rand_int_range(r, 1, 13), 1) * 86400 +
+                 g_rand_int_range(r, -86400, 86400);
+      cJSON_AddNumberToObject(d, "ts", (double)t);
+    }
+    char key[16];
+    g_snprintf(key, sizeof key, "d%04d", i);
+    CU_ASSERT_TRUE(ixia_aggs_add_hit(all, d, key, i, 0, &e));
+    CU_ASSERT_TRUE(ixia_aggs_add_hit(shards[g_rand_int_range(r, 0, 3)], d, key, i, 0, &e));
+    cJSON_Delete(d);
+  }
+  ixia_aggs_t *m = ixia_aggs_new(q, &lim);
+  for (int i = 0; i < 3; i++) {
+    cJSON *p = ixia_aggs_partial_json(shards[i]);
+    char *wire = ixia_json_print(p);
+    cJSON *back = cJSON_Parse(wire);
+    CU_ASSERT_TRUE(ixia_aggs_merge_partial(m, back, &e));
+    cJSON_Delete(p), cJSON_Delete(back);
+    g_free(wire);
+    ixia_aggs_destroy(shards[i]);
+  }
+  if (e) fprintf(stderr, "\n%s\n", e->message);
+  CU_ASSERT_PTR_NULL(e);
+  char *a = result_text(all), *b = result_text(m);
+  CU_ASSERT_STRING_EQUAL(a, b);
+  /* Spot checks: months at +05:45 start at local midnight; 12 of them. */
+  cJSON *res = cJSON_Parse(a);
+  cJSON *dm = cJSON_GetObjectItem(cJSON_GetObjectItem(res, "dm"), "buckets");
+  CU_ASSERT_TRUE(cJSON_GetArraySize(dm) >= 12);
+  for (cJSON *bk = dm ? dm->child : NULL; bk; bk = bk->next)
+    CU_ASSERT_PTR_NOT_NULL(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(bk, "key_as_string")), "-01T00:00:00+05:45"));
+  cJSON *th = cJSON_GetObjectItem(cJSON_GetObjectItem(res, "th"), "hits");
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(th), 5);
+  cJSON_Delete(res);
+  g_free(a), g_free(b);
+  ixia_aggs_destroy(all);
+  ixia_aggs_destroy(m);
+  g_rand_free(r);
+  ixia_query_destroy(q);
+}
+
 static void test_aggs_split_merge(void) {
   ixia_query_t *q = parse_ok(MERGE_AGGS);
   CU_ASSERT_PTR_NOT_NULL_FATAL(q);
@@ -1193,6 +1450,9 @@ int main(void) {
   IXT_ADD(s, test_parse_errors);
   IXT_ADD(s, test_parse_clause_limit);
   IXT_ADD(s, test_match_doc);
+  IXT_ADD(s, test_sort);
+  IXT_ADD(s, test_bm25);
+  IXT_ADD(s, test_aggs_more_split_merge);
   IXT_ADD(s, test_aggs_hand);
   IXT_ADD(s, test_aggs_sum_exact);
   IXT_ADD(s, test_aggs_split_merge);

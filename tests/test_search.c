@@ -19,6 +19,7 @@
 #include "recovery.h"
 #include "schema.h"
 #include "support.h"
+#include "timeutil.h"
 
 #define NS "shop"
 #define TABLE "products"
@@ -28,8 +29,10 @@ static const char *SCHEMA =
     "{\"field\":\"category\",\"type\":\"keyword\"},{\"field\":\"brand\",\"type\":\"keyword\"},"
     "{\"field\":\"tags\",\"type\":\"keyword\"},{\"field\":\"seller.country\",\"type\":\"keyword\"},"
     "{\"field\":\"price\",\"type\":\"double\"},{\"field\":\"stock\",\"type\":\"long\"},"
-    "{\"field\":\"title\",\"type\":\"text\"},{\"field\":\"active\",\"type\":\"bool\"},"
-    "{\"field\":\"updated_at\",\"type\":\"timestamp\"}]}";
+    "{\"field\":\"title\",\"type\":\"text\",\"analyzer\":\"english\",\"positions\":true},"
+    "{\"field\":\"active\",\"type\":\"bool\"},"
+    "{\"field\":\"updated_at\",\"type\":\"timestamp\"},"
+    "{\"field\":\"variants.color\",\"type\":\"keyword\"},{\"field\":\"variants.qty\",\"type\":\"long\"}]}";
 
 static const char *WORDS[] = {"red", "blue", "green", "large", "small", "smart",
                               "eco", "pro", "mini", "classic", "soft", "heavy"};
@@ -120,7 +123,29 @@ static cJSON *random_doc(GRand *r, gboolean partial) {
     g_string_free(t, TRUE);
   }
   if (MAYBE(70)) cJSON_AddBoolToObject(d, "active", g_rand_boolean(r));
-  if (MAYBE(80)) cJSON_AddNumberToObject(d, "updated_at", 1700000000 + g_rand_int_range(r, 0, 1000));
+  if (MAYBE(80)) {
+    gint64 t = 1700000000 + g_rand_int_range(r, 0, 1000);
+    if (g_rand_boolean(r)) {
+      /* RFC 3339 at some offset: the same instant as epoch seconds. */
+      char *iso = ixia_time_format(t, g_rand_int_range(r, -4, 5) * 3600);
+      cJSON_AddStringToObject(d, "updated_at", iso);
+      g_free(iso);
+    } else {
+      cJSON_AddNumberToObject(d, "updated_at", (double)t);
+    }
+  }
+  if (MAYBE(60)) {
+    /* An array of objects: each element's color and qty are values of
+     * variants.color and variants.qty. */
+    cJSON *vs = cJSON_AddArrayToObject(d, "variants");
+    int n = g_rand_int_range(r, 0, 4);
+    for (int i = 0; i < n; i++) {
+      cJSON *v = cJSON_CreateObject();
+      cJSON_AddStringToObject(v, "color", WORDS[g_rand_int_range(r, 0, 4)]);
+      if (g_rand_boolean(r)) cJSON_AddNumberToObject(v, "qty", g_rand_int_range(r, 0, 10));
+      cJSON_AddItemToArray(vs, v);
+    }
+  }
   if (MAYBE(50)) cJSON_AddStringToObject(d, "note", "not indexed");
 #undef MAYBE
   return d;
@@ -198,14 +223,24 @@ static cJSON *random_value(GRand *r, const char *field) {
   else if (!strcmp(field, "price")) return cJSON_CreateNumber(g_rand_int_range(r, 0, 10000) / 100.0);
   else if (!strcmp(field, "stock")) return cJSON_CreateNumber(g_rand_int_range(r, -6, 52));
   else if (!strcmp(field, "active")) return cJSON_CreateBool(g_rand_boolean(r));
-  else return cJSON_CreateNumber(1700000000 + g_rand_int_range(r, -10, 1010));
+  else if (!strcmp(field, "variants.color")) return cJSON_CreateString(WORDS[g_rand_int_range(r, 0, 5)]);
+  else if (!strcmp(field, "variants.qty")) return cJSON_CreateNumber(g_rand_int_range(r, -1, 11));
+  else {
+    gint64 t = 1700000000 + g_rand_int_range(r, -10, 1010);
+    if (g_rand_boolean(r)) return cJSON_CreateNumber((double)t);
+    char *iso = ixia_time_format(t, 3600);
+    cJSON *j = cJSON_CreateString(iso);
+    g_free(iso);
+    return j;
+  }
   return cJSON_CreateString(buf);
 }
 
-static const char *KEYWORDS[] = {"category", "brand", "tags", "seller.country"};
-static const char *NUMERIC[] = {"price", "stock", "updated_at"};
+static const char *KEYWORDS[] = {"category", "brand", "tags", "seller.country", "variants.color"};
+static const char *NUMERIC[] = {"price", "stock", "updated_at", "variants.qty"};
 static const char *ALL[] = {"category", "brand", "tags", "seller.country", "price",
-                            "stock", "title", "active", "updated_at"};
+                            "stock", "title", "active", "updated_at", "variants.color",
+                            "variants.qty"};
 
 #define PICK(r, a) (a)[g_rand_int_range((r), 0, G_N_ELEMENTS(a))]
 
@@ -262,6 +297,14 @@ static cJSON *random_filter(GRand *r, int depth) {
       char text[64];
       snprintf(text, sizeof text, "%s %s", PICK(r, WORDS), g_rand_boolean(r) ? PICK(r, WORDS) : "");
       if (g_rand_boolean(r)) text[0] = g_ascii_toupper(text[0]); /* queries fold case too */
+      int how = g_rand_int_range(r, 0, 4);
+      if (how == 2) return leaf("match_phrase", "title", cJSON_CreateString(text));
+      if (how == 3) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "query", text);
+        cJSON_AddStringToObject(o, "operator", "or");
+        return leaf("match", "title", o);
+      }
       return leaf("match", "title", cJSON_CreateString(text));
     }
     case 7: {
@@ -297,7 +340,7 @@ static cJSON *random_aggs(GRand *r) {
     cJSON_AddItemToObject(aggs, metrics[i], a);
   }
   if (g_rand_boolean(r)) {
-    const char *fields[] = {"category", "brand", "tags", "active", "stock", "seller.country"};
+    const char *fields[] = {"category", "brand", "tags", "active", "stock", "seller.country", "variants.color"};
     cJSON *t = cJSON_CreateObject();
     cJSON_AddStringToObject(t, "field", PICK(r, fields));
     cJSON_AddNumberToObject(t, "size", g_rand_int_range(r, 1, 12));
@@ -325,7 +368,49 @@ static cJSON *random_aggs(GRand *r) {
     cJSON_AddStringToObject(a, "cardinality", PICK(r, KEYWORDS));
     cJSON_AddItemToObject(aggs, "distinct", a);
   }
+  /* The later kinds, written as JSON text. */
+  static const char *const more[] = {
+      "{\"stats\": \"price\"}",
+      "{\"stats\": {\"field\": \"variants.qty\"}}",
+      "{\"histogram\": {\"field\": \"price\", \"interval\": 7.5, \"offset\": 2, \"aggs\": {\"n\": {\"cardinality\": \"brand\"}}}}",
+      "{\"histogram\": {\"field\": \"stock\", \"interval\": 5, \"min_doc_count\": 3}}",
+      "{\"date_histogram\": {\"field\": \"updated_at\", \"calendar_interval\": \"minute\", \"time_zone\": \"+05:30\","
+      " \"aggs\": {\"p\": {\"stats\": \"price\"}}}}",
+      "{\"date_histogram\": {\"field\": \"updated_at\", \"fixed_interval\": \"90s\", \"offset\": \"7s\"}}",
+      "{\"range\": {\"field\": \"price\", \"ranges\": [{\"to\": 10}, {\"key\": \"mid\", \"from\": 10, \"to\": 60},"
+      " {\"from\": 40}], \"aggs\": {\"b\": {\"terms\": {\"field\": \"brand\", \"size\": 3}}}}}",
+      "{\"filter\": {\"filter\": {\"term\": {\"active\": true}}, \"aggs\": {\"c\": {\"terms\": {\"field\": \"category\"}}}}}",
+      "{\"filters\": {\"filters\": {\"cheap\": {\"range\": {\"price\": {\"lt\": 20}}}, \"red\": {\"match\": {\"title\": \"red\"}}},"
+      " \"aggs\": {\"top\": {\"top_hits\": {\"size\": 2, \"sort\": [{\"stock\": \"desc\"}], \"fields\": [\"stock\"]}}}}}",
+      "{\"top_hits\": {\"size\": 3, \"sort\": [{\"price\": {\"order\": \"desc\", \"missing\": \"last\"}}]}}",
+      "{\"terms\": {\"field\": \"category\", \"size\": 3, \"aggs\": {\"cheapest\": {\"top_hits\": {\"size\": 1, \"sort\": [\"price\"]}}}}}",
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(more); i++) {
+    if (g_rand_int_range(r, 0, 3)) continue;
+    char name[16];
+    g_snprintf(name, sizeof name, "more%u", i);
+    cJSON_AddItemToObject(aggs, name, cJSON_Parse(more[i]));
+  }
   return aggs;
+}
+
+/* top_hits in an API response carry the document; brute force has none:
+ * each must be the model's (projected when asked), then it is taken out. */
+typedef struct {
+  model_t *m;
+  int bad;
+} th_check_t;
+
+static void check_top_hits_docs(const ixia_agg_t *g, cJSON *hits, void *ud) {
+  th_check_t *c = ud;
+  for (cJSON *h = hits->child; h; h = h->next) {
+    cJSON *doc = cJSON_DetachItemFromObjectCaseSensitive(h, "doc");
+    cJSON *want = g_hash_table_lookup(c->m->docs, cJSON_GetStringValue(cJSON_GetObjectItem(h, "key")));
+    cJSON *proj = want && g->fields ? ixia_json_project(want, (const char *const *)g->fields, g_strv_length(g->fields), NULL) : NULL;
+    if (!doc || !want || !cJSON_Compare(doc, proj ? proj : want, TRUE)) c->bad++;
+    cJSON_Delete(proj);
+    cJSON_Delete(doc);
+  }
 }
 
 /* JSON equality with a relative tolerance on numbers (float sums may be
@@ -344,6 +429,42 @@ static gboolean json_close(const cJSON *a, const cJSON *b) {
     return TRUE;
   }
   return cJSON_Compare(a, b, TRUE);
+}
+
+/* A random sort over the sortable fields (1 to 3 keys, random directions
+ * and missing placement). */
+static cJSON *random_sort(GRand *r, gboolean with_score) {
+  static const char *F[] = {"category", "brand", "tags", "seller.country", "price", "stock",
+                            "active", "updated_at", "variants.color", "variants.qty", "_score"};
+  cJSON *arr = cJSON_CreateArray();
+  int n = g_rand_int_range(r, 1, 4);
+  gboolean used[G_N_ELEMENTS(F)] = {0};
+  for (int i = 0; i < n; i++) {
+    guint k = (guint)g_rand_int_range(r, 0, G_N_ELEMENTS(F) - (with_score ? 0 : 1));
+    if (used[k]) continue;
+    used[k] = TRUE;
+    cJSON *o = cJSON_CreateObject();
+    if (g_rand_boolean(r)) {
+      cJSON_AddStringToObject(o, F[k], g_rand_boolean(r) ? "asc" : "desc");
+    } else {
+      cJSON *spec = cJSON_AddObjectToObject(o, F[k]);
+      cJSON_AddStringToObject(spec, "order", g_rand_boolean(r) ? "asc" : "desc");
+      cJSON_AddStringToObject(spec, "missing", g_rand_boolean(r) ? "first" : "last");
+    }
+    cJSON_AddItemToArray(arr, o);
+  }
+  return arr;
+}
+
+typedef struct {
+  const char *key;
+  GPtrArray *vals;
+} sdoc_t;
+
+static gint sdoc_cmp(gconstpointer a, gconstpointer b, gpointer q) {
+  const sdoc_t *x = a, *y = b;
+  int c = ixia_sort_cmp_values(q, (GBytes *const *)x->vals->pdata, (GBytes *const *)y->vals->pdata);
+  return c ? c : strcmp(x->key, y->key);
 }
 
 static ixia_schema_t *schema_lookup(const char *ns, const char *table, void *ud, ixia_error_t **err) {
@@ -365,8 +486,11 @@ static cJSON *run_query(search_stack_t *s, const cJSON *req, ixia_error_t **err)
 
 /* One random query, all of its pages, against brute force. Returns FALSE
  * (after printing the query) on any difference. */
+/* One random query, all of its pages, against brute force. With one shard
+ * the shard's BM25 statistics are the model's, so scores and _score sorts
+ * are compared exactly; with more, each shard scores with its own. */
 static gboolean check_query(search_stack_t *s, model_t *m, ixia_schema_t *schema, GRand *r,
-                            ixia_query_limits_t *lim) {
+                            ixia_query_limits_t *lim, guint shards) {
   cJSON *req = cJSON_CreateObject();
   cJSON_AddStringToObject(req, "namespace", NS);
   cJSON_AddStringToObject(req, "table", TABLE);
@@ -374,6 +498,8 @@ static gboolean check_query(search_stack_t *s, model_t *m, ixia_schema_t *schema
   cJSON_AddItemToObject(req, "aggs", random_aggs(r));
   int limit = g_rand_int_range(r, 1, 60);
   cJSON_AddNumberToObject(req, "limit", limit);
+  gboolean sorted = g_rand_int_range(r, 0, 3) == 0;
+  if (sorted) cJSON_AddItemToObject(req, "sort", random_sort(r, shards == 1));
   gboolean projected = g_rand_int_range(r, 0, 3) == 0;
   if (projected) {
     cJSON *f = cJSON_AddArrayToObject(req, "fields");
@@ -400,10 +526,25 @@ static gboolean check_query(search_stack_t *s, model_t *m, ixia_schema_t *schema
   while (g_hash_table_iter_next(&it, &k, &v))
     if (ixia_query_match_doc(q, v)) {
       g_hash_table_add(want, k);
-      ixia_aggs_add_doc(aggs, v, NULL);
+      ixia_aggs_add_hit(aggs, v, k, *(gint64 *)g_hash_table_lookup(m->versions, k), 0.0, NULL);
     }
   cJSON *want_aggs = ixia_aggs_result_json(aggs);
   ixia_aggs_destroy(aggs);
+  /* A sorted query's order: values, then key. */
+  GArray *order = g_array_new(FALSE, FALSE, sizeof(sdoc_t));
+  ixia_bm25_stats_t *st = ixia_bm25_stats_new(q);
+  g_hash_table_iter_init(&it, m->docs);
+  while (g_hash_table_iter_next(&it, NULL, &v)) ixia_bm25_stats_add(st, v);
+  if (sorted) {
+    g_hash_table_iter_init(&it, want);
+    while (g_hash_table_iter_next(&it, &k, NULL)) {
+      cJSON *doc = g_hash_table_lookup(m->docs, k);
+      sdoc_t d = {k, ixia_sort_values_of_doc(q, doc, ixia_query_score_doc(q, st, doc))};
+      g_array_append_val(order, d);
+    }
+    g_array_sort_with_data(order, sdoc_cmp, q);
+  }
+  guint at = 0;
 
   gboolean good = TRUE;
   GHashTable *got = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
@@ -420,6 +561,9 @@ static gboolean check_query(search_stack_t *s, model_t *m, ixia_schema_t *schema
     const cJSON *total = cJSON_GetObjectItem(resp, "total");
     if (!cJSON_IsNumber(total) || (guint)total->valuedouble != g_hash_table_size(want))
       why = "total", good = FALSE;
+    th_check_t thc = {m, 0};
+    ixia_aggs_foreach_top_hits(q, cJSON_GetObjectItem(resp, "aggs"), check_top_hits_docs, &thc);
+    if (thc.bad) why = "top_hits documents", good = FALSE;
     if (good && !json_close(want_aggs, cJSON_GetObjectItem(resp, "aggs"))) {
       char *a = ixia_json_print(want_aggs), *b = ixia_json_print(cJSON_GetObjectItem(resp, "aggs"));
       fprintf(stderr, "\n  aggs differ:\n  want %s\n  got  %s\n", a, b);
@@ -437,6 +581,30 @@ static gboolean check_query(search_stack_t *s, model_t *m, ixia_schema_t *schema
         break;
       }
       g_hash_table_add(got, g_strdup(key));
+      if (q->scoring) {
+        /* Hits of a query with match clauses carry their BM25 score. */
+        const cJSON *sc = cJSON_GetObjectItem(h, "score");
+        double want_score = ixia_query_score_doc(q, st, g_hash_table_lookup(m->docs, key));
+        if (!cJSON_IsNumber(sc) ||
+            (shards == 1 && fabs(sc->valuedouble - want_score) > 1e-9 * MAX(1.0, want_score))) {
+          fprintf(stderr, "\n  %s: score %g, brute %g\n", key, cJSON_GetNumberValue(sc), want_score);
+          why = "score", good = FALSE;
+        }
+      }
+      if (sorted) {
+        /* In the brute-force order, showing the brute-force sort values. */
+        const sdoc_t *d = at < order->len ? &g_array_index(order, sdoc_t, at) : NULL;
+        at++;
+        if (!d || strcmp(d->key, key) != 0) {
+          fprintf(stderr, "\n  hit %u is %s, expected %s\n", at - 1, key, d ? d->key : "(none)");
+          why = "sort order", good = FALSE;
+          break;
+        }
+        cJSON *sv = cJSON_CreateArray();
+        for (guint i = 0; i < q->n_sort; i++) cJSON_AddItemToArray(sv, ixia_sort_value_json(&q->sort[i], d->vals->pdata[i]));
+        if (!json_close(sv, cJSON_GetObjectItem(h, "sort"))) why = "sort values", good = FALSE;
+        cJSON_Delete(sv);
+      }
       gint64 *mv = g_hash_table_lookup(m->versions, key);
       cJSON *mdoc = g_hash_table_lookup(m->docs, key);
       if (!mv || !mdoc || (gint64)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "version")) != *mv)
@@ -465,6 +633,9 @@ static gboolean check_query(search_stack_t *s, model_t *m, ixia_schema_t *schema
             g_hash_table_size(want), g_hash_table_size(got));
   g_hash_table_destroy(got);
   g_hash_table_destroy(want);
+  for (guint i = 0; i < order->len; i++) g_ptr_array_unref(g_array_index(order, sdoc_t, i).vals);
+  g_array_free(order, TRUE);
+  ixia_bm25_stats_free(st);
   cJSON_Delete(want_aggs);
   ixia_query_destroy(q);
   g_free(req_text);
@@ -507,7 +678,7 @@ static void differential(guint shards) {
     CU_ASSERT_TRUE_FATAL(catch_up(&s, m.last_version));
     int bad = 0;
     for (int i = 0; i < 150 && bad < 3; i++)
-      if (!check_query(&s, &m, schema, r, &lim)) bad++;
+      if (!check_query(&s, &m, schema, r, &lim, shards)) bad++;
     CU_ASSERT_EQUAL(bad, 0);
   }
   g_rand_free(r);
@@ -592,11 +763,209 @@ static void test_add_index_then_backfill(void) {
   stack_stop(&s);
 }
 
+/* ---------- sorted paging while writers change the sorted field ---------- */
+
+typedef struct {
+  const char *addr;
+  gint stop;
+  int writes, keys;
+  GMutex lock;
+  GHashTable *deleted; /* keys deleted while paging */
+} writer_t;
+
+static gpointer writer_main(gpointer ud) {
+  writer_t *w = ud;
+  ixia_client_t *c = ixia_client_new(w->addr, NULL);
+  GRand *r = g_rand_new_with_seed(5);
+  int created = 0;
+  while (c && !g_atomic_int_get(&w->stop)) {
+    char key[32], doc[96];
+    int kind = g_rand_int_range(r, 0, 20);
+    if (kind == 0) {
+      g_snprintf(key, sizeof key, "s%04d", g_rand_int_range(r, 0, w->keys));
+      g_mutex_lock(&w->lock);
+      g_hash_table_add(w->deleted, g_strdup(key));
+      g_mutex_unlock(&w->lock);
+      ixia_client_delete(c, NS, TABLE, key, -1, NULL, NULL);
+    } else {
+      if (kind < 3) g_snprintf(key, sizeof key, "new%04d", created++);
+      else g_snprintf(key, sizeof key, "s%04d", g_rand_int_range(r, 0, w->keys));
+      g_snprintf(doc, sizeof doc, "{\"price\": %d}", g_rand_int_range(r, -100, 200));
+      /* An upsert keeps the rest of the document; a put of a deleted key re-creates it. */
+      ixia_client_upsert(c, NS, TABLE, key, doc, -1, NULL, NULL);
+    }
+    w->writes++;
+  }
+  g_rand_free(r);
+  ixia_client_destroy(c);
+  return NULL;
+}
+
+static void test_sorted_paging_under_concurrent_writes(void) {
+  search_stack_t s;
+  CU_ASSERT_TRUE_FATAL(stack_start(&s, 2));
+  const int keys = 400;
+  GRand *r = g_rand_new_with_seed(11);
+  gint64 v = 0;
+  for (int i = 0; i < keys; i++) {
+    char key[32], doc[96];
+    g_snprintf(key, sizeof key, "s%04d", i);
+    g_snprintf(doc, sizeof doc, "{\"price\": %d, \"category\": \"cat%02d\"}", g_rand_int_range(r, 0, 100), i % 7);
+    CU_ASSERT_TRUE(ixia_client_put(s.client, NS, TABLE, key, doc, -1, &v, NULL));
+  }
+  /* Read-your-writes for the first page: every key is in the index. */
+  CU_ASSERT_TRUE_FATAL(catch_up(&s, v));
+  writer_t w = {s.st.api.addr, 0, 0, keys, {0}, g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL)};
+  g_mutex_init(&w.lock);
+  GThread *t = g_thread_new("writer", writer_main, &w);
+  GHashTable *seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  int repeats = 0, pages = 0, order_breaks = 0;
+  double prev = G_MAXDOUBLE;
+  char *after = NULL;
+  for (; pages < 1000; pages++) {
+    GString *req = g_string_new("{\"namespace\":\"shop\",\"table\":\"products\",\"sort\":[{\"price\":\"desc\"}],"
+                                "\"limit\":9,\"fields\":[\"price\"]");
+    if (after) g_string_append_printf(req, ",\"after\":\"%s\"", after);
+    g_string_append_c(req, '}');
+    cJSON *q = cJSON_Parse(req->str);
+    ixia_error_t *e = NULL;
+    cJSON *resp = run_query(&s, q, &e);
+    cJSON_Delete(q);
+    g_string_free(req, TRUE);
+    if (!resp) fprintf(stderr, "\n  page %d: %s\n", pages, e ? e->message : "?");
+    ixia_error_destroy(e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(resp);
+    for (const cJSON *h = cJSON_GetObjectItem(resp, "hits")->child; h; h = h->next) {
+      const char *key = cJSON_GetStringValue(cJSON_GetObjectItem(h, "key"));
+      if (!g_hash_table_add(seen, g_strdup(key))) repeats++;
+      /* The order follows the positions the cursor started with. */
+      const cJSON *sv = cJSON_GetArrayItem(cJSON_GetObjectItem(h, "sort"), 0);
+      double p = cJSON_IsNumber(sv) ? sv->valuedouble : -G_MAXDOUBLE;
+      if (p > prev) order_breaks++;
+      prev = p;
+    }
+    const cJSON *next = cJSON_GetObjectItem(resp, "next");
+    g_free(after);
+    after = cJSON_IsString(next) ? g_strdup(next->valuestring) : NULL;
+    cJSON_Delete(resp);
+    if (!after) break;
+    g_usleep(2000); /* let writes land between pages */
+  }
+  g_atomic_int_set(&w.stop, 1);
+  g_thread_join(t);
+  CU_ASSERT_EQUAL(repeats, 0);
+  CU_ASSERT_EQUAL(order_breaks, 0);
+  CU_ASSERT_TRUE(w.writes > 100);
+  /* Every key present when paging began and never deleted was returned. */
+  int skipped = 0;
+  for (int i = 0; i < keys; i++) {
+    char key[32];
+    g_snprintf(key, sizeof key, "s%04d", i);
+    if (!g_hash_table_contains(seen, key) && !g_hash_table_contains(w.deleted, key)) {
+      if (skipped++ < 5) fprintf(stderr, "\n  skipped %s\n", key);
+    }
+  }
+  CU_ASSERT_EQUAL(skipped, 0);
+  fprintf(stderr, "\n  %d pages, %u keys, %d concurrent writes\n", pages, g_hash_table_size(seen), w.writes);
+  g_free(after);
+  g_hash_table_destroy(seen);
+  g_hash_table_destroy(w.deleted);
+  g_mutex_clear(&w.lock);
+  g_rand_free(r);
+  stack_stop(&s);
+}
+
+/* ---------- partial results ---------- */
+
+static cJSON *query_text(search_stack_t *s, const char *req, ixia_error_t **err) {
+  char *resp = NULL;
+  cJSON *out = ixia_client_query(s->client, req, &resp, err) ? cJSON_Parse(resp) : NULL;
+  g_free(resp);
+  return out;
+}
+
+static void test_partial_results(void) {
+  search_stack_t s;
+  CU_ASSERT_TRUE_FATAL(stack_start(&s, 2));
+  gint64 v = 0;
+  for (int i = 0; i < 200; i++) {
+    char key[16], doc[64];
+    g_snprintf(key, sizeof key, "q%03d", i);
+    g_snprintf(doc, sizeof doc, "{\"price\": %d}", i);
+    CU_ASSERT_TRUE(ixia_client_put(s.client, NS, TABLE, key, doc, -1, &v, NULL));
+  }
+  CU_ASSERT_TRUE_FATAL(catch_up(&s, v));
+  const char *all = "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":1000,\"allow_partial\":true,"
+                    "\"aggs\":{\"n\":{\"count\":{}}}}";
+  ixia_error_t *e = NULL;
+  cJSON *r = query_text(&s, all, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+  cJSON *sh = cJSON_GetObjectItem(r, "shards");
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(sh, "total")), 2);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(sh, "ok")), 2);
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(cJSON_GetObjectItem(sh, "failed")), 0);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "total")), 200);
+  cJSON_Delete(r);
+
+  /* A shard down: an error naming it, or with allow_partial the other
+   * shard's answer and the failed one listed. */
+  ixt_daemon_kill(&s.st.indexer[1]);
+  const char *strict = "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":0}";
+  CU_ASSERT_PTR_NULL(query_text(&s, strict, &e));
+  CU_ASSERT_TRUE(e && e->code == IXIA_ESHARD && strstr(e->message, "shard 1"));
+  ixia_error_destroy(e), e = NULL;
+  r = query_text(&s, all, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+  sh = cJSON_GetObjectItem(r, "shards");
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(sh, "ok")), 1);
+  cJSON *failed = cJSON_GetArrayItem(cJSON_GetObjectItem(sh, "failed"), 0);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(failed, "shard")), 1);
+  CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(failed, "code")), "SHARD_UNAVAILABLE");
+  /* The answering shard says how current its part is. */
+  cJSON *states = cJSON_GetObjectItem(sh, "states");
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(states), 1);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(states, 0), "shard")), 0);
+  double total = cJSON_GetNumberValue(cJSON_GetObjectItem(r, "total"));
+  CU_ASSERT_TRUE(total > 0 && total < 200);
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(cJSON_GetObjectItem(r, "hits")), (int)total);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "aggs"), "n"), "value")), total);
+  cJSON_Delete(r);
+  /* Sorted pages too. */
+  r = query_text(&s, "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":5,\"allow_partial\":true,"
+                     "\"sort\":[{\"price\":\"desc\"}]}", &e);
+  CU_ASSERT_PTR_NOT_NULL(r);
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(cJSON_GetObjectItem(r, "hits")), 5);
+  cJSON_Delete(r);
+
+  /* A shard too slow for the request's deadline: answered without it, in
+   * about the deadline. */
+  g_setenv("IXIA_TEST_SEARCH_DELAY_MS", "4000", TRUE);
+  CU_ASSERT_TRUE_FATAL(ixt_daemon_restart(&s.st.indexer[1]));
+  g_unsetenv("IXIA_TEST_SEARCH_DELAY_MS");
+  gint64 t0 = g_get_monotonic_time();
+  r = query_text(&s, "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":0,\"allow_partial\":true,"
+                     "\"timeout_ms\":500}", &e);
+  gint64 took_ms = (g_get_monotonic_time() - t0) / 1000;
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+  CU_ASSERT_TRUE(took_ms < 3000);
+  failed = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "shards"), "failed"), 0);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(failed, "shard")), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(failed, "error")), "deadline"));
+  CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(failed, "code")), "DEADLINE_EXCEEDED");
+  cJSON_Delete(r);
+  CU_ASSERT_PTR_NULL(query_text(&s, "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":0,\"timeout_ms\":500}", &e));
+  CU_ASSERT_TRUE(e && strstr(e->message, "shard 1"));
+  ixia_error_destroy(e), e = NULL;
+  stack_stop(&s);
+}
+
 int main(void) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite suite = CU_add_suite("search", NULL, NULL);
   IXT_ADD(suite, test_differential_one_shard);
   IXT_ADD(suite, test_differential_two_shards);
   IXT_ADD(suite, test_add_index_then_backfill);
+  IXT_ADD(suite, test_sorted_paging_under_concurrent_writes);
+  IXT_ADD(suite, test_partial_results);
   return ixt_run();
 }

@@ -35,7 +35,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
       "\"p\":{\"percentiles\":{\"field\":\"price\",\"percents\":[1,50,99.9]}},"
       "\"c\":{\"cardinality\":\"tags\"},"
       "\"t\":{\"terms\":{\"field\":\"category\",\"size\":3,\"aggs\":{"
-      "\"m\":{\"max\":\"price\"},\"u\":{\"terms\":{\"field\":\"active\"}}}}}}}";
+      "\"m\":{\"max\":\"price\"},\"u\":{\"terms\":{\"field\":\"active\"}}}}},"
+      "\"st\":{\"stats\":\"price\"},"
+      "\"h\":{\"histogram\":{\"field\":\"price\",\"interval\":10,\"aggs\":{\"x\":{\"stats\":\"stock\"}}}},"
+      "\"d\":{\"date_histogram\":{\"field\":\"updated_at\",\"calendar_interval\":\"month\",\"time_zone\":\"+01:00\"}},"
+      "\"r\":{\"range\":{\"field\":\"stock\",\"ranges\":[{\"to\":5},{\"key\":\"many\",\"from\":5}]}},"
+      "\"f\":{\"filter\":{\"filter\":{\"term\":{\"active\":true}},\"aggs\":{\"c\":{\"count\":{}}}}},"
+      "\"fs\":{\"filters\":{\"filters\":{\"a\":{\"exists\":\"tags\"}},\"aggs\":{"
+      "\"top\":{\"top_hits\":{\"size\":2,\"sort\":[{\"price\":\"desc\"}]}}}}},"
+      "\"th\":{\"top_hits\":{\"size\":3}}}}";
   ixia_error_t *err = NULL;
   q = ixia_query_parse(req, strlen(req), lookup, NULL, &lim, &err);
   if (!q) {

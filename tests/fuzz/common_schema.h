@@ -7,7 +7,7 @@
 #define FUZZ_SCHEMA                                                                        \
   "{\"namespace\":\"shop\",\"table\":\"products\",\"cache_ttl_seconds\":60,\"indexes\":[" \
   "{\"field\":\"category\",\"type\":\"keyword\"},{\"field\":\"price\",\"type\":\"double\"}," \
-  "{\"field\":\"stock\",\"type\":\"long\"},{\"field\":\"title\",\"type\":\"text\"},"      \
+  "{\"field\":\"stock\",\"type\":\"long\"},{\"field\":\"title\",\"type\":\"text\",\"analyzer\":\"english\",\"positions\":true},"\
   "{\"field\":\"tags\",\"type\":\"keyword\"},{\"field\":\"active\",\"type\":\"bool\"},"   \
   "{\"field\":\"updated_at\",\"type\":\"timestamp\"},"                                    \
   "{\"field\":\"seller.country\",\"type\":\"keyword\"}]}"
