@@ -532,7 +532,8 @@ static void history_note(batch_t *b, const rec_t *r, gboolean was_live, const GA
   gboolean now_live = newp != NULL;
   if (was_live && now_live) {
     GArray *nw = sortable_pairs(b, newp);
-    gboolean same = nw->len == old->len && memcmp(nw->data, old->data, old->len * sizeof(pair_t)) == 0;
+    gboolean same = nw->len == old->len &&
+                    (old->len == 0 || memcmp(nw->data, old->data, old->len * sizeof(pair_t)) == 0);
     g_array_free(nw, TRUE);
     if (same) {
       g_array_free(old, TRUE);

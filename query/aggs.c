@@ -266,7 +266,7 @@ static guint key_hash(gconstpointer k) { return ((const term_key_t *)k)->hash; }
 
 static gboolean key_equal(gconstpointer x, gconstpointer y) {
   const term_key_t *a = x, *b = y;
-  return a->len == b->len && memcmp(a->p, b->p, a->len) == 0;
+  return a->len == b->len && (a->len == 0 || memcmp(a->p, b->p, a->len) == 0);
 }
 
 void ixia_aggs_state_init(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st) {

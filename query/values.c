@@ -230,7 +230,7 @@ cJSON *ixia_val_to_json(ixia_field_type_t type, const guint8 *p, guint32 len) {
 }
 
 int ixia_val_cmp(const guint8 *a, gsize alen, const guint8 *b, gsize blen) {
-  int c = memcmp(a, b, MIN(alen, blen));
+  int c = MIN(alen, blen) ? memcmp(a, b, MIN(alen, blen)) : 0; /* an empty value may be NULL */
   if (c) return c;
   return alen < blen ? -1 : alen > blen;
 }
