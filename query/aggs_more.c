@@ -395,6 +395,25 @@ static cJSON *histogram_result(const ixia_aggs_t *a, const ixia_agg_t *g, const 
   gboolean fill = g->min_doc_count == 0;
   guint64 shown = 0, cap = a->lim.max_terms_buckets;
   gboolean ok = TRUE;
+  /* Filling the gaps between far-apart buckets would build up to cap empty
+   * buckets before refusing: refuse at once when even the longest interval
+   * cannot cover the span within the cap. */
+  if (fill && n > 1) {
+    static const double longest[] = {60, 3600, 86400, 7 * 86400, 31 * 86400, 92 * 86400, 366 * 86400};
+    double step = g->kind == IXIA_AGG_HISTOGRAM || g->interval > 0
+                      ? g->interval
+                      : longest[MIN((guint)g->cal_unit, G_N_ELEMENTS(longest) - 1)];
+    double span = bs[n - 1].key - bs[0].key;
+    if (step > 0 && span / step >= (double)cap) {
+      ixia_error_set(err, IXIA_ETOOLARGE,
+                     "%s '%s' would show more than %" G_GUINT64_FORMAT
+                     " buckets (query.max_terms_buckets): widen the interval",
+                     g->kind == IXIA_AGG_HISTOGRAM ? "histogram" : "date_histogram", g->name, cap);
+      g_free(bs);
+      cJSON_Delete(o);
+      return NULL;
+    }
+  }
   double key = n ? bs[0].key : 0;
   for (guint j = 0; ok && j < n;) {
     const bucket_t *b = NULL;
@@ -421,6 +440,7 @@ static cJSON *histogram_result(const ixia_aggs_t *a, const ixia_agg_t *g, const 
     if (!fill || j >= n) continue;
     /* The next bucket's start, by the same arithmetic the values went
      * through (never past the next non-empty one). */
+    double prev = key;
     if (g->kind == IXIA_AGG_HISTOGRAM) {
       double m = round((key - g->offset) / g->interval) + 1;
       key = m * g->interval + g->offset;
@@ -430,7 +450,9 @@ static cJSON *histogram_result(const ixia_aggs_t *a, const ixia_agg_t *g, const 
       key = (double)(ixia_cal_next((gint64)key - (gint64)g->offset, (ixia_cal_unit_t)g->cal_unit, g->tz) +
                      (gint64)g->offset);
     }
-    if (key > bs[j].key) key = bs[j].key;
+    /* Never past the next non-empty bucket, and never stuck where a
+     * double cannot hold key + interval. */
+    if (key > bs[j].key || key <= prev) key = bs[j].key;
   }
   g_free(bs);
   if (!ok) {

@@ -872,6 +872,48 @@ static gboolean json_equals_sq(const cJSON *got, const char *want_sq) {
   return eq;
 }
 
+/* A histogram whose filled gaps would exceed query.max_terms_buckets is
+ * refused at once, not after building the empty buckets (found by the
+ * agg_partial fuzz target: a partial with far-apart keys took 0.6 s); and
+ * keys too large for key + interval to move on in a double do not loop. */
+static void test_histogram_gaps_bounded(void) {
+  ixia_query_t *q = parse_ok("'aggs': {'h': {'histogram': {'field': 'price', 'interval': 1}}}");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+  ixia_query_limits_t lim = default_limits();
+  ixia_aggs_t *a = ixia_aggs_new(q, &lim);
+  ixia_error_t *e = NULL;
+  const char *far[] = {"{'price': 0}", "{'price': 1e12}"};
+  for (guint i = 0; i < G_N_ELEMENTS(far); i++) {
+    cJSON *d = doc_of(far[i]);
+    CU_ASSERT_TRUE(ixia_aggs_add_doc(a, d, &e));
+    cJSON_Delete(d);
+  }
+  cJSON *r = ixia_aggs_result(a, &e);
+  CU_ASSERT_PTR_NULL(r);
+  CU_ASSERT_TRUE(e && e->code == IXIA_ETOOLARGE && strstr(e->message, "query.max_terms_buckets"));
+  ixia_error_destroy(e), e = NULL;
+  cJSON_Delete(r);
+  ixia_aggs_destroy(a);
+
+  a = ixia_aggs_new(q, &lim);
+  const char *huge[] = {"{'price': 1e17}", "{'price': 100000000000000016}"};
+  for (guint i = 0; i < G_N_ELEMENTS(huge); i++) {
+    cJSON *d = doc_of(huge[i]);
+    CU_ASSERT_TRUE(ixia_aggs_add_doc(a, d, &e));
+    cJSON_Delete(d);
+  }
+  r = ixia_aggs_result(a, &e);
+  CU_ASSERT_PTR_NOT_NULL(r);
+  if (!r) fprintf(stderr, "histogram of huge keys: %s\n", e->message);
+  ixia_error_destroy(e);
+  /* Two non-empty buckets and at most the 15 empty ones between them. */
+  int nb = cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "h"), "buckets"));
+  CU_ASSERT_TRUE(nb >= 2 && nb <= 17);
+  cJSON_Delete(r);
+  ixia_aggs_destroy(a);
+  ixia_query_destroy(q);
+}
+
 static void test_aggs_hand(void) {
   ixia_query_t *q = parse_ok(HAND_AGGS);
   CU_ASSERT_PTR_NOT_NULL_FATAL(q);
@@ -1454,6 +1496,7 @@ int main(void) {
   IXT_ADD(s, test_bm25);
   IXT_ADD(s, test_aggs_more_split_merge);
   IXT_ADD(s, test_aggs_hand);
+  IXT_ADD(s, test_histogram_gaps_bounded);
   IXT_ADD(s, test_aggs_sum_exact);
   IXT_ADD(s, test_aggs_split_merge);
   IXT_ADD(s, test_aggs_bad_partial);
