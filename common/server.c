@@ -276,6 +276,7 @@ const GByteArray *ixia_server_serve_frame(ThriftProcessor *processor,
                                           const ixia_wire_limits_t *lim, const guint8 *frame,
                                           guint32 size) {
   if (size < 8 || frame[0] != 0x80 || frame[1] != 0x01) return NULL;
+  ixia_thrift_init(); /* once: also mends c_glib's unknown-method answer */
   worker_t *w = worker_get(lim);
   ixia_frame_buffer_reset(w->out);
   g_byte_array_set_size(w->out->buf, 4); /* room for the answer's frame header */

@@ -3,6 +3,9 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include <thrift/c_glib/processor/thrift_dispatch_processor.h>
+#include <thrift/c_glib/thrift_application_exception.h>
+
 #include "json.h"
 
 
@@ -106,10 +109,51 @@ IxiaWalBatch *ixia_wal_batch_new(gint64 sequence, const char *data, size_t len) 
 
 void ixia_thrift_register_types(void); /* generated: schemas/gen-types-init.cmake */
 
+/* The answer to a call of a method the service does not have. c_glib's
+ * own (ThriftDispatchProcessor's dispatch_call, which every generated
+ * processor falls back to) leaks the method name when the call's arguments
+ * cannot be skipped (found by the search_frame fuzz target); this one
+ * frees it on every path and otherwise answers the same
+ * TApplicationException. */
+static gboolean unknown_method_call(ThriftDispatchProcessor *self, ThriftProtocol *in,
+                                    ThriftProtocol *out, gchar *fname, gint32 seqid,
+                                    GError **error) {
+  (void)self;
+  ThriftTransport *t = NULL;
+  gboolean ok = thrift_protocol_skip(in, T_STRUCT, error) >= 0 &&
+                thrift_protocol_read_message_end(in, error) >= 0;
+  if (ok) {
+    g_object_get(in, "transport", &t, NULL);
+    ok = thrift_transport_read_end(t, error) >= 0;
+    g_object_unref(t);
+  }
+  ok = ok && thrift_protocol_write_message_begin(out, fname, T_EXCEPTION, seqid, error) >= 0;
+  if (ok) {
+    char *message = g_strconcat("Invalid method name: '", fname, "'", NULL);
+    ThriftApplicationException *x =
+        g_object_new(THRIFT_TYPE_APPLICATION_EXCEPTION, "type",
+                     THRIFT_APPLICATION_EXCEPTION_ERROR_UNKNOWN_METHOD, "message", message, NULL);
+    g_free(message);
+    ok = thrift_struct_write(THRIFT_STRUCT(x), out, error) >= 0 &&
+         thrift_protocol_write_message_end(out, error) >= 0;
+    g_object_unref(x);
+  }
+  if (ok) {
+    g_object_get(out, "transport", &t, NULL);
+    ok = thrift_transport_write_end(t, error) >= 0 && thrift_transport_flush(t, error) >= 0;
+    g_object_unref(t);
+  }
+  g_free(fname);
+  return ok;
+}
+
 void ixia_thrift_init(void) {
   static gsize done = 0;
   if (g_once_init_enter(&done)) {
     ixia_thrift_register_types();
+    /* Kept for the life of the process. */
+    ThriftDispatchProcessorClass *k = g_type_class_ref(THRIFT_TYPE_DISPATCH_PROCESSOR);
+    k->dispatch_call = unknown_method_call;
     g_once_init_leave(&done, 1);
   }
 }

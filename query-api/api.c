@@ -242,7 +242,10 @@ static void write_ctx_free(write_ctx_t *x) {
     cJSON_Delete(x->prep[i].doc);
     g_free(x->prep[i].json);
   }
-  g_strfreev(x->strs);
+  /* Not g_strfreev: an operation without a table or key leaves a NULL
+   * in the middle. */
+  for (guint i = 0; i < 3 * x->n; i++) g_free(x->strs[i]);
+  g_free(x->strs);
   g_free(x->prep);
   g_free(x->w);
   g_free(x->versions);
