@@ -247,7 +247,7 @@ static int ixia_cli_cmd_shards(ixia_cli_t *cli, char **args) {
   char **addrs = ixia_client_shards(cli->client, &err);
   if (!addrs) return ixia_cli_fail(err);
   gboolean all_up = TRUE;
-  cJSON *out = ixia_shard_statuses(addrs, 10000, &all_up);
+  cJSON *out = ixia_shard_statuses(addrs, ixia_client_timeouts()->status_ms, &all_up);
   g_strfreev(addrs);
   char *text = cJSON_Print(out);
   printf("%s\n", text);

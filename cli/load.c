@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "client.h"
+#include "bytes.h"
 #include "json.h"
 
 /* Errors beyond this many are counted but not printed: a wrong table or a
@@ -303,8 +304,7 @@ static char *load_key(const cJSON *doc, const ixia_load_opts_t *o, ixia_error_t 
   }
   if (cJSON_IsString(k)) {
     key = g_strdup(k->valuestring);
-  } else if (cJSON_IsNumber(k) && k->valuedouble == floor(k->valuedouble) &&
-             fabs(k->valuedouble) < 9007199254740992.0 /* 2^53: exact in a double */) {
+  } else if (cJSON_IsNumber(k) && ixia_bytes_is_safe_int(k->valuedouble)) {
     key = g_strdup_printf("%.0f", k->valuedouble);
   } else {
     ixia_error_set(err, IXIA_EINVAL, "key field '%s' must be a string or an integer",

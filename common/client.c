@@ -25,8 +25,13 @@ struct ixia_client {
   IxiaIxiaIf *iface;
 };
 
-/* Reads exactly len bytes, waiting at most AUTH_TIMEOUT_MS in all. */
-#define AUTH_TIMEOUT_MS 10000
+static ixia_client_timeouts_t timeouts = {
+    .connect_ms = 5000, .auth_ms = 10000, .status_ms = 2000, .shard_ms = 120000};
+
+void ixia_client_set_timeouts(const ixia_client_timeouts_t *t) { timeouts = *t; }
+
+const ixia_client_timeouts_t *ixia_client_timeouts(void) { return &timeouts; }
+
 static gboolean read_full(int fd, guint8 *buf, gsize len, gint64 deadline) {
   gsize got = 0;
   while (got < len) {
@@ -65,7 +70,7 @@ static gboolean authenticate(int fd, const char *hostport, const char *key, ixia
   memcpy(f->data, &be, 4);
   gboolean ok = send(fd, f->data, f->len, MSG_NOSIGNAL) == (ssize_t)f->len;
   g_byte_array_free(f, TRUE);
-  gint64 deadline = g_get_monotonic_time() + AUTH_TIMEOUT_MS * 1000;
+  gint64 deadline = g_get_monotonic_time() + timeouts.auth_ms * 1000;
   guint8 size_be[4];
   guint32 size = 0;
   ok = ok && read_full(fd, size_be, 4, deadline);
@@ -192,7 +197,7 @@ ixia_client_t *ixia_client_new_timeout(const char *hostport, gint64 io_timeout_m
   ixia_client_t *c = g_new0(ixia_client_t, 1);
   c->address = g_strdup(hostport);
   ixia_error_t *e = NULL;
-  if (!ixia_thrift_conn_open(&c->conn, hostport, 5000, io_timeout_ms, &e)) {
+  if (!ixia_thrift_conn_open(&c->conn, hostport, timeouts.connect_ms, io_timeout_ms, &e)) {
     ixia_error_prefix(e, "ixia API");
     ixia_error_propagate(err, e);
     g_free(c->address);
@@ -245,7 +250,7 @@ ixia_shard_client_t *ixia_shard_client_new(const char *hostport, gint64 io_timeo
   ixia_shard_client_t *c = g_new0(ixia_shard_client_t, 1);
   c->address = g_strdup(hostport);
   ixia_error_t *e = NULL;
-  if (!ixia_thrift_conn_open(&c->conn, hostport, 5000, io_timeout_ms, &e)) {
+  if (!ixia_thrift_conn_open(&c->conn, hostport, timeouts.connect_ms, io_timeout_ms, &e)) {
     ixia_error_prefix(e, "index shard");
     ixia_error_propagate(err, e);
     g_free(c->address);

@@ -45,6 +45,18 @@ char *ixia_client_address(const char *explicit_addr, const ixia_config_t *cfg);
 
 /* Connects to "host:port". */
 ixia_client_t *ixia_client_new(const char *hostport, ixia_error_t **err);
+/* Timeouts of every client of this process (client.* in the config table),
+ * set once at start-up before threads, by ixia_config_from_args; until then
+ * the table's defaults. */
+typedef struct {
+  gint64 connect_ms; /* TCP connect */
+  gint64 auth_ms;    /* the answer to the API key */
+  gint64 status_ms;  /* a shard's status (ixia_shard_statuses callers) */
+  gint64 shard_ms;   /* one call of the recovery tools to a shard */
+} ixia_client_timeouts_t;
+void ixia_client_set_timeouts(const ixia_client_timeouts_t *t);
+const ixia_client_timeouts_t *ixia_client_timeouts(void);
+
 /* The same, with each send and receive bounded by io_timeout_ms (0 = none). */
 ixia_client_t *ixia_client_new_timeout(const char *hostport, gint64 io_timeout_ms, ixia_error_t **err);
 /* Wakes a thread blocked in a call on c (the call fails); any thread. */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client.h"
 #include "log.h"
 #include "wire.h"
 
@@ -23,6 +24,21 @@ static const ixia_option_t options[] = {
      "TCP port of ixia-query-api. 0 picks a free port (see api.port_file)."},
     {"api.port_file", IXIA_OPT_STRING, "", 0, 0,
      "If set, ixia-query-api writes the port it listens on to this file once it serves."},
+
+    /* client: every outgoing Thrift connection (common/client.h) */
+    {"client.connect_timeout_ms", IXIA_OPT_INT, "5000", 100, 600000,
+     "How long a client waits for a TCP connection to an ixia daemon before giving up: the CLI, "
+     "the recovery tools, the API calling index shards, the replication source, a shard repairing "
+     "itself from the API."},
+    {"client.auth_timeout_ms", IXIA_OPT_INT, "10000", 100, 600000,
+     "How long a client waits for the answer to its API key (sent first on every connection "
+     "when auth.key is set)."},
+    {"client.status_timeout_ms", IXIA_OPT_INT, "2000", 100, 600000,
+     "Longest wait for an index shard's status: `ixia shards`, the status console and /readyz "
+     "(an unanswered shard is reported unreachable)."},
+    {"client.shard_timeout_ms", IXIA_OPT_INT, "120000", 1000, 86400000,
+     "Longest wait of the recovery tools (backfill, replay-failed, verify) for one answer of an "
+     "index shard: a reindex page, a digest or a listing."},
 
     /* http: the HTTP port of every daemon (common/http.h) */
     {"http.host", IXIA_OPT_STRING, "127.0.0.1", 0, 0,
@@ -197,6 +213,9 @@ static const ixia_option_t options[] = {
      "Producer linger: how long the sink lets events gather into one Kafka request."},
     {"kafka.message_timeout_ms", IXIA_OPT_INT, "20000", 100, 3600000,
      "librdkafka message.timeout.ms: a delivery not acknowledged by then fails."},
+    {"kafka.metadata_timeout_ms", IXIA_OPT_INT, "30000", 100, 3600000,
+     "How long ixia-indexer (at start) and `ixia-recovery rebuild-index` wait for the topic's "
+     "metadata (its partition count) before giving up."},
 
     /* ixia-indexer: one index shard */
     {"index.path", IXIA_OPT_STRING, "data/index", 0, 0, "Directory of the shard's index RocksDB."},
@@ -559,6 +578,12 @@ ixia_config_t *ixia_config_from_args(int *argc, char ***argv, const char *parame
     /* Clients and in-memory decoding use the same wire limits as servers. */
     ixia_wire_limits_t lim = ixia_wire_limits_from_config(cfg);
     ixia_wire_set_limits(&lim);
+    ixia_client_set_timeouts(&(ixia_client_timeouts_t){
+        .connect_ms = ixia_config_int(cfg, "client.connect_timeout_ms"),
+        .auth_ms = ixia_config_int(cfg, "client.auth_timeout_ms"),
+        .status_ms = ixia_config_int(cfg, "client.status_timeout_ms"),
+        .shard_ms = ixia_config_int(cfg, "client.shard_timeout_ms"),
+    });
   }
   if (!ok) {
     ixia_config_destroy(cfg);

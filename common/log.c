@@ -69,3 +69,30 @@ void ixia_log(ixia_log_level_t level, const char *fmt, ...) {
   }
   g_free(msg);
 }
+
+void ixia_log_limit_init(ixia_log_limit_t *l, gint64 every_us) {
+  memset(l, 0, sizeof *l);
+  g_mutex_init(&l->lock);
+  l->every_us = every_us;
+}
+
+void ixia_log_limit_clear(ixia_log_limit_t *l) { g_mutex_clear(&l->lock); }
+
+void ixia_log_warn_limited(ixia_log_limit_t *l, const char *what, const char *msg) {
+  g_mutex_lock(&l->lock);
+  gint64 now = g_get_monotonic_time();
+  gboolean emit = l->last == 0 || now - l->last >= l->every_us;
+  guint suppressed = l->suppressed;
+  if (emit) {
+    l->last = now;
+    l->suppressed = 0;
+  } else {
+    l->suppressed++;
+  }
+  g_mutex_unlock(&l->lock);
+  if (!emit) return;
+  if (suppressed)
+    IXIA_WARN("%s: %s (%u similar messages suppressed)", what, msg, suppressed);
+  else
+    IXIA_WARN("%s: %s", what, msg);
+}

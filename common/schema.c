@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "json.h"
 #include "timeutil.h"
 
@@ -244,8 +245,7 @@ gboolean ixia_schema_value_matches(const cJSON *v, ixia_field_type_t t) {
     case IXIA_FIELD_TEXT:
       return cJSON_IsString(v);
     case IXIA_FIELD_LONG:
-      return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
-             fabs(v->valuedouble) <= 9007199254740992.0;
+      return cJSON_IsNumber(v) && ixia_bytes_is_safe_int(v->valuedouble);
     case IXIA_FIELD_TIMESTAMP: {
       double t;
       return ixia_timestamp_of(v, &t);

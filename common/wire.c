@@ -18,6 +18,8 @@
  * its transport refuses reads past the message. */
 #include "wire.h"
 
+#include "bytes.h"
+
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -545,18 +547,12 @@ static gboolean take(const guint8 **p, const guint8 *end, gsize n) {
   return TRUE;
 }
 
-static guint32 be32(const guint8 *p) {
-  guint32 v;
-  memcpy(&v, p, 4);
-  return GUINT32_FROM_BE(v);
-}
-
 gboolean ixia_wire_check_message(const guint8 *frame, gsize len, const ixia_wire_limits_t *lim,
                                  ixia_error_t **err) {
   const guint8 *p = frame, *end = frame + len;
   if (len < 12 || frame[0] != 0x80 || frame[1] != 0x01)
     return ixia_error_set(err, IXIA_EINVAL, "not a strict binary-protocol Thrift message");
-  guint32 name_len = be32(frame + 4);
+  guint32 name_len = ixia_bytes_get32(frame + 4);
   p += 8;
   if (!take(&p, end, name_len) || !take(&p, end, 4)) /* name, seqid */
     return ixia_error_set(err, IXIA_EINVAL, "message header runs past the end of the frame");
@@ -603,7 +599,7 @@ gboolean ixia_wire_check_message(const guint8 *frame, gsize len, const ixia_wire
           why = "a string length runs past the end of the frame";
           break;
         }
-        guint32 n = be32(p - 4);
+        guint32 n = ixia_bytes_get32(p - 4);
         if (n > G_MAXINT32 || !take(&p, end, n)) why = "a string runs past the end of the frame";
         break;
       }
@@ -624,7 +620,7 @@ gboolean ixia_wire_check_message(const guint8 *frame, gsize len, const ixia_wire
           }
           w.types[0] = p[-(gssize)hdr];
           if (type == T_MAP) w.types[1] = p[-5];
-          guint32 n = be32(p - 4);
+          guint32 n = ixia_bytes_get32(p - 4);
           if (n > G_MAXINT32) {
             why = "a container with a negative size";
             break;
@@ -680,26 +676,21 @@ gboolean ixia_wire_peek_call(const guint8 *frame, gsize len, const char **name, 
   return TRUE;
 }
 
-static void put_be32(GByteArray *out, guint32 v) {
-  v = GUINT32_TO_BE(v);
-  g_byte_array_append(out, (const guint8 *)&v, 4);
-}
-
 void ixia_wire_append_error(GByteArray *out, const char *name, guint32 name_len, gint32 seqid,
                             gint32 code, const char *message) {
-  put_be32(out, 0x80010000u | T_REPLY);
-  put_be32(out, name_len);
+  ixia_bytes_append32(out, 0x80010000u | T_REPLY);
+  ixia_bytes_append32(out, name_len);
   g_byte_array_append(out, (const guint8 *)name, name_len);
-  put_be32(out, (guint32)seqid);
+  ixia_bytes_append32(out, (guint32)seqid);
   /* result { 1: IxiaError err { 1: i32 code, 2: string message } } */
   const guint8 err_field[3] = {T_STRUCT, 0, 1}, code_field[3] = {T_I32, 0, 1},
                msg_field[3] = {T_STRING, 0, 2}, stop = T_STOP;
   g_byte_array_append(out, err_field, 3);
   g_byte_array_append(out, code_field, 3);
-  put_be32(out, (guint32)code);
+  ixia_bytes_append32(out, (guint32)code);
   g_byte_array_append(out, msg_field, 3);
   guint32 mlen = (guint32)strlen(message);
-  put_be32(out, mlen);
+  ixia_bytes_append32(out, mlen);
   g_byte_array_append(out, (const guint8 *)message, mlen);
   g_byte_array_append(out, &stop, 1);
   g_byte_array_append(out, &stop, 1);
@@ -707,10 +698,10 @@ void ixia_wire_append_error(GByteArray *out, const char *name, guint32 name_len,
 
 void ixia_wire_append_void_reply(GByteArray *out, const char *name, guint32 name_len,
                                  gint32 seqid) {
-  put_be32(out, 0x80010000u | T_REPLY);
-  put_be32(out, name_len);
+  ixia_bytes_append32(out, 0x80010000u | T_REPLY);
+  ixia_bytes_append32(out, name_len);
   g_byte_array_append(out, (const guint8 *)name, name_len);
-  put_be32(out, (guint32)seqid);
+  ixia_bytes_append32(out, (guint32)seqid);
   const guint8 stop = T_STOP; /* an empty result struct: success of a void call */
   g_byte_array_append(out, &stop, 1);
 }

@@ -38,6 +38,7 @@
 #include <rocksdb/c.h>
 #include <roaring/roaring.h>
 
+#include "bytes.h"
 #include "index.h"
 #include "log.h"
 
@@ -74,44 +75,19 @@
 
 #define REC_DELETED 1u
 
-/* Big-endian integers: keys sort numerically, one convention everywhere. */
-static inline void be32(guint8 *p, guint32 v) {
-  p[0] = (guint8)(v >> 24), p[1] = (guint8)(v >> 16), p[2] = (guint8)(v >> 8), p[3] = (guint8)v;
-}
-static inline guint32 rd32(const void *vp) {
-  const guint8 *p = vp;
-  return (guint32)p[0] << 24 | (guint32)p[1] << 16 | (guint32)p[2] << 8 | p[3];
-}
-static inline void be64(guint8 *p, guint64 v) {
-  be32(p, (guint32)(v >> 32));
-  be32(p + 4, (guint32)v);
-}
-static inline guint64 rd64(const void *p) {
-  return (guint64)rd32(p) << 32 | rd32((const guint8 *)p + 4);
-}
-static inline void append32(GByteArray *b, guint32 v) {
-  guint8 t[4];
-  be32(t, v);
-  g_byte_array_append(b, t, 4);
-}
-static inline void append64(GByteArray *b, guint64 v) {
-  guint8 t[8];
-  be64(t, v);
-  g_byte_array_append(b, t, 8);
-}
 
 /* prefix, a, b, chunk: posting and live keys (11 bytes). */
 static inline size_t key_post(guint8 *k, char prefix, guint32 a, guint32 b, guint16 chunk) {
   k[0] = (guint8)prefix;
-  be32(k + 1, a);
-  be32(k + 5, b);
+  ixia_bytes_put32(k + 1, a);
+  ixia_bytes_put32(k + 5, b);
   k[9] = (guint8)(chunk >> 8), k[10] = (guint8)chunk;
   return 11;
 }
 static inline size_t key_colp(guint8 *k, char prefix, guint32 field, guint32 block) {
   k[0] = (guint8)prefix;
-  be32(k + 1, field);
-  be32(k + 5, block);
+  ixia_bytes_put32(k + 1, field);
+  ixia_bytes_put32(k + 5, block);
   return 9;
 }
 static inline size_t key_col(guint8 *k, guint32 field, guint32 block) {
@@ -133,11 +109,11 @@ static inline guint64 term_entry(guint32 vid, guint32 n) { return (guint64)(vid 
 static inline guint64 num_key(double d) {
   guint8 b[IXIA_NUM_BYTES];
   ixia_num_encode(d, b);
-  return rd64(b);
+  return ixia_bytes_get64(b);
 }
 static inline double num_of_key(guint64 k) {
   guint8 b[IXIA_NUM_BYTES];
-  be64(b, k);
+  ixia_bytes_put64(b, k);
   return ixia_num_decode(b);
 }
 

@@ -568,7 +568,7 @@ static gboolean key_bytes(ixia_idx_agg_t *A, anode_t *n, guint64 key, guint8 *nu
   switch (n->g->kind) {
     case IXIA_AGG_RANGE:
     case IXIA_AGG_FILTERS:
-      be32(num, (guint32)key); /* the range's or filter's index */
+      ixia_bytes_put32(num, (guint32)key); /* the range's or filter's index */
       *p = num;
       *len = 4;
       return TRUE;
@@ -578,7 +578,7 @@ static gboolean key_bytes(ixia_idx_agg_t *A, anode_t *n, guint64 key, guint8 *nu
       return TRUE;
     case IXIA_AGG_HISTOGRAM:
     case IXIA_AGG_DATE_HISTOGRAM:
-      be64(num, key); /* the bucket start, encoded */
+      ixia_bytes_put64(num, key); /* the bucket start, encoded */
       *p = num;
       *len = IXIA_NUM_BYTES;
       return TRUE;
@@ -586,7 +586,7 @@ static gboolean key_bytes(ixia_idx_agg_t *A, anode_t *n, guint64 key, guint8 *nu
       break;
   }
   if (n->field->numeric) {
-    be64(num, key);
+    ixia_bytes_put64(num, key);
     *p = num;
     *len = IXIA_NUM_BYTES;
     return TRUE;
@@ -699,7 +699,7 @@ static gboolean finish_node(ixia_idx_agg_t *A, anode_t *n, ixia_agg_cell_t *cell
         g_hash_table_iter_init(&it, h);
         while (g_hash_table_iter_next(&it, &k, NULL)) {
           guint8 num[8];
-          be64(num, *(guint64 *)k);
+          ixia_bytes_put64(num, *(guint64 *)k);
           hashes[s.n_hashes++] = ixia_val_hash(num, 8);
         }
       } else {

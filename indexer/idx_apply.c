@@ -62,22 +62,22 @@ static int pair_cmp(gconstpointer a, gconstpointer b) {
 gboolean ixia_idx_rec_decode(const char *v, size_t vl, guint32 *id, gint64 *version,
                              gboolean *deleted, GArray *pairs) {
   if (vl < 25) return FALSE;
-  guint32 n = rd32(v + 21);
+  guint32 n = ixia_bytes_get32(v + 21);
   if (n > (vl - 25) / 12) return FALSE;
-  *id = rd32(v);
-  *version = (gint64)rd64(v + 4);
+  *id = ixia_bytes_get32(v);
+  *version = (gint64)ixia_bytes_get64(v + 4);
   *deleted = (v[20] & REC_DELETED) != 0;
   if (pairs) {
     g_array_set_size(pairs, n);
     for (guint32 i = 0; i < n; i++) {
       const char *p = v + 25 + (size_t)i * 12;
-      g_array_index(pairs, pair_t, i) = (pair_t){rd32(p), rd64(p + 4)};
+      g_array_index(pairs, pair_t, i) = (pair_t){ixia_bytes_get32(p), ixia_bytes_get64(p + 4)};
     }
   }
   return TRUE;
 }
 
-gint64 ixia_idx_rec_expire_at(const char *v, size_t vl) { return vl >= 25 ? (gint64)rd64(v + 12) : 0; }
+gint64 ixia_idx_rec_expire_at(const char *v, size_t vl) { return vl >= 25 ? (gint64)ixia_bytes_get64(v + 12) : 0; }
 
 static gboolean rec_decode(const char *v, size_t vl, rec_t *r) {
   if (!ixia_idx_rec_decode(v, vl, &r->id, &r->version, &r->deleted, r->pairs)) return FALSE;
@@ -85,31 +85,31 @@ static gboolean rec_decode(const char *v, size_t vl, rec_t *r) {
   r->exists = TRUE;
   size_t off = 25 + (size_t)r->pairs->len * 12;
   if (vl < off + 4) return vl == off;
-  guint32 m = rd32(v + off);
+  guint32 m = ixia_bytes_get32(v + off);
   if (m != (vl - off - 4) / 8 || (vl - off - 4) % 8) return FALSE;
   g_array_set_size(r->lens, m);
   for (guint32 i = 0; i < m; i++)
-    g_array_index(r->lens, lenp_t, i) = (lenp_t){rd32(v + off + 4 + 8 * i), rd32(v + off + 8 + 8 * i)};
+    g_array_index(r->lens, lenp_t, i) = (lenp_t){ixia_bytes_get32(v + off + 4 + 8 * i), ixia_bytes_get32(v + off + 8 + 8 * i)};
   return TRUE;
 }
 
 static GByteArray *rec_encode(const rec_t *r) {
   GByteArray *b = g_byte_array_sized_new(25 + r->pairs->len * 12);
-  append32(b, r->id);
-  append64(b, (guint64)r->version);
-  append64(b, (guint64)r->expire_at);
+  ixia_bytes_append32(b, r->id);
+  ixia_bytes_append64(b, (guint64)r->version);
+  ixia_bytes_append64(b, (guint64)r->expire_at);
   guint8 flags = r->deleted ? REC_DELETED : 0;
   g_byte_array_append(b, &flags, 1);
-  append32(b, r->pairs->len);
+  ixia_bytes_append32(b, r->pairs->len);
   for (guint i = 0; i < r->pairs->len; i++) {
     const pair_t *p = &g_array_index(r->pairs, pair_t, i);
-    append32(b, p->field);
-    append64(b, p->val);
+    ixia_bytes_append32(b, p->field);
+    ixia_bytes_append64(b, p->val);
   }
-  append32(b, r->lens->len);
+  ixia_bytes_append32(b, r->lens->len);
   for (guint i = 0; i < r->lens->len; i++) {
-    append32(b, g_array_index(r->lens, lenp_t, i).field);
-    append32(b, g_array_index(r->lens, lenp_t, i).len);
+    ixia_bytes_append32(b, g_array_index(r->lens, lenp_t, i).field);
+    ixia_bytes_append32(b, g_array_index(r->lens, lenp_t, i).len);
   }
   return b;
 }
@@ -117,7 +117,7 @@ static GByteArray *rec_encode(const rec_t *r) {
 GBytes *ixia_idx_doc_key(guint32 table_id, const char *key, size_t key_len) {
   guint8 *k = g_malloc(5 + key_len);
   k[0] = K_DOC;
-  be32(k + 1, table_id);
+  ixia_bytes_put32(k + 1, table_id);
   if (key_len) memcpy(k + 5, key, key_len);
   return g_bytes_new_take(k, 5 + key_len);
 }
@@ -232,16 +232,16 @@ static void col_set(batch_t *b, const field_t *f, guint32 id, const pair_t *vals
   guint32 slot = id & (BLOCK_SLOTS - 1);
   guint8 h[2] = {(guint8)(slot >> 8), (guint8)slot};
   g_byte_array_append(o->col, h, 2);
-  append32(o->col, n);
+  ixia_bytes_append32(o->col, n);
   for (guint i = 0; i < n; i++) {
     if (!f->numeric) {
-      append32(o->col, (guint32)vals[i].val);
+      ixia_bytes_append32(o->col, (guint32)vals[i].val);
       continue;
     }
     double d = num_of_key(vals[i].val);
     guint64 bits;
     memcpy(&bits, &d, 8);
-    append64(o->col, bits);
+    ixia_bytes_append64(o->col, bits);
   }
 }
 
@@ -260,8 +260,8 @@ static void col_set_raw(batch_t *b, char prefix, const field_t *f, guint32 id, c
   guint32 slot = id & (BLOCK_SLOTS - 1);
   guint8 h[2] = {(guint8)(slot >> 8), (guint8)slot};
   g_byte_array_append(o->col, h, 2);
-  append32(o->col, n);
-  for (guint i = 0; i < n; i++) append64(o->col, vals[i]);
+  ixia_bytes_append32(o->col, n);
+  for (guint i = 0; i < n; i++) ixia_bytes_append64(o->col, vals[i]);
 }
 
 static void len_change(batch_t *b, field_t *f, gint64 delta) {
@@ -289,7 +289,7 @@ static void point_change(batch_t *b, field_t *f, guint64 key, guint32 id, gboole
 /* Queues a new dictionary entry (key -> 32-bit id) for the batch's write. */
 static void dict_add(batch_t *b, GByteArray *key, guint32 id) {
   guint8 v[4];
-  be32(v, id);
+  ixia_bytes_put32(v, id);
   g_ptr_array_add(b->new_dict, g_byte_array_free_to_bytes(key));
   g_ptr_array_add(b->new_dict, g_bytes_new(v, 4));
 }
@@ -324,7 +324,7 @@ static field_t *field_get_or_create(batch_t *b, table_t *t, const ixia_index_t *
     GByteArray *k = g_byte_array_new();
     guint8 p = K_FIELD, type = (guint8)ix->type, nul = 0;
     g_byte_array_append(k, &p, 1);
-    append32(k, t->id);
+    ixia_bytes_append32(k, t->id);
     g_byte_array_append(k, &type, 1);
     g_byte_array_append(k, (const guint8 *)ix->field, (guint)strlen(ix->field));
     if (f->analyzer) {
@@ -589,7 +589,7 @@ static ev_result_t apply_put(batch_t *b, const ixia_idx_event_t *ev, ixia_error_
     for (guint j = 0; j < vals[i]->len; j++) {
       GBytes *v = vals[i]->pdata[j];
       pair_t p = {f->id, 0};
-      if (f->numeric) p.val = rd64(g_bytes_get_data(v, NULL));
+      if (f->numeric) p.val = ixia_bytes_get64(g_bytes_get_data(v, NULL));
       else p.val = vids[j] = value_get_or_create(b, f, v);
       g_array_append_val(pairs, p);
     }
@@ -674,9 +674,9 @@ static ev_result_t apply_schema(batch_t *b, const ixia_idx_event_t *ev, ixia_err
     return EV_SKIPPED;
   }
   guint8 k[5] = {K_SCHEMA};
-  be32(k + 1, t->id);
+  ixia_bytes_put32(k + 1, t->id);
   GByteArray *v = g_byte_array_new();
-  append64(v, (guint64)ev->version);
+  ixia_bytes_append64(v, (guint64)ev->version);
   g_byte_array_append(v, (const guint8 *)s->json, (guint)strlen(s->json));
   wb_put(b, k, 5, v->data, v->len);
   g_byte_array_free(v, TRUE);
@@ -762,10 +762,10 @@ static void batch_emit(batch_t *b) {
     /* id -> table, version, key: what a hit needs, in one read. */
     guint8 *dk = g_malloc(5);
     dk[0] = K_ID;
-    be32(dk + 1, r->id);
+    ixia_bytes_put32(dk + 1, r->id);
     GByteArray *dv = g_byte_array_sized_new((guint)(12 + kl - 5));
-    append32(dv, rd32(kp + 1));
-    append64(dv, (guint64)r->version);
+    ixia_bytes_append32(dv, ixia_bytes_get32(kp + 1));
+    ixia_bytes_append64(dv, (guint64)r->version);
     g_byte_array_append(dv, kp + 5, (guint)(kl - 5));
     guint dlen = dv->len;
     guint8 *dvp = g_byte_array_free(dv, FALSE);
@@ -793,10 +793,10 @@ static void batch_emit(batch_t *b) {
     const guint8 *p = g_bytes_get_data(val, &len);
     guint8 *key = g_malloc(5 + len), *val8 = g_malloc(8);
     key[0] = K_VALUE;
-    be32(key + 1, f->id);
+    ixia_bytes_put32(key + 1, f->id);
     if (len) memcpy(key + 5, p, len);
-    be32(val8, vid);
-    be32(val8 + 4, count_now(b, f, vid, GPOINTER_TO_INT(v)));
+    ixia_bytes_put32(val8, vid);
+    ixia_bytes_put32(val8 + 4, count_now(b, f, vid, GPOINTER_TO_INT(v)));
     emit_add(e, key, 5 + len, val8, 8, FALSE, key, val8);
   }
   if (flush) {
@@ -811,10 +811,10 @@ static void batch_emit(batch_t *b) {
       const guint8 *p = g_bytes_get_data(f->vals->pdata[vid], &len);
       guint8 *key = g_malloc(5 + len), *val8 = g_malloc(8);
       key[0] = K_VALUE;
-      be32(key + 1, f->id);
+      ixia_bytes_put32(key + 1, f->id);
       if (len) memcpy(key + 5, p, len);
-      be32(val8, vid);
-      be32(val8 + 4, g_array_index(f->counts, guint32, vid));
+      ixia_bytes_put32(val8, vid);
+      ixia_bytes_put32(val8 + 4, g_array_index(f->counts, guint32, vid));
       emit_add(e, key, 5 + len, val8, 8, FALSE, key, val8);
     }
     g_hash_table_destroy(emitted);
@@ -825,8 +825,8 @@ static void batch_emit(batch_t *b) {
     field_t *f = k;
     guint8 *key = g_malloc(6), *val8 = g_malloc(8);
     key[0] = K_META, key[1] = 'l';
-    be32(key + 2, f->id);
-    be64(val8, (guint64)(f->total_len + (gint64)GPOINTER_TO_SIZE(v)));
+    ixia_bytes_put32(key + 2, f->id);
+    ixia_bytes_put64(val8, (guint64)(f->total_len + (gint64)GPOINTER_TO_SIZE(v)));
     emit_add(e, key, 6, val8, 8, FALSE, key, val8);
   }
   for (guint i = 0; i + 1 < b->new_dict->len; i += 2) {
@@ -986,12 +986,12 @@ gboolean ixia_idx_apply(ixia_idx_t *idx, const ixia_idx_event_t *events, guint n
     batch_emit(&b);
     for (guint i = 0; i < n_positions; i++) {
       guint8 k[6] = {K_META, 'p'}, v[8];
-      be32(k + 2, (guint32)positions[i].partition ^ 0x80000000u);
-      be64(v, (guint64)positions[i].next_offset);
+      ixia_bytes_put32(k + 2, (guint32)positions[i].partition ^ 0x80000000u);
+      ixia_bytes_put64(v, (guint64)positions[i].next_offset);
       wb_put(&b, k, 6, v, 8);
     }
     guint8 mv[8];
-    be64(mv, (guint64)b.max_version);
+    ixia_bytes_put64(mv, (guint64)b.max_version);
     wb_put(&b, "Mv", 2, mv, 8);
     char *rerr = NULL;
     rocksdb_write(idx->db, idx->wopts, b.wb, &rerr);

@@ -175,7 +175,7 @@ gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GAr
   char **vals = g_new0(char *, n), **errs = g_new0(char *, n);
   for (guint i = 0; i < n; i++) {
     keys[5 * i] = K_ID;
-    be32(keys + 5 * i + 1, ids[i]);
+    ixia_bytes_put32(keys + 5 * i + 1, ids[i]);
     kp[i] = (const char *)keys + 5 * i;
     kl[i] = 5;
   }
@@ -189,7 +189,7 @@ gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GAr
     } else if (ok && (!vals[i] || vl[i] < 12)) {
       ok = ixia_error_set(err, IXIA_EINTERNAL, "document id %u has no id record", ids[i]);
     } else if (ok) {
-      ixia_idx_hit_t h = {ixia_memdup0(vals[i] + 12, vl[i] - 12), (gint64)rd64(vals[i] + 4),
+      ixia_idx_hit_t h = {ixia_memdup0(vals[i] + 12, vl[i] - 12), (gint64)ixia_bytes_get64(vals[i] + 4),
                           ids[i], NULL, 0.0};
       g_array_append_val(hits, h);
     }

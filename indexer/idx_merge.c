@@ -48,13 +48,13 @@ static char *bitmap_dump(const roaring_bitmap_t *b, size_t *len) {
 
 static gboolean op_header(const char *p, size_t n, guint32 *n_add, guint32 *n_rem) {
   if (n < 9 || p[0] != OP_IDS) return FALSE;
-  *n_add = rd32(p + 1);
-  *n_rem = rd32(p + 5);
+  *n_add = ixia_bytes_get32(p + 1);
+  *n_rem = ixia_bytes_get32(p + 5);
   return (guint64)*n_add + *n_rem == (n - 9) / 4 && (n - 9) % 4 == 0;
 }
 
 static void op_ids(const char *p, guint32 n, guint32 *out) {
-  for (guint32 i = 0; i < n; i++) out[i] = rd32(p + 4 * (size_t)i);
+  for (guint32 i = 0; i < n; i++) out[i] = ixia_bytes_get32(p + 4 * (size_t)i);
 }
 
 /* malloc'd because RocksDB hands merge results back to delete_value. */
@@ -69,13 +69,13 @@ char *ixia_idx_op_encode(const roaring_bitmap_t *add, const roaring_bitmap_t *re
     return NULL;
   }
   out[0] = OP_IDS;
-  be32((guint8 *)out + 1, (guint32)na);
-  be32((guint8 *)out + 5, (guint32)nr);
+  ixia_bytes_put32((guint8 *)out + 1, (guint32)na);
+  ixia_bytes_put32((guint8 *)out + 5, (guint32)nr);
   guint8 *w = (guint8 *)out + 9;
   roaring_bitmap_to_uint32_array(add, ids);
-  for (guint64 i = 0; i < na; i++, w += 4) be32(w, ids[i]);
+  for (guint64 i = 0; i < na; i++, w += 4) ixia_bytes_put32(w, ids[i]);
   roaring_bitmap_to_uint32_array(rem, ids);
-  for (guint64 i = 0; i < nr; i++, w += 4) be32(w, ids[i]);
+  for (guint64 i = 0; i < nr; i++, w += 4) ixia_bytes_put32(w, ids[i]);
   free(ids);
   *len = n;
   return out;
@@ -138,7 +138,7 @@ typedef struct {
 } slot_src_t;
 
 static inline double be_double(const guint8 *p) {
-  guint64 b = rd64(p);
+  guint64 b = ixia_bytes_get64(p);
   double d;
   memcpy(&d, &b, 8);
   return d;
@@ -175,7 +175,7 @@ static inline void put_value(col_t *c, gboolean first, guint32 at, const slot_sr
     if (first) c->v1.d[at] = d;
     else c->all.d[at] = d;
   } else {
-    guint32 u = s->be ? rd32(s->be + 4 * (gsize)i) : ((const guint32 *)s->native)[i];
+    guint32 u = s->be ? ixia_bytes_get32(s->be + 4 * (gsize)i) : ((const guint32 *)s->native)[i];
     if (first) c->v1.u[at] = u;
     else c->all.u[at] = u;
   }
@@ -224,7 +224,7 @@ static gboolean sparse_scan(const guint8 *p, size_t n, guint8 width, slot_src_t 
   while (off < n) {
     if (n - off < 6) return FALSE;
     guint32 slot = (guint32)p[off] << 8 | p[off + 1];
-    guint32 cnt = rd32(p + off + 2);
+    guint32 cnt = ixia_bytes_get32(p + off + 2);
     off += 6;
     if (slot >= BLOCK_SLOTS || cnt > (n - off) / width) return FALSE;
     src[slot] = (slot_src_t){cnt, p + off, NULL};
@@ -242,14 +242,14 @@ static gboolean dense_scan(const guint8 *p, size_t n, slot_src_t *src) {
   if (n < head + first) return FALSE;
   guint32 n_multi = (guint32)p[2] << 8 | p[3];
   for (guint s = 0; s < BLOCK_SLOTS; s++) {
-    gboolean has = rd64(p + 4 + 8 * (s >> 6)) >> (s & 63) & 1;
+    gboolean has = ixia_bytes_get64(p + 4 + 8 * (s >> 6)) >> (s & 63) & 1;
     src[s] = (slot_src_t){has ? 1 : 0, p + head + (size_t)s * width, NULL};
   }
   size_t off = head + first;
   for (guint32 i = 0; i < n_multi; i++) {
     if (n - off < 6) return FALSE;
     guint32 slot = (guint32)p[off] << 8 | p[off + 1];
-    guint32 cnt = rd32(p + off + 2);
+    guint32 cnt = ixia_bytes_get32(p + off + 2);
     off += 6;
     if (slot >= BLOCK_SLOTS || cnt > (n - off) / width) return FALSE;
     src[slot] = (slot_src_t){cnt, p + off, NULL};
@@ -318,30 +318,30 @@ static char *col_encode_dense(const col_t *c, size_t *len) {
   out[0] = COL_DENSE;
   out[1] = c->width;
   out[2] = (guint8)(n_multi >> 8), out[3] = (guint8)n_multi;
-  for (guint w = 0; w < BLOCK_WORDS; w++) be64(out + 4 + 8 * w, c->has[w]);
+  for (guint w = 0; w < BLOCK_WORDS; w++) ixia_bytes_put64(out + 4 + 8 * w, c->has[w]);
   guint8 *p = out + 4 + BLOCK_WORDS * 8;
   for (guint s = 0; s < BLOCK_SLOTS; s++, p += c->width) {
     if (c->width == 8) {
       guint64 bits;
       memcpy(&bits, &c->v1.d[s], 8);
-      be64(p, bits);
+      ixia_bytes_put64(p, bits);
     } else {
-      be32(p, c->v1.u[s]);
+      ixia_bytes_put32(p, c->v1.u[s]);
     }
   }
   for (guint s = 0; c->mstart && s < BLOCK_SLOTS; s++) {
     guint32 cnt = c->mstart[s + 1] - c->mstart[s];
     if (cnt < 2) continue;
     p[0] = (guint8)(s >> 8), p[1] = (guint8)s;
-    be32(p + 2, cnt);
+    ixia_bytes_put32(p + 2, cnt);
     p += 6;
     for (guint32 i = 0; i < cnt; i++, p += c->width) {
       if (c->width == 8) {
         guint64 bits;
         memcpy(&bits, &c->all.d[c->mstart[s] + i], 8);
-        be64(p, bits);
+        ixia_bytes_put64(p, bits);
       } else {
-        be32(p, c->all.u[c->mstart[s] + i]);
+        ixia_bytes_put32(p, c->all.u[c->mstart[s] + i]);
       }
     }
   }
@@ -400,7 +400,7 @@ static char *col_merge_partial(const char *const *ops, const size_t *op_lens, in
       for (guint s = 0; s < BLOCK_SLOTS; s++) {
         if (!touched[s]) continue;
         p[0] = (guint8)(s >> 8), p[1] = (guint8)s;
-        be32(p + 2, src[s].n);
+        ixia_bytes_put32(p + 2, src[s].n);
         if (src[s].n) memcpy(p + 6, src[s].be, (size_t)src[s].n * width);
         p += 6 + (size_t)src[s].n * width;
       }
@@ -463,7 +463,7 @@ static unsigned char compaction_filter(void *state, int level, const char *key, 
   if (is_col_key(key, klen)) {
     if (vlen < 4 + BLOCK_WORDS * 8 || val[0] != COL_DENSE) return vlen <= 2;
     for (guint w = 0; w < BLOCK_WORDS; w++)
-      if (rd64(val + 4 + 8 * w)) return 0;
+      if (ixia_bytes_get64(val + 4 + 8 * w)) return 0;
     return 1;
   }
   if ((key[0] == K_POST || key[0] == K_LIVE) && vlen <= 8) {

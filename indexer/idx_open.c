@@ -50,7 +50,7 @@ static gboolean load_table(ixia_idx_t *idx, const char *k, size_t kl, const char
   if (!sep || vl != 4) return FALSE;
   char *ns = g_strndup(k + 1, (gsize)(sep - k - 1));
   char *name = g_strndup(sep + 1, kl - (size_t)(sep + 1 - k));
-  ixia_idx_table_register(idx, ixia_idx_table_new(rd32(v), ns, name));
+  ixia_idx_table_register(idx, ixia_idx_table_new(ixia_bytes_get32(v), ns, name));
   g_free(ns);
   g_free(name);
   return TRUE;
@@ -60,14 +60,14 @@ static gboolean load_schema(ixia_idx_t *idx, const char *k, size_t kl, const cha
                             void *ud) {
   (void)ud;
   if (kl != 5 || vl < 8) return FALSE;
-  guint32 tid = rd32(k + 1);
+  guint32 tid = ixia_bytes_get32(k + 1);
   table_t *t = tid < idx->tables_by_id->len ? idx->tables_by_id->pdata[tid] : NULL;
   ixia_schema_t *s = ixia_schema_parse(v + 8, vl - 8, NULL);
   if (!t || !s) {
     ixia_schema_unref(s);
     return FALSE;
   }
-  s->version = (gint64)rd64(v);
+  s->version = (gint64)ixia_bytes_get64(v);
   t->schema = s;
   return TRUE;
 }
@@ -80,7 +80,7 @@ static gboolean load_field(ixia_idx_t *idx, const char *k, size_t kl, const char
   const char *nul = memchr(k + 6, 0, kl - 6);
   char *path = g_strndup(k + 6, nul ? (gsize)(nul - k - 6) : kl - 6);
   char *analyzer = nul ? g_strndup(nul + 1, kl - (gsize)(nul + 1 - k)) : NULL;
-  field_t *f = ixia_idx_field_new(rd32(v), rd32(k + 1), (ixia_field_type_t)(guint8)k[5], path, analyzer);
+  field_t *f = ixia_idx_field_new(ixia_bytes_get32(v), ixia_bytes_get32(k + 1), (ixia_field_type_t)(guint8)k[5], path, analyzer);
   g_free(path);
   g_free(analyzer);
   if (!ixia_idx_field_register(idx, f)) {
@@ -94,11 +94,11 @@ static gboolean load_value(ixia_idx_t *idx, const char *k, size_t kl, const char
                            void *ud) {
   (void)ud;
   if (kl < 5 || vl != 8) return FALSE;
-  guint32 fid = rd32(k + 1), vid = rd32(v);
+  guint32 fid = ixia_bytes_get32(k + 1), vid = ixia_bytes_get32(v);
   field_t *f = fid < idx->fields->len ? idx->fields->pdata[fid] : NULL;
   if (!f || f->numeric || vid > G_MAXINT32) return FALSE;
   GBytes *b = g_bytes_new(k + 5, kl - 5);
-  ixia_idx_value_set(f, vid, b, rd32(v + 4));
+  ixia_idx_value_set(f, vid, b, ixia_bytes_get32(v + 4));
   g_bytes_unref(b);
   return TRUE;
 }
@@ -108,9 +108,9 @@ static gboolean load_total(ixia_idx_t *idx, const char *k, size_t kl, const char
                            void *ud) {
   (void)ud;
   if (kl != 6 || vl != 8) return FALSE;
-  guint32 fid = rd32(k + 2);
+  guint32 fid = ixia_bytes_get32(k + 2);
   field_t *f = fid < idx->fields->len ? idx->fields->pdata[fid] : NULL;
-  if (f) f->total_len = (gint64)rd64(v);
+  if (f) f->total_len = (gint64)ixia_bytes_get64(v);
   return TRUE;
 }
 
@@ -130,7 +130,7 @@ static gboolean load_points_block(ixia_idx_t *idx, const char *k, size_t kl, con
     ixia_idx_col_free(c);
     return FALSE;
   }
-  guint32 base = rd32(k + 5) << BLOCK_BITS;
+  guint32 base = ixia_bytes_get32(k + 5) << BLOCK_BITS;
   for (guint s = 0; s < BLOCK_SLOTS; s++) {
     guint32 n;
     const double *d = col_slot(c, s, &n);
@@ -160,7 +160,7 @@ static gboolean load_points(ixia_idx_t *idx, field_t *f, ixia_error_t **err) {
   points_load_t pl = {g_array_new(FALSE, FALSE, sizeof(guint64)),
                       g_array_new(FALSE, FALSE, sizeof(guint32))};
   guint8 prefix[5] = {K_COL};
-  be32(prefix + 1, f->id);
+  ixia_bytes_put32(prefix + 1, f->id);
   gboolean ok = scan_prefix(idx, (const char *)prefix, 5, load_points_block, &pl, err);
   if (ok) {
     gsize n = pl.keys->len;
@@ -201,7 +201,7 @@ static gboolean load_state(ixia_idx_t *idx, ixia_error_t **err) {
   if (rocksdb_iter_valid(it)) {
     size_t kl;
     const char *k = rocksdb_iter_key(it, &kl);
-    if (kl == 5 && k[0] == K_ID) idx->next_doc_id = rd32(k + 1) + 1;
+    if (kl == 5 && k[0] == K_ID) idx->next_doc_id = ixia_bytes_get32(k + 1) + 1;
   }
   char *rerr = NULL;
   rocksdb_iter_get_error(it, &rerr);
@@ -210,7 +210,7 @@ static gboolean load_state(ixia_idx_t *idx, ixia_error_t **err) {
   char *mv;
   size_t vl;
   if (!db_get(idx, "Mv", 2, &mv, &vl, err)) return FALSE;
-  idx->max_version = mv && vl == 8 ? (gint64)rd64(mv) : 0;
+  idx->max_version = mv && vl == 8 ? (gint64)ixia_bytes_get64(mv) : 0;
   rocksdb_free(mv);
   return TRUE;
 }
@@ -221,7 +221,7 @@ static gboolean check_format(ixia_idx_t *idx, const char *path, ixia_error_t **e
   char *v;
   size_t vl;
   if (!db_get(idx, "Mf", 2, &v, &vl, err)) return FALSE;
-  guint32 format = v && vl == 4 ? rd32(v) : 0;
+  guint32 format = v && vl == 4 ? ixia_bytes_get32(v) : 0;
   rocksdb_free(v);
   if (format == IDX_FORMAT) return TRUE;
   if (format == 0) {
@@ -231,7 +231,7 @@ static gboolean check_format(ixia_idx_t *idx, const char *path, ixia_error_t **e
     rocksdb_iter_destroy(it);
     if (empty) {
       guint8 f[4];
-      be32(f, IDX_FORMAT);
+      ixia_bytes_put32(f, IDX_FORMAT);
       char *rerr = NULL;
       rocksdb_put(idx->db, idx->wopts, "Mf", 2, (const char *)f, 4, &rerr);
       return ixia_error_from_rocksdb(err, rerr, "index format mark");
@@ -359,11 +359,11 @@ void ixia_idx_destroy(ixia_idx_t *idx) {
 
 gint64 ixia_idx_position(ixia_idx_t *idx, gint32 partition) {
   guint8 k[6] = {K_META, 'p'};
-  be32(k + 2, (guint32)partition ^ 0x80000000u);
+  ixia_bytes_put32(k + 2, (guint32)partition ^ 0x80000000u);
   char *v = NULL;
   size_t vl = 0;
   if (!db_get(idx, k, 6, &v, &vl, NULL)) return -1;
-  gint64 off = v && vl == 8 ? (gint64)rd64(v) : -1;
+  gint64 off = v && vl == 8 ? (gint64)ixia_bytes_get64(v) : -1;
   rocksdb_free(v);
   return off;
 }
@@ -439,7 +439,7 @@ rocksdb_t *ixia_idx_db(ixia_idx_t *idx) { return idx->db; }
 
 static void hash_len_bytes(XXH3_state_t *h, const void *p, size_t n) {
   guint8 len[8];
-  be64(len, n);
+  ixia_bytes_put64(len, n);
   XXH3_128bits_update(h, len, 8);
   XXH3_128bits_update(h, p, n);
 }
@@ -458,7 +458,7 @@ static GByteArray *canonical_bitmap(const char *v, size_t vl, gboolean *bad) {
     guint32 *ids = g_new(guint32, n);
     roaring_bitmap_to_uint32_array(b, ids);
     c = g_byte_array_sized_new((guint)(n * 4));
-    for (guint64 i = 0; i < n; i++) append32(c, ids[i]);
+    for (guint64 i = 0; i < n; i++) ixia_bytes_append32(c, ids[i]);
     g_free(ids);
   }
   roaring_bitmap_free(b);
@@ -479,15 +479,15 @@ static GByteArray *canonical_column(const char *v, size_t vl, gboolean *bad) {
     const void *vals = col_slot(col, s, &n);
     if (!n) continue;
     if (!c) c = g_byte_array_new();
-    append32(c, s);
-    append32(c, n);
+    ixia_bytes_append32(c, s);
+    ixia_bytes_append32(c, n);
     for (guint32 i = 0; i < n; i++) {
       if (col->width == 8) {
         guint64 bits;
         memcpy(&bits, (const double *)vals + i, 8);
-        append64(c, bits);
+        ixia_bytes_append64(c, bits);
       } else {
-        append32(c, ((const guint32 *)vals)[i]);
+        ixia_bytes_append32(c, ((const guint32 *)vals)[i]);
       }
     }
   }

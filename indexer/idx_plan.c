@@ -133,7 +133,7 @@ static int u64_cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static guint64 bytes_key(GBytes *b) { return rd64(g_bytes_get_data(b, NULL)); }
+static guint64 bytes_key(GBytes *b) { return ixia_bytes_get64(g_bytes_get_data(b, NULL)); }
 
 /* ---------------------------------------------------------- estimates */
 
@@ -213,7 +213,7 @@ static gboolean walk_values(ixia_search_ctx_t *s, pnode_t *p, guint cap, gboolea
   GByteArray *start = g_byte_array_new();
   guint8 pre = K_VALUE;
   g_byte_array_append(start, &pre, 1);
-  append32(start, p->field->id);
+  ixia_bytes_append32(start, p->field->id);
   GBytes *from = f->kind == IXIA_F_PREFIX ? f->values->pdata[0] : f->lo;
   gsize from_len = 0;
   const guint8 *from_p = from ? g_bytes_get_data(from, &from_len) : NULL;
@@ -246,7 +246,7 @@ static gboolean walk_values(ixia_search_ctx_t *s, pnode_t *p, guint cap, gboolea
       *more = TRUE;
       break;
     }
-    guint32 vid = rd32(v);
+    guint32 vid = ixia_bytes_get32(v);
     g_array_append_val(p->vids, vid);
   }
   char *rerr = NULL;

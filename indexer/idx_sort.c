@@ -279,7 +279,7 @@ ixia_idx_sort_t *ixia_idx_sort_new(ixia_search_ctx_t *s, const ixia_idx_search_o
       v->has = 1;
       v->p = p;
       v->len = (guint32)n;
-      if (!S->keys[i].bytes) v->num = rd64(p);
+      if (!S->keys[i].bytes) v->num = ixia_bytes_get64(p);
     }
     S->after_key = g_strndup(o->after->key, o->after->key_len);
     S->after_key_len = o->after->key_len;
@@ -695,7 +695,7 @@ static GBytes *sval_bytes(const skey_t *k, const sval_t *v) {
   if (!v->has) return NULL;
   if (k->bytes) return g_bytes_new(v->p, v->len);
   guint8 b[IXIA_NUM_BYTES];
-  be64(b, v->num);
+  ixia_bytes_put64(b, v->num);
   return g_bytes_new(b, sizeof b);
 }
 

@@ -4,28 +4,23 @@
 #include <fcntl.h>
 #include <librdkafka/rdkafka.h>
 #include <string.h>
-#include <sys/file.h>
 #include <unistd.h>
 
-#include "cache.h"
 #include "disk.h"
 #include "expiry.h"
 #include "heal.h"
+#include "invalidator.h"
 #include "json.h"
 #include "kafka_util.h"
 #include "log.h"
 #include "monitor.h"
-#include "store.h"
+#include "record.h"
 #include "thrift_util.h"
 
-/* How long start-up waits for the topic's metadata. */
-#define METADATA_WAIT_US (30 * G_USEC_PER_SEC)
 /* An idle poll returns after this long so queued reindex calls are served. */
 #define IDLE_POLL_MS 100
 /* First back-off after the index failed to write a batch. */
 #define RETRY_MIN_MS 50
-/* Batches of keys waiting for the invalidator beyond which more are dropped. */
-#define INVAL_QUEUE_MAX 16
 /* One Kafka (or memcached) warning per this long; the rest are counted. */
 #define LOG_EVERY_US (5 * G_USEC_PER_SEC)
 /* While paused for disk space, free space is measured this often. */
@@ -36,33 +31,6 @@
 /* A table whose schema the API did not have either is not asked for again
  * before this long. */
 #define SCHEMA_MISS_RETRY_US (10 * G_USEC_PER_SEC)
-
-/* ---------- rate-limited warnings ---------- */
-
-typedef struct {
-  GMutex lock;
-  gint64 last;
-  guint suppressed;
-} ratelimit_t;
-
-static void ratelimited_warn(ratelimit_t *rl, const char *what, const char *msg) {
-  g_mutex_lock(&rl->lock);
-  gint64 now = g_get_monotonic_time();
-  gboolean emit = rl->last == 0 || now - rl->last >= LOG_EVERY_US;
-  guint suppressed = rl->suppressed;
-  if (emit) {
-    rl->last = now;
-    rl->suppressed = 0;
-  } else {
-    rl->suppressed++;
-  }
-  g_mutex_unlock(&rl->lock);
-  if (!emit) return;
-  if (suppressed)
-    IXIA_WARN("%s: %s (%u similar messages suppressed)", what, msg, suppressed);
-  else
-    IXIA_WARN("%s: %s", what, msg);
-}
 
 /* ---------- state ---------- */
 
@@ -97,6 +65,7 @@ struct ixia_indexer {
   ixia_idx_t *idx;
   char *topic;
   char *brokers;
+  gint64 metadata_wait_us; /* kafka.metadata_timeout_ms */
   char *failed_log;
   gint32 n_partitions;
   GArray *owned;       /* gint32, sorted */
@@ -133,10 +102,9 @@ struct ixia_indexer {
   gint reaping; /* atomic: the apply thread is dropping expired documents */
 
   ixia_cache_t *cache;
-  GThread *inval_thread;
-  GAsyncQueue *inval_q; /* GPtrArray of GBytes (truth-store keys), or &wake_marker */
+  ixia_invalidator_t *invalidator; /* NULL: no cache to invalidate */
 
-  ratelimit_t kafka_rl, cache_rl, failed_rl;
+  ixia_log_limit_t kafka_rl, failed_rl;
 
   /* Self-healing and anti-entropy (heal.h), the expiry schedule (expiry.h;
    * apply thread), and tables the API had no schema for either (apply
@@ -159,9 +127,6 @@ struct ixia_indexer {
   guint64 failed_log_errors;
   guint64 reindex_calls;
   guint64 reindex_ignored;
-  guint64 invalidations;
-  guint64 invalidation_failures;
-  guint64 invalidations_dropped;
   guint64 disk_pauses;   /* times the apply thread paused for disk space */
   guint64 reindex_refused_disk_full;
   guint64 offsets_rewound; /* partitions whose offsets went back */
@@ -174,121 +139,9 @@ static char wake_marker;
 
 /* ---------- failed-updates log ---------- */
 
-char *ixia_indexer_failed_log_path(const ixia_config_t *cfg) {
-  const char *set = ixia_config_str(cfg, "indexer.failed_log");
-  if (set && *set) return g_strdup(set);
-  /* Canonical form drops trailing slashes, so "data/index/" names the same
-   * file as "data/index". */
-  char *index = g_canonicalize_filename(ixia_config_str(cfg, "index.path"), NULL);
-  char *path = g_strconcat(index, ".failed-updates.jsonl", NULL);
-  g_free(index);
-  return path;
-}
-
-gboolean ixia_failed_log_append(const char *path, const char *text, size_t len,
-                                gboolean *dir_synced, ixia_error_t **err) {
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return ixia_error_set(err, IXIA_EUNAVAILABLE, "failed-updates log %s: %s", path,
-                          g_strerror(errno));
-  while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
-  }
-  const char *p = text;
-  size_t left = len;
-  gboolean ok = TRUE;
-  while (ok && left > 0) {
-    ssize_t w = write(fd, p, left);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      ok = FALSE;
-      break;
-    }
-    p += w;
-    left -= (size_t)w;
-  }
-  ok = ok && fdatasync(fd) == 0;
-  int saved = errno;
-  close(fd);
-  if (!ok)
-    return ixia_error_set(err, IXIA_EUNAVAILABLE, "failed-updates log %s: write: %s", path,
-                          g_strerror(saved));
-  if (!dir_synced || !*dir_synced) {
-    /* The file may have just been created: make its name durable too. */
-    char *dir = g_path_get_dirname(path);
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      gboolean synced = fsync(dfd) == 0;
-      if (dir_synced) *dir_synced = synced;
-      close(dfd);
-    }
-    g_free(dir);
-  }
-  return TRUE;
-}
-
 static gboolean failed_log_write(ixia_indexer_t *ix, const char *text, size_t len,
                                  ixia_error_t **err) {
   return ixia_failed_log_append(ix->failed_log, text, len, &ix->log_dir_synced, err);
-}
-
-static void add_str_or_null(cJSON *o, const char *name, const char *s, size_t len) {
-  if (s && g_utf8_validate(s, (gssize)len, NULL)) {
-    char *copy = ixia_memdup0(s, len);
-    cJSON_AddStringToObject(o, name, copy);
-    g_free(copy);
-  } else {
-    cJSON_AddNullToObject(o, name);
-  }
-}
-
-static const char *op_name(gint op) {
-  switch (op) {
-    case IXIA_IDX_PUT: return "PUT";
-    case IXIA_IDX_DELETE: return "DELETE";
-    case IXIA_IDX_SCHEMA: return "SCHEMA";
-    default: return NULL;
-  }
-}
-
-char *ixia_failed_log_line(const char *ns, size_t ns_len, const char *table, size_t table_len,
-                         const char *key, size_t key_len, gint64 version, gint op,
-                         ixia_code_t code, const char *error, gint32 partition, gint64 offset) {
-  cJSON *o = cJSON_CreateObject();
-  add_str_or_null(o, "ns", ns, ns_len);
-  add_str_or_null(o, "table", table, table_len);
-  add_str_or_null(o, "key", key, key_len);
-  if (key && !g_utf8_validate(key, (gssize)key_len, NULL)) {
-    char *b64 = g_base64_encode((const guchar *)key, key_len);
-    cJSON_AddStringToObject(o, "key_base64", b64);
-    g_free(b64);
-  }
-  if (version >= 0)
-    cJSON_AddNumberToObject(o, "version", (double)version);
-  else
-    cJSON_AddNullToObject(o, "version");
-  if (op_name(op))
-    cJSON_AddStringToObject(o, "op", op_name(op));
-  else
-    cJSON_AddNullToObject(o, "op");
-  cJSON_AddStringToObject(o, "error", error);
-  cJSON_AddStringToObject(o, "code", ixia_code_name(code));
-  GDateTime *now = g_date_time_new_now_utc();
-  char *stamp = g_date_time_format_iso8601(now);
-  g_date_time_unref(now);
-  cJSON_AddStringToObject(o, "time", stamp);
-  g_free(stamp);
-  if (partition >= 0) {
-    cJSON_AddNumberToObject(o, "partition", partition);
-    cJSON_AddNumberToObject(o, "offset", (double)offset);
-  } else {
-    cJSON_AddNullToObject(o, "partition");
-    cJSON_AddNullToObject(o, "offset");
-  }
-  char *text = ixia_json_print(o);
-  cJSON_Delete(o);
-  char *line = g_strconcat(text, "\n", NULL);
-  g_free(text);
-  return line;
 }
 
 typedef struct {
@@ -318,7 +171,7 @@ static void on_failed(const ixia_idx_event_t *ev, const ixia_error_t *why, void 
   ixia_error_t *err = NULL;
   if (failed_log_write(ix, line, strlen(line), &err)) {
     __atomic_add_fetch(&ix->failed_log_lines, 1, __ATOMIC_RELAXED);
-    ratelimited_warn(&ix->failed_rl, "failed update (in the failed-updates log)", g_strchomp(line));
+    ixia_log_warn_limited(&ix->failed_rl, "failed update (in the failed-updates log)", g_strchomp(line));
   } else {
     /* The batch commits anyway (the index API cannot be stopped from
      * here): keep the line in the daemon's log so it is not lost. */
@@ -380,7 +233,7 @@ GArray *ixia_indexer_parse_partitions(const char *spec, gint32 n_partitions, ixi
 /* The topic's partition count (an indexer cannot choose its partitions
  * without it). */
 static gint32 topic_partitions(ixia_indexer_t *ix, ixia_error_t **err) {
-  return ixia_kafka_topic_partitions(ix->rk, ix->topic, ix->brokers, METADATA_WAIT_US, err);
+  return ixia_kafka_topic_partitions(ix->rk, ix->topic, ix->brokers, ix->metadata_wait_us, err);
 }
 
 /* (Re)assigns every owned partition at its stored position: at start, and
@@ -402,7 +255,7 @@ static gboolean assign_stored(ixia_indexer_t *ix, ixia_error_t **err) {
 
 gboolean ixia_indexer_owns_key(ixia_indexer_t *ix, const char *ns, const char *table,
                                const char *key, size_t key_len) {
-  GBytes *k = ixia_store_doc_key(ns, table, key, key_len);
+  GBytes *k = ixia_record_doc_key(ns, table, key, key_len);
   size_t len;
   const void *data = g_bytes_get_data(k, &len);
   gint32 p = rd_kafka_msg_partitioner_consistent_random(ix->rkt, data, len, ix->n_partitions,
@@ -555,7 +408,7 @@ static void batch_add(ixia_indexer_t *ix, batch_t *b, const rd_kafka_message_t *
   char kind = 0;
   const char *ns = NULL, *table = NULL, *key = NULL;
   size_t nl = 0, tl = 0, kl = 0;
-  if (!m->key || !ixia_store_parse_key(m->key, m->key_len, &kind, &ns, &nl, &table, &tl, &key, &kl))
+  if (!m->key || !ixia_record_parse_key(m->key, m->key_len, &kind, &ns, &nl, &table, &tl, &key, &kl))
     ns = table = key = NULL;
   char *line = ixia_failed_log_line(ns, nl, table, tl, kind == 'd' ? key : NULL, kl, -1,
                            kind == 's' ? IXIA_IDX_SCHEMA : 0, why->code, why->message, p,
@@ -597,7 +450,7 @@ static void gather(ixia_indexer_t *ix, batch_t *b) {
     if (m->err) {
       __atomic_add_fetch(&ix->kafka_errors, 1, __ATOMIC_RELAXED);
       char *msg = g_strdup_printf("%s (partition %d)", rd_kafka_message_errstr(m), (int)m->partition);
-      ratelimited_warn(&ix->kafka_rl, "kafka consumer", msg);
+      ixia_log_warn_limited(&ix->kafka_rl, "kafka consumer", msg);
       g_free(msg);
       rd_kafka_message_destroy(m);
       continue;
@@ -608,64 +461,6 @@ static void gather(ixia_indexer_t *ix, batch_t *b) {
     }
     rd_kafka_message_destroy(m);
   }
-}
-
-/* Queues the PUT/DELETE keys of an applied batch, once each, for deletion
- * from memcached by the invalidator thread. */
-static void queue_invalidations(ixia_indexer_t *ix, const batch_t *b) {
-  if (!ix->cache || b->events->len == 0) return;
-  GHashTable *seen = g_hash_table_new(g_bytes_hash, g_bytes_equal);
-  GPtrArray *keys = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
-  for (guint i = 0; i < b->events->len; i++) {
-    const ixia_idx_event_t *ev = &g_array_index(b->events, ixia_idx_event_t, i);
-    if (ev->op == IXIA_IDX_SCHEMA) continue;
-    GBytes *k = ixia_store_doc_key(ev->ns, ev->table, ev->key, ev->key_len);
-    if (g_hash_table_add(seen, k))
-      g_ptr_array_add(keys, k);
-    else
-      g_bytes_unref(k);
-  }
-  g_hash_table_destroy(seen);
-  if (keys->len == 0 || g_async_queue_length(ix->inval_q) >= INVAL_QUEUE_MAX) {
-    __atomic_add_fetch(&ix->invalidations_dropped, keys->len, __ATOMIC_RELAXED);
-    g_ptr_array_unref(keys);
-    return;
-  }
-  g_async_queue_push(ix->inval_q, keys);
-}
-
-static gpointer inval_main(gpointer data) {
-  ixia_indexer_t *ix = data;
-  for (;;) {
-    gpointer item = g_async_queue_pop(ix->inval_q);
-    if (item == &wake_marker) break;
-    GPtrArray *keys = item;
-    /* One pipelined round for the whole batch. */
-    ixia_cache_keyref_t *refs = g_new(ixia_cache_keyref_t, keys->len + 1);
-    GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
-    guint n = 0;
-    for (guint i = 0; i < keys->len; i++) {
-      size_t len;
-      const char *k = g_bytes_get_data(g_ptr_array_index(keys, i), &len);
-      const char *ns, *table, *key;
-      size_t nl, tl, kl;
-      if (!ixia_store_parse_key(k, len, NULL, &ns, &nl, &table, &tl, &key, &kl)) continue;
-      char *ns0 = ixia_memdup0(ns, nl), *table0 = ixia_memdup0(table, tl);
-      g_ptr_array_add(names, ns0);
-      g_ptr_array_add(names, table0);
-      refs[n++] = (ixia_cache_keyref_t){ns0, table0, key, kl};
-    }
-    guint failed = ixia_cache_invalidate_many(ix->cache, refs, n);
-    __atomic_add_fetch(&ix->invalidations, n - failed, __ATOMIC_RELAXED);
-    if (failed) {
-      __atomic_add_fetch(&ix->invalidation_failures, failed, __ATOMIC_RELAXED);
-      ratelimited_warn(&ix->cache_rl, "cache", "invalidating indexed keys failed");
-    }
-    g_free(refs);
-    g_ptr_array_free(names, TRUE);
-    g_ptr_array_unref(keys);
-  }
-  return NULL;
 }
 
 /* Events of a table the index has no schema for cannot be indexed: their
@@ -793,7 +588,7 @@ static void reap_expired(ixia_indexer_t *ix) {
         ixia_expiry_entry_t *en = g_ptr_array_index(kept, i);
         ixia_expiry_add(ix->expiry, en->ns, en->table, en->key, en->key_len, en->expire_at);
       }
-      ratelimited_warn(&ix->kafka_rl, "expiry", err->message);
+      ixia_log_warn_limited(&ix->kafka_rl, "expiry", err->message);
       ixia_error_destroy(err);
     }
   }
@@ -938,7 +733,7 @@ static void pause_for_disk(ixia_indexer_t *ix) {
   g_atomic_int_set(&ix->disk_paused, 1);
   __atomic_add_fetch(&ix->disk_pauses, 1, __ATOMIC_RELAXED);
   rd_kafka_resp_err_t kerr = rd_kafka_assign(ix->rk, NULL);
-  if (kerr) ratelimited_warn(&ix->kafka_rl, "kafka unassign", rd_kafka_err2str(kerr));
+  if (kerr) ixia_log_warn_limited(&ix->kafka_rl, "kafka unassign", rd_kafka_err2str(kerr));
   while (!g_atomic_int_get(&ix->stop)) {
     serve_jobs(ix, DISK_RECHECK_US);
     /* Serves librdkafka's callbacks; no partition is assigned, so any
@@ -950,7 +745,7 @@ static void pause_for_disk(ixia_indexer_t *ix) {
   }
   ixia_error_t *aerr = NULL;
   if (!assign_stored(ix, &aerr)) {
-    ratelimited_warn(&ix->kafka_rl, "kafka", aerr->message);
+    ixia_log_warn_limited(&ix->kafka_rl, "kafka", aerr->message);
     ixia_error_destroy(aerr);
   }
   g_atomic_int_set(&ix->disk_paused, 0);
@@ -986,7 +781,7 @@ static void check_ends(ixia_indexer_t *ix) {
     ixia_idx_position_t pos = {p, MAX(lo, 0)};
     ixia_error_t *err = NULL;
     if (!ixia_idx_apply(ix->idx, NULL, 0, &pos, 1, NULL, NULL, NULL, &err)) {
-      ratelimited_warn(&ix->kafka_rl, "storing a position", err->message);
+      ixia_log_warn_limited(&ix->kafka_rl, "storing a position", err->message);
       ixia_error_destroy(err);
       continue;
     }
@@ -996,7 +791,7 @@ static void check_ends(ixia_indexer_t *ix) {
     g_cond_broadcast(&ix->pos_cond);
     g_mutex_unlock(&ix->pos_lock);
     if (!assign_stored(ix, &err)) {
-      ratelimited_warn(&ix->kafka_rl, "kafka", err->message);
+      ixia_log_warn_limited(&ix->kafka_rl, "kafka", err->message);
       ixia_error_destroy(err);
     }
   }
@@ -1030,7 +825,7 @@ static gpointer apply_main(gpointer data) {
       if (any_rewound(ix, &b)) {
         ixia_error_t *err = NULL;
         if (!apply_batch(ix, &b, &err)) {
-          ratelimited_warn(&ix->kafka_rl, "storing a position", err->message);
+          ixia_log_warn_limited(&ix->kafka_rl, "storing a position", err->message);
           ixia_error_destroy(err);
           batch_reset(&b, ix->n_partitions);
           continue;
@@ -1051,7 +846,8 @@ static gpointer apply_main(gpointer data) {
       __atomic_add_fetch(&ix->batches, 1, __ATOMIC_RELAXED);
       __atomic_add_fetch(&ix->messages, b.messages, __ATOMIC_RELAXED);
       publish_positions(ix, &b);
-      queue_invalidations(ix, &b);
+      ixia_invalidator_queue(ix->invalidator, (const ixia_idx_event_t *)(void *)b.events->data,
+                             b.events->len);
       ixia_indexer_monitor_batch(ix->monitor, b.objs, (const origin_t *)(void *)b.origins->data, b.next);
       batch_reset(&b, ix->n_partitions);
       backoff_ms = 0;
@@ -1068,7 +864,7 @@ static gpointer apply_main(gpointer data) {
     serve_jobs(ix, backoff_ms * 1000);
     ixia_error_t *aerr = NULL;
     if (!assign_stored(ix, &aerr)) {
-      ratelimited_warn(&ix->kafka_rl, "kafka", aerr->message);
+      ixia_log_warn_limited(&ix->kafka_rl, "kafka", aerr->message);
       ixia_error_destroy(aerr);
     }
   }
@@ -1083,7 +879,7 @@ static void on_error(rd_kafka_t *rk, int kerr, const char *reason, void *opaque)
   ixia_indexer_t *ix = opaque;
   __atomic_add_fetch(&ix->kafka_errors, 1, __ATOMIC_RELAXED);
   char *msg = g_strdup_printf("%s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)kerr), reason);
-  ratelimited_warn(&ix->kafka_rl, "kafka", msg);
+  ixia_log_warn_limited(&ix->kafka_rl, "kafka", msg);
   g_free(msg);
 }
 
@@ -1142,7 +938,8 @@ ixia_indexer_t *ixia_indexer_new(const ixia_config_t *cfg, ixia_idx_t *idx, ixia
   ix->idx = idx;
   ix->topic = g_strdup(ixia_config_str(cfg, "kafka.topic"));
   ix->brokers = g_strdup(ixia_config_str(cfg, "kafka.brokers"));
-  ix->failed_log = ixia_indexer_failed_log_path(cfg);
+  ix->metadata_wait_us = ixia_config_int(cfg, "kafka.metadata_timeout_ms") * 1000;
+  ix->failed_log = ixia_failed_log_path(cfg);
   ix->max_events = (guint)ixia_config_int(cfg, "indexer.batch_max_events");
   ix->wait_ms = ixia_config_int(cfg, "indexer.batch_wait_ms");
   g_snprintf(ix->fetch_wait, sizeof ix->fetch_wait, "%" G_GINT64_FORMAT,
@@ -1152,11 +949,9 @@ ixia_indexer_t *ixia_indexer_new(const ixia_config_t *cfg, ixia_idx_t *idx, ixia
   g_mutex_init(&ix->job_lock);
   g_mutex_init(&ix->pos_lock);
   g_cond_init(&ix->pos_cond);
-  g_mutex_init(&ix->kafka_rl.lock);
-  g_mutex_init(&ix->cache_rl.lock);
-  g_mutex_init(&ix->failed_rl.lock);
+  ixia_log_limit_init(&ix->kafka_rl, LOG_EVERY_US);
+  ixia_log_limit_init(&ix->failed_rl, LOG_EVERY_US);
   ix->jobs = g_async_queue_new();
-  ix->inval_q = g_async_queue_new();
   ix->expiry = ixia_expiry_new();
   ix->schema_misses = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   ix->stopped = TRUE; /* nothing to stop until the threads run */
@@ -1190,8 +985,9 @@ ixia_indexer_t *ixia_indexer_new(const ixia_config_t *cfg, ixia_idx_t *idx, ixia
   }
   if (ok && ixia_config_bool(cfg, "indexer.invalidate_cache") &&
       *ixia_config_str(cfg, "cache.servers")) {
-    ix->cache = ixia_cache_new(cfg, err);
-    ok = ix->cache != NULL;
+    ixia_cache_t *cache = ixia_cache_new(cfg, err);
+    ok = cache != NULL;
+    if (ok) ix->invalidator = ixia_invalidator_new(cache);
   }
   ok = ok && consumer_new(ix, err);
   if (ok) {
@@ -1236,11 +1032,10 @@ ixia_indexer_t *ixia_indexer_new(const ixia_config_t *cfg, ixia_idx_t *idx, ixia
   IXIA_INFO("indexer: consuming %s partitions %s (partition@stored position, -1 = beginning) of %d "
             "at %s; failed updates to %s%s",
             ix->topic, list->str, (int)ix->n_partitions, ix->brokers, ix->failed_log,
-            ix->cache ? "; invalidating the cache" : "");
+            ix->invalidator ? "; invalidating the cache" : "");
   g_string_free(list, TRUE);
   ix->monitor = ixia_indexer_monitor_new(ix->rk, ix->topic, ix->group, ix->n_partitions);
   ix->stopped = FALSE;
-  if (ix->cache) ix->inval_thread = g_thread_new("ixia-invalidate", inval_main, ix);
   ix->thread = g_thread_new("ixia-apply", apply_main, ix);
   ixia_heal_start(ix->heal);
   return ix;
@@ -1265,11 +1060,7 @@ void ixia_indexer_stop(ixia_indexer_t *ix) {
       job_finish(item, FALSE, 0, ixia_error_new(IXIA_EUNAVAILABLE, "the indexer is stopping"));
       job_release(item);
     }
-  if (ix->inval_thread) {
-    g_async_queue_push(ix->inval_q, &wake_marker);
-    g_thread_join(ix->inval_thread);
-    ix->inval_thread = NULL;
-  }
+  ixia_invalidator_stop(ix->invalidator);
   rd_kafka_resp_err_t kerr = rd_kafka_consumer_close(ix->rk);
   if (kerr) IXIA_WARN("kafka: closing the consumer: %s", rd_kafka_err2str(kerr));
   IXIA_INFO("indexer stopped after %" G_GUINT64_FORMAT " batches, %" G_GUINT64_FORMAT " messages",
@@ -1283,12 +1074,8 @@ void ixia_indexer_destroy(ixia_indexer_t *ix) {
   if (ix->rkt) rd_kafka_topic_destroy(ix->rkt);
   if (ix->consumer_q) rd_kafka_queue_destroy(ix->consumer_q);
   if (ix->rk) rd_kafka_destroy(ix->rk);
-  gpointer item;
-  while ((item = g_async_queue_try_pop(ix->inval_q)))
-    if (item != &wake_marker) g_ptr_array_unref(item);
-  g_async_queue_unref(ix->inval_q);
   g_async_queue_unref(ix->jobs);
-  ixia_cache_destroy(ix->cache);
+  ixia_invalidator_destroy(ix->invalidator);
   ixia_disk_reserve_destroy(ix->disk);
   ixia_heal_destroy(ix->heal);
   ixia_expiry_destroy(ix->expiry);
@@ -1300,9 +1087,8 @@ void ixia_indexer_destroy(ixia_indexer_t *ix) {
   g_mutex_clear(&ix->job_lock);
   g_mutex_clear(&ix->pos_lock);
   g_cond_clear(&ix->pos_cond);
-  g_mutex_clear(&ix->kafka_rl.lock);
-  g_mutex_clear(&ix->cache_rl.lock);
-  g_mutex_clear(&ix->failed_rl.lock);
+  ixia_log_limit_clear(&ix->kafka_rl);
+  ixia_log_limit_clear(&ix->failed_rl);
   g_free(ix->topic);
   g_free(ix->brokers);
   g_free(ix->failed_log);
@@ -1336,7 +1122,7 @@ gboolean ixia_indexer_learn_schema(ixia_indexer_t *ix, const char *ns, const cha
   ixia_error_t *err = NULL;
   GPtrArray *schemas = ixia_heal_fetch_schemas(ix->heal, &err);
   if (!schemas) {
-    ratelimited_warn(&ix->kafka_rl, "fetching schemas", err->message);
+    ixia_log_warn_limited(&ix->kafka_rl, "fetching schemas", err->message);
     ixia_error_destroy(err);
     return FALSE;
   }
@@ -1351,7 +1137,7 @@ gboolean ixia_indexer_learn_schema(ixia_indexer_t *ix, const char *ns, const cha
   }
   gboolean ok = found && ixia_indexer_reindex(ix, (const ixia_idx_event_t *)(void *)evs->data, evs->len, NULL, &err);
   if (found && !ok) {
-    ratelimited_warn(&ix->kafka_rl, "applying schemas", err->message);
+    ixia_log_warn_limited(&ix->kafka_rl, "applying schemas", err->message);
     ixia_error_destroy(err);
   }
   if (ok) {
@@ -1558,15 +1344,13 @@ char *ixia_indexer_status(ixia_indexer_t *ix) {
   COUNTER(failed_log_errors);
   COUNTER(reindex_calls);
   COUNTER(reindex_ignored);
-  COUNTER(invalidations);
-  COUNTER(invalidation_failures);
-  COUNTER(invalidations_dropped);
   COUNTER(disk_pauses);
   COUNTER(reindex_refused_disk_full);
   COUNTER(offsets_rewound);
   COUNTER(expired_removed);
   COUNTER(schemas_fetched);
 #undef COUNTER
+  ixia_invalidator_status(ix->invalidator, o);
   cJSON_AddNumberToObject(o, "expiry_scheduled", (double)ixia_expiry_size(ix->expiry));
   ixia_heal_status(ix->heal, o);
   cJSON_AddNumberToObject(o, "apply_ms", (double)__atomic_load_n(&ix->apply_us, __ATOMIC_RELAXED) / 1000.0);

@@ -47,36 +47,12 @@
  * search times out with its usual error (which then says why). Pausing and
  * resuming are each logged once; status shows them.
  *
- * Failed-updates log. Events that cannot be indexed (undecodable message,
- * unsupported format, wrong type for a declared field, a limit) are skipped
- * and appended as one JSON object per line:
- *   {"ns", "table", "key", "version", "op", "error", "code",
- *    "time" (ISO-8601 UTC), "partition", "offset"}
- * Unknown parts are null (an undecodable message whose Kafka key is not a
- * truth-store key has no ns/table/key; events given to reindex() have no
- * partition/offset). "key" is a string when the key is UTF-8, otherwise the
- * line has "key": null and "key_base64". Every line is written and
- * fdatasync'd before the position of its event is committed to the index,
- * so a crash can duplicate a line but never lose one. The file is opened
- * for each append (O_APPEND, under an exclusive flock) and closed again, so
- * a tool may rewrite or replace it (taking the same flock) while the
- * indexer runs.
+ * Failed-updates log (failed_log.h). Events that cannot be indexed are
+ * skipped and appended to it before their position is committed.
  *
- * Location (ixia_indexer_failed_log_path): indexer.failed_log when set;
- * otherwise "<index.path>.failed-updates.jsonl", i.e. a file BESIDE the index
- * directory in its parent directory (index.path "data/index" gives
- * "data/index.failed-updates.jsonl"). It is outside index.path so that it
- * survives wiping and rebuilding the index, and named after the index
- * directory so that several shards sharing a parent directory never mix
- * their logs (replaying a line through the wrong shard would drop it).
- *
- * Cache. With indexer.invalidate_cache and a non-empty cache.servers, every
- * PUT/DELETE key of an applied batch is deleted from memcached once more,
- * by a separate thread so that memcached round trips never delay the next
- * batch (the query API already deletes on write; this closes the window of
- * a backfill racing the write). Failures are only logged and counted; when
- * more than a few batches wait, further invalidations are dropped and
- * counted (the cache TTL bounds staleness).
+ * Cache (invalidator.h). With indexer.invalidate_cache and a non-empty
+ * cache.servers, every PUT/DELETE key of an applied batch is deleted from
+ * memcached once more, off the apply thread.
  *
  * Thread safety: ixia_indexer_new/stop/destroy from one controlling thread;
  * every other function may be called from any thread (server workers) while
@@ -88,13 +64,11 @@
 
 #include "config.h"
 #include "error.h"
+#include "failed_log.h"
 #include "index.h"
 #include "ixia_ixia_types.h"
 
 typedef struct ixia_indexer ixia_indexer_t;
-
-/* The failed-updates log of cfg (rule above). Caller g_free's. */
-char *ixia_indexer_failed_log_path(const ixia_config_t *cfg);
 
 /* Parses an indexer.partitions value for a topic of n_partitions
  * partitions. Returns a sorted, deduplicated GArray of gint32 (every
@@ -194,17 +168,5 @@ ixia_indexer_monitor_t *ixia_indexer_monitor_of(ixia_indexer_t *ix);
  * processor). Query limits come from cfg's query.* options. g_object_unref
  * the result. */
 ThriftProcessor *ixia_search_processor_new(ixia_indexer_t *ix, const ixia_config_t *cfg);
-
-/* The failed-updates log, shared with the recovery tools. One JSON line
- * (with its newline, g_malloc'd); unknown parts: NULL strings,
- * version/partition/offset < 0, op 0. */
-char *ixia_failed_log_line(const char *ns, size_t ns_len, const char *table, size_t table_len,
-                           const char *key, size_t key_len, gint64 version, gint op,
-                           ixia_code_t code, const char *error, gint32 partition, gint64 offset);
-/* Appends whole lines under an exclusive flock and fdatasyncs them; the file
- * is opened per append so a tool that renames it aside is never written
- * around. *dir_synced (may be NULL) skips the directory fsync once done. */
-gboolean ixia_failed_log_append(const char *path, const char *text, size_t len,
-                                gboolean *dir_synced, ixia_error_t **err);
 
 #endif

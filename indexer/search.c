@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "antientropy.h"
+#include "bytes.h"
 #include "heal.h"
 #include "indexer.h"
 #include "ixia_search.h"
@@ -100,8 +101,7 @@ static cJSON *parse_request(IxiaShardHandler *h, const char *json, search_req_t 
 
 /* A JSON number that is a whole count from 0 to 2^53. */
 static gboolean json_is_count(const cJSON *v) {
-  return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 9007199254740992.0 &&
-         v->valuedouble == (double)(gint64)v->valuedouble;
+  return cJSON_IsNumber(v) && v->valuedouble >= 0 && ixia_bytes_is_safe_int(v->valuedouble);
 }
 
 static void bytes_unref0(gpointer b) {

@@ -616,7 +616,7 @@ static void route_shards(ixia_api_http_t *h, ixia_http_req_t *r) {
   const cJSON *shards = cJSON_GetObjectItemCaseSensitive(st, "query_indexers");
   char **addrs = g_strsplit(cJSON_IsString(shards) ? shards->valuestring : "", ",", -1);
   cJSON *o = cJSON_CreateObject();
-  cJSON_AddItemToObject(o, "shards", ixia_shard_statuses(addrs, 5000, NULL));
+  cJSON_AddItemToObject(o, "shards", ixia_shard_statuses(addrs, ixia_client_timeouts()->status_ms, NULL));
   g_strfreev(addrs);
   cJSON_Delete(st);
   ixia_http_reply_json(r, 200, ixia_json_print(o));
@@ -735,7 +735,7 @@ gboolean ixia_api_http_ready(gpointer user, GPtrArray *reasons) {
   }
   const cJSON *shards = cJSON_GetObjectItemCaseSensitive(st, "query_indexers");
   char **addrs = g_strsplit(cJSON_IsString(shards) ? shards->valuestring : "", ",", -1);
-  cJSON *statuses = ixia_shard_statuses(addrs, 2000, NULL);
+  cJSON *statuses = ixia_shard_statuses(addrs, ixia_client_timeouts()->status_ms, NULL);
   const cJSON *it;
   cJSON_ArrayForEach(it, statuses) {
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(it, "error");

@@ -107,7 +107,7 @@ static gboolean connect_sink(ixia_replication_t *r, ixia_error_t **err) {
   if (r->client) return TRUE;
   ixia_thrift_conn_t conn;
   /* A sink waits for Kafka; bound how long we wait for the sink. */
-  if (!ixia_thrift_conn_open(&conn, r->sinks[r->current], MIN(r->call_timeout_ms, 5000),
+  if (!ixia_thrift_conn_open(&conn, r->sinks[r->current], MIN(r->call_timeout_ms, ixia_client_timeouts()->connect_ms),
                              r->call_timeout_ms, err)) {
     if (err && *err) ixia_error_prefix(*err, "sink");
     return FALSE;
@@ -167,7 +167,7 @@ static gboolean read_wal(ixia_replication_t *r, gint64 checkpoint, wal_read_t *o
 #define TAIL_MAX_BYTES (64u << 20)
 
 static gint64 batch_last(IxiaWalBatch *b) {
-  return ixia_store_batch_last(b->sequence, (const char *)b->data->data, b->data->len);
+  return ixia_record_batch_last(b->sequence, (const char *)b->data->data, b->data->len);
 }
 
 /* Commit times kept for the age of the oldest pending edit. */
@@ -180,7 +180,7 @@ typedef struct {
 static void on_commit(gint64 first_version, const char *batch, size_t len, gpointer user) {
   ixia_replication_t *r = user;
   IxiaWalBatch *b = ixia_wal_batch_new(first_version, batch, len);
-  pending_t p = {ixia_store_batch_last(first_version, batch, len), g_get_monotonic_time()};
+  pending_t p = {ixia_record_batch_last(first_version, batch, len), g_get_monotonic_time()};
   ixia_metric_observe(r->group_sizes, (double)(p.last - first_version + 1));
   g_mutex_lock(&r->lock);
   if (r->pending->len < PENDING_MAX) g_array_append_val(r->pending, p);

@@ -37,7 +37,7 @@ static gboolean filter_init(filter_t *f, const char *ns, const char *table,
     }
     f->owned[p] = TRUE;
   }
-  GBytes *prefix = ixia_store_doc_key(ns, table, "", 0);
+  GBytes *prefix = ixia_record_doc_key(ns, table, "", 0);
   gsize len;
   const guint8 *data = g_bytes_get_data(prefix, &len);
   f->key = g_byte_array_new();

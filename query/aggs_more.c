@@ -309,7 +309,7 @@ gboolean ixia_more_merge(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st, c
         cJSON_GetArraySize(sv) != (int)g->n_sort)
       return ixia_bad_partial(err, path, "malformed hit");
     /* A version is an integer within 2^53 (a double holds it exactly). */
-    if (!(v->valuedouble >= 0 && v->valuedouble <= MAX_SAFE_INT))
+    if (!(v->valuedouble >= 0 && v->valuedouble <= IXIA_SAFE_INT_MAX))
       return ixia_bad_partial(err, path, "hit version out of range");
     th_hit_t *h = th_new(k->valuestring, (gint64)v->valuedouble, g->n_sort);
     for (const cJSON *e = sv->child; e; e = e->next) {
@@ -352,7 +352,7 @@ static cJSON *bucket_obj(const ixia_aggs_t *a, const ixia_agg_t *g, const bucket
     /* A key from a shard's partial may be any double: format only what an
      * epoch second can be (the bucket itself keeps its numeric key). */
     double ks = key->valuedouble;
-    char *iso = ixia_time_format(isfinite(ks) && fabs(ks) <= MAX_SAFE_INT ? (gint64)ks : 0, g->tz);
+    char *iso = ixia_time_format(isfinite(ks) && fabs(ks) <= IXIA_SAFE_INT_MAX ? (gint64)ks : 0, g->tz);
     cJSON_AddStringToObject(o, "key_as_string", iso);
     g_free(iso);
   }

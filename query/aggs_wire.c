@@ -14,16 +14,6 @@
 
 #include "internal.h"
 
-static void put_be64(guint8 *out, guint64 v) {
-  for (int i = 7; i >= 0; i--, v >>= 8) out[i] = (guint8)v;
-}
-
-static guint64 get_be64(const guint8 *p) {
-  guint64 v = 0;
-  for (int i = 0; i < 8; i++) v = v << 8 | p[i];
-  return v;
-}
-
 cJSON *ixia_b64_json(const guint8 *p, gsize len) {
   static const guint8 none = 0;
   char *s = g_base64_encode(len ? p : &none, len);
@@ -35,7 +25,7 @@ cJSON *ixia_b64_json(const guint8 *p, gsize len) {
 /* 64-bit words (doubles as their bits) packed as base64. */
 static cJSON *b64_words(const guint64 *w, gsize n) {
   guint8 *buf = g_malloc(MAX(n, 1) * 8);
-  for (gsize i = 0; i < n; i++) put_be64(buf + 8 * i, w[i]);
+  for (gsize i = 0; i < n; i++) ixia_bytes_put64(buf + 8 * i, w[i]);
   cJSON *j = ixia_b64_json(buf, n * 8);
   g_free(buf);
   return j;
@@ -149,7 +139,7 @@ gboolean ixia_bad_partial(ixia_error_t **err, const char *path, const char *what
 
 gboolean ixia_get_count(const cJSON *o, const char *key, guint64 *out) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-  if (!ixia_json_is_integer(v) || v->valuedouble < 0 || v->valuedouble > MAX_SAFE_INT) return FALSE;
+  if (!ixia_json_is_integer(v) || v->valuedouble < 0 || v->valuedouble > IXIA_SAFE_INT_MAX) return FALSE;
   *out = (guint64)v->valuedouble;
   return TRUE;
 }
@@ -166,7 +156,7 @@ guint64 *ixia_get_words(const cJSON *o, const char *key, gsize *n) {
   }
   *n = len / 8;
   guint64 *w = g_new(guint64, MAX(*n, 1));
-  for (gsize i = 0; i < *n; i++) w[i] = get_be64(raw + 8 * i);
+  for (gsize i = 0; i < *n; i++) w[i] = ixia_bytes_get64(raw + 8 * i);
   g_free(raw);
   return w;
 }

@@ -19,9 +19,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "query.h"
 
-#define MAX_SAFE_INT 9007199254740992.0 /* 2^53 */
 
 /* ---- values.c ---- */
 

@@ -680,7 +680,7 @@ static gboolean parse_min_doc_count(ixia_agg_t *g, const cJSON *body, const char
                                     ixia_error_t **err) {
   const cJSON *m = cJSON_GetObjectItemCaseSensitive(body, "min_doc_count");
   if (!m || cJSON_IsNull(m)) return TRUE;
-  if (!ixia_json_is_integer(m) || m->valuedouble < 0 || m->valuedouble > MAX_SAFE_INT)
+  if (!ixia_json_is_integer(m) || m->valuedouble < 0 || m->valuedouble > IXIA_SAFE_INT_MAX)
     return perr(err, path, "min_doc_count must be a non-negative integer");
   g->min_doc_count = (guint64)m->valuedouble;
   return TRUE;
@@ -1047,7 +1047,7 @@ static gboolean parse_scalars(ixia_query_t *q, const cJSON *root, const ixia_que
   if (v && !cJSON_IsNull(v)) {
     if (cJSON_IsBool(v))
       q->track_total_hits = cJSON_IsTrue(v) ? G_MAXUINT64 : 0;
-    else if (ixia_json_is_integer(v) && v->valuedouble >= 0 && v->valuedouble <= MAX_SAFE_INT)
+    else if (ixia_json_is_integer(v) && v->valuedouble >= 0 && v->valuedouble <= IXIA_SAFE_INT_MAX)
       q->track_total_hits = (guint64)v->valuedouble;
     else
       return perr(err, "track_total_hits",

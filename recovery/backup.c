@@ -388,7 +388,7 @@ static gboolean archive_wal(archiver_t *a, ixia_error_t **err) {
                                  a->through, a->target);
     for (guint i = 0; ok && i < page->len; i++) {
       IxiaWalBatch *b = g_ptr_array_index(page, i);
-      gint64 last = ixia_store_batch_last(b->sequence, (const char *)b->data->data, b->data->len);
+      gint64 last = ixia_record_batch_last(b->sequence, (const char *)b->data->data, b->data->len);
       if (b->sequence != a->through + 1 || last < b->sequence) {
         ok = ixia_error_set(err, IXIA_EINTERNAL,
                             "WAL batch of versions %" G_GINT64_FORMAT "..%" G_GINT64_FORMAT
@@ -539,7 +539,7 @@ typedef struct {
 
 static gboolean replay_batch(replayer_t *r, gint64 sequence, const char *data, size_t len,
                              const char *path, ixia_error_t **err) {
-  gint64 last = ixia_store_batch_last(sequence, data, len);
+  gint64 last = ixia_record_batch_last(sequence, data, len);
   if (sequence != r->applied_through + 1 || last < sequence)
     return ixia_error_set(err, IXIA_EINTERNAL,
                           "%s: batch of versions %" G_GINT64_FORMAT "..%" G_GINT64_FORMAT
@@ -595,7 +595,7 @@ static gboolean replay_segment(replayer_t *r, const segment_t *s, ixia_error_t *
       break;
     }
     ok = replay_batch(r, seq, data + pos, blen, s->path, err);
-    last_in_file = ixia_store_batch_last(seq, data + pos, blen);
+    last_in_file = ixia_record_batch_last(seq, data + pos, blen);
     pos += blen;
   }
   if (ok && !r->done && last_in_file != s->last)

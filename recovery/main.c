@@ -143,7 +143,8 @@ static int run_rebuild(const ixia_config_t *cfg, opts_t *o, int argc, char **arg
     /* The topic's real partition count: a wrong one would build the wrong
      * partition set without a word. */
     char *brokers = kafka_brokers(cfg);
-    count = ixia_kafka_topic_partitions_at(brokers, ixia_config_str(cfg, "kafka.topic"), 10 * G_USEC_PER_SEC, &err);
+    count = ixia_kafka_topic_partitions_at(brokers, ixia_config_str(cfg, "kafka.topic"),
+                                           ixia_config_int(cfg, "kafka.metadata_timeout_ms") * 1000, &err);
     g_free(brokers);
     if (count <= 0) {
       fprintf(stderr, "ixia-recovery rebuild-index: %s; give the topic's partition count with "

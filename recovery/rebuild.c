@@ -13,7 +13,7 @@
 
 gint32 ixia_recovery_partition(const char *ns, const char *table, const char *key, size_t key_len,
                                gint32 partition_count) {
-  GBytes *k = ixia_store_doc_key(ns, table, key, key_len);
+  GBytes *k = ixia_record_doc_key(ns, table, key, key_len);
   gsize len;
   const void *data = g_bytes_get_data(k, &len);
   /* test_recovery checks this agrees with librdkafka's partitioner. */
@@ -148,8 +148,8 @@ static gboolean feed(rebuild_t *rb, rocksdb_t *db, char kind, const gboolean *ow
     const char *v = rocksdb_iter_value(it, &vl);
     const char *ns, *table, *dkey, *json;
     gint64 version, expire_at;
-    if (!ixia_store_parse_key(k, kl, NULL, &ns, &nl, &table, &tl, &dkey, &dkl) ||
-        !ixia_store_parse_value(v, vl, &version, &expire_at, &json, &jl)) {
+    if (!ixia_record_parse_key(k, kl, NULL, &ns, &nl, &table, &tl, &dkey, &dkl) ||
+        !ixia_record_parse_value(v, vl, &version, &expire_at, &json, &jl)) {
       ok = ixia_error_set(err, IXIA_EINTERNAL, "malformed record in the snapshot store");
       break;
     }
@@ -190,7 +190,7 @@ static char *failed_log_for(const char *index_dir, const ixia_config_t *cfg) {
   ixia_config_t *c = ixia_config_new();
   ixia_config_set(c, "index.path", index_dir, NULL);
   ixia_config_set(c, "indexer.failed_log", ixia_config_str(cfg, "indexer.failed_log"), NULL);
-  char *path = ixia_indexer_failed_log_path(c);
+  char *path = ixia_failed_log_path(c);
   ixia_config_destroy(c);
   return path;
 }

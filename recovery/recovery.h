@@ -125,7 +125,7 @@ cJSON *ixia_recovery_restore(const char *dir, gint64 to_version, const char *sto
  * re-applies the failed-updates log. */
 
 /* The Kafka partition of a document: librdkafka's consistent_random
- * partitioner (CRC-32 of the truth-store key, ixia_store_doc_key, modulo
+ * partitioner (CRC-32 of the truth-store key, ixia_record_doc_key, modulo
  * the partition count), as the replication sink publishes it. */
 gint32 ixia_recovery_partition(const char *ns, const char *table, const char *key, size_t key_len,
                                gint32 partition_count);

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "indexer.h"
+#include "failed_log.h"
 #include "internal.h"
 #include "json.h"
 #include "recovery.h"
@@ -160,17 +160,6 @@ static IxiaChangeEvent *current_event(ixia_client_t *api, const item_t *it, ixia
   return ev;
 }
 
-static gboolean reindex_all(ixia_shard_client_t **shards, guint n, GPtrArray *events, ixia_error_t **err) {
-  for (guint i = 0; i < n; i++) {
-    gint32 count = 0;
-    IxiaIxiaError *xe = NULL;
-    GError *gerr = NULL;
-    gboolean ok = ixia_search_if_reindex(ixia_shard_client_iface(shards[i]), &count, events, &xe, &gerr);
-    if (!ixia_shard_client_check(shards[i], ok, xe, gerr, err)) return FALSE;
-  }
-  return TRUE;
-}
-
 /* Keys (ns\ntable\nkey\nversion) of the entries now in the log. */
 static GHashTable *logged_now(const char *log) {
   GHashTable *set = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
@@ -216,9 +205,7 @@ cJSON *ixia_recovery_replay_failed(const char *api_addr, const char *log, guint 
   gsize text_len = 0;
   guint64 entries = 0, not_replayable = 0, replayed = 0, still_failing = 0, not_attempted = 0;
   ixia_client_t *api = NULL;
-  char **addrs = NULL;
-  ixia_shard_client_t **shards = NULL;
-  guint n = 0;
+  ixia_recovery_shards_t shards = {0};
   cJSON *summary = NULL;
   gboolean ok = take_log(log, aside, err);
   if (ok && g_file_test(aside, G_FILE_TEST_EXISTS)) {
@@ -232,12 +219,7 @@ cJSON *ixia_recovery_replay_failed(const char *api_addr, const char *log, guint 
   ixia_error_t *conn = NULL;
   if (ok && items->len) {
     api = ixia_client_new(api_addr, &conn);
-    if (api) addrs = ixia_client_shards(api, &conn);
-    if (addrs) {
-      n = g_strv_length(addrs);
-      shards = g_new0(ixia_shard_client_t *, n);
-      for (guint i = 0; !conn && i < n; i++) shards[i] = ixia_shard_client_new(g_strstrip(addrs[i]), 60000, &conn);
-    }
+    if (api) ixia_recovery_shards_open(api, &shards, &conn);
   }
   guint step = batch ? batch : 500;
   for (guint at = 0; ok && !conn && at < items->len; at += step) {
@@ -247,7 +229,7 @@ cJSON *ixia_recovery_replay_failed(const char *api_addr, const char *log, guint 
       IxiaChangeEvent *ev = current_event(api, g_ptr_array_index(items, i), &conn);
       if (ev) g_ptr_array_add(events, ev);
     }
-    if (!conn && reindex_all(shards, n, events, &conn))
+    if (!conn && ixia_recovery_reindex(&shards, events, NULL, &conn))
       for (guint i = at; i < end; i++) ((item_t *)g_ptr_array_index(items, i))->attempted = TRUE;
     g_ptr_array_unref(events);
   }
@@ -284,9 +266,7 @@ cJSON *ixia_recovery_replay_failed(const char *api_addr, const char *log, guint 
     cJSON_AddNumberToObject(summary, "seconds", (double)(g_get_monotonic_time() - start) / 1e6);
   }
   ixia_error_destroy(conn);
-  for (guint i = 0; shards && i < n; i++) ixia_shard_client_destroy(shards[i]);
-  g_free(shards);
-  g_strfreev(addrs);
+  ixia_recovery_shards_close(&shards);
   ixia_client_destroy(api);
   g_free(text);
   g_string_free(keep, TRUE);

@@ -132,7 +132,7 @@ static gboolean fetch_shard_docs(stream_t *s, const char *after, size_t after_le
 
 static gboolean fetch_snapshot(stream_t *s, const char *after, size_t after_len, GPtrArray *out,
                                ixia_error_t **err) {
-  GBytes *prefix = ixia_store_doc_key(s->ns, s->table, "", 0);
+  GBytes *prefix = ixia_record_doc_key(s->ns, s->table, "", 0);
   gsize pl;
   const char *p = g_bytes_get_data(prefix, &pl);
   GByteArray *start = g_byte_array_new();
@@ -151,7 +151,7 @@ static gboolean fetch_snapshot(stream_t *s, const char *after, size_t after_len,
     if (kl < pl || memcmp(k, p, pl) != 0) break;
     const char *v = rocksdb_iter_value(it, &vl);
     gint64 version, expire_at;
-    if (!ixia_store_parse_value(v, vl, &version, &expire_at, NULL, NULL)) continue;
+    if (!ixia_record_parse_value(v, vl, &version, &expire_at, NULL, NULL)) continue;
     if (expire_at != 0 && expire_at <= now) continue; /* as the store's scan */
     g_ptr_array_add(out, entry_new(k + pl, kl - pl, version, FALSE));
   }
@@ -598,9 +598,6 @@ cJSON *ixia_recovery_verify(const char *api_addr, const ixia_verify_opts_t *opts
   gint64 start = g_get_monotonic_time();
   ixia_client_t *api = ixia_client_new(api_addr, err);
   if (!api) return NULL;
-  char **addrs = NULL;
-  ixia_shard_client_t **shards = NULL;
-  guint n = 0;
   cJSON *out = NULL;
   report_t r;
   report_init(&r, opts, "verify");
@@ -610,12 +607,10 @@ cJSON *ixia_recovery_verify(const char *api_addr, const ixia_verify_opts_t *opts
   gboolean ok = stats != NULL;
   if (ok && !cJSON_IsArray(tables))
     ok = ixia_error_set(err, IXIA_EUNSUPPORTED, "the API's stats have no \"table_names\" (an older ixia-query-api?)");
-  if (ok) ok = (addrs = ixia_client_shards(api, err)) != NULL;
-  if (ok) {
-    n = g_strv_length(addrs);
-    shards = g_new0(ixia_shard_client_t *, n);
-    for (guint i = 0; ok && i < n; i++) ok = (shards[i] = ixia_shard_client_new(g_strstrip(addrs[i]), 120000, err)) != NULL;
-  }
+  ixia_recovery_shards_t set = {0};
+  if (ok) ok = ixia_recovery_shards_open(api, &set, err);
+  ixia_shard_client_t **shards = set.shards;
+  guint n = set.n;
   const cJSON *t;
   /* One wait covers every table: shards wait on positions, not tables. */
   cJSON *first = cJSON_GetArrayItem(tables, 0);
@@ -649,9 +644,7 @@ cJSON *ixia_recovery_verify(const char *api_addr, const ixia_verify_opts_t *opts
   }
   report_clear(&r);
   cJSON_Delete(stats);
-  for (guint i = 0; shards && i < n; i++) ixia_shard_client_destroy(shards[i]);
-  g_free(shards);
-  g_strfreev(addrs);
+  ixia_recovery_shards_close(&set);
   ixia_client_destroy(api);
   return out;
 }
@@ -672,7 +665,7 @@ static GPtrArray *snapshot_tables(rocksdb_t *db, ixia_error_t **err) {
     size_t kl, nl, tl;
     const char *k = rocksdb_iter_key(it, &kl), *ns, *table;
     if (kl == 0 || k[0] != 's') break;
-    if (ixia_store_parse_key(k, kl, NULL, &ns, &nl, &table, &tl, NULL, NULL)) add_table(ns, nl, table, tl, names);
+    if (ixia_record_parse_key(k, kl, NULL, &ns, &nl, &table, &tl, NULL, NULL)) add_table(ns, nl, table, tl, names);
   }
   char *rerr = NULL;
   rocksdb_iter_get_error(it, &rerr);

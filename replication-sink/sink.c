@@ -8,7 +8,7 @@
 #include "kafka_util.h"
 #include "log.h"
 #include "metrics.h"
-#include "store.h"
+#include "record.h"
 #include "thrift_util.h"
 
 /* ---------- the decoder ---------- */
@@ -72,9 +72,9 @@ static void on_put(void *state, const char *k, size_t klen, const char *v, size_
   gint64 version, expire_at;
   /* The store writes only well-formed records: anything else is corruption
    * or a foreign writer, and skipping it would lose an edit for good. */
-  if (!ixia_store_parse_key(k, klen, NULL, &ns, &nl, &table, &tl, &key, &kl) ||
+  if (!ixia_record_parse_key(k, klen, NULL, &ns, &nl, &table, &tl, &key, &kl) ||
       (kind == 's' && kl != 0) ||
-      !ixia_store_parse_value(v, vlen, &version, &expire_at, &json, &jl)) {
+      !ixia_record_parse_value(v, vlen, &version, &expire_at, &json, &jl)) {
     ixia_error_set(&st->error, IXIA_EINTERNAL,
                    "malformed %s record at sequence %" G_GINT64_FORMAT " (key %zu bytes, value %zu bytes)",
                    kind == 'd' ? "document" : "schema", seq, klen, vlen);
@@ -106,7 +106,7 @@ static void on_delete(void *state, const char *k, size_t klen) {
   }
   const char *ns, *table, *key;
   size_t nl, tl, kl;
-  if (!ixia_store_parse_key(k, klen, NULL, &ns, &nl, &table, &tl, &key, &kl)) {
+  if (!ixia_record_parse_key(k, klen, NULL, &ns, &nl, &table, &tl, &key, &kl)) {
     ixia_error_set(&st->error, IXIA_EINTERNAL,
                    "malformed document key deleted at sequence %" G_GINT64_FORMAT " (%zu bytes)", seq, klen);
     return;

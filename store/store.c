@@ -48,74 +48,6 @@ struct ixia_store {
   ixia_store_stats_t stats;  /* updated with atomics */
 };
 
-static void put_be64(unsigned char *p, guint64 v) {
-  for (int i = 7; i >= 0; i--, v >>= 8) p[i] = (unsigned char)(v & 0xff);
-}
-static guint64 get_be64(const unsigned char *p) {
-  guint64 v = 0;
-  for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
-  return v;
-}
-
-static GByteArray *key_prefix(char kind, const char *ns, const char *table) {
-  GByteArray *k = g_byte_array_new();
-  guint8 nl = (guint8)strlen(ns), tl = (guint8)strlen(table);
-  g_byte_array_append(k, (const guint8 *)&kind, 1);
-  g_byte_array_append(k, &nl, 1);
-  g_byte_array_append(k, (const guint8 *)ns, nl);
-  g_byte_array_append(k, &tl, 1);
-  g_byte_array_append(k, (const guint8 *)table, tl);
-  return k;
-}
-
-GBytes *ixia_store_doc_key(const char *ns, const char *table, const char *key, size_t key_len) {
-  GByteArray *k = key_prefix('d', ns, table);
-  g_byte_array_append(k, (const guint8 *)key, (guint)key_len);
-  return g_byte_array_free_to_bytes(k);
-}
-
-GBytes *ixia_store_schema_key(const char *ns, const char *table) {
-  return g_byte_array_free_to_bytes(key_prefix('s', ns, table));
-}
-
-gboolean ixia_store_parse_key(const char *key, size_t len, char *kind, const char **ns,
-                              size_t *ns_len, const char **table, size_t *table_len,
-                              const char **doc_key, size_t *doc_key_len) {
-  const unsigned char *p = (const unsigned char *)key;
-  if (len < 2) return FALSE;
-  size_t nl = p[1];
-  if (len < 3 + nl) return FALSE;
-  size_t tl = p[2 + nl];
-  if (len < 3 + nl + tl) return FALSE;
-  if (kind) *kind = key[0];
-  if (ns) *ns = key + 2;
-  if (ns_len) *ns_len = nl;
-  if (table) *table = key + 3 + nl;
-  if (table_len) *table_len = tl;
-  if (doc_key) *doc_key = key + 3 + nl + tl;
-  if (doc_key_len) *doc_key_len = len - 3 - nl - tl;
-  return TRUE;
-}
-
-gboolean ixia_store_parse_value(const char *value, size_t len, gint64 *version,
-                                gint64 *expire_at, const char **json, size_t *json_len) {
-  if (len < IXIA_STORE_VALUE_HEADER || value[0] != 'D') return FALSE;
-  if (version) *version = (gint64)get_be64((const unsigned char *)value + 1);
-  if (expire_at) *expire_at = (gint64)get_be64((const unsigned char *)value + 9);
-  if (json) *json = value + IXIA_STORE_VALUE_HEADER;
-  if (json_len) *json_len = len - IXIA_STORE_VALUE_HEADER;
-  return TRUE;
-}
-
-static GBytes *encode_value(gint64 version, gint64 expire_at, const char *json, size_t len) {
-  unsigned char *buf = g_malloc(IXIA_STORE_VALUE_HEADER + len);
-  buf[0] = 'D';
-  put_be64(buf + 1, (guint64)version);
-  put_be64(buf + 9, (guint64)expire_at);
-  memcpy(buf + IXIA_STORE_VALUE_HEADER, json, len);
-  return g_bytes_new_take(buf, IXIA_STORE_VALUE_HEADER + len);
-}
-
 static gint64 now_seconds(void) { return g_get_real_time() / G_USEC_PER_SEC; }
 
 static gboolean is_expired(gint64 expire_at) { return expire_at != 0 && expire_at <= now_seconds(); }
@@ -129,7 +61,7 @@ static unsigned char ttl_filter(void *state, int level, const char *key, size_t 
   *value_changed = 0;
   gint64 expire_at = 0;
   if (key_len > 0 && key[0] == 'd' &&
-      ixia_store_parse_value(value, value_len, NULL, &expire_at, NULL, NULL))
+      ixia_record_parse_value(value, value_len, NULL, &expire_at, NULL, NULL))
     return is_expired(expire_at);
   return 0;
 }
@@ -176,7 +108,7 @@ static GBytes *current_value(ixia_store_t *s, GHashTable *overlay, GBytes *key,
     gint64 expire_at = 0;
     size_t vlen;
     const char *data = g_bytes_get_data(v, &vlen);
-    if (!ixia_store_parse_value(data, vlen, NULL, &expire_at, NULL, NULL) || is_expired(expire_at)) {
+    if (!ixia_record_parse_value(data, vlen, NULL, &expire_at, NULL, NULL) || is_expired(expire_at)) {
       g_bytes_unref(v);
       v = NULL;
     }
@@ -190,7 +122,7 @@ static gboolean check_expected(const ixia_write_op_t *op, GBytes *cur, ixia_erro
   if (cur) {
     size_t len;
     const char *data = g_bytes_get_data(cur, &len); /* sets len: keep it a separate statement */
-    ixia_store_parse_value(data, len, &cur_version, NULL, NULL, NULL);
+    ixia_record_parse_value(data, len, &cur_version, NULL, NULL, NULL);
   }
   if (op->expected_version == 0 && cur)
     return ixia_error_set(err, IXIA_ECONFLICT,
@@ -218,7 +150,7 @@ static char *merge_upsert(ixia_store_t *s, const ixia_write_op_t *op, GBytes *cu
     size_t vlen, jlen = 0;
     const char *json = NULL;
     const char *data = g_bytes_get_data(cur, &vlen);
-    if (ixia_store_parse_value(data, vlen, NULL, NULL, &json, &jlen))
+    if (ixia_record_parse_value(data, vlen, NULL, NULL, &json, &jlen))
       base = ixia_json_parse_stored(json, jlen);
   }
   if (!base) base = cJSON_CreateObject();
@@ -259,8 +191,8 @@ static gboolean stage_request(ixia_store_t *s, GHashTable *overlay, write_req_t 
   for (guint i = 0; ok && i < req->n; i++) {
     const ixia_write_op_t *op = &req->ops[i];
     staged_t *st = &staged[i];
-    st->key = op->kind == IXIA_WRITE_SCHEMA ? ixia_store_schema_key(op->ns, op->table)
-                                            : ixia_store_doc_key(op->ns, op->table, op->key, op->key_len);
+    st->key = op->kind == IXIA_WRITE_SCHEMA ? ixia_record_schema_key(op->ns, op->table)
+                                            : ixia_record_doc_key(op->ns, op->table, op->key, op->key_len);
     GBytes *cur = NULL;
     gpointer prev_idx;
     if (g_hash_table_lookup_extended(local, st->key, NULL, &prev_idx)) {
@@ -289,7 +221,7 @@ static gboolean stage_request(ixia_store_t *s, GHashTable *overlay, write_req_t 
       }
       if (ok && op->kind != IXIA_WRITE_DELETE) {
         st->expire_at = op->ttl_seconds > 0 ? now_seconds() + op->ttl_seconds : 0;
-        st->value = encode_value(0, st->expire_at, json, json_len);
+        st->value = ixia_record_encode_value(0, st->expire_at, json, json_len);
       }
     }
     if (cur) g_bytes_unref(cur);
@@ -357,7 +289,7 @@ static void commit_group(ixia_store_t *s, GPtrArray *group) {
           size_t vlen;
           unsigned char *v = g_bytes_unref_to_data(st->value, &vlen);
           st->value = NULL;
-          put_be64(v + 1, seq);
+          ixia_record_set_version(v, (gint64)seq);
           rocksdb_writebatch_put_cf(wb, s->cf_default, k, klen, (const char *)v, vlen);
           e->value = g_bytes_new_take(v, vlen);
         } else {
@@ -494,7 +426,7 @@ static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, cons
                           gboolean *found, gint64 *version, gint64 *expire_out, char **json,
                           size_t *json_len, ixia_error_t **err) {
   __atomic_add_fetch(&s->stats.gets, 1, __ATOMIC_RELAXED);
-  GBytes *k = ixia_store_doc_key(ns, table, key, key_len);
+  GBytes *k = ixia_record_doc_key(ns, table, key, key_len);
   size_t klen, vlen = 0;
   const char *kd = g_bytes_get_data(k, &klen);
   char *rerr = NULL;
@@ -513,7 +445,7 @@ static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, cons
   gint64 v = 0, expire_at = 0;
   const char *j;
   size_t jl;
-  gboolean ok = ixia_store_parse_value(raw, vlen, &v, &expire_at, &j, &jl);
+  gboolean ok = ixia_record_parse_value(raw, vlen, &v, &expire_at, &j, &jl);
   if (!ok) {
     rocksdb_free(raw);
     return ixia_error_set(err, IXIA_EINTERNAL, "corrupt value for key '%.*s'", (int)MIN(key_len, 200), key);
@@ -559,7 +491,7 @@ gboolean ixia_store_multi_get(ixia_store_t *s, const char *ns, const char *table
   char **vals = g_new0(char *, n), **errs = g_new0(char *, n);
   const rocksdb_column_family_handle_t **cfs = g_new(const rocksdb_column_family_handle_t *, n);
   for (guint i = 0; i < n; i++) {
-    kb[i] = ixia_store_doc_key(ns, table, keys[i], key_lens[i]);
+    kb[i] = ixia_record_doc_key(ns, table, keys[i], key_lens[i]);
     kp[i] = g_bytes_get_data(kb[i], &kl[i]);
     cfs[i] = s->cf_default;
   }
@@ -573,7 +505,7 @@ gboolean ixia_store_multi_get(ixia_store_t *s, const char *ns, const char *table
       gint64 v = 0, expire_at = 0;
       const char *j;
       size_t jl;
-      if (!ixia_store_parse_value(vals[i], vl[i], &v, &expire_at, &j, &jl)) {
+      if (!ixia_record_parse_value(vals[i], vl[i], &v, &expire_at, &j, &jl)) {
         ok = ixia_error_set(err, IXIA_EINTERNAL, "corrupt value for key '%.*s'",
                             (int)MIN(key_lens[i], 200), keys[i]);
       } else if (!is_expired(expire_at)) {
@@ -606,8 +538,8 @@ gboolean ixia_store_foreach_schema(ixia_store_t *s, ixia_store_schema_cb cb, gpo
     const char *ns, *table, *json;
     size_t nl, tl, jl;
     gint64 version;
-    if (!ixia_store_parse_key(k, klen, NULL, &ns, &nl, &table, &tl, NULL, NULL) ||
-        !ixia_store_parse_value(v, vlen, &version, NULL, &json, &jl)) {
+    if (!ixia_record_parse_key(k, klen, NULL, &ns, &nl, &table, &tl, NULL, NULL) ||
+        !ixia_record_parse_value(v, vlen, &version, NULL, &json, &jl)) {
       IXIA_WARN("skipping malformed schema record");
       continue;
     }
@@ -625,9 +557,12 @@ gboolean ixia_store_foreach_schema(ixia_store_t *s, ixia_store_schema_cb cb, gpo
 
 gboolean ixia_store_scan(ixia_store_t *s, const char *ns, const char *table, const char *after,
                          size_t after_len, ixia_store_doc_cb cb, gpointer user, ixia_error_t **err) {
-  GByteArray *prefix = key_prefix('d', ns, table);
+  /* A document key with an empty key is the table's prefix. */
+  GBytes *prefix_bytes = ixia_record_doc_key(ns, table, "", 0);
+  gsize prefix_len;
+  const guint8 *prefix_data = g_bytes_get_data(prefix_bytes, &prefix_len);
   GByteArray *start = g_byte_array_new();
-  g_byte_array_append(start, prefix->data, prefix->len);
+  g_byte_array_append(start, prefix_data, (guint)prefix_len);
   if (after && after_len) {
     g_byte_array_append(start, (const guint8 *)after, (guint)after_len);
     /* The smallest key after `after`. */
@@ -643,17 +578,17 @@ gboolean ixia_store_scan(ixia_store_t *s, const char *ns, const char *table, con
        rocksdb_iter_next(it)) {
     size_t klen, vlen;
     const char *k = rocksdb_iter_key(it, &klen);
-    if (klen < prefix->len || memcmp(k, prefix->data, prefix->len) != 0) break;
+    if (klen < prefix_len || memcmp(k, prefix_data, prefix_len) != 0) break;
     const char *v = rocksdb_iter_value(it, &vlen);
     const char *json;
     size_t jl;
     gint64 version, expire_at;
-    if (!ixia_store_parse_value(v, vlen, &version, &expire_at, &json, &jl)) {
+    if (!ixia_record_parse_value(v, vlen, &version, &expire_at, &json, &jl)) {
       IXIA_WARN("scan: skipping a malformed document record");
       continue;
     }
     if (is_expired(expire_at)) continue;
-    more = cb(k + prefix->len, klen - prefix->len, version, json, jl, user);
+    more = cb(k + prefix_len, klen - prefix_len, version, json, jl, user);
   }
   char *rerr = NULL;
   rocksdb_iter_get_error(it, &rerr);
@@ -661,7 +596,7 @@ gboolean ixia_store_scan(ixia_store_t *s, const char *ns, const char *table, con
   rocksdb_release_snapshot(s->db, snap);
   rocksdb_readoptions_destroy(ro);
   g_byte_array_unref(start);
-  g_byte_array_unref(prefix);
+  g_bytes_unref(prefix_bytes);
   return ixia_error_from_rocksdb(err, rerr, "document scan");
 }
 
@@ -685,15 +620,6 @@ void ixia_store_set_commit_cb(ixia_store_t *s, ixia_store_commit_cb cb, gpointer
   s->commit_cb_user = user;
   s->commit_cb = cb;
   g_mutex_unlock(&s->commit_lock);
-}
-
-gint64 ixia_store_batch_last(gint64 sequence, const char *data, size_t len) {
-  /* WriteBatch header: sequence (8 bytes) then the edit count (4 bytes),
-   * both little-endian. */
-  if (len < 12) return sequence - 1;
-  const unsigned char *d = (const unsigned char *)data;
-  guint32 count = (guint32)d[8] | (guint32)d[9] << 8 | (guint32)d[10] << 16 | (guint32)d[11] << 24;
-  return sequence + (gint64)count - 1;
 }
 
 gboolean ixia_store_read_wal(ixia_store_t *s, gint64 after, gint64 max_bytes,

@@ -16,11 +16,7 @@
  * query-api/replication.h). All writes must go through this module so that
  * the writer's sequence numbering stays exact.
  *
- * Key layout (default column family), lengths as single bytes:
- *   'd' nslen ns tablelen table key   -> document
- *   's' nslen ns tablelen table       -> schema JSON
- * Value layout: 'D', version (8 bytes big-endian), expire_at (8 bytes
- * big-endian epoch seconds, 0 = never), then JSON text.
+ * Keys and values (default column family) are laid out by common/record.h.
  *
  * Disk reserve (common/disk.h). Before committing a group, the writer
  * measures the free space of store.path's file system (one statvfs per
@@ -42,6 +38,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "record.h"
 
 typedef struct ixia_store ixia_store_t;
 
@@ -165,7 +162,7 @@ void ixia_store_set_commit_cb(ixia_store_t *store, ixia_store_commit_cb cb, gpoi
 /* The versions a RocksDB WriteBatch holds: sequence (its first edit's
  * version) .. the returned value, from the edit count in the batch header.
  * Returns sequence - 1 for data too short to be a batch. */
-gint64 ixia_store_batch_last(gint64 sequence, const char *data, size_t len);
+gint64 ixia_record_batch_last(gint64 sequence, const char *data, size_t len);
 
 /* Called by ixia_store_read_wal for each whole WAL batch: its versions
  * first..last and the RocksDB WriteBatch bytes (valid only during the call).
@@ -203,19 +200,5 @@ gboolean ixia_store_checkpoint(ixia_store_t *store, const char *dir, gint64 *ver
 
 /* Raw handle for the CDC feed and checkpoints; owned by the store. */
 rocksdb_t *ixia_store_db(ixia_store_t *store);
-
-/* Key and value encoding, shared with the replication sink, the indexer and
- * the recovery tools. */
-enum { IXIA_STORE_VALUE_HEADER = 17 };
-GBytes *ixia_store_doc_key(const char *ns, const char *table, const char *key, size_t key_len);
-GBytes *ixia_store_schema_key(const char *ns, const char *table);
-/* Splits a stored key. Outputs point into `key` (ns/table are not
- * NUL-terminated: use the lengths). Returns FALSE for a malformed key. */
-gboolean ixia_store_parse_key(const char *key, size_t len, char *kind, const char **ns,
-                              size_t *ns_len, const char **table, size_t *table_len,
-                              const char **doc_key, size_t *doc_key_len);
-/* Reads a value header; *json points into value. FALSE if malformed. */
-gboolean ixia_store_parse_value(const char *value, size_t len, gint64 *version,
-                                gint64 *expire_at, const char **json, size_t *json_len);
 
 #endif

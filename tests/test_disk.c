@@ -565,7 +565,7 @@ static IxiaChangeEvent *mk_event(IxiaChangeOp op, const char *key, gint64 versio
 static void send_doc(feed_t *f, const char *key, const char *doc) {
   gint64 v = ++f->version;
   IxiaChangeEvent *e = mk_event(doc ? IXIA_CHANGE_OP_PUT : IXIA_CHANGE_OP_DELETE, key, v, doc);
-  GBytes *k = ixia_store_doc_key(NS, TABLE, key, strlen(key));
+  GBytes *k = ixia_record_doc_key(NS, TABLE, key, strlen(key));
   size_t len;
   const void *d = g_bytes_get_data(k, &len);
   CU_ASSERT_TRUE(ixt_producer_send_event(f->prod, TOPIC, e, d, len));
@@ -581,7 +581,7 @@ static void send_schema(feed_t *f) {
   feed_flush(f);
   IxiaChangeEvent *e = mk_event(IXIA_CHANGE_OP_SCHEMA, "", ++f->version, SCHEMA);
   GByteArray *value = ixia_thrift_serialize(THRIFT_STRUCT(e), TRUE, NULL);
-  GBytes *k = ixia_store_schema_key(NS, TABLE);
+  GBytes *k = ixia_record_schema_key(NS, TABLE);
   size_t len;
   const void *d = g_bytes_get_data(k, &len);
   for (gint32 p = 0; p < PARTITIONS; p++) {

@@ -76,7 +76,7 @@ static IxiaChangeEvent *mk_event(IxiaChangeOp op, const char *key, gint64 versio
 }
 
 static gint32 partition_of(feed_t *f, const char *key) {
-  GBytes *k = ixia_store_doc_key(NS, TABLE, key, strlen(key));
+  GBytes *k = ixia_record_doc_key(NS, TABLE, key, strlen(key));
   size_t len;
   const void *d = g_bytes_get_data(k, &len);
   gint32 p = rd_kafka_msg_partitioner_consistent_random(f->rkt, d, len, PARTITIONS, NULL, NULL);
@@ -89,7 +89,7 @@ static gint32 partition_of(feed_t *f, const char *key) {
 static gint64 send_doc(feed_t *f, const char *key, const char *doc) {
   gint64 v = ++f->version;
   IxiaChangeEvent *e = mk_event(doc ? IXIA_CHANGE_OP_PUT : IXIA_CHANGE_OP_DELETE, key, v, doc);
-  GBytes *k = ixia_store_doc_key(NS, TABLE, key, strlen(key));
+  GBytes *k = ixia_record_doc_key(NS, TABLE, key, strlen(key));
   size_t len;
   const void *d = g_bytes_get_data(k, &len);
   CU_ASSERT_TRUE(ixt_producer_send_event(f->prod, TOPIC, e, d, len));
@@ -105,7 +105,7 @@ static void send_schema(feed_t *f, const char *schema) {
   feed_flush(f); /* keep it after the data events already sent */
   IxiaChangeEvent *e = mk_event(IXIA_CHANGE_OP_SCHEMA, "", ++f->version, schema);
   GByteArray *value = ixia_thrift_serialize(THRIFT_STRUCT(e), TRUE, NULL);
-  GBytes *k = ixia_store_schema_key(NS, TABLE);
+  GBytes *k = ixia_record_schema_key(NS, TABLE);
   size_t len;
   const void *d = g_bytes_get_data(k, &len);
   for (gint32 p = 0; p < PARTITIONS; p++)
@@ -550,7 +550,7 @@ static void test_failed_log(void) {
   send_schema(&f, SCHEMA_V1);
   GHashTable *exp = expect_new();
   put(&f, exp, "good1", "a", "red", 1);
-  GBytes *k = ixia_store_doc_key(NS, TABLE, "garbled", 7);
+  GBytes *k = ixia_record_doc_key(NS, TABLE, "garbled", 7);
   size_t klen;
   const void *kd = g_bytes_get_data(k, &klen);
   CU_ASSERT_TRUE(ixt_producer_send(f.prod, TOPIC, kd, klen, "\xff\xfe not thrift", 14));

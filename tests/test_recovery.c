@@ -244,7 +244,7 @@ static void test_partitioner_matches_librdkafka(void) {
   for (gint32 count = 1; count <= 16; count++) {
     for (int i = 0; i < 300; i++) {
       snprintf(key, sizeof key, "key-%d-\xc3\xa9-%d", i, i * 7919);
-      GBytes *k = ixia_store_doc_key(NS, TABLE, key, strlen(key));
+      GBytes *k = ixia_record_doc_key(NS, TABLE, key, strlen(key));
       gsize len;
       const void *data = g_bytes_get_data(k, &len);
       gint32 want = rd_kafka_msg_partitioner_consistent_random(NULL, data, len, count, NULL, NULL);

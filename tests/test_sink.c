@@ -187,7 +187,7 @@ static void test_decode_real_wal(void) {
   CU_ASSERT_STRING_EQUAL(ev->event->table, "items");
   CU_ASSERT_EQUAL(ev->event->key->len, 0);
   CU_ASSERT_STRING_EQUAL(ev->event->doc, schema.json);
-  GBytes *sk = ixia_store_schema_key("shop", "items");
+  GBytes *sk = ixia_record_schema_key("shop", "items");
   CU_ASSERT_TRUE(bytes_equal_key(ev->kafka_key, sk));
   g_bytes_unref(sk);
 
@@ -199,7 +199,7 @@ static void test_decode_real_wal(void) {
   CU_ASSERT_TRUE(ev->event->expire_at > g_get_real_time() / G_USEC_PER_SEC);
   CU_ASSERT_EQUAL(ev->event->timestamp_ms, 12345);
   CU_ASSERT_EQUAL(ev->event->format, 1);
-  GBytes *ka = ixia_store_doc_key("shop", "items", "a", 1);
+  GBytes *ka = ixia_record_doc_key("shop", "items", "a", 1);
   CU_ASSERT_TRUE(bytes_equal_key(ev->kafka_key, ka));
 
   /* The upsert's event holds the whole merged document, as stored. */
@@ -267,7 +267,7 @@ static void test_decode_real_wal(void) {
 /* A stored value: 'D', version and expire_at big-endian, JSON. */
 static GByteArray *value_of(gint64 version, gint64 expire_at, const char *json) {
   GByteArray *v = g_byte_array_new();
-  guint8 hdr[IXIA_STORE_VALUE_HEADER];
+  guint8 hdr[IXIA_RECORD_VALUE_HEADER];
   hdr[0] = 'D';
   for (int i = 0; i < 8; i++) {
     hdr[1 + i] = (guint8)((guint64)version >> (56 - 8 * i));
@@ -296,13 +296,13 @@ static GPtrArray *decode_wb(rocksdb_writebatch_t *wb, gint64 seq, gint64 *last,
 static void test_decode_built_batches(void) {
   const gint64 seq = 1000;
   rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
-  wb_put(wb, ixia_store_doc_key("n", "t", "k1", 2), value_of(seq, 77, "{\"a\":1}"));
+  wb_put(wb, ixia_record_doc_key("n", "t", "k1", 2), value_of(seq, 77, "{\"a\":1}"));
   rocksdb_writebatch_put(wb, "x-unknown", 9, "v", 1); /* skipped, still a sequence */
   rocksdb_writebatch_delete(wb, "\x00", 1);            /* delete of an unknown kind */
-  GBytes *k2 = ixia_store_doc_key("n", "t", "k2", 2);
+  GBytes *k2 = ixia_record_doc_key("n", "t", "k2", 2);
   rocksdb_writebatch_delete(wb, g_bytes_get_data(k2, NULL), g_bytes_get_size(k2));
-  wb_put(wb, ixia_store_doc_key("n", "t", "k3", 2), value_of(999, 0, "{}")); /* wrong version */
-  wb_put(wb, ixia_store_schema_key("n", "t"), value_of(seq + 5, 0, "{\"s\":1}"));
+  wb_put(wb, ixia_record_doc_key("n", "t", "k3", 2), value_of(999, 0, "{}")); /* wrong version */
+  wb_put(wb, ixia_record_schema_key("n", "t"), value_of(seq + 5, 0, "{\"s\":1}"));
   gint64 last = 0;
   ixia_sink_decode_info_t info;
   ixia_error_t *e = NULL;
@@ -357,7 +357,7 @@ static void test_decode_refuses_what_it_cannot_version(void) {
   CU_ASSERT_PTR_NULL_FATAL(rerr);
   rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
   rocksdb_writebatch_put_cf(wb, cf, "a", 1, "b", 1);
-  wb_put(wb, ixia_store_doc_key("n", "t", "k", 1), value_of(11, 0, "{}"));
+  wb_put(wb, ixia_record_doc_key("n", "t", "k", 1), value_of(11, 0, "{}"));
   expect_decode_error(wb, 10, IXIA_EINTERNAL, "record 0 is of type 5");
   rocksdb_writebatch_destroy(wb);
   rocksdb_column_family_handle_destroy(cf);
@@ -377,7 +377,7 @@ static void test_decode_refuses_what_it_cannot_version(void) {
 
   /* A document record without the value header is corruption, not skipped. */
   wb = rocksdb_writebatch_create();
-  GBytes *k = ixia_store_doc_key("n", "t", "k", 1);
+  GBytes *k = ixia_record_doc_key("n", "t", "k", 1);
   rocksdb_writebatch_put(wb, g_bytes_get_data(k, NULL), g_bytes_get_size(k), "{}", 2);
   expect_decode_error(wb, 10, IXIA_EINTERNAL, "malformed document record at sequence 10");
   rocksdb_writebatch_destroy(wb);
@@ -400,7 +400,7 @@ static void test_decode_refuses_what_it_cannot_version(void) {
 
   /* Truncated body: the header promises more records than it holds. */
   wb = rocksdb_writebatch_create();
-  wb_put(wb, ixia_store_doc_key("n", "t", "k", 1), value_of(10, 0, "{\"long\":\"value\"}"));
+  wb_put(wb, ixia_record_doc_key("n", "t", "k", 1), value_of(10, 0, "{\"long\":\"value\"}"));
   ixia_sink_batch_t trunc = {.sequence = 10};
   trunc.data = rocksdb_writebatch_data(wb, &trunc.len);
   trunc.len -= 5;

@@ -298,20 +298,20 @@ static void test_reopen_keeps_data_and_schemas(void) {
 
 static void test_key_encoding(void) {
   const char binary_key[] = {'a', 0, (char)0xff, 'z'};
-  GBytes *k = ixia_store_doc_key("shop", "products", binary_key, sizeof binary_key);
+  GBytes *k = ixia_record_doc_key("shop", "products", binary_key, sizeof binary_key);
   size_t len;
   const char *data = g_bytes_get_data(k, &len);
   char kind;
   const char *ns, *table, *key;
   size_t nl, tl, kl;
-  CU_ASSERT_TRUE(ixia_store_parse_key(data, len, &kind, &ns, &nl, &table, &tl, &key, &kl));
+  CU_ASSERT_TRUE(ixia_record_parse_key(data, len, &kind, &ns, &nl, &table, &tl, &key, &kl));
   CU_ASSERT_EQUAL(kind, 'd');
   CU_ASSERT_EQUAL(nl, 4);
   CU_ASSERT_EQUAL(memcmp(ns, "shop", 4), 0);
   CU_ASSERT_EQUAL(tl, 8);
   CU_ASSERT_EQUAL(kl, sizeof binary_key);
   CU_ASSERT_EQUAL(memcmp(key, binary_key, kl), 0);
-  CU_ASSERT_FALSE(ixia_store_parse_key(data, 3, NULL, NULL, NULL, NULL, NULL, NULL, NULL));
+  CU_ASSERT_FALSE(ixia_record_parse_key(data, 3, NULL, NULL, NULL, NULL, NULL, NULL, NULL));
   g_bytes_unref(k);
 }
 
