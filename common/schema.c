@@ -112,7 +112,7 @@ ixia_schema_t *ixia_schema_parse(const char *json, size_t len, ixia_error_t **er
     s->ns = g_strdup(ns->valuestring);
     s->table = g_strdup(table->valuestring);
     s->n_indexes = (guint)cJSON_GetArraySize(indexes);
-    s->indexes = g_new0(ixia_index_t, s->n_indexes + 1);
+    s->indexes = g_new0(ixia_schema_field_t, s->n_indexes + 1);
   }
   guint i = 0;
   for (const cJSON *ix = indexes ? indexes->child : NULL; ok && ix; ix = ix->next, i++) {
@@ -222,7 +222,7 @@ gboolean ixia_schema_check_evolution(const ixia_schema_t *old_schema,
                                      const ixia_schema_t *new_schema, ixia_error_t **err) {
   for (guint i = 0; i < new_schema->n_indexes; i++) {
     for (guint j = 0; j < old_schema->n_indexes; j++) {
-      const ixia_index_t *a = &new_schema->indexes[i], *b = &old_schema->indexes[j];
+      const ixia_schema_field_t *a = &new_schema->indexes[i], *b = &old_schema->indexes[j];
       if (strcmp(a->field, b->field) == 0 && a->type != b->type)
         return ixia_error_set(err, IXIA_EINVAL,
                               "schema: field '%s' is indexed as %s; changing it to %s is not "
@@ -305,7 +305,7 @@ static char *json_kind(const cJSON *v, ixia_field_type_t t) {
 }
 
 typedef struct {
-  const ixia_index_t *ix;
+  const ixia_schema_field_t *ix;
   ixia_error_t **err;
   gboolean ok;
 } check_ctx_t;

@@ -31,7 +31,7 @@ typedef struct {
   ixia_field_type_t type;
   char *analyzer;     /* text fields: "standard" or a Snowball language; NULL otherwise */
   gboolean positions; /* text fields: token positions are stored (match_phrase) */
-} ixia_index_t;
+} ixia_schema_field_t;
 
 typedef struct ixia_schema {
   gint refcount;
@@ -39,7 +39,7 @@ typedef struct ixia_schema {
   char *table;
   gint64 ttl_seconds;       /* 0 = documents never expire */
   gint64 cache_ttl_seconds; /* 0 = use cache.default_ttl_seconds */
-  ixia_index_t *indexes;
+  ixia_schema_field_t *indexes;
   guint n_indexes;
   char *json;               /* canonical JSON text */
   gint64 version;           /* store version of the schema record; 0 if unsaved */

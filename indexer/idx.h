@@ -204,7 +204,7 @@ field_t *ixia_idx_field_new(guint32 id, guint32 table_id, ixia_field_type_t type
 void ixia_idx_field_free(gpointer f);
 /* Caller holds dict_lock or is the apply thread. */
 table_t *ixia_idx_table_find(ixia_idx_t *idx, const char *ns, const char *table);
-field_t *ixia_idx_field_find(table_t *t, const ixia_index_t *ix);
+field_t *ixia_idx_field_find(table_t *t, const ixia_schema_field_t *ix);
 /* Registers a loaded or created table/field; caller holds dict_lock (write). */
 void ixia_idx_table_register(ixia_idx_t *idx, table_t *t);
 gboolean ixia_idx_field_register(ixia_idx_t *idx, field_t *f);
@@ -212,7 +212,7 @@ gboolean ixia_idx_field_register(ixia_idx_t *idx, field_t *f);
  * (write) or is loading. */
 void ixia_idx_value_set(field_t *f, guint32 vid, GBytes *val, guint32 count);
 /* The field of a table for a declared index, under dict_lock (read). */
-field_t *ixia_idx_field_lookup(ixia_idx_t *idx, table_t *t, const ixia_index_t *ix);
+field_t *ixia_idx_field_lookup(ixia_idx_t *idx, table_t *t, const ixia_schema_field_t *ix);
 /* The value id of an encoded value, or -1; caller holds dict_lock (read). */
 gint64 ixia_idx_value_id(field_t *f, const guint8 *p, gsize len);
 
@@ -397,14 +397,14 @@ typedef struct {
   guint64 postings, max_postings; /* ids read, for query.max_postings */
   gint64 deadline_us;
   ixia_error_t **err;
-} ixia_search_ctx_t;
+} ixia_idx_search_t;
 
-gboolean ixia_idx_deadline(ixia_search_ctx_t *s);
+gboolean ixia_idx_deadline(ixia_idx_search_t *s);
 /* Counts ids read; FALSE naming query.max_postings past the limit. */
-gboolean ixia_idx_charge(ixia_search_ctx_t *s, guint64 ids);
+gboolean ixia_idx_charge(ixia_idx_search_t *s, guint64 ids);
 
 /* The plan of a filter (NULL filter: every live document). */
-pnode_t *ixia_idx_plan(ixia_search_ctx_t *s, const ixia_filter_t *f);
+pnode_t *ixia_idx_plan(ixia_idx_search_t *s, const ixia_filter_t *f);
 void ixia_idx_plan_free(pnode_t *p);
 cJSON *ixia_idx_plan_explain(const pnode_t *p);
 
@@ -414,10 +414,10 @@ typedef struct {
   roaring_bitmap_t *lead; /* owned; candidates (a subset of live) */
   GPtrArray *checks;      /* pnode_t* checked per candidate block */
 } ixia_idx_exec_t;
-gboolean ixia_idx_plan_lead(ixia_search_ctx_t *s, pnode_t *root, ixia_idx_exec_t *out);
+gboolean ixia_idx_plan_lead(ixia_idx_search_t *s, pnode_t *root, ixia_idx_exec_t *out);
 /* Narrows mask (BLOCK_WORDS words of block `block`) to the documents that
  * pass node p. */
-gboolean ixia_idx_check_block(ixia_search_ctx_t *s, pnode_t *p, guint32 block, guint64 *mask);
+gboolean ixia_idx_check_block(ixia_idx_search_t *s, pnode_t *p, guint32 block, guint64 *mask);
 /* The bits of bm in block `block`. */
 void ixia_idx_bm_block(const roaring_bitmap_t *bm, guint32 block, guint64 *out);
 void ixia_idx_pnode_note(pnode_t *p, guint64 matched);
@@ -429,7 +429,7 @@ gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GAr
 /* Relevance (idx_score.c): BM25 of documents for q's match and
  * match_phrase clauses, with this shard's statistics as of creation. */
 typedef struct ixia_idx_scorer ixia_idx_scorer_t;
-ixia_idx_scorer_t *ixia_idx_scorer_new(ixia_search_ctx_t *s, gboolean *ok);
+ixia_idx_scorer_t *ixia_idx_scorer_new(ixia_idx_search_t *s, gboolean *ok);
 void ixia_idx_scorer_free(ixia_idx_scorer_t *sc);
 /* Documents of one block at a time are cheapest (one column per clause). */
 double ixia_idx_score(ixia_idx_scorer_t *sc, guint32 id, gboolean *ok);
@@ -437,7 +437,7 @@ double ixia_idx_score(ixia_idx_scorer_t *sc, guint32 id, gboolean *ok);
 /* Sorted searches (idx_sort.c): the page in the order of q->sort. */
 typedef struct ixia_idx_sort ixia_idx_sort_t;
 /* NULL with err set (a cursor of another sort, an expired history). */
-ixia_idx_sort_t *ixia_idx_sort_new(ixia_search_ctx_t *s, const ixia_idx_search_opts_t *o,
+ixia_idx_sort_t *ixia_idx_sort_new(ixia_idx_search_t *s, const ixia_idx_search_opts_t *o,
                                    ixia_idx_exec_t *ex);
 /* Offers the documents of mask in block `block`. */
 gboolean ixia_idx_sort_block(ixia_idx_sort_t *S, guint32 block, const guint64 *mask);
@@ -454,13 +454,13 @@ gboolean ixia_idx_sort_finish(ixia_idx_sort_t *S, const roaring_bitmap_t *set, G
 void ixia_idx_sort_free(ixia_idx_sort_t *S);
 /* top_hits: the best k of the documents offered, by keys (ties by key);
  * ixia_idx_sort_finish gives them (set unused). */
-ixia_idx_sort_t *ixia_idx_topk_new(ixia_search_ctx_t *s, const ixia_sort_key_t *keys, guint nk,
+ixia_idx_sort_t *ixia_idx_topk_new(ixia_idx_search_t *s, const ixia_sort_key_t *keys, guint nk,
                                    guint k);
 gboolean ixia_idx_topk_offer(ixia_idx_sort_t *S, guint32 id);
 
 /* Column aggregations over one search. */
 typedef struct ixia_idx_agg ixia_idx_agg_t;
-ixia_idx_agg_t *ixia_idx_agg_new(ixia_search_ctx_t *s, ixia_aggs_t *aggs);
+ixia_idx_agg_t *ixia_idx_agg_new(ixia_idx_search_t *s, ixia_aggs_t *aggs);
 /* Adds the documents of mask in block `block`. */
 gboolean ixia_idx_agg_block(ixia_idx_agg_t *g, guint32 block, const guint64 *mask);
 /* Merges what was accumulated into the aggs state. */

@@ -63,7 +63,7 @@ typedef struct anode {
 } anode_t;
 
 struct ixia_idx_agg {
-  ixia_search_ctx_t *s;
+  ixia_idx_search_t *s;
   ixia_aggs_t *aggs;
   anode_t **top;
   guint n_top;
@@ -184,7 +184,7 @@ static void anode_free(anode_t *n) {
   g_free(n);
 }
 
-ixia_idx_agg_t *ixia_idx_agg_new(ixia_search_ctx_t *s, ixia_aggs_t *aggs) {
+ixia_idx_agg_t *ixia_idx_agg_new(ixia_idx_search_t *s, ixia_aggs_t *aggs) {
   ixia_idx_agg_t *A = g_new0(ixia_idx_agg_t, 1);
   const ixia_query_t *q = s->q;
   A->s = s;

@@ -197,7 +197,7 @@ typedef struct {
   GHashTable *points;  /* field_t* -> GArray of ixia_point_change_t */
   GHashTable *schemas; /* table_t* -> ixia_schema_t* (reference) applied in this batch */
   GPtrArray *new_dict; /* GBytes key/value pairs of new tables and fields */
-  GHashTable *field_of; /* const ixia_index_t* (of a live schema) -> field_t* */
+  GHashTable *field_of; /* const ixia_schema_field_t* (of a live schema) -> field_t* */
   guint32 next_doc_id;
   gint64 max_version;
 } batch_t;
@@ -314,7 +314,7 @@ static table_t *table_get_or_create(batch_t *b, const char *ns, const char *name
 
 /* Tables and fields are registered at once (a search finding an empty one
  * sees nothing); their dictionary keys go with this or the next batch. */
-static field_t *field_get_or_create(batch_t *b, table_t *t, const ixia_index_t *ix) {
+static field_t *field_get_or_create(batch_t *b, table_t *t, const ixia_schema_field_t *ix) {
   ixia_idx_t *idx = b->idx;
   field_t *f = g_hash_table_lookup(b->field_of, ix);
   if (f) return f;
@@ -489,7 +489,7 @@ fail:
 
 /* A text field's columns for one document: its length and term counts,
  * and its positions when the field stores them. */
-static void text_columns(batch_t *b, field_t *f, const ixia_index_t *ix, guint32 id,
+static void text_columns(batch_t *b, field_t *f, const ixia_schema_field_t *ix, guint32 id,
                          GPtrArray *distinct, const guint32 *vids, GArray *occ) {
   guint n = distinct->len;
   GHashTable *at = g_hash_table_new(g_bytes_hash, g_bytes_equal);

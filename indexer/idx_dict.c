@@ -88,7 +88,7 @@ table_t *ixia_idx_table_find(ixia_idx_t *idx, const char *ns, const char *table)
   return t;
 }
 
-field_t *ixia_idx_field_find(table_t *t, const ixia_index_t *ix) {
+field_t *ixia_idx_field_find(table_t *t, const ixia_schema_field_t *ix) {
   char *name = field_name(ix->type, ix->field, ix->analyzer);
   field_t *f = g_hash_table_lookup(t->fields, name);
   g_free(name);
@@ -127,7 +127,7 @@ void ixia_idx_value_set(field_t *f, guint32 vid, GBytes *val, guint32 count) {
   if (old) g_bytes_unref(old);
 }
 
-field_t *ixia_idx_field_lookup(ixia_idx_t *idx, table_t *t, const ixia_index_t *ix) {
+field_t *ixia_idx_field_lookup(ixia_idx_t *idx, table_t *t, const ixia_schema_field_t *ix) {
   g_rw_lock_reader_lock(&idx->dict_lock);
   field_t *f = ixia_idx_field_find(t, ix);
   g_rw_lock_reader_unlock(&idx->dict_lock);

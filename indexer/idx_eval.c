@@ -234,7 +234,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
     return ixia_error_set(err, IXIA_ENOTFOUND, "no schema for table %s.%s in the index", q->ns,
                           q->table);
   gint64 t0 = g_get_monotonic_time();
-  ixia_search_ctx_t s = {.idx = idx, .table = t, .q = q, .lim = lim,
+  ixia_idx_search_t s = {.idx = idx, .table = t, .q = q, .lim = lim,
                          .max_postings = lim ? lim->max_postings : 0,
                          .deadline_us = o->deadline_us, .err = err};
   s.live = ixia_idx_posting(idx, K_LIVE, t->id, 0, err);

@@ -86,14 +86,14 @@ struct pnode {
 
 /* ------------------------------------------------------------ helpers */
 
-gboolean ixia_idx_deadline(ixia_search_ctx_t *s) {
+gboolean ixia_idx_deadline(ixia_idx_search_t *s) {
   if (s->deadline_us > 0 && g_get_monotonic_time() > s->deadline_us)
     return ixia_error_set(s->err, IXIA_EDEADLINE,
                           "query deadline exceeded (query.deadline_ms or the request timeout)");
   return TRUE;
 }
 
-gboolean ixia_idx_charge(ixia_search_ctx_t *s, guint64 ids) {
+gboolean ixia_idx_charge(ixia_idx_search_t *s, guint64 ids) {
   s->postings += ids;
   if (s->max_postings && s->postings > s->max_postings)
     return ixia_error_set(s->err, IXIA_ETOOLARGE,
@@ -208,7 +208,7 @@ static gboolean bytes_pass(const ixia_filter_t *f, const guint8 *v, gsize len) {
 /* Walks the sorted dictionary over a prefix or keyword range, listing up
  * to cap value ids (cap 0: all). FALSE on a RocksDB error; *more when it
  * stopped at the cap. */
-static gboolean walk_values(ixia_search_ctx_t *s, pnode_t *p, guint cap, gboolean *more) {
+static gboolean walk_values(ixia_idx_search_t *s, pnode_t *p, guint cap, gboolean *more) {
   const ixia_filter_t *f = p->f;
   GByteArray *start = g_byte_array_new();
   guint8 pre = K_VALUE;
@@ -256,7 +256,7 @@ static gboolean walk_values(ixia_search_ctx_t *s, pnode_t *p, guint cap, gboolea
   return ixia_error_from_rocksdb(s->err, rerr, "index scan") && ok;
 }
 
-static gboolean plan_leaf(ixia_search_ctx_t *s, pnode_t *p) {
+static gboolean plan_leaf(ixia_idx_search_t *s, pnode_t *p) {
   const ixia_filter_t *f = p->f;
   field_t *fld = p->field;
   p->checkable = fld->type != IXIA_FIELD_TEXT;
@@ -330,7 +330,7 @@ static gboolean plan_leaf(ixia_search_ctx_t *s, pnode_t *p) {
   }
 }
 
-static pnode_t *build(ixia_search_ctx_t *s, const ixia_filter_t *f) {
+static pnode_t *build(ixia_idx_search_t *s, const ixia_filter_t *f) {
   double live = (double)s->n_live;
   pnode_t *p;
   switch (f->kind) {
@@ -395,7 +395,7 @@ static pnode_t *build(ixia_search_ctx_t *s, const ixia_filter_t *f) {
   return p;
 }
 
-pnode_t *ixia_idx_plan(ixia_search_ctx_t *s, const ixia_filter_t *f) {
+pnode_t *ixia_idx_plan(ixia_idx_search_t *s, const ixia_filter_t *f) {
   if (!f) {
     pnode_t *p = node_new(N_ALL, NULL);
     p->est = (double)s->n_live;
@@ -407,7 +407,7 @@ pnode_t *ixia_idx_plan(ixia_search_ctx_t *s, const ixia_filter_t *f) {
 
 /* -------------------------------------------------------- materializing */
 
-static gboolean or_posting(ixia_search_ctx_t *s, guint32 field, guint32 vid,
+static gboolean or_posting(ixia_idx_search_t *s, guint32 field, guint32 vid,
                            roaring_bitmap_t *out, gboolean and_first, gboolean *first) {
   blk_t *b = ixia_idx_posting(s->idx, K_POST, field, vid, s->err);
   if (!b) return FALSE;
@@ -419,11 +419,11 @@ static gboolean or_posting(ixia_search_ctx_t *s, guint32 field, guint32 vid,
   return ixia_idx_charge(s, n) && ixia_idx_deadline(s);
 }
 
-static gboolean materialize(ixia_search_ctx_t *s, pnode_t *p);
+static gboolean materialize(ixia_idx_search_t *s, pnode_t *p);
 
 /* AND: the lead and every child cheap enough to read from the index are
  * intersected; the others are checked per candidate block. */
-static gboolean materialize_and(ixia_search_ctx_t *s, pnode_t *p, roaring_bitmap_t *out,
+static gboolean materialize_and(ixia_idx_search_t *s, pnode_t *p, roaring_bitmap_t *out,
                                 GPtrArray *checks);
 
 static inline guint32 entry_pos(double d) {
@@ -465,7 +465,7 @@ static gboolean phrase_in(const pnode_t *p, const double *e, guint32 n) {
 
 /* Keeps the candidates whose positions hold the phrase, reading the
  * field's position column a block at a time. */
-static gboolean phrase_filter(ixia_search_ctx_t *s, pnode_t *p, roaring_bitmap_t *cands) {
+static gboolean phrase_filter(ixia_idx_search_t *s, pnode_t *p, roaring_bitmap_t *cands) {
   roaring_bitmap_t *kept = roaring_bitmap_create();
   roaring_uint32_iterator_t *it = roaring_create_iterator(cands);
   gboolean ok = TRUE;
@@ -494,7 +494,7 @@ static gboolean phrase_filter(ixia_search_ctx_t *s, pnode_t *p, roaring_bitmap_t
   return ok && ixia_idx_charge(s, checked);
 }
 
-static gboolean materialize_leaf(ixia_search_ctx_t *s, pnode_t *p, roaring_bitmap_t *out) {
+static gboolean materialize_leaf(ixia_idx_search_t *s, pnode_t *p, roaring_bitmap_t *out) {
   const ixia_filter_t *f = p->f;
   field_t *fld = p->field;
   gboolean first = TRUE;
@@ -555,7 +555,7 @@ static gboolean materialize_leaf(ixia_search_ctx_t *s, pnode_t *p, roaring_bitma
   return ok;
 }
 
-static gboolean materialize(ixia_search_ctx_t *s, pnode_t *p) {
+static gboolean materialize(ixia_idx_search_t *s, pnode_t *p) {
   if (p->bm) return TRUE;
   roaring_bitmap_t *out = roaring_bitmap_create();
   gboolean ok = TRUE;
@@ -623,7 +623,7 @@ static gboolean materialize(ixia_search_ctx_t *s, pnode_t *p) {
 }
 
 /* What reading a node's whole set from the index would cost. */
-static double mat_cost(const ixia_search_ctx_t *s, const pnode_t *p) {
+static double mat_cost(const ixia_idx_search_t *s, const pnode_t *p) {
   double c = 0;
   switch (p->kind) {
     case N_ALL:
@@ -649,7 +649,7 @@ static guint leaf_count(const pnode_t *p) {
 }
 
 /* What checking a node on the columns of cand candidates would cost. */
-static double check_cost(const ixia_search_ctx_t *s, const pnode_t *p, double cand) {
+static double check_cost(const ixia_idx_search_t *s, const pnode_t *p, double cand) {
   double blocks = MIN(cand, (double)s->n_live / BLOCK_SLOTS + 1);
   double lines = MIN(cand, blocks * LINES_PER_BLOCK);
   return leaf_count(p) * (cand * COST_CHECK + lines * COST_LINE + blocks * COST_BLOCK);
@@ -673,7 +673,7 @@ static gboolean range_leaf(const pnode_t *k) {
   return k->kind == N_LEAF && k->field && k->field->numeric && k->f->kind == IXIA_F_RANGE;
 }
 
-static gboolean materialize_and(ixia_search_ctx_t *s, pnode_t *p, roaring_bitmap_t *out,
+static gboolean materialize_and(ixia_idx_search_t *s, pnode_t *p, roaring_bitmap_t *out,
                                 GPtrArray *checks) {
   GPtrArray *kids = kids_by_cost(p);
   gboolean ok = TRUE, have = FALSE;
@@ -711,7 +711,7 @@ static gboolean materialize_and(ixia_search_ctx_t *s, pnode_t *p, roaring_bitmap
   return ok;
 }
 
-gboolean ixia_idx_plan_lead(ixia_search_ctx_t *s, pnode_t *root, ixia_idx_exec_t *out) {
+gboolean ixia_idx_plan_lead(ixia_idx_search_t *s, pnode_t *root, ixia_idx_exec_t *out) {
   out->lead = NULL;
   out->checks = g_ptr_array_new();
   double live = (double)s->n_live;
@@ -842,7 +842,7 @@ static void check_dense(const pnode_t *p, const col_t *c, guint64 *mask) {
   }
 }
 
-static gboolean check_leaf(ixia_search_ctx_t *s, pnode_t *p, guint32 block, guint64 *mask) {
+static gboolean check_leaf(ixia_idx_search_t *s, pnode_t *p, guint32 block, guint64 *mask) {
   if (p->bm || !p->checkable) {
     if (!materialize(s, p)) return FALSE;
     guint64 bits[BLOCK_WORDS];
@@ -891,7 +891,7 @@ static gboolean mask_empty(const guint64 *m) {
   return TRUE;
 }
 
-gboolean ixia_idx_check_block(ixia_search_ctx_t *s, pnode_t *p, guint32 block, guint64 *mask) {
+gboolean ixia_idx_check_block(ixia_idx_search_t *s, pnode_t *p, guint32 block, guint64 *mask) {
   if (mask_empty(mask)) return TRUE;
   switch (p->kind) {
     case N_ALL:

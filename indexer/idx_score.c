@@ -24,11 +24,11 @@ typedef struct {
 } sclause_t;
 
 struct ixia_idx_scorer {
-  ixia_search_ctx_t *s;
+  ixia_idx_search_t *s;
   GArray *clauses; /* sclause_t */
 };
 
-static gboolean clause_init(ixia_search_ctx_t *s, const ixia_filter_t *f, sclause_t *c) {
+static gboolean clause_init(ixia_idx_search_t *s, const ixia_filter_t *f, sclause_t *c) {
   c->vids = g_array_new(FALSE, FALSE, sizeof(guint32));
   c->df = g_array_new(FALSE, FALSE, sizeof(double));
   c->block = G_MAXUINT32;
@@ -65,7 +65,7 @@ static gboolean clause_init(ixia_search_ctx_t *s, const ixia_filter_t *f, sclaus
   return TRUE;
 }
 
-ixia_idx_scorer_t *ixia_idx_scorer_new(ixia_search_ctx_t *s, gboolean *ok) {
+ixia_idx_scorer_t *ixia_idx_scorer_new(ixia_idx_search_t *s, gboolean *ok) {
   *ok = TRUE;
   GPtrArray *fs = ixia_query_scoring_clauses(s->q);
   ixia_idx_scorer_t *sc = g_new0(ixia_idx_scorer_t, 1);

@@ -59,7 +59,7 @@ typedef struct {
 } skey_t;
 
 struct ixia_idx_sort {
-  ixia_search_ctx_t *s;
+  ixia_idx_search_t *s;
   ixia_idx_exec_t *ex;
   skey_t keys[IXIA_MAX_SORT_KEYS];
   guint nk;
@@ -186,7 +186,7 @@ static gboolean doc_matches(ixia_idx_sort_t *S, guint32 id, gboolean *ok);
 static gboolean rewalk(ixia_idx_sort_t *S, const roaring_bitmap_t *set);
 
 /* A sorter of k documents by keys, without cursor or history. */
-static ixia_idx_sort_t *sorter_new(ixia_search_ctx_t *s, const ixia_sort_key_t *keys, guint nk,
+static ixia_idx_sort_t *sorter_new(ixia_idx_search_t *s, const ixia_sort_key_t *keys, guint nk,
                                    guint k) {
   ixia_idx_sort_t *S = g_new0(ixia_idx_sort_t, 1);
   S->s = s;
@@ -217,7 +217,7 @@ static ixia_idx_sort_t *sorter_new(ixia_search_ctx_t *s, const ixia_sort_key_t *
   return S;
 }
 
-ixia_idx_sort_t *ixia_idx_topk_new(ixia_search_ctx_t *s, const ixia_sort_key_t *keys, guint nk,
+ixia_idx_sort_t *ixia_idx_topk_new(ixia_idx_search_t *s, const ixia_sort_key_t *keys, guint nk,
                                    guint k) {
   ixia_idx_sort_t *S = sorter_new(s, keys, nk, k);
   if (S) S->no_history = TRUE;
@@ -237,7 +237,7 @@ gboolean ixia_idx_topk_offer(ixia_idx_sort_t *S, guint32 id) {
   return S->ok;
 }
 
-ixia_idx_sort_t *ixia_idx_sort_new(ixia_search_ctx_t *s, const ixia_idx_search_opts_t *o,
+ixia_idx_sort_t *ixia_idx_sort_new(ixia_idx_search_t *s, const ixia_idx_search_opts_t *o,
                                    ixia_idx_exec_t *ex) {
   const ixia_query_t *q = s->q;
   ixia_idx_sort_t *S = sorter_new(s, q->sort, q->n_sort, o->limit);

@@ -9,7 +9,7 @@
 #include "server.h"
 #include "testhook.h"
 #include "replication.h"
-#include "search.h"
+#include "fanout.h"
 #include "schema.h"
 #include "thrift_util.h"
 
@@ -18,7 +18,7 @@ typedef enum { GET_PATH_AUTO, GET_PATH_MEMCACHED, GET_PATH_STORE } get_path_t;
 struct ixia_api {
   ixia_store_t *store;
   ixia_replication_t *replication;
-  ixia_search_t *search;
+  ixia_fanout_t *search;
   ixia_cache_t *cache;
   ixia_server_t *server;
   GRWLock schemas_lock;
@@ -152,7 +152,7 @@ ixia_api_t *ixia_api_new(const ixia_config_t *cfg, ixia_error_t **err) {
   if (!api->cache) goto fail;
   api->replication = ixia_replication_new(cfg, api->store, err);
   if (!api->replication) goto fail;
-  api->search = ixia_search_new(cfg, api->store, acked_version, api->replication, err);
+  api->search = ixia_fanout_new(cfg, api->store, acked_version, api->replication, err);
   if (!api->search) goto fail;
   IXIA_INFO("loaded %u table schemas", g_hash_table_size(api->schemas));
   return api;
@@ -163,7 +163,7 @@ fail:
 
 void ixia_api_destroy(ixia_api_t *api) {
   if (!api) return;
-  ixia_search_destroy(api->search);
+  ixia_fanout_destroy(api->search);
   ixia_replication_destroy(api->replication);
   ixia_cache_destroy(api->cache);
   ixia_store_destroy(api->store);
@@ -591,7 +591,7 @@ static ixia_schema_t *query_schema_lookup(const char *ns, const char *table, voi
 }
 
 char *ixia_api_query(ixia_api_t *api, const char *request_json, ixia_error_t **err) {
-  return ixia_search_run(api->search, request_json, strlen(request_json), query_schema_lookup, api,
+  return ixia_fanout_run(api->search, request_json, strlen(request_json), query_schema_lookup, api,
                          err);
 }
 
@@ -766,10 +766,10 @@ char *ixia_api_stats(ixia_api_t *api) {
     cJSON_AddStringToObject(o, "replication_checkpoint_error", rs.checkpoint_error);
   g_free(rs.last_error);
   g_free(rs.checkpoint_error);
-  ixia_search_stats_t qs;
-  ixia_search_get_stats(api->search, &qs);
+  ixia_fanout_stats_t qs;
+  ixia_fanout_get_stats(api->search, &qs);
   cJSON_AddNumberToObject(o, "query_shards", qs.shards);
-  char *shards = ixia_search_shard_list(api->search);
+  char *shards = ixia_fanout_shard_list(api->search);
   cJSON_AddStringToObject(o, "query_indexers", shards);
   g_free(shards);
   cJSON_AddNumberToObject(o, "queries", (double)qs.queries);

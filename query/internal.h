@@ -34,7 +34,7 @@ void ixia_values_move_sorted_unique(GPtrArray *tmp, GPtrArray *out);
 
 /* The values of ix in doc, values of another type counting as absent
  * (documents stored before the index was declared may hold anything). */
-GPtrArray *ixia_values_lenient(const cJSON *doc, const ixia_index_t *ix);
+GPtrArray *ixia_values_lenient(const cJSON *doc, const ixia_schema_field_t *ix);
 
 
 static inline gboolean ixia_json_is_integer(const cJSON *v) {

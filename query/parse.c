@@ -39,7 +39,7 @@ typedef struct {
   const ixia_schema_t *schema;
   const ixia_query_limits_t *lim;
   guint clauses;
-  GPtrArray *agg_fields; /* const ixia_index_t*, each once */
+  GPtrArray *agg_fields; /* const ixia_schema_field_t*, each once */
 } pctx_t;
 
 /* IXIA_EINVAL "path: message". */
@@ -63,7 +63,7 @@ static gboolean count_clause(pctx_t *c, const char *path, ixia_error_t **err) {
                         path, c->lim->max_clauses);
 }
 
-static const ixia_index_t *find_field(const pctx_t *c, const char *name, const char *path,
+static const ixia_schema_field_t *find_field(const pctx_t *c, const char *name, const char *path,
                                       ixia_error_t **err) {
   for (guint i = 0; i < c->schema->n_indexes; i++)
     if (strcmp(c->schema->indexes[i].field, name) == 0) return &c->schema->indexes[i];
@@ -72,7 +72,7 @@ static const ixia_index_t *find_field(const pctx_t *c, const char *name, const c
 }
 
 /* A term/in value of field ix. `what` names the value in messages. */
-static GBytes *encode_term(const ixia_index_t *ix, const cJSON *v, const char *path,
+static GBytes *encode_term(const ixia_schema_field_t *ix, const cJSON *v, const char *path,
                            ixia_error_t **err) {
   const char *tn = ixia_field_type_name(ix->type);
   switch (ix->type) {
@@ -552,7 +552,7 @@ static void agg_free(ixia_agg_t *g) {
   g_free(g);
 }
 
-static guint field_slot(pctx_t *c, const ixia_index_t *ix) {
+static guint field_slot(pctx_t *c, const ixia_schema_field_t *ix) {
   for (guint i = 0; i < c->agg_fields->len; i++)
     if (c->agg_fields->pdata[i] == ix) return i;
   g_ptr_array_add(c->agg_fields, (gpointer)ix);
@@ -1128,7 +1128,7 @@ ixia_query_t *ixia_query_parse(const char *json, size_t len, ixia_schema_lookup_
   if (ok && aggs && !cJSON_IsNull(aggs))
     ok = parse_aggs(&c, aggs, "aggs", FALSE, &q->aggs, &q->n_aggs, err);
   q->n_agg_fields = c.agg_fields->len;
-  q->agg_fields = (const ixia_index_t **)g_ptr_array_free(c.agg_fields, FALSE);
+  q->agg_fields = (const ixia_schema_field_t **)g_ptr_array_free(c.agg_fields, FALSE);
   cJSON_Delete(root);
   if (!ok) {
     ixia_query_destroy(q);

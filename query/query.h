@@ -60,7 +60,7 @@ double ixia_num_decode(const guint8 *p);
  * sorted by memcmp and deduplicated. Returns FALSE with IXIA_ETYPE naming
  * the field and the offending value when a value has the wrong type (the
  * values already appended are then unspecified). */
-gboolean ixia_doc_values(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out,
+gboolean ixia_doc_values(const cJSON *doc, const ixia_schema_field_t *ix, GPtrArray *out,
                          ixia_error_t **err);
 
 /* memcmp order of encoded values; a proper prefix sorts first. */
@@ -71,7 +71,7 @@ cJSON *ixia_val_to_json(ixia_field_type_t type, const guint8 *p, guint32 len);
 
 /* ---- text analysis (analyze.c) ----
  *
- * The analyzer of a text field (ixia_index_t.analyzer: "standard" or a
+ * The analyzer of a text field (ixia_schema_field_t.analyzer: "standard" or a
  * Snowball language) turns a string into tokens: NFKC-normalised runs of
  * letters, digits and marks, case-folded, then stemmed for a language. The
  * index and the query parser call the same functions, so a query's words
@@ -129,7 +129,7 @@ typedef enum {
 
 typedef struct ixia_filter {
   ixia_filter_kind_t kind;
-  const ixia_index_t *field; /* leaf kinds; borrowed from the query's schema */
+  const ixia_schema_field_t *field; /* leaf kinds; borrowed from the query's schema */
   GPtrArray *values;         /* GBytes*; TERM, IN, PREFIX, MATCH */
   GBytes *lo, *hi;           /* RANGE */
   gboolean lo_incl, hi_incl;
@@ -144,7 +144,7 @@ typedef struct ixia_filter {
  * without a value sorts last (or first with missing_first) in either
  * direction; ties after every key are broken by the document key. */
 typedef struct {
-  const ixia_index_t *field; /* NULL: _score (relevance) */
+  const ixia_schema_field_t *field; /* NULL: _score (relevance) */
   gboolean desc;
   gboolean missing_first;
 } ixia_sort_key_t;
@@ -184,7 +184,7 @@ typedef struct {
 typedef struct ixia_agg {
   char *name;
   ixia_agg_kind_t kind;
-  const ixia_index_t *field; /* NULL for COUNT; borrowed from the schema */
+  const ixia_schema_field_t *field; /* NULL for COUNT; borrowed from the schema */
   guint field_slot;          /* index into ixia_query_t.agg_fields */
   guint size;                /* TERMS: buckets returned (default 10) */
   double *percents;          /* PERCENTILES: in (0, 100] */
@@ -231,7 +231,7 @@ typedef struct ixia_query {
   guint n_aggs;
   /* Every field any aggregation reads, once each; ixia_agg_t.field_slot
    * indexes this array. The index feeds values in this order. */
-  const ixia_index_t **agg_fields;
+  const ixia_schema_field_t **agg_fields;
   guint n_agg_fields;
 } ixia_query_t;
 
@@ -289,12 +289,12 @@ typedef struct {
   guint32 pos;
 } ixia_token_t;
 #define IXIA_POSITION_GAP 100
-GArray *ixia_doc_tokens(const cJSON *doc, const ixia_index_t *ix);
+GArray *ixia_doc_tokens(const cJSON *doc, const ixia_schema_field_t *ix);
 /* Both at once, as the index reads a text field: the distinct tokens into
  * out (like ixia_doc_values) and every occurrence into *occ (always set;
  * ixia_tokens_free). FALSE with IXIA_ETYPE for a value that is not a
  * string. */
-gboolean ixia_doc_text(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out, GArray **occ,
+gboolean ixia_doc_text(const cJSON *doc, const ixia_schema_field_t *ix, GPtrArray *out, GArray **occ,
                        ixia_error_t **err);
 void ixia_tokens_free(GArray *toks);
 

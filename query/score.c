@@ -36,7 +36,7 @@ GPtrArray *ixia_query_scoring_clauses(const ixia_query_t *q) {
 /* Per scoring field: documents with a token, their tokens, and per token
  * the documents holding it. */
 typedef struct {
-  const ixia_index_t *ix;
+  const ixia_schema_field_t *ix;
   double n, total;
   GHashTable *df; /* GBytes token -> count (as pointer) */
 } fstats_t;
@@ -46,7 +46,7 @@ struct ixia_bm25_stats {
   GPtrArray *fields;  /* fstats_t* */
 };
 
-static fstats_t *fstats_of(const ixia_bm25_stats_t *st, const ixia_index_t *ix) {
+static fstats_t *fstats_of(const ixia_bm25_stats_t *st, const ixia_schema_field_t *ix) {
   for (guint i = 0; i < st->fields->len; i++)
     if (((fstats_t *)st->fields->pdata[i])->ix == ix) return st->fields->pdata[i];
   return NULL;

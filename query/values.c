@@ -59,7 +59,7 @@ void ixia_values_move_sorted_unique(GPtrArray *tmp, GPtrArray *out) {
 }
 
 /* Appends the encoded value(s) of one scalar; FALSE when v has another type. */
-static gboolean append_value(const cJSON *v, const ixia_index_t *ix, GPtrArray *out) {
+static gboolean append_value(const cJSON *v, const ixia_schema_field_t *ix, GPtrArray *out) {
   ixia_field_type_t t = ix->type;
   if (!ixia_schema_value_matches(v, t)) return FALSE;
   switch (t) {
@@ -102,7 +102,7 @@ static char *value_excerpt(const cJSON *v) {
 }
 
 typedef struct {
-  const ixia_index_t *ix;
+  const ixia_schema_field_t *ix;
   GPtrArray *tmp;
   gboolean strict, ok;
   ixia_error_t **err;
@@ -122,7 +122,7 @@ static gboolean collect_one(const cJSON *v, const ixia_json_loc_t *loc, void *ud
 /* The values of ix in doc (through arrays of objects at any depth). strict:
  * a wrong-typed value is an error; lenient: it counts as absent (documents
  * stored before the index was declared may hold anything). */
-static gboolean collect_values(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out,
+static gboolean collect_values(const cJSON *doc, const ixia_schema_field_t *ix, GPtrArray *out,
                                gboolean strict, ixia_error_t **err) {
   collect_t c = {ix, g_ptr_array_new(), strict, TRUE, err};
   ixia_json_path_foreach(doc, ix->field, collect_one, &c);
@@ -158,7 +158,7 @@ static gboolean occurrences_of(const cJSON *v, const ixia_json_loc_t *loc, void 
 
 typedef struct {
   occ_t o;
-  const ixia_index_t *ix;
+  const ixia_schema_field_t *ix;
   ixia_error_t **err;
   gboolean ok;
 } strict_occ_t;
@@ -174,7 +174,7 @@ static gboolean strict_occurrences(const cJSON *v, const ixia_json_loc_t *loc, v
   return FALSE;
 }
 
-gboolean ixia_doc_text(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out, GArray **occ,
+gboolean ixia_doc_text(const cJSON *doc, const ixia_schema_field_t *ix, GPtrArray *out, GArray **occ,
                        ixia_error_t **err) {
   strict_occ_t c = {{g_array_new(FALSE, FALSE, sizeof(ixia_token_t)), 0, ix->analyzer}, ix, err, TRUE};
   ixia_json_path_foreach(doc, ix->field, strict_occurrences, &c);
@@ -187,7 +187,7 @@ gboolean ixia_doc_text(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out,
   return c.ok;
 }
 
-GArray *ixia_doc_tokens(const cJSON *doc, const ixia_index_t *ix) {
+GArray *ixia_doc_tokens(const cJSON *doc, const ixia_schema_field_t *ix) {
   occ_t o = {g_array_new(FALSE, FALSE, sizeof(ixia_token_t)), 0, ix->analyzer};
   ixia_json_path_foreach(doc, ix->field, occurrences_of, &o);
   return o.toks;
@@ -199,12 +199,12 @@ void ixia_tokens_free(GArray *toks) {
   g_array_free(toks, TRUE);
 }
 
-gboolean ixia_doc_values(const cJSON *doc, const ixia_index_t *ix, GPtrArray *out,
+gboolean ixia_doc_values(const cJSON *doc, const ixia_schema_field_t *ix, GPtrArray *out,
                          ixia_error_t **err) {
   return collect_values(doc, ix, out, TRUE, err);
 }
 
-GPtrArray *ixia_values_lenient(const cJSON *doc, const ixia_index_t *ix) {
+GPtrArray *ixia_values_lenient(const cJSON *doc, const ixia_schema_field_t *ix) {
   GPtrArray *vals = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
   collect_values(doc, ix, vals, FALSE, NULL);
   return vals;

@@ -82,7 +82,7 @@ static cJSON *doc_of(const char *sq) {
   return d;
 }
 
-static const ixia_index_t *field(const char *name) {
+static const ixia_schema_field_t *field(const char *name) {
   for (guint i = 0; i < schema->n_indexes; i++)
     if (strcmp(schema->indexes[i].field, name) == 0) return &schema->indexes[i];
   return NULL;

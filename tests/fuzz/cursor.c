@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "search.h"
+#include "fanout.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
@@ -23,10 +23,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *after = ixia_fuzz_text(data + 1, size - 1);
   gint64 pos[8];
   ixia_error_t *err = NULL;
-  if (ixia_search_cursor_decode(shards, after, pos, &err)) {
-    char *again = ixia_search_cursor_encode(shards, pos);
+  if (ixia_fanout_cursor_decode(shards, after, pos, &err)) {
+    char *again = ixia_fanout_cursor_encode(shards, pos);
     gint64 back[8];
-    if (!ixia_search_cursor_decode(shards, again, back, NULL) ||
+    if (!ixia_fanout_cursor_decode(shards, again, back, NULL) ||
         memcmp(pos, back, shards * sizeof pos[0]) != 0)
       abort(); /* encode and decode disagree */
     g_free(again);
@@ -44,12 +44,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       gsize at = 6 + 16 * (gsize)ns;
       guint nv = at < n ? raw[at] : 0;
       ixia_sort_cursor_t c;
-      if (ns >= 1 && ns <= 64 && ixia_search_sort_cursor_decode(after, ns, nv, sig, &c, &err)) {
-        char *again = ixia_search_sort_cursor_encode(&c);
+      if (ns >= 1 && ns <= 64 && ixia_fanout_sort_cursor_decode(after, ns, nv, sig, &c, &err)) {
+        char *again = ixia_fanout_sort_cursor_encode(&c);
         if (strcmp(again, after) != 0) {
           /* base64 may be spelled differently; the bytes must agree */
           ixia_sort_cursor_t d;
-          if (!ixia_search_sort_cursor_decode(again, ns, nv, sig, &d, NULL) || d.key_len != c.key_len ||
+          if (!ixia_fanout_sort_cursor_decode(again, ns, nv, sig, &d, NULL) || d.key_len != c.key_len ||
               memcmp(d.key, c.key, c.key_len) != 0 || memcmp(d.seq, c.seq, ns * 8) != 0)
             abort();
           ixia_sort_cursor_clear(&d);

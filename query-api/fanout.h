@@ -27,42 +27,42 @@
 #include "query.h"
 #include "store.h"
 
-typedef struct ixia_search ixia_search_t;
+typedef struct ixia_search ixia_fanout_t;
 
 /* Version acknowledged by replication (every edit up to it is in Kafka). */
-typedef gint64 (*ixia_search_acked_fn)(void *ud);
+typedef gint64 (*ixia_fanout_acked_fn)(void *ud);
 
 /* Reads query.* options. With no query.indexers, queries answer
  * UNAVAILABLE. store is borrowed and must outlive the search. */
-ixia_search_t *ixia_search_new(const ixia_config_t *cfg, ixia_store_t *store,
-                               ixia_search_acked_fn acked, void *acked_ud, ixia_error_t **err);
-void ixia_search_destroy(ixia_search_t *s);
+ixia_fanout_t *ixia_fanout_new(const ixia_config_t *cfg, ixia_store_t *store,
+                               ixia_fanout_acked_fn acked, void *acked_ud, ixia_error_t **err);
+void ixia_fanout_destroy(ixia_fanout_t *s);
 
 /* Runs a request; returns the response JSON (g_malloc'd) described in
  * docs/QUERY.md. lookup resolves table schemas. */
-char *ixia_search_run(ixia_search_t *s, const char *request_json, size_t len,
+char *ixia_fanout_run(ixia_fanout_t *s, const char *request_json, size_t len,
                       ixia_schema_lookup_fn lookup, void *lookup_ud, ixia_error_t **err);
 
 typedef struct {
   guint shards;
   guint64 queries, query_errors, shard_calls, shard_errors;
   guint64 hits_returned, stale_hits_dropped;
-} ixia_search_stats_t;
+} ixia_fanout_stats_t;
 
-void ixia_search_get_stats(ixia_search_t *s, ixia_search_stats_t *out);
+void ixia_fanout_get_stats(ixia_fanout_t *s, ixia_fanout_stats_t *out);
 
 /* The shard addresses, comma-separated (g_malloc'd): tools find the shards
  * of a running stack through the API's stats. */
-char *ixia_search_shard_list(const ixia_search_t *s);
+char *ixia_fanout_shard_list(const ixia_fanout_t *s);
 
 /* The "after" cursor: one position per shard (an internal id, -1 = start,
  * -2 = done), as "c1:" + base64 of 8-byte big-endian values. Decode fills
  * pos[n_shards]; an absent cursor (NULL) is the start; anything else that
  * is not a cursor for n_shards shards is IXIA_EINVAL. Encode returns a new
  * string. Pure functions (the fuzz target drives them). */
-gboolean ixia_search_cursor_decode(guint n_shards, const char *after, gint64 *pos,
+gboolean ixia_fanout_cursor_decode(guint n_shards, const char *after, gint64 *pos,
                                    ixia_error_t **err);
-char *ixia_search_cursor_encode(guint n_shards, const gint64 *pos);
+char *ixia_fanout_cursor_encode(guint n_shards, const gint64 *pos);
 
 /* The cursor of a sorted query (search_after): the last hit's sort values
  * and key, and per shard the positions it sorted by (idx_history.c on the
@@ -81,9 +81,9 @@ typedef struct {
   gsize key_len;
 } ixia_sort_cursor_t;
 
-gboolean ixia_search_sort_cursor_decode(const char *after, guint n_shards, guint n_values,
+gboolean ixia_fanout_sort_cursor_decode(const char *after, guint n_shards, guint n_values,
                                         guint32 sig, ixia_sort_cursor_t *out, ixia_error_t **err);
-char *ixia_search_sort_cursor_encode(const ixia_sort_cursor_t *c);
+char *ixia_fanout_sort_cursor_encode(const ixia_sort_cursor_t *c);
 void ixia_sort_cursor_clear(ixia_sort_cursor_t *c);
 
 #endif

@@ -1,4 +1,4 @@
-#include "search.h"
+#include "fanout.h"
 
 #include <string.h>
 
@@ -23,7 +23,7 @@ typedef struct {
 
 struct ixia_search {
   ixia_store_t *store;
-  ixia_search_acked_fn acked;
+  ixia_fanout_acked_fn acked;
   void *acked_ud;
   ixia_query_limits_t lim;
   shard_t *shards;
@@ -46,7 +46,7 @@ typedef struct {
 /* One shard call of one query. */
 typedef struct call call_t;
 struct call {
-  ixia_search_t *s;
+  ixia_fanout_t *s;
   guint shard;
   char *request;
   cJSON *response;
@@ -65,7 +65,7 @@ static void round_unref(round_t *r) {
 
 static void counter_add(guint64 *c, guint64 n) { __atomic_add_fetch(c, n, __ATOMIC_RELAXED); }
 
-static void shard_call(ixia_search_t *s, call_t *c) {
+static void shard_call(ixia_fanout_t *s, call_t *c) {
   shard_t *sh = &s->shards[c->shard];
   counter_add(&s->shard_calls, 1);
   char *json = NULL;
@@ -132,9 +132,9 @@ static void pool_main(gpointer data, gpointer user) {
   g_free(job);
 }
 
-ixia_search_t *ixia_search_new(const ixia_config_t *cfg, ixia_store_t *store,
-                               ixia_search_acked_fn acked, void *acked_ud, ixia_error_t **err) {
-  ixia_search_t *s = g_new0(ixia_search_t, 1);
+ixia_fanout_t *ixia_fanout_new(const ixia_config_t *cfg, ixia_store_t *store,
+                               ixia_fanout_acked_fn acked, void *acked_ud, ixia_error_t **err) {
+  ixia_fanout_t *s = g_new0(ixia_fanout_t, 1);
   s->store = store;
   s->acked = acked;
   s->acked_ud = acked_ud;
@@ -167,7 +167,7 @@ ixia_search_t *ixia_search_new(const ixia_config_t *cfg, ixia_store_t *store,
   return s;
 }
 
-void ixia_search_destroy(ixia_search_t *s) {
+void ixia_fanout_destroy(ixia_fanout_t *s) {
   if (!s) return;
   if (s->pool) g_thread_pool_free(s->pool, FALSE, TRUE);
   for (guint i = 0; i < s->n_shards; i++) {
@@ -178,7 +178,7 @@ void ixia_search_destroy(ixia_search_t *s) {
   g_free(s);
 }
 
-void ixia_search_get_stats(ixia_search_t *s, ixia_search_stats_t *out) {
+void ixia_fanout_get_stats(ixia_fanout_t *s, ixia_fanout_stats_t *out) {
   out->shards = s->n_shards;
   out->queries = __atomic_load_n(&s->queries, __ATOMIC_RELAXED);
   out->query_errors = __atomic_load_n(&s->query_errors, __ATOMIC_RELAXED);
@@ -188,14 +188,14 @@ void ixia_search_get_stats(ixia_search_t *s, ixia_search_stats_t *out) {
   out->stale_hits_dropped = __atomic_load_n(&s->stale_dropped, __ATOMIC_RELAXED);
 }
 
-char *ixia_search_shard_list(const ixia_search_t *s) {
+char *ixia_fanout_shard_list(const ixia_fanout_t *s) {
   GString *out = g_string_new(NULL);
   for (guint i = 0; i < s->n_shards; i++)
     g_string_append_printf(out, "%s%s", i ? "," : "", s->shards[i].address);
   return g_string_free(out, FALSE);
 }
 
-gboolean ixia_search_cursor_decode(guint n_shards, const char *after, gint64 *pos,
+gboolean ixia_fanout_cursor_decode(guint n_shards, const char *after, gint64 *pos,
                                    ixia_error_t **err) {
   for (guint i = 0; i < n_shards; i++) pos[i] = POS_START;
   if (!after) return TRUE;
@@ -217,7 +217,7 @@ gboolean ixia_search_cursor_decode(guint n_shards, const char *after, gint64 *po
   return TRUE;
 }
 
-char *ixia_search_cursor_encode(guint n_shards, const gint64 *pos) {
+char *ixia_fanout_cursor_encode(guint n_shards, const gint64 *pos) {
   guchar *raw = g_malloc(8 * (gsize)n_shards);
   for (guint i = 0; i < n_shards; i++)
     for (int b = 0; b < 8; b++) raw[8 * i + b] = (guchar)((guint64)pos[i] >> (56 - 8 * b));
@@ -255,7 +255,7 @@ static gboolean rd_be(rd_t *r, guint n, guint64 *out) {
   return TRUE;
 }
 
-gboolean ixia_search_sort_cursor_decode(const char *after, guint n_shards, guint n_values,
+gboolean ixia_fanout_sort_cursor_decode(const char *after, guint n_shards, guint n_values,
                                         guint32 sig, ixia_sort_cursor_t *out, ixia_error_t **err) {
   memset(out, 0, sizeof *out);
   gsize n = 0;
@@ -304,7 +304,7 @@ static void put_be(GByteArray *b, guint n, guint64 v) {
   g_byte_array_append(b, t, n);
 }
 
-char *ixia_search_sort_cursor_encode(const ixia_sort_cursor_t *c) {
+char *ixia_fanout_sort_cursor_encode(const ixia_sort_cursor_t *c) {
   GByteArray *b = g_byte_array_new();
   put_be(b, 4, c->sig);
   put_be(b, 2, c->n_shards);
@@ -330,7 +330,7 @@ char *ixia_search_sort_cursor_encode(const ixia_sort_cursor_t *c) {
 }
 
 /* Waits, bounded by deadline_us, until replication acknowledged min_version. */
-static gboolean wait_replicated(ixia_search_t *s, gint64 min_version, gint64 deadline_us,
+static gboolean wait_replicated(ixia_fanout_t *s, gint64 min_version, gint64 deadline_us,
                                 ixia_error_t **err) {
   gint64 latest = ixia_store_latest_version(s->store);
   if (min_version > latest)
@@ -385,7 +385,7 @@ typedef struct {
  * whose stored version is the one its shard indexed matched there, so
  * under a filter without "not" it is not evaluated again (see
  * ixia_query_filter_monotone). Returns the number appended. */
-static guint verify_hits(ixia_search_t *s, const ixia_query_t *q, const GArray *cands,
+static guint verify_hits(ixia_fanout_t *s, const ixia_query_t *q, const GArray *cands,
                          GString *out, guint *stale_by_shard, ixia_error_t **err) {
   guint n = cands->len, kept = 0;
   if (n == 0) return 0;
@@ -450,7 +450,7 @@ static char *shard_request(const cJSON *request, gint64 after_id, guint limit, g
  * shard that has not answered by then failing with a deadline error, and
  * leaves the failures in calls[i].err for the caller (FALSE only when no
  * shard answered). */
-static gboolean call_shards(ixia_search_t *s, call_t *calls, gboolean partial, gint64 give_up_us,
+static gboolean call_shards(ixia_fanout_t *s, call_t *calls, gboolean partial, gint64 give_up_us,
                             ixia_error_t **err) {
   if (s->n_shards == 1) {
     shard_call(s, &calls[0]);
@@ -504,7 +504,7 @@ static char *score_member(const ixia_query_t *q, const cJSON *hit) {
 
 /* Takes hits shard by shard up to q->limit, advancing pos, and verifies
  * them; the hits' JSON goes to out, comma-separated. */
-static gboolean collect_hits(ixia_search_t *s, const ixia_query_t *q, call_t *calls, gint64 *pos,
+static gboolean collect_hits(ixia_fanout_t *s, const ixia_query_t *q, call_t *calls, gint64 *pos,
                              GString *out, guint *returned, guint *stale_by_shard,
                              ixia_error_t **err) {
   GArray *cands = g_array_new(FALSE, FALSE, sizeof(cand_t));
@@ -550,7 +550,7 @@ static void bytes_unref0(gpointer b) {
 
 /* What each shard is told for a sorted page: the cursor's values and key
  * (search_after) and that shard's positions. */
-static cJSON **sorted_requests(const ixia_search_t *s, const ixia_sort_cursor_t *cur) {
+static cJSON **sorted_requests(const ixia_fanout_t *s, const ixia_sort_cursor_t *cur) {
   cJSON **out = g_new0(cJSON *, s->n_shards);
   for (guint i = 0; i < s->n_shards; i++) {
     out[i] = cJSON_CreateObject();
@@ -594,7 +594,7 @@ static gint shit_cmp(gconstpointer a, gconstpointer b, gpointer q) {
 
 /* Merges the shards' sorted pages: the first q->limit by (values, key),
  * verified; *next is the cursor after them, or NULL on the last page. */
-static gboolean collect_sorted_hits(ixia_search_t *s, const ixia_query_t *q, call_t *calls,
+static gboolean collect_sorted_hits(ixia_fanout_t *s, const ixia_query_t *q, call_t *calls,
                                     GString *out, guint *returned, char **next,
                                     guint *stale_by_shard, ixia_error_t **err) {
   *next = NULL;
@@ -656,7 +656,7 @@ static gboolean collect_sorted_hits(ixia_search_t *s, const ixia_query_t *q, cal
       const shit_t *last = &g_array_index(all, shit_t, taken - 1);
       ixia_sort_cursor_t cur = {q->sort_sig, s->n_shards, epoch, seq, q->n_sort,
                                 (GBytes **)last->values->pdata, (char *)last->key, strlen(last->key)};
-      *next = ixia_search_sort_cursor_encode(&cur);
+      *next = ixia_fanout_sort_cursor_encode(&cur);
     }
     ixia_error_t *e = NULL;
     *returned = verify_hits(s, q, cands, out, stale_by_shard, &e);
@@ -687,7 +687,7 @@ static void collect_top_hits(const ixia_agg_t *g, cJSON *hits, void *ud) {
  * multi-get (projected to the top_hits' "fields"), and its current version;
  * a document gone meanwhile leaves the list. Not re-checked against the
  * filter: aggregations are the index's view (docs/QUERY.md). */
-static gboolean attach_top_hits(ixia_search_t *s, const ixia_query_t *q, cJSON *res,
+static gboolean attach_top_hits(ixia_fanout_t *s, const ixia_query_t *q, cJSON *res,
                                 ixia_error_t **err) {
   GArray *refs = g_array_new(FALSE, FALSE, sizeof(th_ref_t));
   ixia_aggs_foreach_top_hits(q, res, collect_top_hits, refs);
@@ -737,7 +737,7 @@ static gboolean attach_top_hits(ixia_search_t *s, const ixia_query_t *q, cJSON *
   return ok;
 }
 
-static cJSON *merge_aggs(ixia_search_t *s, const ixia_query_t *q, call_t *calls, ixia_error_t **err) {
+static cJSON *merge_aggs(ixia_fanout_t *s, const ixia_query_t *q, call_t *calls, ixia_error_t **err) {
   ixia_aggs_t *aggs = ixia_aggs_new(q, &s->lim);
   gboolean ok = TRUE;
   for (guint i = 0; ok && i < s->n_shards; i++) {
@@ -754,7 +754,7 @@ static cJSON *merge_aggs(ixia_search_t *s, const ixia_query_t *q, call_t *calls,
 /* How current each answering shard's part of the answer is:
  * "shards": {..., "states": [{"shard", "as_of", "stale_dropped",
  * "repairing"}]}; as_of is the newest version the shard had applied. */
-static void add_shard_states(ixia_search_t *s, call_t *calls, const guint *stale_by_shard, cJSON *sh) {
+static void add_shard_states(ixia_fanout_t *s, call_t *calls, const guint *stale_by_shard, cJSON *sh) {
   cJSON *arr = cJSON_AddArrayToObject(sh, "states");
   for (guint i = 0; i < s->n_shards; i++) {
     const cJSON *r = calls[i].response;
@@ -773,7 +773,7 @@ static void add_shard_states(ixia_search_t *s, call_t *calls, const guint *stale
 /* "allow_repairing": false refuses an answer from a shard that is
  * repairing itself: that shard fails (listed in "failed" with
  * allow_partial, else the query fails with SHARD_UNAVAILABLE). */
-static gboolean refuse_repairing(ixia_search_t *s, const ixia_query_t *q, call_t *calls, ixia_error_t **err) {
+static gboolean refuse_repairing(ixia_fanout_t *s, const ixia_query_t *q, call_t *calls, ixia_error_t **err) {
   for (guint i = 0; !q->allow_repairing && i < s->n_shards; i++) {
     if (!calls[i].response || calls[i].err ||
         !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(calls[i].response, "repairing")))
@@ -788,7 +788,7 @@ static gboolean refuse_repairing(ixia_search_t *s, const ixia_query_t *q, call_t
   return TRUE;
 }
 
-static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, gint64 start_us,
+static char *run(ixia_fanout_t *s, const ixia_query_t *q, const cJSON *request, gint64 start_us,
                  ixia_error_t **err) {
   gint64 deadline = start_us + (gint64)q->timeout_ms * 1000;
   gint64 *pos = g_new(gint64, s->n_shards);
@@ -802,11 +802,11 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
     /* Sorted: every shard reads its page after the cursor's position. */
     ixia_sort_cursor_t cur;
     for (guint i = 0; i < s->n_shards; i++) pos[i] = POS_START;
-    ok = !q->after || ixia_search_sort_cursor_decode(q->after, s->n_shards, q->n_sort, q->sort_sig, &cur, err);
+    ok = !q->after || ixia_fanout_sort_cursor_decode(q->after, s->n_shards, q->n_sort, q->sort_sig, &cur, err);
     if (ok) sorted = sorted_requests(s, q->after ? &cur : NULL);
     if (ok && q->after) ixia_sort_cursor_clear(&cur);
   } else {
-    ok = ixia_search_cursor_decode(s->n_shards, q->after, pos, err);
+    ok = ixia_fanout_cursor_decode(s->n_shards, q->after, pos, err);
   }
   if (ok && q->min_version > 0) ok = wait_replicated(s, q->min_version, deadline, err);
   for (guint i = 0; ok && i < s->n_shards; i++) {
@@ -865,7 +865,7 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
       if (next_sorted) cJSON_AddStringToObject(resp, "next", next_sorted);
       else cJSON_AddNullToObject(resp, "next");
     } else if (ok && more && q->limit > 0) {
-      char *next = ixia_search_cursor_encode(s->n_shards, pos);
+      char *next = ixia_fanout_cursor_encode(s->n_shards, pos);
       cJSON_AddStringToObject(resp, "next", next);
       g_free(next);
     } else if (ok) {
@@ -912,7 +912,7 @@ static char *run(ixia_search_t *s, const ixia_query_t *q, const cJSON *request, 
   return text;
 }
 
-char *ixia_search_run(ixia_search_t *s, const char *request_json, size_t len,
+char *ixia_fanout_run(ixia_fanout_t *s, const char *request_json, size_t len,
                       ixia_schema_lookup_fn lookup, void *lookup_ud, ixia_error_t **err) {
   gint64 start = g_get_monotonic_time();
   counter_add(&s->queries, 1);
