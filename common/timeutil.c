@@ -179,3 +179,13 @@ gint64 ixia_cal_next(gint64 start, ixia_cal_unit_t u, gint32 offset) {
     }
   }
 }
+
+static gint64 test_shift;
+
+gint64 ixia_time_now(void) {
+  return g_get_real_time() / G_USEC_PER_SEC + __atomic_load_n(&test_shift, __ATOMIC_RELAXED);
+}
+
+void ixia_time_test_shift(gint64 seconds) {
+  __atomic_add_fetch(&test_shift, seconds, __ATOMIC_RELAXED);
+}

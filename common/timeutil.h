@@ -10,6 +10,14 @@
 
 #include <glib.h>
 
+/* Now, in whole epoch seconds: the one clock of document expiry (the
+ * store's TTL and the index's expiry schedule). */
+gint64 ixia_time_now(void);
+/* Test control, in the spirit of sqlite3_test_control: moves this
+ * process's ixia_time_now by `seconds` (cumulative), so a test of expiry
+ * need not wait on the wall clock. Never called by the product. */
+void ixia_time_test_shift(gint64 seconds);
+
 /* The accepted forms of a timestamp value, for error messages. */
 #define IXIA_TIMESTAMP_FORMS                                                                 \
   "whole epoch seconds from 0 to 10^12, or an RFC 3339 string like \"2024-05-01T12:30:00Z\" " \

@@ -6,6 +6,8 @@
 
 #include <string.h>
 
+#include "timeutil.h"
+
 struct ixia_expiry {
   GMutex lock;
   GPtrArray *heap; /* ixia_expiry_entry_t *, heap-ordered by expire_at */
@@ -20,7 +22,7 @@ static void entry_free(gpointer p) {
   g_free(en);
 }
 
-gint64 ixia_expiry_now(void) { return g_get_real_time() / G_USEC_PER_SEC; }
+gint64 ixia_expiry_now(void) { return ixia_time_now(); }
 
 ixia_expiry_t *ixia_expiry_new(void) {
   ixia_expiry_t *e = g_new0(ixia_expiry_t, 1);

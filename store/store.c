@@ -7,6 +7,7 @@
 #include "disk.h"
 #include "json.h"
 #include "log.h"
+#include "timeutil.h"
 
 typedef struct {
   const ixia_write_op_t *ops;
@@ -48,9 +49,8 @@ struct ixia_store {
   ixia_store_stats_t stats;  /* updated with atomics */
 };
 
-static gint64 now_seconds(void) { return g_get_real_time() / G_USEC_PER_SEC; }
 
-static gboolean is_expired(gint64 expire_at) { return expire_at != 0 && expire_at <= now_seconds(); }
+static gboolean is_expired(gint64 expire_at) { return expire_at != 0 && expire_at <= ixia_time_now(); }
 
 /* Expired documents are invisible to reads already; compaction reclaims
  * their space. */
@@ -220,7 +220,7 @@ static gboolean stage_request(ixia_store_t *s, GHashTable *overlay, write_req_t 
         json_len = st->json ? strlen(st->json) : 0;
       }
       if (ok && op->kind != IXIA_WRITE_DELETE) {
-        st->expire_at = op->ttl_seconds > 0 ? now_seconds() + op->ttl_seconds : 0;
+        st->expire_at = op->ttl_seconds > 0 ? ixia_time_now() + op->ttl_seconds : 0;
         st->value = ixia_record_encode_value(0, st->expire_at, json, json_len);
       }
     }
