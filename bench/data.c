@@ -1,3 +1,11 @@
+/* Generated benchmark data (data.h): documents and Zipf key ranks.
+ *
+ * Every document is a pure function of (index, seed), drawn from a
+ * splitmix64 stream without allocation, so a load generator can rebuild any
+ * document it wrote and a checker can tell what a key must hold. Zipf ranks
+ * come from a precomputed CDF searched by bisection, then mapped to keys by
+ * a stride coprime with n, so hot keys are spread over the key space rather
+ * than clustered at its start. */
 #include "data.h"
 
 #include <math.h>

@@ -1,3 +1,10 @@
+/* The latency histogram (hdr.h): log-linear buckets over microseconds.
+ *
+ * A record is a bucket index computed from the value's highest bit and an
+ * increment, so recording costs no allocation and no lock (each thread keeps
+ * its own histogram and the runner merges them). Percentiles walk the
+ * buckets once and report a bucket's upper bound, which is what bounds the
+ * relative error stated in hdr.h. */
 #include "hdr.h"
 
 #include <math.h>

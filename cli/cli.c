@@ -1,3 +1,11 @@
+/* The `ixia` command-line client (cli.h): a table of commands, each a
+ * function that parses its arguments, makes one or a few API calls and
+ * prints JSON.
+ *
+ * Options a command does not list are usage errors rather than silently
+ * ignored; every failure goes through ixia_cli_fail, which prints the error
+ * and maps its code to the documented exit code, so scripts can tell a bad
+ * input from an unreachable API. The bulk loader lives in load.c. */
 #include "cli.h"
 
 #include <errno.h>

@@ -1,3 +1,12 @@
+/* ixia-devkafka (devkafka.h): librdkafka's mock cluster hosted as a daemon,
+ * with a line-based control port for fault injection.
+ *
+ * The cluster runs inside a librdkafka instance of this process; the control
+ * thread accepts one command per line (broker down/up, errors to inject,
+ * backlog, reset-topic) and answers "ok ..." or "error ...". The mock gives
+ * no hook on its sockets, so a sweeper thread sets TCP_NODELAY on every
+ * connected TCP socket the process holds: without it each produce or fetch
+ * round trip waits for Nagle's algorithm and dominates measured lag. */
 #include "devkafka.h"
 
 #include <arpa/inet.h>

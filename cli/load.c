@@ -1,3 +1,12 @@
+/* `ixia load` (load.h): JSON lines into `batch` calls over several
+ * connections.
+ *
+ * One reading thread parses and checks each line and fills batches; worker
+ * threads, each owning one client, send them. The queue between them is
+ * bounded so memory stays flat on any input size. A batch the server
+ * refuses is sent again one document at a time, so only the guilty lines
+ * fail, each named by its line number; only an unreachable API or a full
+ * disk stops the run. Progress is drawn by common/progress. */
 #include "load.h"
 
 #include <errno.h>

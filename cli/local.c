@@ -1,3 +1,11 @@
+/* ixia-local (local.h): the whole stack on one machine, in one directory.
+ *
+ * Each daemon is started detached with its log in DIR/logs and recorded in
+ * DIR/pids with its start time (cli/proc.c), so `down`, `status` and
+ * `restart NAME` act on exactly the processes this tool started, even after
+ * pids were reused. Ports are chosen free and written to DIR/local.env for
+ * the CLI and scripts. memcached is started here with the item size the
+ * product needs for its largest documents. */
 #include "local.h"
 
 #include <arpa/inet.h>

@@ -1,3 +1,10 @@
+/* Process and socket helpers for ixia-local (proc.h).
+ *
+ * Identity checks read /proc/PID/stat: a pid is only signalled while its
+ * start time still matches the one recorded, and a process counts as gone
+ * only when all its threads are (a daemon killed with -9 can leave threads
+ * exiting for a moment). Spawning detaches the child into its own session
+ * so it outlives the tool. */
 #include "proc.h"
 
 #include <arpa/inet.h>

@@ -1,3 +1,13 @@
+/* Clients of the ixia services (client.h): the API client, the shard
+ * client and the framed connection both use.
+ *
+ * A connection is opened with a bounded non-blocking connect, given send
+ * and receive timeouts, and authenticated with a raw frame before any
+ * Thrift call when auth.key is set. Responses are read through the bounded
+ * protocols of wire.h with the process's frame limit. Every Thrift
+ * exception and transport error becomes an ixia_error_t here, once, so
+ * callers never see GError or IxiaError. Timeouts come from the client.*
+ * options, set once per process at start-up. */
 #include "client.h"
 
 #include "antientropy.h"

@@ -1,3 +1,11 @@
+/* The configuration table (config.h) and its values.
+ *
+ * The table below is the single list of every option of every daemon and
+ * tool: name, type, default, bounds and the text docs/CONFIG.md is
+ * generated from. A config is an array of parsed values indexed like the
+ * table, so reading an option is a name lookup and no parsing. Loading the
+ * config also applies the process-wide settings (log level and format, wire
+ * limits, client timeouts) before any thread starts. */
 #include "config.h"
 
 #include <errno.h>

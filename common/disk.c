@@ -1,3 +1,11 @@
+/* Free-space reserves of data directories (disk.h).
+ *
+ * A reserve watches the file systems of a daemon's data paths and measures
+ * them with statvfs when asked (before each write group or index batch):
+ * a system call without I/O, cheap enough to make on every group. The last
+ * measure is kept under a mutex with the verdict, so stats and health
+ * checks read it without a system call, and the change of verdict is
+ * logged once each way. */
 #include "disk.h"
 
 #include <errno.h>

@@ -1,3 +1,9 @@
+/* The one error type (error.h): constructors, the conversions from each
+ * dependency's convention, code names and exit codes.
+ *
+ * Setting an error never overwrites one already set (the first cause
+ * wins), and prefixes only add context to the message, so an error read at
+ * the top still names its origin. */
 #include "error.h"
 
 #include <stdarg.h>

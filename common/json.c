@@ -1,3 +1,10 @@
+/* JSON helpers on cJSON with ixia's input limits (json.h).
+ *
+ * Outside JSON is checked for size and nesting depth on its text before
+ * cJSON parses it (cJSON recurses), then walked once for what cJSON
+ * accepts but ixia refuses (numbers beyond double range, repeated keys).
+ * A parse error names the byte offset and the path of the value around it,
+ * so a user can find it in a large document. */
 #include "json.h"
 
 #include <math.h>

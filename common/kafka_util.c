@@ -1,3 +1,10 @@
+/* librdkafka conventions converted once (kafka_util.h): configuration
+ * errors, log lines, the partitioner, topic metadata.
+ *
+ * The partitioner (CRC-32 of the key modulo the partition count, what the
+ * sink's producer is configured with) is computed here too, so the
+ * recovery tools and tests can tell which partition, and so which shard,
+ * owns a key without a producer. */
 #include "kafka_util.h"
 
 #include <string.h>

@@ -1,3 +1,10 @@
+/* Levelled logging (log.h): one line per call to stderr, text or JSON.
+ *
+ * The level and format are process-wide atomics, so any thread may log
+ * without locking; each line is formatted in full and written with one
+ * call so lines from different threads never interleave. The rate-limited
+ * warning keeps floods (a broker down, a cache down) to one line per
+ * interval with a count of what it held back. */
 #include "log.h"
 
 #include <stdarg.h>

@@ -1,3 +1,10 @@
+/* Progress lines of long runs (progress.h).
+ *
+ * Workers only add to an atomic counter; a drawing thread reads it and
+ * redraws the line on a terminal every 200 ms, or prints a plain line every
+ * 10 s when stderr is not one (logs and CI keep a readable trace). Destroy
+ * stops the thread and clears the terminal line; the caller prints its own
+ * summary. */
 #include "progress.h"
 
 #include <stdio.h>

@@ -1,3 +1,9 @@
+/* Table schemas (schema.h): parsing, validation, evolution checks and
+ * per-document type checks.
+ *
+ * A schema is parsed once into an immutable, reference-counted
+ * ixia_schema_t that threads share; every check that can refuse a schema or
+ * a document names the field and the rule it broke. */
 #include "schema.h"
 
 #include <libstemmer.h>

@@ -1,3 +1,10 @@
+/* Thrift helpers (thrift_util.h): in-memory (de)serialisation through the
+ * bounded protocols of wire.h, the messages ixia builds, and the one
+ * conversion of ixia_error_t into IxiaError.
+ *
+ * ixia_thrift_init registers every generated type before threads start
+ * (their lazy registration is not thread-safe in c_glib) and replaces
+ * c_glib's answer to an unknown method, which leaked the method name. */
 #include "thrift_util.h"
 
 #include <stdarg.h>

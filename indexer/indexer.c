@@ -1,3 +1,13 @@
+/* The index shard's consumer (indexer.h): Kafka partitions in, batches
+ * applied to the index, positions stored with them.
+ *
+ * One apply thread owns the consumer: it gathers a batch, checks offset
+ * continuity, fills in missing schemas, applies the batch with its
+ * positions in one index write, and hands the keys to the invalidator.
+ * Calls from the Search service (reindex, wait for a version) become jobs
+ * the apply thread runs between batches, so the index has one writer.
+ * Failed events go to the failed-updates log (failed_log.c) before their
+ * position is stored. */
 #include "indexer.h"
 
 #include <errno.h>

@@ -1,3 +1,12 @@
+/* The API logic of ixia-query-api (api.h): validation, schemas, the write
+ * path, the get paths and stats.
+ *
+ * Writes are validated on the calling thread and handed to the store's
+ * group commit; their answer and the cache invalidations of their group
+ * come back through a callback, so no thread waits on an fdatasync. Gets
+ * try the store's memory first, then memcached or the store's disk,
+ * whichever the measured costs favour, and backfill the cache under a
+ * lease. */
 #include "api.h"
 
 #include <errno.h>

@@ -1,3 +1,12 @@
+/* The query fan-out of ixia-query-api (fanout.h): one query sent to every
+ * index shard, the answers merged, every hit verified against the truth
+ * store, and cursors that page without repeats or gaps.
+ *
+ * Shards are called in parallel through a thread pool while the request's
+ * thread waits for all of them; totals add, aggregation partials merge by
+ * the rules of query/, and a page's hits are re-read from the store in one
+ * multi-get. Cursors are opaque, prefixed base64 blobs holding each shard's
+ * position (and, for sorted pages, the last hit's sort values). */
 #include "fanout.h"
 
 #include <string.h>

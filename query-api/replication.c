@@ -1,3 +1,10 @@
+/* The replication source (replication.h): the truth store's WAL shipped to
+ * replication sinks, at least once, in order.
+ *
+ * One thread owns the checkpoint and the sink connection; it prefers the
+ * in-memory tail the store fills as it commits and falls back to reading
+ * the WAL when the tail does not continue the checkpoint. Nothing advances
+ * until a sink has answered, so a failure at any point only repeats. */
 #include "replication.h"
 
 #include <errno.h>

@@ -1,3 +1,10 @@
+/* `ixia-recovery backfill` (recovery.h): one table reindexed from the truth
+ * store while the stack runs.
+ *
+ * It waits until every shard has applied the store's latest version, then
+ * walks the table through the API page by page and sends each page to
+ * every shard's reindex call (internal.c); shards keep the keys they own
+ * and the version rule keeps a newer edit from Kafka from being undone. */
 #include <string.h>
 
 #include "internal.h"

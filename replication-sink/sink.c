@@ -1,3 +1,11 @@
+/* The replication sink (sink.h): WAL batches in, change events out to
+ * Kafka, an answer only when Kafka has all of them.
+ *
+ * Decoding is a pure pass over the RocksDB WriteBatch (record.h says what
+ * keys and values hold); publishing uses one idempotent producer and counts
+ * the delivery reports of each call, so a call that returns success has
+ * every event acknowledged by the brokers, and one that fails may be
+ * repeated without reordering any key. */
 #include "sink.h"
 
 #include <librdkafka/rdkafka.h>

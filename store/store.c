@@ -1,3 +1,11 @@
+/* The truth store (store.h): RocksDB, one writer thread, versions equal to
+ * WAL sequence numbers.
+ *
+ * Requests queue for the writer, which takes all that wait, checks their
+ * conditions against an overlay of the group's own edits, numbers every
+ * edit with the sequence RocksDB will give it, and commits the group as one
+ * synced write. Reads go straight to RocksDB from any thread; an expired
+ * document reads as absent and a compaction filter removes it later. */
 #include "store.h"
 
 #include <errno.h>

@@ -1,3 +1,10 @@
+/* Kafka test support (kafka_support.h): ixia-devkafka processes, a small
+ * producer, a consumer that reads a whole topic back as change events, and
+ * the whole stack started with N index shards.
+ *
+ * Processes are tracked by support.c like every other test process; the
+ * stack helper starts devkafka, the API, the sink and the shards with their
+ * ports read back from files, in the order the data flows. */
 #include "kafka_support.h"
 
 #include <arpa/inet.h>

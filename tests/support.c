@@ -1,3 +1,10 @@
+/* Test support (support.h): real processes on loopback ephemeral ports.
+ *
+ * Every process a test starts is tracked and killed at exit, and dies with
+ * the test even if it crashes (PR_SET_PDEATHSIG); daemons write their port
+ * to a file so a test never guesses one. Stopping a daemon scans its log
+ * for sanitizer reports, so a leak or an overflow in a daemon fails the
+ * test that caused it. */
 #include "support.h"
 
 #include <arpa/inet.h>
