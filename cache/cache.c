@@ -797,3 +797,8 @@ void ixia_cache_get_stats(ixia_cache_t *c, ixia_cache_stats_t *out) {
   g_mutex_unlock(&c->jobs_lock);
 #undef LOAD
 }
+
+const char *const *ixia_cache_memcached_flags(void) {
+  static const char *const flags[] = {"-l", "127.0.0.1", "-U", "0", "-I", "2m", NULL};
+  return flags;
+}

@@ -59,6 +59,13 @@ typedef enum { IXIA_CACHE_HIT, IXIA_CACHE_MISS, IXIA_CACHE_ERROR } ixia_cache_re
  * cache.servers is malformed. */
 ixia_cache_t *ixia_cache_new(const ixia_config_t *cfg, ixia_error_t **err);
 
+/* The flags of a memcached this cache works with (NULL-terminated, to go
+ * after the binary and before -p/-m): loopback, no UDP, and items up to
+ * 2 MiB, since a document of limits.max_doc_bytes (1 MiB) plus the cache
+ * header is over memcached's 1 MiB default. ixia-local and the tests start
+ * memcached with these, so the tests run what the product runs. */
+const char *const *ixia_cache_memcached_flags(void);
+
 /* Abandons queued backfills (their leases simply expire), waits for the
  * running ones (a test pause is cut short), closes every connection and frees
  * the cache. Every lease must have been backfilled or released before. NULL

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "cache.h"
 #include "client.h"
 #include "config.h"
 #include "error.h"
@@ -102,18 +103,11 @@ static gboolean local_memcached_command(local_t *l, GPtrArray *argv, ixia_error_
     return FALSE;
   }
   g_ptr_array_add(argv, bin);
-  g_ptr_array_add(argv, g_strdup("-l"));
-  g_ptr_array_add(argv, g_strdup("127.0.0.1"));
+  for (const char *const *f = ixia_cache_memcached_flags(); *f; f++) g_ptr_array_add(argv, g_strdup(*f));
   g_ptr_array_add(argv, g_strdup("-p"));
   g_ptr_array_add(argv, g_strdup_printf("%d", l->port));
-  g_ptr_array_add(argv, g_strdup("-U"));
-  g_ptr_array_add(argv, g_strdup("0"));
   g_ptr_array_add(argv, g_strdup("-m"));
   g_ptr_array_add(argv, g_strdup("256"));
-  /* Items up to 2 MiB: documents may reach limits.max_doc_bytes (1 MiB)
-   * plus the cache header, over memcached's 1 MiB default. */
-  g_ptr_array_add(argv, g_strdup("-I"));
-  g_ptr_array_add(argv, g_strdup("2m"));
   if (geteuid() == 0) {
     /* memcached refuses to run as root without -u; drop to nobody where
      * that user exists. */

@@ -15,10 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -31,47 +29,6 @@
 #define KS_MAX_REPLY 4096
 
 /* ---- ixia-devkafka ------------------------------------------------------ */
-
-/* Every devkafka still running, for the atexit handler. */
-static GArray *ks_children;
-static pid_t ks_parent;
-
-static void ks_cleanup(void) {
-  for (guint i = 0; ks_children && i < ks_children->len; i++) {
-    GPid pid = g_array_index(ks_children, GPid, i);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-  }
-}
-
-static void ks_track(GPid pid) {
-  if (!ks_children) {
-    ks_children = g_array_new(FALSE, FALSE, sizeof(GPid));
-    atexit(ks_cleanup);
-  }
-  g_array_append_val(ks_children, pid);
-}
-
-static void ks_untrack(GPid pid) {
-  for (guint i = 0; ks_children && i < ks_children->len; i++)
-    if (g_array_index(ks_children, GPid, i) == pid) {
-      g_array_remove_index_fast(ks_children, i);
-      return;
-    }
-}
-
-/* In the child, between fork and exec (async-signal-safe calls only). */
-static void ks_child_setup(gpointer log_path) {
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  /* The parent may have died before prctl: then nobody would kill us. */
-  if (getppid() != ks_parent) _exit(127);
-  int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (fd >= 0) {
-    dup2(fd, 1);
-    dup2(fd, 2);
-    close(fd);
-  }
-}
 
 static void ks_print_log(const char *log_path) {
   char *text = NULL;
@@ -125,21 +82,11 @@ gboolean ixt_devkafka_start_sets(ixt_devkafka_t *k, const char *dir, int brokers
   for (const char *const *s = sets; s && *s; s++) ks_add_set(argv, g_strdup(*s));
   g_ptr_array_add(argv, NULL);
 
-  ks_parent = getpid();
-  GError *gerr = NULL;
-  GPid pid = 0;
-  gboolean ok = g_spawn_async(NULL, (char **)argv->pdata, NULL,
-                              G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH, ks_child_setup,
-                              k->log_path, &pid, &gerr);
+  GPid pid = ixt_spawn((char **)argv->pdata, k->log_path);
   g_ptr_array_unref(argv);
-  if (!ok) {
-    fprintf(stderr, "ixt_devkafka_start: spawn: %s\n", gerr->message);
-    g_error_free(gerr);
-    goto out;
-  }
+  gboolean ok = FALSE;
+  if (!pid) goto out;
   k->pid = pid;
-  ks_track(pid);
-  ok = FALSE;
   gint64 deadline = g_get_monotonic_time() + KS_START_TIMEOUT_MS * G_TIME_SPAN_MILLISECOND;
   while (!ok && g_get_monotonic_time() < deadline) {
     /* The daemon writes the control file first, both atomically. */
@@ -153,8 +100,7 @@ gboolean ixt_devkafka_start_sets(ixt_devkafka_t *k, const char *dir, int brokers
       if (!ok) fprintf(stderr, "ixt_devkafka_start: no control port in %s\n", control_file);
       break;
     }
-    if (waitpid(k->pid, NULL, WNOHANG) == k->pid) {
-      ks_untrack(k->pid);
+    if (ixt_exited(k->pid)) {
       k->pid = 0;
       fprintf(stderr, "ixt_devkafka_start: ixia-devkafka exited during start-up\n");
       break;
@@ -164,9 +110,7 @@ gboolean ixt_devkafka_start_sets(ixt_devkafka_t *k, const char *dir, int brokers
   if (!ok) {
     if (k->pid > 0) {
       /* Not usable: do not leave it running. */
-      kill(k->pid, SIGKILL);
-      waitpid(k->pid, NULL, 0);
-      ks_untrack(k->pid);
+      ixt_signal(k->pid, SIGKILL);
       k->pid = 0;
     }
     if (g_get_monotonic_time() >= deadline)
@@ -179,38 +123,9 @@ out:
   return ok;
 }
 
-static gboolean ks_log_is_clean(const char *log_path) {
-  char *text = NULL;
-  gboolean clean = TRUE;
-  if (log_path && g_file_get_contents(log_path, &text, NULL, NULL)) {
-    static const char *const markers[] = {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
-                                          "runtime error:"};
-    for (guint i = 0; i < G_N_ELEMENTS(markers) && clean; i++)
-      if (strstr(text, markers[i])) {
-        fprintf(stderr, "sanitizer report in %s:\n%s\n", log_path, text);
-        clean = FALSE;
-      }
-  }
-  g_free(text);
-  return clean;
-}
-
 gboolean ixt_devkafka_stop(ixt_devkafka_t *k) {
-  if (k->pid > 0) {
-    kill(k->pid, SIGTERM);
-    gint64 deadline = g_get_monotonic_time() + KS_STOP_GRACE_MS * G_TIME_SPAN_MILLISECOND;
-    while (waitpid(k->pid, NULL, WNOHANG) != k->pid) {
-      if (g_get_monotonic_time() >= deadline) {
-        fprintf(stderr, "ixt_devkafka_stop: pid %d ignored SIGTERM; killing it\n", (int)k->pid);
-        kill(k->pid, SIGKILL);
-        waitpid(k->pid, NULL, 0);
-        break;
-      }
-      g_usleep(10000);
-    }
-    ks_untrack(k->pid);
-  }
-  gboolean clean = ks_log_is_clean(k->log_path);
+  if (k->pid > 0) ixt_terminate(k->pid, KS_STOP_GRACE_MS);
+  gboolean clean = ixt_log_is_clean(k->log_path);
   g_free(k->dir);
   g_free(k->log_path);
   g_free(k->bootstrap);
@@ -615,11 +530,15 @@ gboolean ixt_stack_start_opts(ixt_stack_t *s, guint shards, const ixt_stack_opts
   s->dir = ixt_tmpdir();
   s->shards = shards;
   if (!ixt_memcached_start(&s->mc, 0)) return FALSE;
-  if (!ixt_devkafka_start_sets(&s->kafka, s->dir, 1, 4, o->devkafka_sets)) return FALSE;
-  char *brokers = g_strdup_printf("kafka.brokers=%s", s->kafka.bootstrap);
-  const char *sink_sets[] = {brokers, NULL};
-  gboolean ok = ixt_daemon_start(&s->sink, "ixia-replication-sink", "sink", s->dir, sink_sets);
-  g_free(brokers);
+  if (!ixt_devkafka_start_sets(&s->kafka, s->dir, o->brokers > 0 ? o->brokers : 1, 4, o->devkafka_sets))
+    return FALSE;
+  GPtrArray *ssets = g_ptr_array_new_with_free_func(g_free);
+  g_ptr_array_add(ssets, g_strdup_printf("kafka.brokers=%s", s->kafka.bootstrap));
+  for (const char *const *a = o->sink_sets; a && *a; a++) g_ptr_array_add(ssets, g_strdup(*a));
+  g_ptr_array_add(ssets, NULL);
+  gboolean ok = ixt_daemon_start(&s->sink, "ixia-replication-sink", "sink", s->dir,
+                                 (const char *const *)ssets->pdata);
+  g_ptr_array_unref(ssets);
   const char *parts[2] = {shards == 1 ? "" : "0-1", "2-3"};
   /* The shards repair themselves from the API, which starts after them:
    * they read its port from the file it writes. */
@@ -636,9 +555,9 @@ gboolean ixt_stack_start_opts(ixt_stack_t *s, guint shards, const ixt_stack_opts
   if (!ok) return FALSE;
   GPtrArray *sets = g_ptr_array_new_with_free_func(g_free);
   g_ptr_array_add(sets, g_strdup_printf("replication.sinks=%s", s->sink.addr));
-  g_ptr_array_add(sets, shards == 1 ? g_strdup_printf("query.indexers=%s", s->indexer[0].addr)
-                                    : g_strdup_printf("query.indexers=%s,%s", s->indexer[0].addr,
-                                                      s->indexer[1].addr));
+  if (shards == 1) g_ptr_array_add(sets, g_strdup_printf("query.indexers=%s", s->indexer[0].addr));
+  if (shards == 2)
+    g_ptr_array_add(sets, g_strdup_printf("query.indexers=%s,%s", s->indexer[0].addr, s->indexer[1].addr));
   g_ptr_array_add(sets, g_strdup("replication.retry_max_ms=500"));
   for (const char *const *a = o->api_sets; a && *a; a++) g_ptr_array_add(sets, g_strdup(*a));
   g_ptr_array_add(sets, NULL);

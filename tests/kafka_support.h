@@ -6,10 +6,10 @@
  * its partitions together keep devkafka.memory_mb (1 GiB by default) of
  * batches; tests that need events deleted start it with a small budget.
  *
- * Processes started here die with the test: the child asks for SIGKILL when
- * its parent thread exits (PR_SET_PDEATHSIG), and an atexit handler kills
- * what is still running. Start them from the main thread (or one that
- * outlives them): PDEATHSIG fires when the spawning *thread* exits.
+ * Processes started here are tracked by support.h like every test process:
+ * they die with the test (PR_SET_PDEATHSIG, and a kill at exit). Start them
+ * from the main thread (or one that outlives them): PDEATHSIG fires when
+ * the spawning *thread* exits.
  *
  * Thread safety: ixt_devkafka_* from one thread. ixt_kafka_consume_all is
  * self-contained and may run on any thread. An ixt_producer_t is used by
@@ -145,6 +145,8 @@ typedef struct {
   const char *const *api_sets;
   const char *const *indexer_sets;
   const char *const *devkafka_sets;
+  const char *const *sink_sets;
+  int brokers; /* of ixia-devkafka; 0 = 1 */
 } ixt_stack_opts_t;
 gboolean ixt_stack_start_opts(ixt_stack_t *s, guint shards, const ixt_stack_opts_t *o);
 /* Stops everything; FALSE when a daemon's log holds a sanitizer report. */

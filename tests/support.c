@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "client.h"
 
 static GArray *children;
@@ -83,10 +84,15 @@ gboolean ixt_wait_tcp(int port, int timeout_ms) {
   return FALSE;
 }
 
-/* Runs in the child: output to the log, and die with the test process so
- * that a crashed or killed test leaves no daemons behind. */
+static pid_t spawner;
+
+/* Runs in the child between fork and exec (async-signal-safe calls only):
+ * output to the log, and die with the test process so that a crashed or
+ * killed test leaves no daemons behind. */
 static void redirect_output(gpointer log_path) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  /* The parent may have died before prctl: then nobody would kill us. */
+  if (getppid() != spawner) _exit(127);
   int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
   if (fd >= 0) {
     dup2(fd, 1);
@@ -95,11 +101,14 @@ static void redirect_output(gpointer log_path) {
   }
 }
 
-GPid ixt_spawn(char **argv, const char *log_path) {
+GPid ixt_spawn(char **argv, const char *log_path) { return ixt_spawn_env(argv, NULL, log_path); }
+
+GPid ixt_spawn_env(char **argv, char **envp, const char *log_path) {
   init_once();
   GPid pid = 0;
   GError *e = NULL;
-  if (!g_spawn_async(NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH, redirect_output,
+  spawner = getpid();
+  if (!g_spawn_async(NULL, argv, envp, G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH, redirect_output,
                      (gpointer)log_path, &pid, &e)) {
     fprintf(stderr, "spawn %s: %s\n", argv[0], e->message);
     g_error_free(e);
@@ -109,31 +118,85 @@ GPid ixt_spawn(char **argv, const char *log_path) {
   return pid;
 }
 
-/* The state letter of a process (/proc/PID/stat), '?' when unknown. */
-static char proc_state(GPid pid) {
-  char path[64], *text = NULL;
-  g_snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  if (!g_file_get_contents(path, &text, NULL, NULL)) return '?';
-  const char *p = strrchr(text, ')');
-  char st = p && p[1] == ' ' ? p[2] : '?';
-  g_free(text);
-  return st;
+static void untrack(GPid pid) {
+  for (guint i = 0; children && i < children->len; i++)
+    if (g_array_index(children, GPid, i) == pid) g_array_index(children, GPid, i) = 0;
 }
 
-void ixt_signal(GPid pid, int sig) {
-  if (pid <= 0) return;
-  kill(pid, sig);
+/* Whether every thread of pid is stopped (/proc/PID/task/TID/stat). */
+static gboolean all_threads_stopped(GPid pid) {
+  char *task_dir = g_strdup_printf("/proc/%d/task", (int)pid);
+  GDir *d = g_dir_open(task_dir, 0, NULL);
+  gboolean stopped = d != NULL;
+  for (const char *tid; stopped && d && (tid = g_dir_read_name(d));) {
+    char *path = g_strdup_printf("%s/%s/stat", task_dir, tid);
+    char *stat = NULL;
+    if (g_file_get_contents(path, &stat, NULL, NULL)) {
+      const char *close = strrchr(stat, ')');
+      stopped = close && (close[2] == 'T' || close[2] == 't');
+    }
+    g_free(stat);
+    g_free(path);
+  }
+  if (d) g_dir_close(d);
+  g_free(task_dir);
+  return stopped;
+}
+
+gboolean ixt_signal(GPid pid, int sig) {
+  if (pid <= 0) return FALSE;
+  if (kill(pid, sig) != 0) return FALSE;
   if (sig == SIGSTOP) {
     /* kill() returns before every thread has stopped: a request sent right
-     * after could still be served. */
+     * after could still be served by a thread still running. */
     gint64 until = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
-    while (proc_state(pid) != 'T' && g_get_monotonic_time() < until) g_usleep(1000);
+    gboolean stopped;
+    while (!(stopped = all_threads_stopped(pid)) && g_get_monotonic_time() < until) g_usleep(1000);
+    return stopped;
   }
   if (sig == SIGKILL || sig == SIGTERM) {
     waitpid(pid, NULL, 0);
-    for (guint i = 0; i < children->len; i++)
-      if (g_array_index(children, GPid, i) == pid) g_array_index(children, GPid, i) = 0;
+    untrack(pid);
   }
+  return TRUE;
+}
+
+gboolean ixt_exited(GPid pid) {
+  if (pid <= 0 || waitpid(pid, NULL, WNOHANG) != pid) return FALSE;
+  untrack(pid);
+  return TRUE;
+}
+
+void ixt_terminate(GPid pid, int grace_ms) {
+  if (pid <= 0) return;
+  kill(pid, SIGTERM);
+  gint64 deadline = g_get_monotonic_time() + (gint64)grace_ms * 1000;
+  while (waitpid(pid, NULL, WNOHANG) != pid) {
+    if (g_get_monotonic_time() >= deadline) {
+      fprintf(stderr, "pid %d ignored SIGTERM for %d ms; killing it\n", (int)pid, grace_ms);
+      kill(pid, SIGKILL);
+      waitpid(pid, NULL, 0);
+      break;
+    }
+    g_usleep(10000);
+  }
+  untrack(pid);
+}
+
+gboolean ixt_log_is_clean(const char *log_path) {
+  char *text = NULL;
+  gboolean clean = TRUE;
+  if (log_path && g_file_get_contents(log_path, &text, NULL, NULL)) {
+    static const char *const markers[] = {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                                          "runtime error:"};
+    for (guint i = 0; i < G_N_ELEMENTS(markers) && clean; i++)
+      if (strstr(text, markers[i])) {
+        fprintf(stderr, "sanitizer report in %s:\n%s\n", log_path, text);
+        clean = FALSE;
+      }
+  }
+  g_free(text);
+  return clean;
 }
 
 /* The pid a memcached on 127.0.0.1:port reports (its "stats"), 0 when it
@@ -166,22 +229,68 @@ static GPid memcached_pid(int port) {
   return pid;
 }
 
-gboolean ixt_memcached_start(ixt_memcached_t *m, int port) {
-  for (int attempt = 0; attempt < 5; attempt++) {
-    m->port = port ? port : ixt_free_port();
-    char ps[16];
-    snprintf(ps, sizeof ps, "%d", m->port);
-    char *argv[] = {MEMCACHED_BIN, "-l", "127.0.0.1", "-p", ps, "-U", "0", "-m", "64", "-u", "root", NULL};
-    m->pid = ixt_spawn(argv, "/dev/null");
-    if (m->pid && ixt_wait_tcp(m->port, 5000) && memcached_pid(m->port) == m->pid) {
-      g_free(m->addr);
-      m->addr = g_strdup_printf("127.0.0.1:%d", m->port);
-      return TRUE;
-    }
-    ixt_signal(m->pid, SIGKILL);
-    if (port) g_usleep(200000);
+/* The port memcached wrote to its MEMCACHED_PORT_FILENAME file ("TCP INET:
+ * 12345"), 0 while none. */
+static int read_port_file(const char *path) {
+  char *text = NULL;
+  int port = 0;
+  if (g_file_get_contents(path, &text, NULL, NULL)) {
+    const char *p = strstr(text, "TCP INET: ");
+    if (p) port = atoi(p + strlen("TCP INET: "));
   }
-  return FALSE;
+  g_free(text);
+  return port;
+}
+
+gboolean ixt_memcached_start(ixt_memcached_t *m, int port) {
+  static int seq;
+  char *dir = ixt_tmpdir();
+  gboolean ok = FALSE;
+  for (int attempt = 0; attempt < 5 && !ok; attempt++) {
+    /* Port 0: the kernel picks one and memcached writes it to a file, so
+     * no other process can take a port we probed. */
+    char *port_file = g_strdup_printf("%s/memcached-%d.port", dir, ++seq);
+    GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(argv, g_strdup(MEMCACHED_BIN));
+    for (const char *const *f = ixia_cache_memcached_flags(); *f; f++) g_ptr_array_add(argv, g_strdup(*f));
+    g_ptr_array_add(argv, g_strdup("-p"));
+    g_ptr_array_add(argv, g_strdup_printf("%d", port ? port : -1));
+    g_ptr_array_add(argv, g_strdup("-m"));
+    g_ptr_array_add(argv, g_strdup("64"));
+    if (geteuid() == 0) { /* memcached refuses to run as root without -u */
+      g_ptr_array_add(argv, g_strdup("-u"));
+      g_ptr_array_add(argv, g_strdup("root"));
+    }
+    g_ptr_array_add(argv, NULL);
+    char **envp = g_environ_setenv(g_get_environ(), "MEMCACHED_PORT_FILENAME", port_file, TRUE);
+    m->pid = ixt_spawn_env((char **)argv->pdata, envp, "/dev/null");
+    g_strfreev(envp);
+    g_ptr_array_unref(argv);
+    gint64 deadline = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+    m->port = port;
+    while (m->pid && !ok && g_get_monotonic_time() < deadline) {
+      if (ixt_exited(m->pid)) { /* the port was taken: try again */
+        m->pid = 0;
+        break;
+      }
+      if (!m->port) m->port = read_port_file(port_file);
+      ok = m->port && memcached_pid(m->port) == m->pid;
+      if (!ok) g_usleep(10000);
+    }
+    unlink(port_file);
+    g_free(port_file);
+    if (!ok) {
+      ixt_signal(m->pid, SIGKILL);
+      m->pid = 0;
+      if (port) g_usleep(200000);
+    }
+  }
+  g_free(dir);
+  if (ok) {
+    g_free(m->addr);
+    m->addr = g_strdup_printf("127.0.0.1:%d", m->port);
+  }
+  return ok;
 }
 
 void ixt_memcached_stop(ixt_memcached_t *m) {
@@ -318,19 +427,7 @@ gboolean ixt_api_start(ixt_api_t *a, const char *dir, const char *cache_servers,
 /* FALSE when a sanitizer reported an error in the daemon's log. */
 static gboolean log_is_clean(const ixt_daemon_t *d) {
   char *log = g_strdup_printf("%s/%s.log", d->dir, d->name);
-  char *text = NULL;
-  gboolean clean = TRUE;
-  if (g_file_get_contents(log, &text, NULL, NULL)) {
-    const char *markers[] = {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"};
-    for (guint i = 0; i < G_N_ELEMENTS(markers); i++) {
-      if (strstr(text, markers[i])) {
-        fprintf(stderr, "sanitizer report in %s:\n%s\n", log, text);
-        clean = FALSE;
-        break;
-      }
-    }
-  }
-  g_free(text);
+  gboolean clean = ixt_log_is_clean(log);
   g_free(log);
   return clean;
 }
@@ -385,4 +482,63 @@ double ixt_json_num(const cJSON *o, const char *path) {
   for (char **p = parts; *p && x; p++) x = cJSON_GetObjectItemCaseSensitive(x, *p);
   g_strfreev(parts);
   return cJSON_IsNumber(x) ? x->valuedouble : -1;
+}
+
+/* ---------- per-key order of an at-least-once stream ---------- */
+
+typedef struct {
+  gint64 last;
+  GHashTable *seen; /* gint64 * */
+} order_key_t;
+
+struct ixt_order {
+  GHashTable *keys; /* GBytes -> order_key_t */
+  guint violations;
+};
+
+static void order_key_free(gpointer p) {
+  order_key_t *k = p;
+  g_hash_table_destroy(k->seen);
+  g_free(k);
+}
+
+ixt_order_t *ixt_order_new(void) {
+  ixt_order_t *o = g_new0(ixt_order_t, 1);
+  o->keys = g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref,
+                                  order_key_free);
+  return o;
+}
+
+void ixt_order_destroy(ixt_order_t *o) {
+  if (!o) return;
+  g_hash_table_destroy(o->keys);
+  g_free(o);
+}
+
+gboolean ixt_order_next(ixt_order_t *o, const void *key, gsize key_len, gint64 version) {
+  GBytes *b = g_bytes_new(key, key_len);
+  order_key_t *k = g_hash_table_lookup(o->keys, b);
+  if (!k) {
+    k = g_new0(order_key_t, 1);
+    k->last = G_MININT64;
+    k->seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    g_hash_table_insert(o->keys, g_bytes_ref(b), k);
+  }
+  g_bytes_unref(b);
+  gboolean ok = version >= k->last || g_hash_table_contains(k->seen, &version);
+  if (!ok) o->violations++;
+  k->last = MAX(k->last, version);
+  gint64 *v = g_new(gint64, 1);
+  *v = version;
+  g_hash_table_add(k->seen, v);
+  return ok;
+}
+
+guint ixt_order_violations(const ixt_order_t *o) { return o->violations; }
+
+gboolean ixt_order_seen(const ixt_order_t *o, const void *key, gsize key_len, gint64 version) {
+  GBytes *b = g_bytes_new(key, key_len);
+  order_key_t *k = g_hash_table_lookup(o->keys, b);
+  g_bytes_unref(b);
+  return k && g_hash_table_contains(k->seen, &version);
 }

@@ -16,16 +16,27 @@ gboolean ixt_wait_tcp(int port, int timeout_ms);
 
 /* Starts argv[0] with output to log_path; tracked for cleanup. */
 GPid ixt_spawn(char **argv, const char *log_path);
+/* The same with an environment (NULL: this process's). */
+GPid ixt_spawn_env(char **argv, char **envp, const char *log_path);
+/* TRUE once pid has exited (it is then reaped and no longer tracked). */
+gboolean ixt_exited(GPid pid);
+/* SIGTERM, then SIGKILL after grace_ms; reaped and no longer tracked. */
+void ixt_terminate(GPid pid, int grace_ms);
+/* FALSE (and the log printed) when a sanitizer reported an error in it. */
+gboolean ixt_log_is_clean(const char *log_path);
 /* Sends sig and, for SIGKILL/SIGTERM, waits for the process to exit; for
- * SIGSTOP, until it is stopped. */
-void ixt_signal(GPid pid, int sig);
+ * SIGSTOP, until every thread of it is stopped (FALSE if not within 5 s).
+ * FALSE when the signal could not be sent. */
+gboolean ixt_signal(GPid pid, int sig);
 
 typedef struct {
   GPid pid;
   int port;
   char *addr; /* "127.0.0.1:PORT" */
 } ixt_memcached_t;
-/* port 0 picks one. */
+/* A memcached with the product's flags (ixia_cache_memcached_flags, as
+ * ixia-local runs it). port 0: the kernel picks one, read back from the
+ * server's port file; otherwise that port (a restart on the same port). */
 gboolean ixt_memcached_start(ixt_memcached_t *m, int port);
 void ixt_memcached_stop(ixt_memcached_t *m);
 
@@ -74,6 +85,19 @@ gboolean ixt_indexer_start(ixt_daemon_t *d, const char *dir, const char *bootstr
 gboolean ixt_indexer_start_sets(ixt_daemon_t *d, const char *dir, const char *bootstrap,
                                 const char *partitions, const char *cache_servers,
                                 const char *const *extra);
+
+/* The per-key order of a stream delivered at least once (the change-event
+ * topic): versions only increase, except that a repeat may bring back a
+ * version already seen for that key (a re-send after a failed call or a
+ * crash). Feed the events in stream order. */
+typedef struct ixt_order ixt_order_t;
+ixt_order_t *ixt_order_new(void);
+void ixt_order_destroy(ixt_order_t *o);
+/* FALSE (and counted) when version steps back to one never seen for key. */
+gboolean ixt_order_next(ixt_order_t *o, const void *key, gsize key_len, gint64 version);
+guint ixt_order_violations(const ixt_order_t *o);
+/* Whether the stream held version for key. */
+gboolean ixt_order_seen(const ixt_order_t *o, const void *key, gsize key_len, gint64 version);
 
 /* The number at a dotted path of a JSON object ("missing.count"), or -1. */
 double ixt_json_num(const cJSON *o, const char *path);

@@ -18,45 +18,10 @@
 #include "cache.h"
 #include "config.h"
 #include "log.h"
+#include "support.h"
 
-#ifndef IXIA_MEMCACHED_BIN
-#define IXIA_MEMCACHED_BIN "memcached"
-#endif
 
-/* ---- memcached processes --------------------------------------------------- */
-
-typedef struct {
-  pid_t pid;
-  int port;
-} mcd_t;
-
-#define MAX_PIDS 16
-static pid_t all_pids[MAX_PIDS];
-
-static void pid_track(pid_t pid, gboolean add) {
-  for (int i = 0; i < MAX_PIDS; i++) {
-    if (add && all_pids[i] == 0) {
-      all_pids[i] = pid;
-      return;
-    }
-    if (!add && all_pids[i] == pid) {
-      all_pids[i] = 0;
-      return;
-    }
-  }
-}
-
-/* Also registered with atexit; children die with us anyway (PDEATHSIG). */
-static void kill_all(void) {
-  for (int i = 0; i < MAX_PIDS; i++) {
-    if (all_pids[i] > 0) {
-      kill(all_pids[i], SIGCONT);
-      kill(all_pids[i], SIGKILL);
-      waitpid(all_pids[i], NULL, 0);
-      all_pids[i] = 0;
-    }
-  }
-}
+/* ---- direct access to memcached ------------------------------------------- */
 
 /* Sends one text-protocol command and reads the first reply line into buf.
  * Returns FALSE when the server does not answer within timeout_ms. */
@@ -87,123 +52,6 @@ static gboolean raw_cmd(int port, const char *cmd, char *buf, size_t buflen, int
   return ok;
 }
 
-static gboolean mcd_answers(int port, int timeout_ms) {
-  char buf[128];
-  return raw_cmd(port, "version\r\n", buf, sizeof buf, timeout_ms) &&
-         g_str_has_prefix(buf, "VERSION");
-}
-
-static char *tmp_dir;
-
-/* Reads the port memcached wrote to its port file ("TCP INET: 12345"). */
-static int read_port_file(const char *path) {
-  char *text = NULL;
-  int port = 0;
-  if (g_file_get_contents(path, &text, NULL, NULL)) {
-    const char *p = strstr(text, "TCP INET: ");
-    if (p) port = atoi(p + strlen("TCP INET: "));
-  }
-  g_free(text);
-  return port;
-}
-
-/* Starts memcached on port, or with port 0 on a port the kernel picks, read
- * back from the file named by MEMCACHED_PORT_FILENAME (no window in which
- * another process can take a port we probed). */
-static gboolean mcd_start(mcd_t *m, int port) {
-  static int seq;
-  for (int attempt = 0; attempt < 5; attempt++) {
-    char *port_file = g_strdup_printf("%s/memcached-%d.port", tmp_dir, ++seq);
-    char port_s[16];
-    g_snprintf(port_s, sizeof port_s, "%d", port ? port : -1);
-    const char *argv[] = {IXIA_MEMCACHED_BIN, "-l", "127.0.0.1", "-p", port_s, "-U", "0",
-                          "-m", "64", geteuid() == 0 ? "-u" : NULL, "root", NULL};
-    /* (memcached refuses to run as root without -u; otherwise argv ends early.) */
-    char **envp = g_environ_setenv(g_get_environ(), "MEMCACHED_PORT_FILENAME", port_file, TRUE);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-      g_strfreev(envp);
-      g_free(port_file);
-      return FALSE;
-    }
-    if (pid == 0) {
-      /* Only async-signal-safe calls here. The server dies with the test
-       * even if the test crashes. */
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(1);
-      execve(argv[0], (char *const *)argv, envp);
-      _exit(127);
-    }
-    g_strfreev(envp);
-    pid_track(pid, TRUE);
-    gint64 deadline = g_get_monotonic_time() + 3 * G_USEC_PER_SEC;
-    int p = 0;
-    while (g_get_monotonic_time() < deadline) {
-      if (waitpid(pid, NULL, WNOHANG) == pid) { /* exited: port still taken? */
-        pid_track(pid, FALSE);
-        pid = 0;
-        break;
-      }
-      if (!p) p = port ? port : read_port_file(port_file);
-      if (p && mcd_answers(p, 200)) {
-        m->pid = pid;
-        m->port = p;
-        g_unlink(port_file);
-        g_free(port_file);
-        return TRUE;
-      }
-      g_usleep(10 * 1000);
-    }
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, NULL, 0);
-      pid_track(pid, FALSE);
-    }
-    g_unlink(port_file);
-    g_free(port_file);
-    g_usleep(100 * 1000);
-  }
-  return FALSE;
-}
-
-/* kill() only queues SIGSTOP: a memcached thread already running may still
- * answer. Wait until every thread shows as stopped. */
-static gboolean mcd_stop(mcd_t *m) {
-  if (kill(m->pid, SIGSTOP) != 0) return FALSE;
-  char *task_dir = g_strdup_printf("/proc/%d/task", (int)m->pid);
-  gboolean all_stopped = FALSE;
-  for (int i = 0; i < 200 && !all_stopped; i++) {
-    GDir *d = g_dir_open(task_dir, 0, NULL);
-    if (!d) break;
-    all_stopped = TRUE;
-    for (const char *tid; all_stopped && (tid = g_dir_read_name(d));) {
-      char *path = g_strdup_printf("%s/%s/stat", task_dir, tid);
-      char *stat = NULL;
-      if (g_file_get_contents(path, &stat, NULL, NULL)) {
-        const char *close = strrchr(stat, ')');
-        all_stopped = close && (close[2] == 'T' || close[2] == 't');
-      }
-      g_free(stat);
-      g_free(path);
-    }
-    g_dir_close(d);
-    if (!all_stopped) g_usleep(5 * 1000);
-  }
-  g_free(task_dir);
-  return all_stopped;
-}
-
-static void mcd_kill(mcd_t *m) {
-  if (m->pid <= 0) return;
-  kill(m->pid, SIGCONT);
-  kill(m->pid, SIGKILL);
-  waitpid(m->pid, NULL, 0);
-  pid_track(m->pid, FALSE);
-  m->pid = 0;
-}
-
-/* ---- direct access to memcached ------------------------------------------- */
 
 /* The raw stored bytes under mkey on the server at port (g_free), or NULL. */
 static char *raw_get(int port, const char *mkey, size_t *len) {
@@ -240,7 +88,7 @@ static long raw_ttl(int port, const char *mkey) {
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-static mcd_t mc1;
+static ixt_memcached_t mc1;
 
 static ixia_config_t *cfg_new(const char *servers, ...) {
   ixia_config_t *cfg = ixia_config_new();
@@ -259,14 +107,14 @@ static ixia_config_t *cfg_new(const char *servers, ...) {
   return cfg;
 }
 
-static char *server_of(const mcd_t *m) {
+static char *server_of(const ixt_memcached_t *m) {
   return g_strdup_printf("127.0.0.1:%d", m->port);
 }
 
 /* A cache on m with config assignments ("section.key=value", NULL-ended);
  * "pause=N" sets the backfill pause test hook (IXIA_TEST_BACKFILL_PAUSE_MS)
  * for this cache. */
-static ixia_cache_t *cache_for(const mcd_t *m, ...) {
+static ixia_cache_t *cache_for(const ixt_memcached_t *m, ...) {
   char *servers = server_of(m);
   ixia_config_t *cfg = cfg_new(servers, NULL);
   va_list ap;
@@ -776,10 +624,10 @@ static void test_concurrent_no_stale(void) {
 /* Two servers: keys spread over both (ketama); with one killed, its keys
  * fail fast and the other's keep hitting (no remapping). */
 static void test_two_servers(void) {
-  mcd_t a = {0}, b = {0};
-  CU_ASSERT_FATAL(mcd_start(&a, 0));
-  if (!mcd_start(&b, 0)) {
-    mcd_kill(&a);
+  ixt_memcached_t a = {0}, b = {0};
+  CU_ASSERT_FATAL(ixt_memcached_start(&a, 0));
+  if (!ixt_memcached_start(&b, 0)) {
+    ixt_memcached_stop(&a);
     CU_FAIL_FATAL("cannot start a second memcached");
   }
   char *servers = g_strdup_printf("127.0.0.1:%d,127.0.0.1:%d", a.port, b.port);
@@ -804,7 +652,7 @@ static void test_two_servers(void) {
   CU_ASSERT_EQUAL(on_a + on_b, N);
   CU_ASSERT_TRUE(on_a > N / 5 && on_b > N / 5);
 
-  mcd_kill(&b);
+  ixt_memcached_stop(&b);
   gint64 t0 = g_get_monotonic_time();
   int hits = 0, errors = 0, wrong = 0;
   for (int i = 0; i < N; i++) {
@@ -830,7 +678,7 @@ static void test_two_servers(void) {
   ixia_cache_destroy(c);
   ixia_config_destroy(cfg);
   g_free(servers);
-  mcd_kill(&a);
+  ixt_memcached_stop(&a);
 }
 
 /* With cache.retry_timeout_s=1 the first call after a second probes the
@@ -849,12 +697,12 @@ static void wait_recovered(ixia_cache_t *c, const char *table) {
 }
 
 static void test_memcached_killed(void) {
-  mcd_t m = {0};
-  CU_ASSERT_FATAL(mcd_start(&m, 0));
+  ixt_memcached_t m = {0};
+  CU_ASSERT_FATAL(ixt_memcached_start(&m, 0));
   ixia_cache_t *c = cache_for(&m, NULL);
   CU_ASSERT_TRUE(fill(c, "shop", "kill", "k", 1, "{}"));
 
-  mcd_kill(&m);
+  ixt_memcached_stop(&m);
   gint64 v;
   char *json = NULL;
   size_t len;
@@ -877,7 +725,7 @@ static void test_memcached_killed(void) {
 
   /* A new memcached on the same port: usable after the retry timeout. */
   int port = m.port;
-  CU_ASSERT_FATAL(mcd_start(&m, port));
+  CU_ASSERT_FATAL(ixt_memcached_start(&m, port));
   wait_recovered(c, "kill");
   CU_ASSERT_EQUAL(ixia_cache_get(c, "shop", "kill", KEY("k"), &v, &json, &len), IXIA_CACHE_MISS);
   CU_ASSERT_TRUE(fill(c, "shop", "kill", "k", 3, "{\"x\":3}"));
@@ -891,12 +739,12 @@ static void test_memcached_killed(void) {
   CU_ASSERT_TRUE(st.errors >= 51);
   CU_ASSERT_EQUAL(st.invalidation_failures, 1);
   ixia_cache_destroy(c);
-  mcd_kill(&m);
+  ixt_memcached_stop(&m);
 }
 
 static void test_memcached_hung(void) {
-  mcd_t m = {0};
-  CU_ASSERT_FATAL(mcd_start(&m, 0));
+  ixt_memcached_t m = {0};
+  CU_ASSERT_FATAL(ixt_memcached_start(&m, 0));
   ixia_cache_t *c = cache_for(&m, NULL); /* cache.timeout_ms=100 */
   CU_ASSERT_TRUE(fill(c, "shop", "hung", "k", 1, "{\"v\":1}"));
   gint64 v;
@@ -904,7 +752,7 @@ static void test_memcached_hung(void) {
   size_t len;
 
   /* Hung, and the first call is an invalidate: FALSE, bounded. */
-  CU_ASSERT_FATAL(mcd_stop(&m));
+  CU_ASSERT_FATAL(ixt_signal(m.pid, SIGSTOP));
   gint64 t0 = g_get_monotonic_time();
   CU_ASSERT_FALSE(ixia_cache_invalidate(c, "shop", "hung", KEY("k")));
   gint64 took = ms_since(t0);
@@ -923,7 +771,7 @@ static void test_memcached_hung(void) {
   /* Hung again, the first call a get: ERROR, bounded. */
   CU_ASSERT_TRUE(ixia_cache_invalidate(c, "shop", "hung", KEY("k")));
   CU_ASSERT_TRUE(fill(c, "shop", "hung", "k", 2, "{\"v\":2}"));
-  CU_ASSERT_FATAL(mcd_stop(&m));
+  CU_ASSERT_FATAL(ixt_signal(m.pid, SIGSTOP));
   t0 = g_get_monotonic_time();
   CU_ASSERT_EQUAL(ixia_cache_get(c, "shop", "hung", KEY("k"), &v, &json, &len),
                   IXIA_CACHE_ERROR);
@@ -954,24 +802,21 @@ static void test_memcached_hung(void) {
   CU_ASSERT_TRUE(st.invalidations_retried >= 1);
   CU_ASSERT_EQUAL(st.invalidation_retries_pending, 0);
   ixia_cache_destroy(c);
-  mcd_kill(&m);
+  ixt_memcached_stop(&m);
 }
 
 /* ---- runner ------------------------------------------------------------------ */
 
 static int suite_init(void) {
-  return mcd_start(&mc1, 0) ? 0 : -1;
+  return ixt_memcached_start(&mc1, 0) ? 0 : -1;
 }
 
 static int suite_cleanup(void) {
-  mcd_kill(&mc1);
+  ixt_memcached_stop(&mc1);
   return 0;
 }
 
 int main(void) {
-  atexit(kill_all);
-  tmp_dir = g_dir_make_tmp("ixia-test-cache-XXXXXX", NULL);
-  if (!tmp_dir) return 2;
   if (!g_getenv("IXIA_TEST_VERBOSE")) ixia_log_set_level(IXIA_LOG_ERROR);
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_pSuite offline = CU_add_suite("cache_offline", NULL, NULL);
@@ -998,8 +843,5 @@ int main(void) {
   unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
                     CU_get_number_of_tests_failed();
   CU_cleanup_registry();
-  kill_all();
-  g_rmdir(tmp_dir);
-  g_free(tmp_dir);
   return failed ? 1 : 0;
 }

@@ -24,49 +24,22 @@ static const char *SCHEMA =
     "{\"namespace\":\"shop\",\"table\":\"products\","
     "\"indexes\":[{\"field\":\"price\",\"type\":\"double\"}]}";
 
-typedef struct {
-  ixt_memcached_t mc;
-  ixt_devkafka_t kafka;
-  ixt_daemon_t sink;
-  ixt_api_t api;
-  char *dir;
-} cdc_stack_t;
-
-static gboolean stack_start(cdc_stack_t *s, const char *const *api_sets) {
-  memset(s, 0, sizeof *s);
-  s->dir = ixt_tmpdir();
-  if (!ixt_memcached_start(&s->mc, 0)) return FALSE;
-  if (!ixt_devkafka_start(&s->kafka, s->dir, 3, 4)) return FALSE;
-  char *brokers = g_strdup_printf("kafka.brokers=%s", s->kafka.bootstrap);
-  const char *sink_sets[] = {brokers, "sink.delivery_timeout_ms=15000",
-                             "kafka.message_timeout_ms=10000", NULL};
-  gboolean ok = ixt_daemon_start(&s->sink, "ixia-replication-sink", "sink", s->dir, sink_sets);
-  g_free(brokers);
-  if (!ok) return FALSE;
-  GPtrArray *sets = g_ptr_array_new_with_free_func(g_free);
-  g_ptr_array_add(sets, g_strdup_printf("replication.sinks=%s", s->sink.addr));
-  g_ptr_array_add(sets, g_strdup("replication.retry_max_ms=500"));
-  for (const char *const *p = api_sets; p && *p; p++) g_ptr_array_add(sets, g_strdup(*p));
-  g_ptr_array_add(sets, NULL);
-  ok = ixt_api_start(&s->api, s->dir, s->mc.addr, (const char *const *)sets->pdata);
-  g_ptr_array_free(sets, TRUE);
-  if (!ok) return FALSE;
+/* The pipeline without index shards: memcached, three brokers, the sink and
+ * the API, with the table's schema applied. */
+static gboolean stack_start(ixt_stack_t *s, const char *const *api_sets) {
+  const char *sink_sets[] = {"sink.delivery_timeout_ms=15000", "kafka.message_timeout_ms=10000", NULL};
+  ixt_stack_opts_t o = {.api_sets = api_sets, .sink_sets = sink_sets, .brokers = 3};
+  if (!ixt_stack_start_opts(s, 0, &o)) return FALSE;
   ixia_error_t *e = NULL;
   ixia_client_t *c = ixia_client_new(s->api.addr, &e);
-  ok = c && ixia_client_apply_schema(c, SCHEMA, NULL, &e);
+  gboolean ok = c && ixia_client_apply_schema(c, SCHEMA, NULL, &e);
   if (e) fprintf(stderr, "\n  stack: %s\n", e->message);
   ixia_error_destroy(e);
   ixia_client_destroy(c);
   return ok;
 }
 
-static void stack_stop(cdc_stack_t *s) {
-  CU_ASSERT_TRUE(ixt_api_stop(&s->api));
-  CU_ASSERT_TRUE(ixt_daemon_stop(&s->sink));
-  ixt_devkafka_stop(&s->kafka);
-  ixt_memcached_stop(&s->mc);
-  g_free(s->dir);
-}
+static void stack_stop(ixt_stack_t *s) { CU_ASSERT_TRUE(ixt_stack_stop(s)); }
 
 /* ---------- concurrent writers ---------- */
 
@@ -192,15 +165,15 @@ static char *event_doc_key(IxiaChangeEvent *ev) {
   return g_strndup((const char *)ev->key->data, ev->key->len);
 }
 
-static void verify_topic(cdc_stack_t *s, GArray *acked, int keys) {
+static void verify_topic(ixt_stack_t *s, GArray *acked, int keys) {
   CU_ASSERT_TRUE_FATAL(wait_replicated(s->api.addr, 90));
   GPtrArray *events = ixt_kafka_consume_all(s->kafka.bootstrap, TOPIC, 2000, 90000);
   CU_ASSERT_PTR_NOT_NULL_FATAL(events);
-  /* Versions seen per key, in the order the topic holds them. */
-  GHashTable *seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-                                           (GDestroyNotify)g_hash_table_destroy);
+  /* Per key, in the order the topic holds them: versions only increase,
+   * and only a re-send of a version already delivered may go back. */
+  ixt_order_t *order = ixt_order_new();
   GHashTable *last = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-  int order_violations = 0, puts = 0, deletes = 0;
+  int puts = 0, deletes = 0;
   for (guint i = 0; i < events->len; i++) {
     IxiaChangeEvent *ev = g_ptr_array_index(events, i);
     if (ev->op == IXIA_CHANGE_OP_SCHEMA) continue;
@@ -208,31 +181,18 @@ static void verify_topic(cdc_stack_t *s, GArray *acked, int keys) {
     CU_ASSERT_STRING_EQUAL(ev->table, TABLE);
     ev->op == IXIA_CHANGE_OP_PUT ? puts++ : deletes++;
     char *key = event_doc_key(ev);
-    GHashTable *versions = g_hash_table_lookup(seen, key);
-    if (!versions) {
-      versions = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-      g_hash_table_insert(seen, g_strdup(key), versions);
-    }
     IxiaChangeEvent *prev = g_hash_table_lookup(last, key);
-    if (prev && ev->version < prev->version) {
-      /* Only a re-send of a version already delivered may go back. */
-      if (!g_hash_table_contains(versions, &ev->version)) order_violations++;
-    } else {
-      g_hash_table_replace(last, g_strdup(key), ev);
-    }
-    gint64 *v = g_new(gint64, 1);
-    *v = ev->version;
-    g_hash_table_add(versions, v);
+    ixt_order_next(order, key, strlen(key), ev->version);
+    if (!prev || ev->version >= prev->version) g_hash_table_replace(last, g_strdup(key), ev);
     g_free(key);
   }
-  CU_ASSERT_EQUAL(order_violations, 0);
+  CU_ASSERT_EQUAL(ixt_order_violations(order), 0);
   int missing = 0;
   for (guint i = 0; i < acked->len; i++) {
     ack_t *a = &g_array_index(acked, ack_t, i);
     char key[16];
     snprintf(key, sizeof key, "k%03d", a->key);
-    GHashTable *versions = g_hash_table_lookup(seen, key);
-    if (!versions || !g_hash_table_contains(versions, &a->version)) {
+    if (!ixt_order_seen(order, key, strlen(key), a->version)) {
       if (missing++ < 5) {
         fprintf(stderr, "\n  acknowledged %s@%" G_GINT64_FORMAT " is not in the topic; topic has:", key, a->version);
         for (guint j = 0; j < events->len; j++) {
@@ -271,11 +231,11 @@ static void verify_topic(cdc_stack_t *s, GArray *acked, int keys) {
          puts, deletes);
   ixia_client_destroy(c);
   g_hash_table_destroy(last);
-  g_hash_table_destroy(seen);
+  ixt_order_destroy(order);
   g_ptr_array_free(events, TRUE);
 }
 
-static void control(cdc_stack_t *s, const char *cmd) {
+static void control(ixt_stack_t *s, const char *cmd) {
   char *reply = NULL;
   CU_ASSERT_TRUE(ixt_devkafka_control(&s->kafka, cmd, &reply));
   if (!reply || strncmp(reply, "ok", 2) != 0) fprintf(stderr, "\n  control '%s': %s", cmd, reply ? reply : "(none)");
@@ -285,7 +245,7 @@ static void control(cdc_stack_t *s, const char *cmd) {
 /* ---------- scenarios ---------- */
 
 static void test_steady_state(void) {
-  cdc_stack_t s;
+  ixt_stack_t s;
   CU_ASSERT_TRUE_FATAL(stack_start(&s, NULL));
   writers_t ws;
   writers_start(&ws, s.api.addr, 250, 40, 0);
@@ -302,7 +262,7 @@ static void test_steady_state(void) {
 }
 
 static void test_sink_killed(void) {
-  cdc_stack_t s;
+  ixt_stack_t s;
   CU_ASSERT_TRUE_FATAL(stack_start(&s, NULL));
   writers_t ws;
   writers_start(&ws, s.api.addr, 300, 40, 3000);
@@ -319,7 +279,7 @@ static void test_sink_killed(void) {
 }
 
 static void test_query_api_killed(void) {
-  cdc_stack_t s;
+  ixt_stack_t s;
   CU_ASSERT_TRUE_FATAL(stack_start(&s, NULL));
   writers_t ws;
   writers_start(&ws, s.api.addr, 300, 40, 3000);
@@ -336,7 +296,7 @@ static void test_query_api_killed(void) {
 }
 
 static void test_broker_down(void) {
-  cdc_stack_t s;
+  ixt_stack_t s;
   CU_ASSERT_TRUE_FATAL(stack_start(&s, NULL));
   writers_t ws;
   writers_start(&ws, s.api.addr, 400, 40, 30000); /* ~12 s of writes */
@@ -370,7 +330,7 @@ static void test_broker_down(void) {
 }
 
 static void test_produce_errors(void) {
-  cdc_stack_t s;
+  ixt_stack_t s;
   CU_ASSERT_TRUE_FATAL(stack_start(&s, NULL));
   writers_t ws;
   writers_start(&ws, s.api.addr, 200, 40, 2000);
@@ -389,7 +349,7 @@ static void test_wal_gap(void) {
   /* No WAL retention and tiny memtables: flushed WAL files are deleted at
    * once. The sink address is dead at first, so nothing ships before the
    * WAL is gone. */
-  cdc_stack_t s;
+  ixt_stack_t s;
   memset(&s, 0, sizeof s);
   s.dir = ixt_tmpdir();
   CU_ASSERT_TRUE_FATAL(ixt_memcached_start(&s.mc, 0));
