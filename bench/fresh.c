@@ -8,6 +8,7 @@
  * it. That bounds visibility from above by one poll round trip, which the
  * result reports (poll_ms). Sampling keeps the polling load flat whatever
  * the put rate. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,7 +29,7 @@ typedef struct {
   GAsyncQueue *probes; /* probe_t*, from the put threads */
   GThread *poller;
   ixia_client_t *client; /* the poller's */
-  gint stop;
+  _Atomic gint stop;
   double probe_fraction;
   gulong poll_pause_us;
   guint64 nonce;
@@ -93,7 +94,7 @@ static gpointer poller_main(gpointer data) {
     probe_t *p;
     while ((p = g_async_queue_try_pop(f->probes))) g_ptr_array_add(pending, p);
     if (pending->len == 0) {
-      if (g_atomic_int_get(&f->stop)) break;
+      if (atomic_load(&f->stop)) break;
       p = g_async_queue_timeout_pop(f->probes, 20000);
       if (p) g_ptr_array_add(pending, p);
       continue;
@@ -153,7 +154,7 @@ static gboolean fresh_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **e
 
 static void stop_poller(fresh_t *f) {
   if (!f->poller) return;
-  g_atomic_int_set(&f->stop, 1);
+  atomic_store(&f->stop, 1);
   g_thread_join(f->poller);
   f->poller = NULL;
 }

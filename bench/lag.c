@@ -1,6 +1,7 @@
 /* The cdc-lag workload: open-loop puts at a fixed rate, and a Kafka consumer
  * that reads their change events; reports put-to-Kafka lag p50/p99 (from the
  * put's acknowledgement to the event being readable from the topic). */
+#include <stdatomic.h>
 #include <librdkafka/rdkafka.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +18,7 @@ typedef struct {
   GHashTable *arrived; /* version -> arrival time (us) */
   GHashTable *decoded; /* version -> wall ms when the sink decoded it */
   GHashTable *acked_wall; /* version -> wall ms of the ack */
-  gint stop;
+  _Atomic gint stop;
   rd_kafka_t *consumer;
 } lag_state_t;
 
@@ -29,7 +30,7 @@ static gint64 *boxed(gint64 v) {
 
 static gpointer consume_main(gpointer data) {
   lag_state_t *st = data;
-  while (!g_atomic_int_get(&st->stop)) {
+  while (!atomic_load(&st->stop)) {
     rd_kafka_message_t *m = rd_kafka_consumer_poll(st->consumer, 100);
     if (!m) continue;
     gint64 now = g_get_monotonic_time();
@@ -153,7 +154,7 @@ int ixia_bench_cdc_lag(const char *api, const char *brokers, const char *topic, 
   g_free(threads);
   g_free(w);
   g_usleep(3000000); /* stragglers */
-  g_atomic_int_set(&st.stop, 1);
+  atomic_store(&st.stop, 1);
   g_thread_join(th);
   ixia_hdr_t *lags = ixia_hdr_new();
   /* Where the lag goes: ack -> sink decoded it (the source's share), and

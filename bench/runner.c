@@ -1,5 +1,6 @@
 /* The driver shared by the request/response workloads, and the helpers
  * every workload uses (results, schema, stats, queries, bulk puts). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -134,7 +135,7 @@ gboolean ixia_bench_is_missing_feature(const ixia_error_t *err) {
 typedef struct {
   const ixia_bench_opts_t *o;
   gint64 first, end;
-  gint64 next; /* atomic: first document of the next batch */
+  _Atomic gint64 next; /* atomic: first document of the next batch */
   gint64 last_version, bytes;
   GMutex lock; /* last_version, bytes, lat, error */
   ixia_hdr_t *lat;
@@ -148,7 +149,7 @@ static gpointer put_docs_main(gpointer data) {
   ixia_hdr_t *lat = ixia_hdr_new();
   gint64 last = 0, bytes = 0;
   while (c && !e) {
-    gint64 from = __atomic_fetch_add(&p->next, (gint64)p->o->batch, __ATOMIC_RELAXED);
+    gint64 from = atomic_fetch_add_explicit(&p->next, (gint64)p->o->batch, memory_order_relaxed);
     if (from >= p->end) break;
     gint64 to = MIN(from + p->o->batch, p->end);
     GPtrArray *ops = g_ptr_array_new_with_free_func(g_object_unref);

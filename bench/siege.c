@@ -8,6 +8,7 @@
  * itself (process start included) a few times. Reports both distributions,
  * how many idle connections the API held, and when it cut the slowloris off
  * (server.request_timeout_ms). */
+#include <stdatomic.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -73,7 +74,7 @@ static gboolean measure(const ixia_bench_opts_t *o, const char *cli, ixia_hdr_t 
 
 typedef struct {
   int fd;
-  gint stop;
+  _Atomic gint stop;
   gint64 started_us, cut_us; /* cut_us: when the server closed it, 0 = never */
 } slowloris_t;
 
@@ -86,7 +87,7 @@ static gpointer slowloris_main(gpointer data) {
   s->started_us = g_get_monotonic_time();
   struct timeval tv = {.tv_usec = 500000};
   setsockopt(s->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  while (!g_atomic_int_get(&s->stop)) {
+  while (!atomic_load(&s->stop)) {
     guint8 b = 0x80;
     char x;
     ssize_t r = recv(s->fd, &x, 1, 0);
@@ -148,7 +149,7 @@ gboolean ixia_bench_siege(const ixia_bench_opts_t *o, int idle) {
   /* Wait (bounded) for the server to cut the slowloris. */
   for (int i = 0; st && i < 600 && !slow.cut_us; i++) g_usleep(100000);
   if (st) {
-    g_atomic_int_set(&slow.stop, 1);
+    atomic_store(&slow.stop, 1);
     g_thread_join(st);
     close(slow.fd);
   }

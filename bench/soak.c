@@ -3,6 +3,7 @@
  * after each round. */
 #include "soak.h"
 
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -103,7 +104,7 @@ typedef struct {
   guint keys;
   key_state_t *state; /* by key index */
   GRand *rand;
-  gint *stop;
+  _Atomic gint *stop;
   guint64 acked, failed, calls;
   GThread *thread;
 } writer_t;
@@ -114,7 +115,7 @@ static gpointer writer_main(gpointer data) {
   writer_t *w = data;
   ixia_client_t *c = NULL;
   guint64 n = 0;
-  while (!g_atomic_int_get(w->stop)) {
+  while (!atomic_load(w->stop)) {
     if (!c && !(c = ixia_client_new_timeout(w->api, 5000, NULL))) {
       g_usleep(20000);
       continue;
@@ -333,7 +334,7 @@ static void problem(totals_t *t, char *what) {
 
 static gboolean round_run(soak_stack_t *s, guint r, GRand *rand, writer_t *ws, totals_t *t, ixia_error_t **err) {
   const ixia_soak_opts_t *o = s->o;
-  gint stop = 0;
+  _Atomic gint stop = 0;
   guint64 acked0 = 0;
   for (guint w = 0; w < o->writers; w++) {
     ws[w].stop = &stop;
@@ -367,7 +368,7 @@ static gboolean round_run(soak_stack_t *s, guint r, GRand *rand, writer_t *ws, t
   }
   /* The writers go on a moment against the restarted stack. */
   g_usleep(500000);
-  g_atomic_int_set(&stop, 1);
+  atomic_store(&stop, 1);
   guint64 acked = 0, uncertain = 0;
   for (guint w = 0; w < o->writers; w++) {
     g_thread_join(ws[w].thread);

@@ -9,6 +9,7 @@
  * round trip waits for Nagle's algorithm and dominates measured lag. */
 #include "devkafka.h"
 
+#include <stdatomic.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -68,7 +69,7 @@ struct ixia_devkafka {
   int wake[2]; /* a byte on wake[1] stops the control thread */
   GThread *thread;
   GThread *nodelay_thread;
-  gint stopping;
+  _Atomic gint stopping;
   /* The partition logs (devkafka_log.h): found = the budget applies. */
   ixia_devkafka_parts_t parts;
   gboolean parts_found;
@@ -105,7 +106,7 @@ static void devkafka_set_nodelay_all(void) {
 
 static gpointer devkafka_nodelay_loop(gpointer data) {
   ixia_devkafka_t *dk = data;
-  while (!g_atomic_int_get(&dk->stopping)) {
+  while (!atomic_load(&dk->stopping)) {
     devkafka_set_nodelay_all();
     g_usleep(20000);
   }
@@ -540,7 +541,7 @@ gboolean ixia_devkafka_control_start(ixia_devkafka_t *dk, ixia_error_t **err) {
 
 void ixia_devkafka_destroy(ixia_devkafka_t *dk) {
   if (!dk) return;
-  g_atomic_int_set(&dk->stopping, 1);
+  atomic_store(&dk->stopping, 1);
   if (dk->nodelay_thread) g_thread_join(dk->nodelay_thread);
   if (dk->thread) {
     ssize_t w;

@@ -6,6 +6,7 @@
  * ixia_devkafka_parts_find passed. */
 #include "devkafka_log.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,9 @@
 #define PT_TOPIC 200      /* rd_kafka_mock_topic_s *topic */
 
 #define FIELD(base, off, type) (*(type *)(void *)((guint8 *)(base) + (off)))
+/* The same field read or written atomically: the mock's threads use these
+ * fields too. Same size and alignment as the plain type on LP64. */
+#define AFIELD(base, off, type) (*(_Atomic type *)(void *)((guint8 *)(base) + (off)))
 
 static gboolean fail(char **why, const char *what) {
   *why = g_strdup_printf("librdkafka %s's mock cluster does not have the layout of 2.0.x (%s)",
@@ -85,18 +89,18 @@ void ixia_devkafka_parts_set_budget(const ixia_devkafka_parts_t *p, gsize bytes)
    * batch count never binds before the bytes do. */
   gsize batches = MAX(bytes / 64, (gsize)IXIA_DEVKAFKA_MOCK_MAX_BATCHES);
   for (int i = 0; i < p->n; i++) {
-    __atomic_store_n(&FIELD(part(p, i), PT_MAX_BYTES, size_t), bytes, __ATOMIC_RELAXED);
-    __atomic_store_n(&FIELD(part(p, i), PT_MAX_CNT, size_t), batches, __ATOMIC_RELAXED);
+    atomic_store_explicit(&AFIELD(part(p, i), PT_MAX_BYTES, size_t), bytes, memory_order_relaxed);
+    atomic_store_explicit(&AFIELD(part(p, i), PT_MAX_CNT, size_t), batches, memory_order_relaxed);
   }
 }
 
 void ixia_devkafka_parts_usage(const ixia_devkafka_parts_t *p, int partition, gint64 *start,
                                gint64 *end, gsize *bytes, gsize *budget) {
   guint8 *pt = part(p, partition);
-  *start = __atomic_load_n(&FIELD(pt, PT_START, int64_t), __ATOMIC_RELAXED);
-  *end = __atomic_load_n(&FIELD(pt, PT_END, int64_t), __ATOMIC_RELAXED);
-  *bytes = __atomic_load_n(&FIELD(pt, PT_BYTES, size_t), __ATOMIC_RELAXED);
-  *budget = __atomic_load_n(&FIELD(pt, PT_MAX_BYTES, size_t), __ATOMIC_RELAXED);
+  *start = atomic_load_explicit(&AFIELD(pt, PT_START, int64_t), memory_order_relaxed);
+  *end = atomic_load_explicit(&AFIELD(pt, PT_END, int64_t), memory_order_relaxed);
+  *bytes = atomic_load_explicit(&AFIELD(pt, PT_BYTES, size_t), memory_order_relaxed);
+  *budget = atomic_load_explicit(&AFIELD(pt, PT_MAX_BYTES, size_t), memory_order_relaxed);
 }
 
 void ixia_devkafka_parts_reset(const ixia_devkafka_parts_t *p) {

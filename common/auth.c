@@ -9,6 +9,7 @@
  * connection authenticated earlier loses its rights at its next call. */
 #include "auth.h"
 
+#include <stdatomic.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -35,7 +36,7 @@ const char *ixia_action_name(ixia_action_t a) {
 }
 
 struct ixia_principal {
-  gint refs;
+  _Atomic gint refs;
   char *id;
   char *sha256;     /* hex of the key text's SHA-256 */
   char **namespaces; /* NULL-terminated; NULL = every namespace ("*") */
@@ -43,7 +44,7 @@ struct ixia_principal {
   gint64 expires_at; /* epoch seconds; 0 = never */
   gint64 created_at;
   char *description;
-  gint revoked;
+  _Atomic gint revoked;
 };
 
 struct ixia_auth {
@@ -56,12 +57,12 @@ struct ixia_auth {
 };
 
 ixia_principal_t *ixia_principal_ref(ixia_principal_t *p) {
-  if (p) g_atomic_int_inc(&p->refs);
+  if (p) atomic_fetch_add(&p->refs, 1);
   return p;
 }
 
 void ixia_principal_unref(ixia_principal_t *p) {
-  if (!p || !g_atomic_int_dec_and_test(&p->refs)) return;
+  if (!p || !(atomic_fetch_sub(&p->refs, 1) == 1)) return;
   g_free(p->id);
   g_free(p->sha256);
   g_strfreev(p->namespaces);
@@ -408,7 +409,7 @@ static char *format_time(gint64 epoch) {
 }
 
 static gboolean still_valid(const ixia_principal_t *p, ixia_error_t **err) {
-  if (g_atomic_int_get(&p->revoked))
+  if (atomic_load(&p->revoked))
     return ixia_error_set(err, IXIA_EUNAUTHENTICATED, "API key %s was revoked", p->id);
   if (p->expires_at && g_get_real_time() / G_USEC_PER_SEC >= p->expires_at) {
     char *when = format_time(p->expires_at);
@@ -562,7 +563,7 @@ gboolean ixia_auth_revoke_key(ixia_auth_t *a, const char *id, ixia_error_t **err
     g_hash_table_steal(a->keys, id);
     ok = save_locked(a, err);
     if (ok) {
-      g_atomic_int_set(&p->revoked, 1);
+      atomic_store(&p->revoked, 1);
       ixia_principal_unref(p); /* the table's reference */
     } else {
       g_hash_table_replace(a->keys, p->id, p);

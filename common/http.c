@@ -22,6 +22,7 @@
  * /metrics. */
 #include "http.h"
 
+#include <stdatomic.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <stdio.h>
@@ -62,12 +63,12 @@ struct ixia_http {
   guint n_loops, next_loop;
   GThread *acceptor;
   int epfd, wakefd;
-  gint stopping;
+  _Atomic gint stopping;
   GHashTable *pending; /* fd -> pending_t */
   GThreadPool *pool;
-  gint queued;
+  _Atomic gint queued;
   gint max_queued;
-  gint open;           /* connections handed to the event loops */
+  _Atomic gint open;           /* connections handed to the event loops */
   gint max_connections;
   gsize max_body;
   gint64 first_bytes_us;
@@ -281,7 +282,7 @@ static enum MHD_Result queue(ixia_http_req_t *r) {
 static void run_on_worker(gpointer data, gpointer user) {
   ixia_http_req_t *r = data;
   ixia_http_t *h = user;
-  g_atomic_int_add(&h->queued, -1);
+  atomic_fetch_add(&h->queued, -1);
   run_handler(r);
   if (!r->replied)
     ixia_http_reply_error(r, ixia_error_new(IXIA_EINTERNAL, "the handler gave no answer"));
@@ -352,8 +353,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
   }
   if (ixia_server_run_inline(run_handler, r)) return queue(r);
   /* Deferred: run on a worker while the connection waits suspended. */
-  if (g_atomic_int_add(&h->queued, 1) >= h->max_queued) {
-    g_atomic_int_add(&h->queued, -1);
+  if (atomic_fetch_add(&h->queued, 1) >= h->max_queued) {
+    atomic_fetch_add(&h->queued, -1);
     ixia_http_reply_error(r, ixia_error_new(IXIA_EEXHAUSTED,
                                             "too many requests waiting (http.max_queued=%d); "
                                             "retry later",
@@ -377,7 +378,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
                           enum MHD_ConnectionNotificationCode code) {
   (void)conn, (void)socket_context;
   ixia_http_t *h = cls;
-  if (code == MHD_CONNECTION_NOTIFY_CLOSED) g_atomic_int_add(&h->open, -1);
+  if (code == MHD_CONNECTION_NOTIFY_CLOSED) atomic_fetch_add(&h->open, -1);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -481,9 +482,9 @@ static void on_first_bytes(ixia_http_t *h, pending_t *p) {
   socklen_t addr_len = p->addr_len;
   drop_pending(h, fd, FALSE);
   struct MHD_Daemon *loop = h->loops[h->next_loop++ % h->n_loops];
-  g_atomic_int_add(&h->open, 1);
+  atomic_fetch_add(&h->open, 1);
   if (MHD_add_connection(loop, fd, (const struct sockaddr *)&addr, addr_len) != MHD_YES) {
-    g_atomic_int_add(&h->open, -1); /* libmicrohttpd closed the socket */
+    atomic_fetch_add(&h->open, -1); /* libmicrohttpd closed the socket */
     IXIA_WARN("%s http: cannot take a connection: %s", h->name, g_strerror(errno));
   }
 }
@@ -494,7 +495,7 @@ static void accept_some(ixia_http_t *h, gint64 now) {
     p.fd = accept4(h->listen_fd, (struct sockaddr *)&p.addr, &p.addr_len,
                    SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (p.fd < 0) return;
-    gint total = g_atomic_int_get(&h->open) + (gint)g_hash_table_size(h->pending);
+    gint total = atomic_load(&h->open) + (gint)g_hash_table_size(h->pending);
     if (total >= h->max_connections) {
       char *msg = g_strdup_printf("server busy: %d HTTP connections are open, the limit is "
                                   "http.max_connections=%d; try again later",
@@ -528,7 +529,7 @@ static gpointer acceptor_main(gpointer data) {
   ixia_http_t *h = data;
   struct epoll_event evs[128];
   gint64 next_tick = 0;
-  while (!g_atomic_int_get(&h->stopping)) {
+  while (!atomic_load(&h->stopping)) {
     int n = epoll_wait(h->epfd, evs, G_N_ELEMENTS(evs), ACCEPT_TICK_MS);
     gint64 now = g_get_monotonic_time();
     for (int i = 0; i < n; i++) {
@@ -641,7 +642,7 @@ gboolean ixia_http_tls(const ixia_http_t *h) { return h->tls; }
 
 void ixia_http_destroy(ixia_http_t *h) {
   if (!h) return;
-  g_atomic_int_set(&h->stopping, 1);
+  atomic_store(&h->stopping, 1);
   if (h->wakefd >= 0) {
     guint64 one = 1;
     ssize_t w = write(h->wakefd, &one, sizeof one);

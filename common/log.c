@@ -7,6 +7,7 @@
  * interval with a count of what it held back. */
 #include "log.h"
 
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,12 +16,12 @@
 
 #include <cjson/cJSON.h>
 
-static volatile gint current_level = IXIA_LOG_INFO;
-static volatile gint json_format = 0;
+static _Atomic gint current_level = IXIA_LOG_INFO;
+static _Atomic gint json_format = 0;
 
 gboolean ixia_log_set_format_name(const char *name) {
-  if (g_ascii_strcasecmp(name, "text") == 0) g_atomic_int_set(&json_format, 0);
-  else if (g_ascii_strcasecmp(name, "json") == 0) g_atomic_int_set(&json_format, 1);
+  if (g_ascii_strcasecmp(name, "text") == 0) atomic_store(&json_format, 0);
+  else if (g_ascii_strcasecmp(name, "json") == 0) atomic_store(&json_format, 1);
   else return FALSE;
   return TRUE;
 }
@@ -36,10 +37,10 @@ gboolean ixia_log_set_level_name(const char *name) {
   return FALSE;
 }
 
-void ixia_log_set_level(ixia_log_level_t level) { g_atomic_int_set(&current_level, (gint)level); }
+void ixia_log_set_level(ixia_log_level_t level) { atomic_store(&current_level, (gint)level); }
 
 gboolean ixia_log_enabled(ixia_log_level_t level) {
-  return (gint)level <= g_atomic_int_get(&current_level);
+  return (gint)level <= atomic_load(&current_level);
 }
 
 void ixia_log(ixia_log_level_t level, const char *fmt, ...) {
@@ -55,7 +56,7 @@ void ixia_log(ixia_log_level_t level, const char *fmt, ...) {
   char *msg = g_strdup_vprintf(fmt, ap);
   va_end(ap);
   /* One fprintf per line keeps lines whole when threads log at once. */
-  if (g_atomic_int_get(&json_format)) {
+  if (atomic_load(&json_format)) {
     char when[48];
     snprintf(when, sizeof when, "%s.%03ldZ", stamp, ts.tv_nsec / 1000000);
     cJSON *o = cJSON_CreateObject();

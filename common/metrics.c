@@ -9,6 +9,7 @@
  * are doubles updated by compare-and-swap on their bits. */
 #include "metrics.h"
 
+#include <stdatomic.h>
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <string.h>
@@ -22,9 +23,9 @@ typedef enum { KIND_COUNTER, KIND_HISTOGRAM } kind_t;
 
 struct ixia_metric_series {
   char *labels;     /* a="x",b="y" or "" */
-  guint64 count;    /* histogram observations */
-  guint64 sum_bits; /* double, counters' value or histograms' sum */
-  guint64 *buckets; /* histograms: n_bounds + 1, not cumulative */
+  _Atomic guint64 count;    /* histogram observations */
+  _Atomic guint64 sum_bits; /* double, counters' value or histograms' sum */
+  _Atomic guint64 *buckets; /* histograms: n_bounds + 1, not cumulative */
   ixia_metric_family_t *family;
 };
 
@@ -131,7 +132,7 @@ ixia_metric_series_t *ixia_metrics_series(ixia_metric_family_t *f, const char *c
     s->labels = g_string_free(labels, FALSE);
     labels = NULL;
     s->family = f;
-    if (f->kind == KIND_HISTOGRAM) s->buckets = g_new0(guint64, f->n_bounds + 1);
+    if (f->kind == KIND_HISTOGRAM) s->buckets = g_new0(_Atomic guint64, f->n_bounds + 1);
     g_hash_table_insert(f->series, s->labels, s);
     g_ptr_array_add(f->order, s);
   }
@@ -145,18 +146,18 @@ ixia_metric_series_t *ixia_metrics_series1(ixia_metric_family_t *f, const char *
   return ixia_metrics_series(f, v);
 }
 
-static void add_double(guint64 *bits, double n) {
-  guint64 old = __atomic_load_n(bits, __ATOMIC_RELAXED), next;
+static void add_double(_Atomic guint64 *bits, double n) {
+  guint64 old = atomic_load_explicit(bits, memory_order_relaxed), next;
   do {
     double d;
     memcpy(&d, &old, sizeof d);
     d += n;
     memcpy(&next, &d, sizeof d);
-  } while (!__atomic_compare_exchange_n(bits, &old, next, TRUE, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+  } while (!atomic_compare_exchange_weak_explicit(bits, &old, next, memory_order_relaxed, memory_order_relaxed));
 }
 
-static double load_double(const guint64 *bits) {
-  guint64 v = __atomic_load_n(bits, __ATOMIC_RELAXED);
+static double load_double(_Atomic guint64 *bits) {
+  guint64 v = atomic_load_explicit(bits, memory_order_relaxed);
   double d;
   memcpy(&d, &v, sizeof d);
   return d;
@@ -171,13 +172,13 @@ void ixia_metric_observe(ixia_metric_series_t *s, double v) {
   const ixia_metric_family_t *f = s->family;
   guint i = 0;
   while (i < f->n_bounds && v > f->bounds[i]) i++;
-  __atomic_add_fetch(&s->buckets[i], 1, __ATOMIC_RELAXED);
-  __atomic_add_fetch(&s->count, 1, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&s->buckets[i], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
   add_double(&s->sum_bits, v);
 }
 
 void ixia_metric_histogram_read(ixia_metric_series_t *s, guint64 *count, double *sum) {
-  *count = __atomic_load_n(&s->count, __ATOMIC_RELAXED);
+  *count = atomic_load_explicit(&s->count, memory_order_relaxed);
   *sum = load_double(&s->sum_bits);
 }
 
@@ -254,7 +255,7 @@ static void render_family(GString *out, ixia_metric_family_t *f) {
     char *bucket = g_strconcat(f->name, "_bucket", NULL);
     guint64 cum = 0;
     for (guint b = 0; b <= f->n_bounds; b++) {
-      cum += __atomic_load_n(&s->buckets[b], __ATOMIC_RELAXED);
+      cum += atomic_load_explicit(&s->buckets[b], memory_order_relaxed);
       GString *l = g_string_new(s->labels);
       char le[G_ASCII_DTOSTR_BUF_SIZE];
       ixia_prom_label(l, "le", b < f->n_bounds ? g_ascii_formatd(le, sizeof le, "%g", f->bounds[b]) : "+Inf");
@@ -289,9 +290,9 @@ char *ixia_metrics_render(ixia_metrics_t *m) {
 }
 
 ixia_metric_series_t *ixia_metrics_call_latency(const char *transport, const char *call) {
-  static ixia_metric_family_t *f;
-  if (!g_atomic_pointer_get(&f))
-    g_atomic_pointer_set(&f, ixia_metrics_histogram(ixia_metrics_default(), "ixia_request_duration_seconds",
+  static ixia_metric_family_t *_Atomic f;
+  if (!atomic_load(&f))
+    atomic_store(&f, ixia_metrics_histogram(ixia_metrics_default(), "ixia_request_duration_seconds",
                                    "Time to answer a request, by call and transport.",
                                    "call,transport", ixia_metrics_latency_buckets,
                                    ixia_metrics_latency_n));
@@ -300,9 +301,9 @@ ixia_metric_series_t *ixia_metrics_call_latency(const char *transport, const cha
 }
 
 void ixia_metrics_call_error(const char *transport, const char *call, const char *code) {
-  static ixia_metric_family_t *f;
-  if (!g_atomic_pointer_get(&f))
-    g_atomic_pointer_set(&f, ixia_metrics_counter(ixia_metrics_default(), "ixia_request_errors_total",
+  static ixia_metric_family_t *_Atomic f;
+  if (!atomic_load(&f))
+    atomic_store(&f, ixia_metrics_counter(ixia_metrics_default(), "ixia_request_errors_total",
                                  "Requests answered with an error, by call, transport and error code.",
                                  "call,transport,code"));
   const char *v[3] = {call, transport, code};

@@ -7,14 +7,15 @@
  * summary. */
 #include "progress.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <unistd.h>
 
 struct ixia_progress {
   char *label;
   char *unit;
-  guint64 done;  /* atomic */
-  guint64 total; /* atomic */
+  _Atomic guint64 done;
+  _Atomic guint64 total;
   gint64 start_us;
   gboolean tty;
   GMutex lock;
@@ -24,8 +25,8 @@ struct ixia_progress {
 };
 
 static void draw(ixia_progress_t *p) {
-  guint64 done = __atomic_load_n(&p->done, __ATOMIC_RELAXED);
-  guint64 total = __atomic_load_n(&p->total, __ATOMIC_RELAXED);
+  guint64 done = atomic_load_explicit(&p->done, memory_order_relaxed);
+  guint64 total = atomic_load_explicit(&p->total, memory_order_relaxed);
   double secs = (double)(g_get_monotonic_time() - p->start_us) / G_TIME_SPAN_SECOND;
   GString *s = g_string_new(p->tty ? "\r" : "");
   g_string_append_printf(s, "%s: %" G_GUINT64_FORMAT, p->label, done);
@@ -68,15 +69,15 @@ ixia_progress_t *ixia_progress_new(const char *label, guint64 total, const char 
 }
 
 void ixia_progress_add(ixia_progress_t *p, guint64 n) {
-  __atomic_add_fetch(&p->done, n, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&p->done, n, memory_order_relaxed);
 }
 
 void ixia_progress_set_total(ixia_progress_t *p, guint64 total) {
-  __atomic_store_n(&p->total, total, __ATOMIC_RELAXED);
+  atomic_store_explicit(&p->total, total, memory_order_relaxed);
 }
 
 guint64 ixia_progress_done(const ixia_progress_t *p) {
-  return __atomic_load_n(&p->done, __ATOMIC_RELAXED);
+  return atomic_load_explicit(&p->done, memory_order_relaxed);
 }
 
 void ixia_progress_destroy(ixia_progress_t *p) {

@@ -6,6 +6,7 @@
  * a document names the field and the rule it broke. */
 #include "schema.h"
 
+#include <stdatomic.h>
 #include <libstemmer.h>
 #include <math.h>
 #include <string.h>
@@ -207,12 +208,12 @@ ixia_schema_t *ixia_schema_parse(const char *json, size_t len, ixia_error_t **er
 }
 
 ixia_schema_t *ixia_schema_ref(ixia_schema_t *s) {
-  g_atomic_int_inc(&s->refcount);
+  atomic_fetch_add(&s->refcount, 1);
   return s;
 }
 
 void ixia_schema_unref(ixia_schema_t *s) {
-  if (!s || !g_atomic_int_dec_and_test(&s->refcount)) return;
+  if (!s || !(atomic_fetch_sub(&s->refcount, 1) == 1)) return;
   for (guint i = 0; s->indexes && i < s->n_indexes; i++) {
     g_free(s->indexes[i].field);
     g_free(s->indexes[i].analyzer);

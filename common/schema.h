@@ -34,7 +34,7 @@ typedef struct {
 } ixia_schema_field_t;
 
 typedef struct ixia_schema {
-  gint refcount;
+  _Atomic gint refcount;
   char *ns;
   char *table;
   gint64 ttl_seconds;       /* 0 = documents never expire */

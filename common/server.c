@@ -25,6 +25,7 @@
  * frames delimit messages. */
 #include "server.h"
 
+#include <stdatomic.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -87,7 +88,7 @@ struct io_thread {
   ixia_server_t *srv;
   int epfd;
   int evfd;           /* wakes the thread: finished requests, stop */
-  gint wake_pending;  /* evfd written and not yet read: further writes are not needed */
+  _Atomic gint wake_pending;  /* evfd written and not yet read: further writes are not needed */
   GThread *thread;
   GAsyncQueue *done;  /* conn_t * whose request finished */
   GAsyncQueue *incoming; /* accepted sockets handed over by another I/O thread
@@ -110,18 +111,18 @@ struct ixia_server {
   gint max_conns;
   gint64 request_timeout_us;
   gint64 idle_timeout_us;
-  gint stopping;
-  gint open;          /* connections open, refused ones included */
-  gint64 warned_at;   /* µs, guarded by atomics: last refusal warning */
-  guint next_io;      /* round robin of accepted connections over the I/O threads */
-  guint64 connections_total;
-  guint64 connections_refused;
-  guint64 timeouts;
-  guint64 rejected_frames;
-  guint64 requests;
-  guint64 inline_requests; /* answered on an I/O thread */
-  guint64 deferred;        /* tried inline, handed to a worker */
-  guint64 answered_later;  /* calls answered through ixia_server_call_answer */
+  _Atomic gint stopping;
+  _Atomic gint open;  /* connections open, refused ones included */
+  _Atomic gint64 warned_at;   /* µs, guarded by atomics: last refusal warning */
+  _Atomic guint next_io;      /* round robin of accepted connections over the I/O threads */
+  _Atomic guint64 connections_total;
+  _Atomic guint64 connections_refused;
+  _Atomic guint64 timeouts;
+  _Atomic guint64 rejected_frames;
+  _Atomic guint64 requests;
+  _Atomic guint64 inline_requests; /* answered on an I/O thread */
+  _Atomic guint64 deferred;        /* tried inline, handed to a worker */
+  _Atomic guint64 answered_later;  /* calls answered through ixia_server_call_answer */
   gint pending_calls;      /* taken over by ixia_server_call_later, not yet answered */
   GMutex calls_lock;
   GCond calls_cond;        /* pending_calls reached 0 */
@@ -138,7 +139,7 @@ struct ixia_server_call {
   ixia_server_t *srv;
   char *name;
   gint32 seqid;
-  gint refs;
+  _Atomic gint refs;
   const guint8 *frame; /* the request, for the observe hook (the connection's
                           input stays put until the call is released) */
   guint32 size;
@@ -261,7 +262,7 @@ static void answer_error(GByteArray *out, const guint8 *frame, guint32 size, ixi
 /* Wakes an I/O thread unless a wake-up is already on its way: the thread
  * clears wake_pending before it drains its queues. */
 static void wake(io_t *io) {
-  if (__atomic_exchange_n(&io->wake_pending, 1, __ATOMIC_SEQ_CST)) return;
+  if (atomic_exchange_explicit(&io->wake_pending, 1, memory_order_seq_cst)) return;
   guint64 one = 1;
   ssize_t w = write(io->evfd, &one, sizeof one);
   (void)w; /* a full counter still wakes the thread */
@@ -357,7 +358,7 @@ static void run_request(gpointer data, gpointer user_data) {
   ixia_server_call_t *later;
   const GByteArray *out = serve(srv, c, c->in->data + c->in_pos + 4, size, &later);
   c->in_pos += 4 + size;
-  __atomic_add_fetch(&srv->requests, 1, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&srv->requests, 1, memory_order_relaxed);
   if (later) {
     call_release(later); /* the answer gives the connection back */
     return;
@@ -390,17 +391,16 @@ static void conn_close(conn_t *c) {
   close(c->fd);
   c->closed = TRUE;
   g_ptr_array_add(io->closed, c);
-  g_atomic_int_add(&io->srv->open, -1);
+  atomic_fetch_add(&io->srv->open, -1);
 }
 
 /* Refusals and timeouts come in floods when they come: one warning per
  * WARN_EVERY_US, the rest only counted. */
 static void warn_limited(ixia_server_t *srv, const char *why) {
   gint64 now = g_get_monotonic_time();
-  gint64 last = __atomic_load_n(&srv->warned_at, __ATOMIC_RELAXED);
+  gint64 last = atomic_load_explicit(&srv->warned_at, memory_order_relaxed);
   if (last && now - last < WARN_EVERY_US) return;
-  if (!__atomic_compare_exchange_n(&srv->warned_at, &last, now, FALSE, __ATOMIC_RELAXED,
-                                   __ATOMIC_RELAXED))
+  if (!atomic_compare_exchange_strong_explicit(&srv->warned_at, &last, now, memory_order_relaxed, memory_order_relaxed))
     return;
   IXIA_WARN("%s (for 5 s, further ones are only counted in stats)", why);
 }
@@ -420,7 +420,7 @@ static int dispatch(conn_t *c, guint32 size, gint64 now) {
   if (c->refused) {
     char *msg = g_strdup_printf("server busy: %d connections are open, the limit is "
                                 "server.max_connections=%d; try again later",
-                                g_atomic_int_get(&srv->open), srv->max_conns);
+                                atomic_load(&srv->open), srv->max_conns);
     c->out = g_byte_array_new();
     answer_error(c->out, c->in->data + c->in_pos + 4, size, IXIA_EUNAVAILABLE, msg);
     g_free(msg);
@@ -446,16 +446,16 @@ static int dispatch(conn_t *c, guint32 size, gint64 now) {
       /* Taken over (a write waiting for its group commit): the connection
        * reads on once the answer is out. */
       c->in_pos += 4 + size;
-      __atomic_add_fetch(&srv->requests, 1, __ATOMIC_RELAXED);
-      __atomic_add_fetch(&srv->inline_requests, 1, __ATOMIC_RELAXED);
+      atomic_fetch_add_explicit(&srv->requests, 1, memory_order_relaxed);
+      atomic_fetch_add_explicit(&srv->inline_requests, 1, memory_order_relaxed);
       c->state = CONN_RUNNING;
       call_release(later);
       return DISPATCH_KEEP;
     }
     if (!tl_deferred) {
       c->in_pos += 4 + size;
-      __atomic_add_fetch(&srv->requests, 1, __ATOMIC_RELAXED);
-      __atomic_add_fetch(&srv->inline_requests, 1, __ATOMIC_RELAXED);
+      atomic_fetch_add_explicit(&srv->requests, 1, memory_order_relaxed);
+      atomic_fetch_add_explicit(&srv->inline_requests, 1, memory_order_relaxed);
       guint sent = 0;
       if (!out || !send_some(c->fd, out->data, out->len, &sent)) return DISPATCH_CLOSE;
       if (sent < out->len) {
@@ -468,7 +468,7 @@ static int dispatch(conn_t *c, guint32 size, gint64 now) {
       }
       return DISPATCH_ANSWERED;
     }
-    __atomic_add_fetch(&srv->deferred, 1, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&srv->deferred, 1, memory_order_relaxed);
   }
   c->state = CONN_RUNNING;
   g_thread_pool_push(srv->pool, c, NULL);
@@ -499,7 +499,7 @@ static gboolean advance(conn_t *c, gint64 now) {
           IXIA_WARN("closing a connection: frame of %u bytes is over server.max_frame_bytes=%u",
                     size, srv->lim.max_frame);
         }
-        __atomic_add_fetch(&srv->rejected_frames, 1, __ATOMIC_RELAXED);
+        atomic_fetch_add_explicit(&srv->rejected_frames, 1, memory_order_relaxed);
         return FALSE;
       }
       if (have >= 4 + size) {
@@ -507,7 +507,7 @@ static gboolean advance(conn_t *c, gint64 now) {
         if (size < 8 || f[0] != 0x80 || f[1] != 0x01) {
           IXIA_WARN("closing a connection: its frame is not a binary-protocol Thrift message "
                     "(ixia serves framed binary Thrift on this port)");
-          __atomic_add_fetch(&srv->rejected_frames, 1, __ATOMIC_RELAXED);
+          atomic_fetch_add_explicit(&srv->rejected_frames, 1, memory_order_relaxed);
           return FALSE;
         }
         int d = dispatch(c, size, now);
@@ -616,7 +616,7 @@ static void accept_some(io_t *io, gint64 now) {
         /* Out of descriptors: take one back, accept and close, so the
          * listen queue does not wake us forever. */
         warn_limited(srv, "closing new connections: out of file descriptors");
-        __atomic_add_fetch(&srv->connections_refused, 1, __ATOMIC_RELAXED);
+        atomic_fetch_add_explicit(&srv->connections_refused, 1, memory_order_relaxed);
         if (srv->spare_fd >= 0) close(srv->spare_fd);
         int x = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC);
         if (x >= 0) close(x);
@@ -625,25 +625,25 @@ static void accept_some(io_t *io, gint64 now) {
       }
       return; /* EAGAIN: another thread took it, or the queue is empty */
     }
-    __atomic_add_fetch(&srv->connections_total, 1, __ATOMIC_RELAXED);
-    gint open = g_atomic_int_add(&srv->open, 1) + 1;
+    atomic_fetch_add_explicit(&srv->connections_total, 1, memory_order_relaxed);
+    gint open = atomic_fetch_add(&srv->open, 1) + 1;
     gboolean refused = open > srv->max_conns;
     if (refused) {
-      __atomic_add_fetch(&srv->connections_refused, 1, __ATOMIC_RELAXED);
+      atomic_fetch_add_explicit(&srv->connections_refused, 1, memory_order_relaxed);
       char *why = g_strdup_printf("refusing a connection: %d are open, server.max_connections=%d",
                                   open - 1, srv->max_conns);
       warn_limited(srv, why);
       g_free(why);
       if (open > srv->max_conns + REFUSED_MAX) {
         close(fd);
-        g_atomic_int_add(&srv->open, -1);
+        atomic_fetch_add(&srv->open, -1);
         continue;
       }
     }
     /* Whichever thread the listening socket woke accepts; the connections
      * go round the I/O threads, so that each thread's share of the clients
      * is served on its own core. */
-    io_t *to = &srv->io[__atomic_fetch_add(&srv->next_io, 1, __ATOMIC_RELAXED) % srv->n_io];
+    io_t *to = &srv->io[atomic_fetch_add_explicit(&srv->next_io, 1, memory_order_relaxed) % srv->n_io];
     if (to == io) {
       add_conn(io, fd, refused, now);
     } else {
@@ -674,7 +674,7 @@ static void expire(io_t *io, gint64 now) {
       char *msg = g_strdup_printf("closing a connection: %s", why);
       warn_limited(srv, msg);
       g_free(msg);
-      __atomic_add_fetch(&srv->timeouts, 1, __ATOMIC_RELAXED);
+      atomic_fetch_add_explicit(&srv->timeouts, 1, memory_order_relaxed);
       conn_close(c);
     } else if (c->state == CONN_READING && !c->frame_start &&
                now - c->since > srv->idle_timeout_us) {
@@ -688,7 +688,7 @@ static gpointer io_main(gpointer data) {
   ixia_server_t *srv = io->srv;
   struct epoll_event evs[256];
   gint64 next_tick = g_get_monotonic_time() + TICK_MS * 1000;
-  while (!g_atomic_int_get(&srv->stopping)) {
+  while (!atomic_load(&srv->stopping)) {
     int n = epoll_wait(io->epfd, evs, G_N_ELEMENTS(evs), TICK_MS);
     if (n < 0 && errno != EINTR) {
       IXIA_ERROR("epoll_wait: %s", g_strerror(errno));
@@ -703,7 +703,7 @@ static gpointer io_main(gpointer data) {
         guint64 v;
         ssize_t r = read(io->evfd, &v, sizeof v);
         (void)r;
-        __atomic_store_n(&io->wake_pending, 0, __ATOMIC_SEQ_CST);
+        atomic_store_explicit(&io->wake_pending, 0, memory_order_seq_cst);
         conn_t *c;
         while ((c = g_async_queue_try_pop(io->done))) finish_request(c, now);
         gpointer in;
@@ -749,7 +749,7 @@ ixia_server_call_t *ixia_server_call_later(void) {
 }
 
 static void call_release(ixia_server_call_t *call) {
-  if (!g_atomic_int_dec_and_test(&call->refs)) return;
+  if (!(atomic_fetch_sub(&call->refs, 1) == 1)) return;
   ixia_server_t *srv = call->srv;
   hand_back(call->c);
   g_free(call->name);
@@ -792,7 +792,7 @@ void ixia_server_call_answer(ixia_server_call_t *call, ThriftStruct *result) {
     g_byte_array_append(c->out, out->data + sent, out->len - sent);
     c->out_pos = 0;
   }
-  __atomic_add_fetch(&srv->answered_later, 1, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&srv->answered_later, 1, memory_order_relaxed);
   call_release(call);
 }
 
@@ -911,8 +911,8 @@ gboolean ixia_server_start(ixia_server_t *srv, ixia_error_t **err) {
 }
 
 void ixia_server_stop(ixia_server_t *srv) {
-  if (!srv || g_atomic_int_get(&srv->stopping)) return;
-  g_atomic_int_set(&srv->stopping, 1);
+  if (!srv || atomic_load(&srv->stopping)) return;
+  atomic_store(&srv->stopping, 1);
   for (guint i = 0; srv->io && i < srv->n_io; i++) {
     guint64 one = 1;
     ssize_t w = write(srv->io[i].evfd, &one, sizeof one);
@@ -934,7 +934,7 @@ void ixia_server_stop(ixia_server_t *srv) {
     gpointer in;
     while ((in = g_async_queue_try_pop(io->incoming))) {
       close(ABS(GPOINTER_TO_INT(in)) - 1);
-      g_atomic_int_add(&srv->open, -1);
+      atomic_fetch_add(&srv->open, -1);
     }
     while (io->conns.head) conn_close(io->conns.head->data);
     g_ptr_array_set_size(io->closed, 0);
@@ -964,15 +964,15 @@ void ixia_server_destroy(ixia_server_t *srv) {
 void ixia_server_add_stats(const ixia_server_t *srv, cJSON *o) {
   if (!srv) return;
 #define STAT(name, value) cJSON_AddNumberToObject(o, name, (double)(value))
-  STAT("connections_total", __atomic_load_n(&srv->connections_total, __ATOMIC_RELAXED));
-  STAT("connections_open", g_atomic_int_get(&srv->open));
-  STAT("connections_refused", __atomic_load_n(&srv->connections_refused, __ATOMIC_RELAXED));
-  STAT("connections_timed_out", __atomic_load_n(&srv->timeouts, __ATOMIC_RELAXED));
-  STAT("rejected_frames", __atomic_load_n(&srv->rejected_frames, __ATOMIC_RELAXED));
-  STAT("requests", __atomic_load_n(&srv->requests, __ATOMIC_RELAXED));
-  STAT("requests_inline", __atomic_load_n(&srv->inline_requests, __ATOMIC_RELAXED));
-  STAT("requests_deferred", __atomic_load_n(&srv->deferred, __ATOMIC_RELAXED));
-  STAT("requests_answered_later", __atomic_load_n(&srv->answered_later, __ATOMIC_RELAXED));
+  STAT("connections_total", atomic_load_explicit(&srv->connections_total, memory_order_relaxed));
+  STAT("connections_open", atomic_load(&srv->open));
+  STAT("connections_refused", atomic_load_explicit(&srv->connections_refused, memory_order_relaxed));
+  STAT("connections_timed_out", atomic_load_explicit(&srv->timeouts, memory_order_relaxed));
+  STAT("rejected_frames", atomic_load_explicit(&srv->rejected_frames, memory_order_relaxed));
+  STAT("requests", atomic_load_explicit(&srv->requests, memory_order_relaxed));
+  STAT("requests_inline", atomic_load_explicit(&srv->inline_requests, memory_order_relaxed));
+  STAT("requests_deferred", atomic_load_explicit(&srv->deferred, memory_order_relaxed));
+  STAT("requests_answered_later", atomic_load_explicit(&srv->answered_later, memory_order_relaxed));
 #undef STAT
 }
 

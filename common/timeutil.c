@@ -10,6 +10,7 @@
  * is always 24 hours. */
 #include "timeutil.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 static gint64 floor_div(gint64 a, gint64 b) {
@@ -180,12 +181,12 @@ gint64 ixia_cal_next(gint64 start, ixia_cal_unit_t u, gint32 offset) {
   }
 }
 
-static gint64 test_shift;
+static _Atomic gint64 test_shift;
 
 gint64 ixia_time_now(void) {
-  return g_get_real_time() / G_USEC_PER_SEC + __atomic_load_n(&test_shift, __ATOMIC_RELAXED);
+  return g_get_real_time() / G_USEC_PER_SEC + atomic_load_explicit(&test_shift, memory_order_relaxed);
 }
 
 void ixia_time_test_shift(gint64 seconds) {
-  __atomic_add_fetch(&test_shift, seconds, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&test_shift, seconds, memory_order_relaxed);
 }

@@ -4,6 +4,7 @@
  * check a search makes costs one load. */
 #include "expiry.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "timeutil.h"
@@ -11,7 +12,7 @@
 struct ixia_expiry {
   GMutex lock;
   GPtrArray *heap; /* ixia_expiry_entry_t *, heap-ordered by expire_at */
-  gint64 next;     /* atomic: heap[0]->expire_at, 0 when empty */
+  _Atomic gint64 next; /* heap[0]->expire_at, 0 when empty */
 };
 
 static void entry_free(gpointer p) {
@@ -49,7 +50,7 @@ static void swap(ixia_expiry_t *e, guint i, guint j) {
 }
 
 static void publish_next(ixia_expiry_t *e) {
-  __atomic_store_n(&e->next, e->heap->len ? at(e, 0) : 0, __ATOMIC_RELEASE);
+  atomic_store_explicit(&e->next, e->heap->len ? at(e, 0) : 0, memory_order_release);
 }
 
 void ixia_expiry_add(ixia_expiry_t *e, const char *ns, const char *table, const char *key,
@@ -88,7 +89,7 @@ static ixia_expiry_entry_t *pop(ixia_expiry_t *e) {
 }
 
 GPtrArray *ixia_expiry_due(ixia_expiry_t *e, gint64 now) {
-  gint64 next = __atomic_load_n(&e->next, __ATOMIC_ACQUIRE);
+  gint64 next = atomic_load_explicit(&e->next, memory_order_acquire);
   if (next == 0 || next > now) return NULL;
   GPtrArray *out = g_ptr_array_new_with_free_func(entry_free);
   g_mutex_lock(&e->lock);
@@ -98,7 +99,7 @@ GPtrArray *ixia_expiry_due(ixia_expiry_t *e, gint64 now) {
   return out;
 }
 
-gint64 ixia_expiry_next(ixia_expiry_t *e) { return __atomic_load_n(&e->next, __ATOMIC_ACQUIRE); }
+gint64 ixia_expiry_next(ixia_expiry_t *e) { return atomic_load_explicit(&e->next, memory_order_acquire); }
 
 guint64 ixia_expiry_size(ixia_expiry_t *e) {
   g_mutex_lock(&e->lock);

@@ -6,6 +6,7 @@
  * consumes Kafka. */
 #include "heal.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "antientropy.h"
@@ -53,14 +54,14 @@ struct ixia_heal {
   char *last_reason;      /* under lock */
   char *last_error;       /* under lock: why the last repair or pass failed; NULL once one works */
 
-  gint requested;         /* atomic: a repair is wanted */
-  gint running;           /* atomic: a repair is running */
-  gint64 running_since;   /* atomic, monotonic µs */
-  guint64 triggers[IXIA_HEAL_N_TRIGGERS]; /* atomics */
-  guint64 repairs, repair_failures, repaired_documents;
-  gint64 last_repair_ms;
-  guint64 ae_passes, ae_keys, ae_ranges_differing, ae_candidates, ae_divergent, ae_failures;
-  gint64 ae_last_pass_ms;
+  _Atomic gint requested;         /* atomic: a repair is wanted */
+  _Atomic gint running;           /* atomic: a repair is running */
+  _Atomic gint64 running_since;   /* atomic, monotonic µs */
+  _Atomic guint64 triggers[IXIA_HEAL_N_TRIGGERS]; /* atomics */
+  _Atomic guint64 repairs, repair_failures, repaired_documents;
+  _Atomic gint64 last_repair_ms;
+  _Atomic guint64 ae_passes, ae_keys, ae_ranges_differing, ae_candidates, ae_divergent, ae_failures;
+  _Atomic gint64 ae_last_pass_ms;
 };
 
 /* ---------- the API ---------- */
@@ -138,10 +139,10 @@ static gboolean stopping(ixia_heal_t *h) {
  * request. FALSE when woken by a stop or a request. */
 static gboolean nap(ixia_heal_t *h, gint64 until, gboolean interruptible) {
   g_mutex_lock(&h->lock);
-  while (!h->stop && !(interruptible && g_atomic_int_get(&h->requested)) &&
+  while (!h->stop && !(interruptible && atomic_load(&h->requested)) &&
          g_get_monotonic_time() < until)
     g_cond_wait_until(&h->cond, &h->lock, until);
-  gboolean woken = h->stop || (interruptible && g_atomic_int_get(&h->requested));
+  gboolean woken = h->stop || (interruptible && atomic_load(&h->requested));
   g_mutex_unlock(&h->lock);
   return !woken;
 }
@@ -370,10 +371,10 @@ static gboolean repair(ixia_heal_t *h, guint64 *documents, ixia_error_t **err) {
 }
 
 static void run_repair(ixia_heal_t *h, gint64 *retry_us) {
-  g_atomic_int_set(&h->running, 1);
-  g_atomic_int_set(&h->requested, 0);
+  atomic_store(&h->running, 1);
+  atomic_store(&h->requested, 0);
   gint64 t0 = g_get_monotonic_time();
-  __atomic_store_n(&h->running_since, t0, __ATOMIC_RELAXED);
+  atomic_store_explicit(&h->running_since, t0, memory_order_relaxed);
   g_mutex_lock(&h->lock);
   IXIA_WARN("repair: rebuilding this shard's view from the truth store (%s)",
             h->last_reason ? h->last_reason : "requested");
@@ -382,30 +383,30 @@ static void run_repair(ixia_heal_t *h, gint64 *retry_us) {
   ixia_error_t *err = NULL;
   gboolean ok = repair(h, &documents, &err);
   gint64 ms = (g_get_monotonic_time() - t0) / 1000;
-  __atomic_add_fetch(&h->repaired_documents, documents, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&h->repaired_documents, documents, memory_order_relaxed);
   if (ok) {
-    __atomic_add_fetch(&h->repairs, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&h->last_repair_ms, ms, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&h->repairs, 1, memory_order_relaxed);
+    atomic_store_explicit(&h->last_repair_ms, ms, memory_order_relaxed);
     set_error(h, NULL);
     IXIA_WARN("repair: done in %.1f s: %" G_GUINT64_FORMAT " documents reindexed from the truth store",
               (double)ms / 1000.0, documents);
     *retry_us = RETRY_MIN_US;
   } else {
-    __atomic_add_fetch(&h->repair_failures, 1, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&h->repair_failures, 1, memory_order_relaxed);
     set_error(h, err->message);
     client_drop(h);
     if (!stopping(h))
       IXIA_ERROR("repair failed after %.1f s: %s; retrying in %.1f s", (double)ms / 1000.0,
                  err->message, (double)*retry_us / 1e6);
     /* Still wanted: the shard still misses what it missed. */
-    g_atomic_int_set(&h->requested, 1);
-    g_atomic_int_set(&h->running, 0);
+    atomic_store(&h->requested, 1);
+    atomic_store(&h->running, 0);
     ixia_error_destroy(err);
     nap(h, g_get_monotonic_time() + *retry_us, FALSE);
     *retry_us = MIN(*retry_us * 2, RETRY_MAX_US);
     return;
   }
-  g_atomic_int_set(&h->running, 0);
+  atomic_store(&h->running, 0);
 }
 
 /* ---------- anti-entropy ---------- */
@@ -448,7 +449,7 @@ static gboolean recheck(side_t *s, ixia_error_t **err) {
   for (guint i = 0; i < s->key_versions->len; i++)
     horizon = MAX(horizon, g_array_index(s->key_versions, gint64, i));
   if (!wait_caught_up(h, s->api, horizon, err)) return FALSE;
-  __atomic_add_fetch(&h->ae_candidates, s->keys->len, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&h->ae_candidates, s->keys->len, memory_order_relaxed);
   gboolean ok = TRUE;
   for (guint from = 0; ok && from < s->keys->len; from += FETCH_KEYS) {
     guint n = MIN(FETCH_KEYS, s->keys->len - from);
@@ -479,7 +480,7 @@ static gboolean recheck(side_t *s, ixia_error_t **err) {
       }
     }
     if (ok && fix->len) {
-      __atomic_add_fetch(&h->ae_divergent, fix->len, __ATOMIC_RELAXED);
+      atomic_fetch_add_explicit(&h->ae_divergent, fix->len, memory_order_relaxed);
       ok = apply_events(h, fix, NULL, err);
     }
     g_ptr_array_unref(fix);
@@ -505,8 +506,8 @@ static gboolean ae_pass(ixia_heal_t *h, ixia_error_t **err) {
     s.pace = TRUE;
     ixia_ae_stats_t st = {0};
     ok = ixia_ae_walk(&SOURCE, &s, &OPTS, &st, err) && recheck(&s, err);
-    __atomic_add_fetch(&h->ae_keys, st.truth_keys, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&h->ae_ranges_differing, st.ranges_differing, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&h->ae_keys, st.truth_keys, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->ae_ranges_differing, st.ranges_differing, memory_order_relaxed);
     side_clear(&s);
   }
   g_ptr_array_unref(schemas);
@@ -517,17 +518,17 @@ static void run_ae_pass(ixia_heal_t *h) {
   gint64 t0 = g_get_monotonic_time();
   ixia_error_t *err = NULL;
   if (ae_pass(h, &err)) {
-    __atomic_add_fetch(&h->ae_passes, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&h->ae_last_pass_ms, (g_get_monotonic_time() - t0) / 1000, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&h->ae_passes, 1, memory_order_relaxed);
+    atomic_store_explicit(&h->ae_last_pass_ms, (g_get_monotonic_time() - t0) / 1000, memory_order_relaxed);
     return;
   }
   client_drop(h);
   /* Interrupted by a repair request or a stop: nothing to report. */
-  if (g_atomic_int_get(&h->requested) || stopping(h)) {
+  if (atomic_load(&h->requested) || stopping(h)) {
     ixia_error_destroy(err);
     return;
   }
-  __atomic_add_fetch(&h->ae_failures, 1, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&h->ae_failures, 1, memory_order_relaxed);
   IXIA_WARN("anti-entropy pass failed: %s; next pass in %" G_GINT64_FORMAT " s", err->message,
             h->ae_pause_us / G_USEC_PER_SEC);
   ixia_error_destroy(err);
@@ -542,7 +543,7 @@ static gpointer heal_main(gpointer data) {
   /* The first pass waits a pause too: a starting stack is busy enough. */
   gint64 next_ae = g_get_monotonic_time() + h->ae_pause_us;
   while (!stopping(h)) {
-    if (g_atomic_int_get(&h->requested) && h->self_heal) {
+    if (atomic_load(&h->requested) && h->self_heal) {
       run_repair(h, &retry_us);
       continue;
     }
@@ -602,12 +603,12 @@ void ixia_heal_destroy(ixia_heal_t *h) {
 }
 
 void ixia_heal_request(ixia_heal_t *h, ixia_heal_trigger_t why, const char *detail) {
-  __atomic_add_fetch(&h->triggers[why], 1, __ATOMIC_RELAXED);
-  gboolean fresh = !g_atomic_int_get(&h->requested) && !g_atomic_int_get(&h->running);
+  atomic_fetch_add_explicit(&h->triggers[why], 1, memory_order_relaxed);
+  gboolean fresh = !atomic_load(&h->requested) && !atomic_load(&h->running);
   g_mutex_lock(&h->lock);
   g_free(h->last_reason);
   h->last_reason = g_strdup_printf("%s: %s", TRIGGER_NAMES[why], detail);
-  g_atomic_int_set(&h->requested, 1);
+  atomic_store(&h->requested, 1);
   g_cond_broadcast(&h->cond);
   g_mutex_unlock(&h->lock);
   if (!h->self_heal && fresh)
@@ -619,20 +620,20 @@ void ixia_heal_request(ixia_heal_t *h, ixia_heal_trigger_t why, const char *deta
 }
 
 gboolean ixia_heal_repairing(ixia_heal_t *h) {
-  return h->self_heal && (g_atomic_int_get(&h->requested) || g_atomic_int_get(&h->running));
+  return h->self_heal && (atomic_load(&h->requested) || atomic_load(&h->running));
 }
 
 void ixia_heal_status(ixia_heal_t *h, cJSON *o) {
   cJSON_AddBoolToObject(o, "self_heal", h->self_heal);
   cJSON_AddBoolToObject(o, "repairing", ixia_heal_repairing(h));
-  if (g_atomic_int_get(&h->running))
+  if (atomic_load(&h->running))
     cJSON_AddNumberToObject(o, "repair_running_s",
-                            (double)(g_get_monotonic_time() - __atomic_load_n(&h->running_since, __ATOMIC_RELAXED)) / 1e6);
+                            (double)(g_get_monotonic_time() - atomic_load_explicit(&h->running_since, memory_order_relaxed)) / 1e6);
   cJSON *t = cJSON_AddObjectToObject(o, "repair_triggers");
   for (int i = 0; i < IXIA_HEAL_N_TRIGGERS; i++)
-    cJSON_AddNumberToObject(t, TRIGGER_NAMES[i], (double)__atomic_load_n(&h->triggers[i], __ATOMIC_RELAXED));
+    cJSON_AddNumberToObject(t, TRIGGER_NAMES[i], (double)atomic_load_explicit(&h->triggers[i], memory_order_relaxed));
 #define COUNTER(name, field) \
-  cJSON_AddNumberToObject(o, name, (double)__atomic_load_n(&h->field, __ATOMIC_RELAXED))
+  cJSON_AddNumberToObject(o, name, (double)atomic_load_explicit(&h->field, memory_order_relaxed))
   COUNTER("repairs", repairs);
   COUNTER("repair_failures", repair_failures);
   COUNTER("repaired_documents", repaired_documents);

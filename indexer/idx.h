@@ -145,7 +145,7 @@ typedef struct {
   GArray *vv;      /* ixia_val_t by value id: views of vals */
   GArray *counts;  /* guint32 by value id: live documents holding the value */
   ixia_points_t *points; /* numeric fields; NULL for the others */
-  gint64 total_len;      /* text fields: tokens of every live document (BM25's avgdl);
+  _Atomic gint64 total_len;      /* text fields: tokens of every live document (BM25's avgdl);
                             written by the apply thread, read atomically */
 } field_t;
 
@@ -186,13 +186,13 @@ struct ixia_idx {
   /* Documents' values before recent batches, for stable sorted cursors
    * (idx_history.c); publish_seq counts published batches (atomic). */
   ixia_idx_history_t *history;
-  guint64 publish_seq;
+  _Atomic guint64 publish_seq;
 
   /* apply thread */
   guint32 next_doc_id;
-  gint64 max_version; /* atomic reads from other threads */
+  _Atomic gint64 max_version; /* atomic reads from other threads */
 
-  guint64 events_applied, events_skipped, events_failed; /* atomic */
+  _Atomic guint64 events_applied, events_skipped, events_failed; /* atomic */
 };
 
 /* ---- idx_dict.c ---- */
@@ -290,7 +290,7 @@ typedef enum { BLK_BITMAP, BLK_COLUMN } blk_kind_t;
 
 /* A decoded, immutable block shared by searches; reference-counted. */
 typedef struct blk {
-  gint ref;
+  _Atomic gint ref;
   blk_kind_t kind;
   guint8 key[11];
   guint8 klen;

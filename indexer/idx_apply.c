@@ -14,6 +14,7 @@
  * events win) and writes one merge operand per key; per column block one
  * operand; per dictionary value its new count. Nothing a search reads
  * changes until RocksDB has the batch (see idx.h). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -199,7 +200,7 @@ typedef struct {
   GPtrArray *new_dict; /* GBytes key/value pairs of new tables and fields */
   GHashTable *field_of; /* const ixia_schema_field_t* (of a live schema) -> field_t* */
   guint32 next_doc_id;
-  gint64 max_version;
+  _Atomic gint64 max_version;
 } batch_t;
 
 static void wb_put(batch_t *b, const void *k, size_t kl, const void *v, size_t vl) {
@@ -453,7 +454,7 @@ static void rec_diff(batch_t *b, guint32 table_id, guint32 id, const GArray *old
 
 static void fail_event(ixia_idx_t *idx, const ixia_idx_event_t *ev, ixia_error_t *why,
                        ixia_idx_failed_fn failed, void *ud) {
-  g_atomic_pointer_add(&idx->events_failed, 1);
+  atomic_fetch_add(&idx->events_failed, 1);
   if (failed) failed(ev, why, ud);
   ixia_error_destroy(why);
 }
@@ -889,7 +890,7 @@ static void batch_publish(batch_t *b) {
   g_hash_table_iter_init(&it, b->len_delta);
   while (g_hash_table_iter_next(&it, &k, &v)) {
     field_t *f = k;
-    g_atomic_pointer_set(&f->total_len, f->total_len + (gint64)GPOINTER_TO_SIZE(v));
+    atomic_store(&f->total_len, f->total_len + (gint64)GPOINTER_TO_SIZE(v));
   }
   g_hash_table_iter_init(&it, b->points);
   while (g_hash_table_iter_next(&it, &k, &v)) {
@@ -909,7 +910,7 @@ static void batch_publish(batch_t *b) {
     ixia_idx_publish_column(p, o->key, o->col->data, o->col->len);
   }
   ixia_idx_publish_end(p);
-  g_atomic_pointer_set(&idx->publish_seq, seq);
+  atomic_store(&idx->publish_seq, seq);
 }
 
 static void batch_free(batch_t *b) {
@@ -1004,9 +1005,9 @@ gboolean ixia_idx_apply(ixia_idx_t *idx, const ixia_idx_event_t *events, guint n
       idx->batches_since_counts = 0;
     }
     idx->next_doc_id = b.next_doc_id;
-    g_atomic_pointer_set(&idx->max_version, b.max_version);
-    g_atomic_pointer_add(&idx->events_applied, n_applied);
-    g_atomic_pointer_add(&idx->events_skipped, n_skipped);
+    atomic_store(&idx->max_version, b.max_version);
+    atomic_fetch_add(&idx->events_applied, n_applied);
+    atomic_fetch_add(&idx->events_skipped, n_skipped);
     if (applied) *applied = n_applied;
   } else {
     /* Nothing was published; new tables and fields stay registered and

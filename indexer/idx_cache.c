@@ -17,6 +17,7 @@
  * outlive the batch in the cache. Applying a batch's changes twice gives
  * the same block (set semantics), which makes the window between the
  * RocksDB write and the publish harmless. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "idx.h"
@@ -58,7 +59,7 @@ static void blk_free(blk_t *b) {
 }
 
 void ixia_idx_blk_unref(blk_t *b) {
-  if (b && g_atomic_int_dec_and_test(&b->ref)) blk_free(b);
+  if (b && (atomic_fetch_sub(&b->ref, 1) == 1)) blk_free(b);
 }
 
 void ixia_idx_cache_destroy(ixia_idx_cache_t *c) {
@@ -123,7 +124,7 @@ static blk_t *cache_lookup(ixia_idx_cache_t *c, const guint8 *key, guint klen, g
   g_mutex_lock(&c->lock);
   blk_t *b = g_hash_table_lookup(c->map, &probe);
   if (b) {
-    g_atomic_int_inc(&b->ref);
+    atomic_fetch_add(&b->ref, 1);
     g_queue_unlink(&c->lru, &b->link);
     g_queue_push_head_link(&c->lru, &b->link);
     c->hits++;
@@ -142,13 +143,13 @@ static blk_t *cache_offer(ixia_idx_cache_t *c, blk_t *b, guint64 gen) {
   blk_t *have = g_hash_table_lookup(c->map, b);
   if (have) {
     /* Another search loaded it first: use that one. */
-    g_atomic_int_inc(&have->ref);
+    atomic_fetch_add(&have->ref, 1);
     g_mutex_unlock(&c->lock);
     ixia_idx_blk_unref(b);
     return have;
   }
   if (gen == c->gen) {
-    g_atomic_int_inc(&b->ref); /* the cache's */
+    atomic_fetch_add(&b->ref, 1); /* the cache's */
     cache_insert(c, b);
   }
   g_mutex_unlock(&c->lock);
@@ -248,7 +249,7 @@ static blk_t *touched_copy(ixia_idx_publish_t *p, blk_kind_t kind, const guint8 
   ixia_idx_cache_t *c = p->idx->cache;
   g_mutex_lock(&c->lock);
   blk_t *cached = g_hash_table_lookup(c->map, &probe);
-  if (cached) g_atomic_int_inc(&cached->ref);
+  if (cached) atomic_fetch_add(&cached->ref, 1);
   g_mutex_unlock(&c->lock);
   blk_t *copy = blk_new(kind, key, klen);
   if (cached) {

@@ -7,6 +7,7 @@
  * compaction filter of idx_merge.c), then loads what searches and the apply
  * thread keep in memory: the dictionaries with their counts, and the points
  * of every numeric field, rebuilt from its column blocks. */
+#include <stdatomic.h>
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <stdlib.h>
@@ -369,7 +370,7 @@ gint64 ixia_idx_position(ixia_idx_t *idx, gint32 partition) {
 }
 
 gint64 ixia_idx_max_version(ixia_idx_t *idx) {
-  return (gint64)g_atomic_pointer_get(&idx->max_version);
+  return (gint64)atomic_load(&idx->max_version);
 }
 
 ixia_schema_t *ixia_idx_schema(const char *ns, const char *table, void *ud, ixia_error_t **err) {
@@ -400,9 +401,9 @@ static guint64 dir_bytes(const char *path) {
 
 void ixia_idx_get_stats(ixia_idx_t *idx, ixia_idx_stats_t *out) {
   memset(out, 0, sizeof *out);
-  out->events_applied = (guint64)g_atomic_pointer_get(&idx->events_applied);
-  out->events_skipped = (guint64)g_atomic_pointer_get(&idx->events_skipped);
-  out->events_failed = (guint64)g_atomic_pointer_get(&idx->events_failed);
+  out->events_applied = (guint64)atomic_load(&idx->events_applied);
+  out->events_skipped = (guint64)atomic_load(&idx->events_skipped);
+  out->events_failed = (guint64)atomic_load(&idx->events_failed);
   out->max_version = ixia_idx_max_version(idx);
   out->disk_bytes = dir_bytes(idx->path);
   /* Live documents: every table's live set, and the points' memory. */

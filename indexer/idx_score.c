@@ -9,6 +9,7 @@
  * 64-bit entry per distinct token, after the length), read a block of
  * 1,024 documents at a time through the decoded-block cache: scoring a
  * match costs a short scan of its slot, no read of the document. */
+#include <stdatomic.h>
 #include <math.h>
 #include <string.h>
 
@@ -38,7 +39,7 @@ static gboolean clause_init(ixia_idx_search_t *s, const ixia_filter_t *f, sclaus
   if (!e) return FALSE;
   c->n = (double)roaring_bitmap_get_cardinality(e->bm);
   ixia_idx_blk_unref(e);
-  gint64 total = (gint64)g_atomic_pointer_get(&c->f->total_len);
+  gint64 total = (gint64)atomic_load(&c->f->total_len);
   c->avgdl = c->n > 0 ? (double)total / c->n : 0;
   GHashTable *done = g_hash_table_new(g_bytes_hash, g_bytes_equal);
   for (guint i = 0; i < f->values->len; i++) {

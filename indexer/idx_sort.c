@@ -26,6 +26,7 @@
  * taken out and offered again with their old values; the SLACK candidates
  * kept beyond k are what makes that exact, and a walk that loses more than
  * SLACK candidates this way is run again. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -246,7 +247,7 @@ ixia_idx_sort_t *ixia_idx_sort_new(ixia_idx_search_t *s, const ixia_idx_search_o
   /* Positions: as of the cursor's sequence, or as of now. */
   ixia_idx_t *idx = s->idx;
   S->epoch = ixia_idx_history_epoch(idx->history);
-  S->as_of = (guint64)g_atomic_pointer_get(&idx->publish_seq);
+  S->as_of = (guint64)atomic_load(&idx->publish_seq);
   if (o->as_of_epoch) {
     S->epoch = o->as_of_epoch;
     S->as_of = o->as_of;

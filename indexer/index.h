@@ -187,9 +187,9 @@ gboolean ixia_idx_foreach_expiring(ixia_idx_t *idx, ixia_idx_expiring_fn fn, voi
 
 typedef struct {
   guint64 documents;   /* live documents, all tables */
-  guint64 events_applied;
-  guint64 events_skipped; /* older than the recorded version */
-  guint64 events_failed;
+  _Atomic guint64 events_applied;
+  _Atomic guint64 events_skipped; /* older than the recorded version */
+  _Atomic guint64 events_failed;
   gint64 max_version;
   guint64 disk_bytes;  /* SST + WAL files */
   guint64 cache_bytes; /* decoded blocks held (index.cache_mb) */

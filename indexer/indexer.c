@@ -10,6 +10,7 @@
  * position is stored. */
 #include "indexer.h"
 
+#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <librdkafka/rdkafka.h>
@@ -90,7 +91,7 @@ struct ixia_indexer {
   char *group;                  /* indexer.consumer_group */
   ixia_indexer_monitor_t *monitor; /* metrics, group commits (monitor.h) */
   GThread *thread;
-  gint stop;
+  _Atomic gint stop;
   gboolean stopped;
 
   GMutex job_lock; /* guards jobs_closed against pushes after stop */
@@ -108,8 +109,8 @@ struct ixia_indexer {
    * directory. disk_paused (atomic) is set while the apply thread waits for
    * space. */
   ixia_disk_reserve_t *disk;
-  gint disk_paused;
-  gint reaping; /* atomic: the apply thread is dropping expired documents */
+  _Atomic gint disk_paused;
+  _Atomic gint reaping; /* atomic: the apply thread is dropping expired documents */
 
   ixia_cache_t *cache;
   ixia_invalidator_t *invalidator; /* NULL: no cache to invalidate */
@@ -123,26 +124,26 @@ struct ixia_indexer {
   ixia_expiry_t *expiry;
   GHashTable *schema_misses;
   gint64 last_end_check;
-  gint64 last_schema_fetch; /* atomic: a search's fetch of schemas (learn_schema) */
+  _Atomic gint64 last_schema_fetch; /* atomic: a search's fetch of schemas (learn_schema) */
   char fetch_wait[24]; /* indexer.fetch_wait_ms, as librdkafka wants it */
 
   /* Counters, atomics. */
-  guint64 batches;
-  guint64 messages;
-  guint64 undecodable;
-  guint64 offsets_lost; /* events Kafka deleted before this shard read them */
-  guint64 apply_failures;
-  guint64 kafka_errors;
-  guint64 failed_log_lines;
-  guint64 failed_log_errors;
-  guint64 reindex_calls;
-  guint64 reindex_ignored;
-  guint64 disk_pauses;   /* times the apply thread paused for disk space */
-  guint64 reindex_refused_disk_full;
-  guint64 offsets_rewound; /* partitions whose offsets went back */
-  guint64 expired_removed; /* documents dropped at their expiry */
-  guint64 schemas_fetched; /* SCHEMA events fetched for tables the index lacked */
-  gint64 apply_us; /* time inside ixia_idx_apply */
+  _Atomic guint64 batches;
+  _Atomic guint64 messages;
+  _Atomic guint64 undecodable;
+  _Atomic guint64 offsets_lost; /* events Kafka deleted before this shard read them */
+  _Atomic guint64 apply_failures;
+  _Atomic guint64 kafka_errors;
+  _Atomic guint64 failed_log_lines;
+  _Atomic guint64 failed_log_errors;
+  _Atomic guint64 reindex_calls;
+  _Atomic guint64 reindex_ignored;
+  _Atomic guint64 disk_pauses;   /* times the apply thread paused for disk space */
+  _Atomic guint64 reindex_refused_disk_full;
+  _Atomic guint64 offsets_rewound; /* partitions whose offsets went back */
+  _Atomic guint64 expired_removed; /* documents dropped at their expiry */
+  _Atomic guint64 schemas_fetched; /* SCHEMA events fetched for tables the index lacked */
+  _Atomic gint64 apply_us; /* time inside ixia_idx_apply */
 };
 
 static char wake_marker;
@@ -180,12 +181,12 @@ static void on_failed(const ixia_idx_event_t *ev, const ixia_error_t *why, void 
                            why ? why->message : "unknown", partition, offset);
   ixia_error_t *err = NULL;
   if (failed_log_write(ix, line, strlen(line), &err)) {
-    __atomic_add_fetch(&ix->failed_log_lines, 1, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&ix->failed_log_lines, 1, memory_order_relaxed);
     ixia_log_warn_limited(&ix->failed_rl, "failed update (in the failed-updates log)", g_strchomp(line));
   } else {
     /* The batch commits anyway (the index API cannot be stopped from
      * here): keep the line in the daemon's log so it is not lost. */
-    __atomic_add_fetch(&ix->failed_log_errors, 1, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&ix->failed_log_errors, 1, memory_order_relaxed);
     IXIA_ERROR("%s; the failed update was: %s", err->message, g_strchomp(line));
     ixia_error_destroy(err);
   }
@@ -365,7 +366,7 @@ static void check_continuity(ixia_indexer_t *ix, batch_t *b, gint32 p, gint64 of
   gint64 expect = b->next[p] >= 0 ? b->next[p] : b->eof[p] >= 0 ? b->eof[p] : MAX(ix->applied[p], 0);
   if (offset == expect) return;
   if (offset > expect) {
-    __atomic_add_fetch(&ix->offsets_lost, (guint64)(offset - expect), __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&ix->offsets_lost, (guint64)(offset - expect), memory_order_relaxed);
     char *what = g_strdup_printf("partition %d: offsets %" G_GINT64_FORMAT "..%" G_GINT64_FORMAT
                                  " were deleted from Kafka before this shard read them",
                                  (int)p, expect, offset - 1);
@@ -374,7 +375,7 @@ static void check_continuity(ixia_indexer_t *ix, batch_t *b, gint32 p, gint64 of
     g_free(what);
     return;
   }
-  __atomic_add_fetch(&ix->offsets_rewound, 1, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&ix->offsets_rewound, 1, memory_order_relaxed);
   b->rewound[p] = TRUE;
   char *what = g_strdup_printf("partition %d: offsets went back from %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT
                                " (the topic was re-created, or Kafka lost its data)",
@@ -412,7 +413,7 @@ static void batch_add(ixia_indexer_t *ix, batch_t *b, const rd_kafka_message_t *
     return;
   }
   g_object_unref(e);
-  __atomic_add_fetch(&ix->undecodable, 1, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&ix->undecodable, 1, memory_order_relaxed);
   /* The message key is the truth-store key: it still tells replay which
    * document to re-read. */
   char kind = 0;
@@ -434,7 +435,7 @@ static void batch_add(ixia_indexer_t *ix, batch_t *b, const rd_kafka_message_t *
  * first message, an idle poll timed out, or a stop. */
 static void gather(ixia_indexer_t *ix, batch_t *b) {
   gint64 first = 0;
-  while (b->messages < ix->max_events && !g_atomic_int_get(&ix->stop)) {
+  while (b->messages < ix->max_events && !atomic_load(&ix->stop)) {
     int timeout_ms = IDLE_POLL_MS;
     if (b->messages > 0) {
       gint64 left_us = first + ix->wait_ms * 1000 - g_get_monotonic_time();
@@ -458,7 +459,7 @@ static void gather(ixia_indexer_t *ix, batch_t *b) {
       continue;
     }
     if (m->err) {
-      __atomic_add_fetch(&ix->kafka_errors, 1, __ATOMIC_RELAXED);
+      atomic_fetch_add_explicit(&ix->kafka_errors, 1, memory_order_relaxed);
       char *msg = g_strdup_printf("%s (partition %d)", rd_kafka_message_errstr(m), (int)m->partition);
       ixia_log_warn_limited(&ix->kafka_rl, "kafka consumer", msg);
       g_free(msg);
@@ -530,7 +531,7 @@ static void ensure_schemas(ixia_indexer_t *ix, batch_t *b) {
     else
       g_hash_table_replace(ix->schema_misses, g_strdup(id), GSIZE_TO_POINTER((gsize)now));
   }
-  __atomic_add_fetch(&ix->schemas_fetched, added, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&ix->schemas_fetched, added, memory_order_relaxed);
   if (schemas)
     IXIA_WARN("events of table %s arrived without its schema in the index (%u tables without one): "
               "applied the %u schemas the API has before them",
@@ -568,7 +569,7 @@ static void schedule_expiries(ixia_indexer_t *ix, const ixia_idx_event_t *events
  * still carries that expiry. Wakes searches waiting for it. */
 static void reap_expired(ixia_indexer_t *ix) {
   if (!ixia_expiry_next(ix->expiry) || ixia_expiry_next(ix->expiry) > ixia_expiry_now()) return;
-  g_atomic_int_set(&ix->reaping, 1);
+  atomic_store(&ix->reaping, 1);
   gint64 now = ixia_expiry_now();
   GPtrArray *due = ixia_expiry_due(ix->expiry, now);
   GArray *evs = g_array_new(FALSE, TRUE, sizeof(ixia_idx_event_t));
@@ -591,7 +592,7 @@ static void reap_expired(ixia_indexer_t *ix) {
     guint applied = 0;
     ixia_error_t *err = NULL;
     if (ixia_idx_apply(ix->idx, fc.events, fc.n, NULL, 0, on_failed, &fc, &applied, &err)) {
-      __atomic_add_fetch(&ix->expired_removed, applied, __ATOMIC_RELAXED);
+      atomic_fetch_add_explicit(&ix->expired_removed, applied, memory_order_relaxed);
     } else {
       /* Tried again at the next round. */
       for (guint i = 0; i < kept->len; i++) {
@@ -606,7 +607,7 @@ static void reap_expired(ixia_indexer_t *ix) {
   g_array_free(evs, TRUE);
   if (due) g_ptr_array_unref(due);
   g_mutex_lock(&ix->pos_lock);
-  g_atomic_int_set(&ix->reaping, 0);
+  atomic_store(&ix->reaping, 0);
   g_cond_broadcast(&ix->pos_cond);
   g_mutex_unlock(&ix->pos_lock);
 }
@@ -632,14 +633,14 @@ static gboolean apply_batch(ixia_indexer_t *ix, batch_t *b, ixia_error_t **err) 
   gint64 t0 = g_get_monotonic_time();
   gboolean ok = ixia_idx_apply(ix->idx, fc.events, fc.n, (const ixia_idx_position_t *)(void *)pos->data,
                                pos->len, on_failed, &fc, NULL, err);
-  __atomic_add_fetch(&ix->apply_us, g_get_monotonic_time() - t0, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&ix->apply_us, g_get_monotonic_time() - t0, memory_order_relaxed);
   g_array_free(pos, TRUE);
   if (ok) schedule_expiries(ix, fc.events, fc.n);
   if (ok && b->pending->len) {
     /* Count the undecodable lines only once they are certain to stay. */
     guint lines = 0;
     for (const char *c = b->pending->str; *c; c++) lines += *c == '\n';
-    __atomic_add_fetch(&ix->failed_log_lines, lines, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&ix->failed_log_lines, lines, memory_order_relaxed);
   }
   return ok;
 }
@@ -682,7 +683,7 @@ static void run_job(ixia_indexer_t *ix, job_t *job) {
   guint applied = 0;
   ixia_error_t *err = NULL;
   if (!ixia_disk_reserve_check(ix->disk, &err)) {
-    __atomic_add_fetch(&ix->reindex_refused_disk_full, 1, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&ix->reindex_refused_disk_full, 1, memory_order_relaxed);
     ixia_error_prefix(err, "reindex refused");
     job_finish(job, FALSE, 0, err);
     job_release(job);
@@ -704,7 +705,7 @@ static void serve_jobs(ixia_indexer_t *ix, gint64 timeout_us) {
                              : g_async_queue_try_pop(ix->jobs);
     if (!item) return;
     if (item == &wake_marker) {
-      if (g_atomic_int_get(&ix->stop)) return;
+      if (atomic_load(&ix->stop)) return;
       continue;
     }
     run_job(ix, item);
@@ -740,11 +741,11 @@ static void refresh_high_watermarks(ixia_indexer_t *ix) {
 }
 
 static void pause_for_disk(ixia_indexer_t *ix) {
-  g_atomic_int_set(&ix->disk_paused, 1);
-  __atomic_add_fetch(&ix->disk_pauses, 1, __ATOMIC_RELAXED);
+  atomic_store(&ix->disk_paused, 1);
+  atomic_fetch_add_explicit(&ix->disk_pauses, 1, memory_order_relaxed);
   rd_kafka_resp_err_t kerr = rd_kafka_assign(ix->rk, NULL);
   if (kerr) ixia_log_warn_limited(&ix->kafka_rl, "kafka unassign", rd_kafka_err2str(kerr));
-  while (!g_atomic_int_get(&ix->stop)) {
+  while (!atomic_load(&ix->stop)) {
     serve_jobs(ix, DISK_RECHECK_US);
     /* Serves librdkafka's callbacks; no partition is assigned, so any
      * message left over from before is dropped (it is read again). */
@@ -758,7 +759,7 @@ static void pause_for_disk(ixia_indexer_t *ix) {
     ixia_log_warn_limited(&ix->kafka_rl, "kafka", aerr->message);
     ixia_error_destroy(aerr);
   }
-  g_atomic_int_set(&ix->disk_paused, 0);
+  atomic_store(&ix->disk_paused, 0);
 }
 
 /* Stored positions past a partition's end: the partition started over
@@ -785,7 +786,7 @@ static void check_ends(ixia_indexer_t *ix) {
                                  (int)p, applied, (gint64)hi);
     IXIA_ERROR("%s; restarting the partition at offset %" G_GINT64_FORMAT " and repairing the index from the truth store",
                what, (gint64)lo);
-    __atomic_add_fetch(&ix->offsets_rewound, 1, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&ix->offsets_rewound, 1, memory_order_relaxed);
     ixia_heal_request(ix->heal, IXIA_HEAL_PAST_END, what);
     g_free(what);
     ixia_idx_position_t pos = {p, MAX(lo, 0)};
@@ -818,7 +819,7 @@ static gpointer apply_main(gpointer data) {
   batch_t b;
   batch_init(&b, ix->n_partitions);
   gint64 backoff_ms = 0;
-  while (!g_atomic_int_get(&ix->stop)) {
+  while (!atomic_load(&ix->stop)) {
     serve_jobs(ix, 0);
     /* Measured before consuming and again before writing (one statvfs per
      * watched file system each time): under the reserve nothing is
@@ -853,8 +854,8 @@ static gpointer apply_main(gpointer data) {
     }
     ixia_error_t *err = NULL;
     if (apply_batch(ix, &b, &err)) {
-      __atomic_add_fetch(&ix->batches, 1, __ATOMIC_RELAXED);
-      __atomic_add_fetch(&ix->messages, b.messages, __ATOMIC_RELAXED);
+      atomic_fetch_add_explicit(&ix->batches, 1, memory_order_relaxed);
+      atomic_fetch_add_explicit(&ix->messages, b.messages, memory_order_relaxed);
       publish_positions(ix, &b);
       ixia_invalidator_queue(ix->invalidator, (const ixia_idx_event_t *)(void *)b.events->data,
                              b.events->len);
@@ -863,14 +864,14 @@ static gpointer apply_main(gpointer data) {
       backoff_ms = 0;
       continue;
     }
-    __atomic_add_fetch(&ix->apply_failures, 1, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&ix->apply_failures, 1, memory_order_relaxed);
     batch_reset(&b, ix->n_partitions);
     backoff_ms = backoff_ms ? MIN(backoff_ms * 2, ix->retry_max_ms) : MIN(RETRY_MIN_MS, ix->retry_max_ms);
     IXIA_ERROR("applying a batch failed: %s; retrying from the stored positions in %" G_GINT64_FORMAT
                " ms",
                err->message, backoff_ms);
     ixia_error_destroy(err);
-    if (g_atomic_int_get(&ix->stop)) break;
+    if (atomic_load(&ix->stop)) break;
     serve_jobs(ix, backoff_ms * 1000);
     ixia_error_t *aerr = NULL;
     if (!assign_stored(ix, &aerr)) {
@@ -887,7 +888,7 @@ static gpointer apply_main(gpointer data) {
 static void on_error(rd_kafka_t *rk, int kerr, const char *reason, void *opaque) {
   (void)rk;
   ixia_indexer_t *ix = opaque;
-  __atomic_add_fetch(&ix->kafka_errors, 1, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&ix->kafka_errors, 1, memory_order_relaxed);
   char *msg = g_strdup_printf("%s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)kerr), reason);
   ixia_log_warn_limited(&ix->kafka_rl, "kafka", msg);
   g_free(msg);
@@ -1059,7 +1060,7 @@ void ixia_indexer_stop(ixia_indexer_t *ix) {
   g_mutex_lock(&ix->job_lock);
   ix->jobs_closed = TRUE;
   g_mutex_unlock(&ix->job_lock);
-  g_atomic_int_set(&ix->stop, 1);
+  atomic_store(&ix->stop, 1);
   g_async_queue_push(ix->jobs, &wake_marker);
   rd_kafka_queue_yield(ix->consumer_q);
   g_thread_join(ix->thread);
@@ -1074,8 +1075,8 @@ void ixia_indexer_stop(ixia_indexer_t *ix) {
   rd_kafka_resp_err_t kerr = rd_kafka_consumer_close(ix->rk);
   if (kerr) IXIA_WARN("kafka: closing the consumer: %s", rd_kafka_err2str(kerr));
   IXIA_INFO("indexer stopped after %" G_GUINT64_FORMAT " batches, %" G_GUINT64_FORMAT " messages",
-            __atomic_load_n(&ix->batches, __ATOMIC_RELAXED),
-            __atomic_load_n(&ix->messages, __ATOMIC_RELAXED));
+            atomic_load_explicit(&ix->batches, memory_order_relaxed),
+            atomic_load_explicit(&ix->messages, memory_order_relaxed));
 }
 
 void ixia_indexer_destroy(ixia_indexer_t *ix) {
@@ -1125,9 +1126,9 @@ void ixia_indexer_request_repair(ixia_indexer_t *ix, const char *why) {
 #define LEARN_SCHEMA_EVERY_US G_USEC_PER_SEC
 
 gboolean ixia_indexer_learn_schema(ixia_indexer_t *ix, const char *ns, const char *table) {
-  gint64 now = g_get_monotonic_time(), last = __atomic_load_n(&ix->last_schema_fetch, __ATOMIC_RELAXED);
+  gint64 now = g_get_monotonic_time(), last = atomic_load_explicit(&ix->last_schema_fetch, memory_order_relaxed);
   if ((last && now - last < LEARN_SCHEMA_EVERY_US) ||
-      !__atomic_compare_exchange_n(&ix->last_schema_fetch, &last, now, FALSE, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+      !atomic_compare_exchange_strong_explicit(&ix->last_schema_fetch, &last, now, memory_order_relaxed, memory_order_relaxed))
     return FALSE;
   ixia_error_t *err = NULL;
   GPtrArray *schemas = ixia_heal_fetch_schemas(ix->heal, &err);
@@ -1151,7 +1152,7 @@ gboolean ixia_indexer_learn_schema(ixia_indexer_t *ix, const char *ns, const cha
     ixia_error_destroy(err);
   }
   if (ok) {
-    __atomic_add_fetch(&ix->schemas_fetched, evs->len, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&ix->schemas_fetched, evs->len, memory_order_relaxed);
     char *what = g_strdup_printf("a search named table %s.%s, which the API has and this shard had no schema for",
                                  ns, table);
     ixia_heal_request(ix->heal, IXIA_HEAL_MISSING_SCHEMA, what);
@@ -1164,14 +1165,14 @@ gboolean ixia_indexer_learn_schema(ixia_indexer_t *ix, const char *ns, const cha
 
 void ixia_indexer_settle_expired(ixia_indexer_t *ix, gint64 deadline_us) {
   gint64 next = ixia_expiry_next(ix->expiry);
-  if ((!next || next > ixia_expiry_now()) && !g_atomic_int_get(&ix->reaping)) return;
+  if ((!next || next > ixia_expiry_now()) && !atomic_load(&ix->reaping)) return;
   rd_kafka_queue_yield(ix->consumer_q); /* wakes an idle poll of the apply thread */
   g_mutex_lock(&ix->pos_lock);
   for (;;) {
     next = ixia_expiry_next(ix->expiry);
-    gboolean due = (next && next <= ixia_expiry_now()) || g_atomic_int_get(&ix->reaping);
+    gboolean due = (next && next <= ixia_expiry_now()) || atomic_load(&ix->reaping);
     gint64 now = g_get_monotonic_time();
-    if (!due || now >= deadline_us || g_atomic_int_get(&ix->stop)) break;
+    if (!due || now >= deadline_us || atomic_load(&ix->stop)) break;
     g_cond_wait_until(&ix->pos_cond, &ix->pos_lock, MIN(deadline_us, now + 50 * G_TIME_SPAN_MILLISECOND));
   }
   g_mutex_unlock(&ix->pos_lock);
@@ -1221,7 +1222,7 @@ gboolean ixia_indexer_wait_caught_up(ixia_indexer_t *ix, gint64 deadline_us, ixi
   g_free(high);
   if (ok) return TRUE;
   ixia_error_t *full = NULL;
-  if (g_atomic_int_get(&ix->disk_paused) && !ixia_disk_reserve_check(ix->disk, &full)) {
+  if (atomic_load(&ix->disk_paused) && !ixia_disk_reserve_check(ix->disk, &full)) {
     ixia_error_set(err, IXIA_ENOTCAUGHTUP,
                    "shard not caught up within the deadline: indexing is paused: %s", full->message);
     ixia_error_destroy(full);
@@ -1232,7 +1233,7 @@ gboolean ixia_indexer_wait_caught_up(ixia_indexer_t *ix, gint64 deadline_us, ixi
 
 gboolean ixia_indexer_reindex(ixia_indexer_t *ix, const ixia_idx_event_t *events, guint n,
                               guint *applied, ixia_error_t **err) {
-  __atomic_add_fetch(&ix->reindex_calls, 1, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&ix->reindex_calls, 1, memory_order_relaxed);
   GArray *mine = g_array_sized_new(FALSE, FALSE, sizeof(ixia_idx_event_t), n);
   gint64 now = ixia_expiry_now();
   for (guint i = 0; i < n; i++) {
@@ -1241,7 +1242,7 @@ gboolean ixia_indexer_reindex(ixia_indexer_t *ix, const ixia_idx_event_t *events
     if (ev.op == IXIA_IDX_SCHEMA || ixia_indexer_owns_key(ix, ev.ns, ev.table, ev.key, ev.key_len))
       g_array_append_val(mine, ev);
     else
-      __atomic_add_fetch(&ix->reindex_ignored, 1, __ATOMIC_RELAXED);
+      atomic_fetch_add_explicit(&ix->reindex_ignored, 1, memory_order_relaxed);
   }
   if (applied) *applied = 0;
   if (mine->len == 0) {
@@ -1330,21 +1331,21 @@ char *ixia_indexer_status(ixia_indexer_t *ix) {
   cJSON_AddNumberToObject(o, "events_skipped", (double)st.events_skipped);
   cJSON_AddNumberToObject(o, "events_failed", (double)st.events_failed);
   cJSON_AddNumberToObject(o, "offsets_lost",
-                          (double)__atomic_load_n(&ix->offsets_lost, __ATOMIC_RELAXED));
+                          (double)atomic_load_explicit(&ix->offsets_lost, memory_order_relaxed));
   cJSON_AddStringToObject(o, "failed_log", ix->failed_log);
   cJSON_AddNumberToObject(o, "failed_log_entries", (double)count_lines(ix->failed_log));
   cJSON_AddNumberToObject(o, "disk_bytes", (double)st.disk_bytes);
   /* Measured now, so the status shows space freed before the apply thread
    * has noticed. */
   ixia_disk_reserve_check(ix->disk, NULL);
-  cJSON_AddBoolToObject(o, "disk_paused", g_atomic_int_get(&ix->disk_paused));
+  cJSON_AddBoolToObject(o, "disk_paused", atomic_load(&ix->disk_paused));
   cJSON_AddNumberToObject(o, "disk_free_bytes", (double)ixia_disk_reserve_free(ix->disk));
   cJSON_AddNumberToObject(o, "disk_reserve_bytes", (double)ixia_disk_reserve_bytes(ix->disk));
   cJSON_AddStringToObject(o, "kafka_topic", ix->topic);
   cJSON_AddStringToObject(o, "consumer_group", ix->group);
   cJSON_AddNumberToObject(o, "apply_rate", ixia_indexer_monitor_apply_rate(ix->monitor));
 #define COUNTER(name) \
-  cJSON_AddNumberToObject(o, #name, (double)__atomic_load_n(&ix->name, __ATOMIC_RELAXED))
+  cJSON_AddNumberToObject(o, #name, (double)atomic_load_explicit(&ix->name, memory_order_relaxed))
   COUNTER(batches);
   COUNTER(messages);
   COUNTER(undecodable);
@@ -1363,7 +1364,7 @@ char *ixia_indexer_status(ixia_indexer_t *ix) {
   ixia_invalidator_status(ix->invalidator, o);
   cJSON_AddNumberToObject(o, "expiry_scheduled", (double)ixia_expiry_size(ix->expiry));
   ixia_heal_status(ix->heal, o);
-  cJSON_AddNumberToObject(o, "apply_ms", (double)__atomic_load_n(&ix->apply_us, __ATOMIC_RELAXED) / 1000.0);
+  cJSON_AddNumberToObject(o, "apply_ms", (double)atomic_load_explicit(&ix->apply_us, memory_order_relaxed) / 1000.0);
   char *out = ixia_json_print(o);
   cJSON_Delete(o);
   return out;

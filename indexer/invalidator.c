@@ -8,6 +8,8 @@
  * is down or slow should cost the apply thread nothing. */
 #include "invalidator.h"
 
+#include <stdatomic.h>
+
 #include "json.h"
 #include "log.h"
 #include "record.h"
@@ -22,9 +24,9 @@ struct ixia_invalidator {
   GThread *thread;
   GAsyncQueue *queue; /* GPtrArray of GBytes (truth-store keys), or &stop_marker */
   ixia_log_limit_t warn;
-  guint64 invalidations;
-  guint64 failures;
-  guint64 dropped;
+  _Atomic guint64 invalidations;
+  _Atomic guint64 failures;
+  _Atomic guint64 dropped;
 };
 
 static char stop_marker;
@@ -45,9 +47,9 @@ static void invalidate(ixia_invalidator_t *inv, GPtrArray *keys) {
     refs[n++] = (ixia_cache_keyref_t){ns0, table0, key, kl};
   }
   guint failed = ixia_cache_invalidate_many(inv->cache, refs, n);
-  __atomic_add_fetch(&inv->invalidations, n - failed, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&inv->invalidations, n - failed, memory_order_relaxed);
   if (failed) {
-    __atomic_add_fetch(&inv->failures, failed, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&inv->failures, failed, memory_order_relaxed);
     ixia_log_warn_limited(&inv->warn, "cache", "invalidating indexed keys failed");
   }
   g_free(refs);
@@ -108,7 +110,7 @@ void ixia_invalidator_queue(ixia_invalidator_t *inv, const ixia_idx_event_t *eve
   }
   g_hash_table_destroy(seen);
   if (keys->len == 0 || g_async_queue_length(inv->queue) >= QUEUE_MAX) {
-    __atomic_add_fetch(&inv->dropped, keys->len, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&inv->dropped, keys->len, memory_order_relaxed);
     g_ptr_array_unref(keys);
     return;
   }
@@ -118,9 +120,9 @@ void ixia_invalidator_queue(ixia_invalidator_t *inv, const ixia_idx_event_t *eve
 void ixia_invalidator_status(ixia_invalidator_t *inv, cJSON *o) {
   guint64 done = 0, failures = 0, dropped = 0;
   if (inv) {
-    done = __atomic_load_n(&inv->invalidations, __ATOMIC_RELAXED);
-    failures = __atomic_load_n(&inv->failures, __ATOMIC_RELAXED);
-    dropped = __atomic_load_n(&inv->dropped, __ATOMIC_RELAXED);
+    done = atomic_load_explicit(&inv->invalidations, memory_order_relaxed);
+    failures = atomic_load_explicit(&inv->failures, memory_order_relaxed);
+    dropped = atomic_load_explicit(&inv->dropped, memory_order_relaxed);
   }
   cJSON_AddNumberToObject(o, "invalidations", (double)done);
   cJSON_AddNumberToObject(o, "invalidation_failures", (double)failures);

@@ -9,6 +9,7 @@
  * lease. */
 #include "api.h"
 
+#include <stdatomic.h>
 #include <errno.h>
 #include <string.h>
 
@@ -41,35 +42,35 @@ struct ixia_api {
   gsize scan_max_bytes; /* half of server.max_frame_bytes: a scan page fits an answer */
   gint64 started_at;
   gint64 cache_default_ttl;
-  guint64 cache_hits, cache_misses, cache_partial_misses;
-  guint64 memory_gets; /* answered from the store's memory, memcached not asked */
+  _Atomic guint64 cache_hits, cache_misses, cache_partial_misses;
+  _Atomic guint64 memory_gets; /* answered from the store's memory, memcached not asked */
   gboolean memcached_first; /* test hook: skip the store's memory */
   /* Gets the store's memory cannot answer (cache.get_path): through
    * memcached, or straight from the store's disk, whichever costs less as
    * measured: moving averages (microseconds x 16) of a memcached multi-get
    * and of a store read per key. */
   get_path_t get_path;
-  gint64 mc_us16, disk_us16;
-  guint64 gets_from_disk, path_samples;
+  _Atomic gint64 mc_us16, disk_us16;
+  _Atomic guint64 gets_from_disk, path_samples;
 };
 
 /* Every PATH_SAMPLE-th get takes the other path too, so its cost stays known. */
 #define PATH_SAMPLE 64
 
-static void ewma(gint64 *avg16, gint64 us) {
-  gint64 a = __atomic_load_n(avg16, __ATOMIC_RELAXED);
-  __atomic_store_n(avg16, a ? a + (us * 16 - a) / 8 : us * 16, __ATOMIC_RELAXED);
+static void ewma(_Atomic gint64 *avg16, gint64 us) {
+  gint64 a = atomic_load_explicit(avg16, memory_order_relaxed);
+  atomic_store_explicit(avg16, a ? a + (us * 16 - a) / 8 : us * 16, memory_order_relaxed);
 }
 
 /* Whether this get asks memcached before reading the store's disk. */
 static gboolean via_memcached(ixia_api_t *api) {
   if (api->get_path == GET_PATH_MEMCACHED) return TRUE;
   if (api->get_path == GET_PATH_STORE) return FALSE;
-  gint64 mc = __atomic_load_n(&api->mc_us16, __ATOMIC_RELAXED);
-  gint64 disk = __atomic_load_n(&api->disk_us16, __ATOMIC_RELAXED);
+  gint64 mc = atomic_load_explicit(&api->mc_us16, memory_order_relaxed);
+  gint64 disk = atomic_load_explicit(&api->disk_us16, memory_order_relaxed);
   gboolean cheaper = mc > 0 && (disk == 0 || mc < disk);
   /* Unmeasured paths are tried; a sample keeps the other one measured. */
-  if (__atomic_add_fetch(&api->path_samples, 1, __ATOMIC_RELAXED) % PATH_SAMPLE == 0)
+  if ((atomic_fetch_add_explicit(&api->path_samples, 1, memory_order_relaxed) + (1)) % PATH_SAMPLE == 0)
     return !cheaper;
   return mc == 0 || cheaper;
 }
@@ -422,7 +423,7 @@ gboolean ixia_api_multi_get(ixia_api_t *api, const char *ns, const char *table,
       ok = ixia_store_get_in_memory(api->store, ns, table, keys[i], strlen(keys[i]), &in_memory,
                                     &found, &v, NULL, &mem, &mlen, err);
     if (ok && in_memory) {
-      __atomic_add_fetch(&api->memory_gets, 1, __ATOMIC_RELAXED);
+      atomic_fetch_add_explicit(&api->memory_gets, 1, memory_order_relaxed);
       gboolean complete;
       if (found) ok = answer_doc(&out[i], v, mem, mlen, fields, &complete, err);
     } else if (ok) {
@@ -462,16 +463,16 @@ gboolean ixia_api_multi_get(ixia_api_t *api, const char *ns, const char *table,
       gboolean complete;
       char *shaped = shape_doc(cached[j].json, cached[j].len, fields, &complete, NULL);
       if (shaped && complete) {
-        __atomic_add_fetch(&api->cache_hits, 1, __ATOMIC_RELAXED);
+        atomic_fetch_add_explicit(&api->cache_hits, 1, memory_order_relaxed);
         *o = (ixia_api_doc_t){TRUE, cached[j].version, shaped};
         continue;
       }
       /* A cached entry lacking a requested field is a miss (Ixia's rule). */
       g_free(shaped);
-      __atomic_add_fetch(&api->cache_partial_misses, 1, __ATOMIC_RELAXED);
+      atomic_fetch_add_explicit(&api->cache_partial_misses, 1, memory_order_relaxed);
     }
-    if (mc) __atomic_add_fetch(&api->cache_misses, 1, __ATOMIC_RELAXED);
-    else __atomic_add_fetch(&api->gets_from_disk, 1, __ATOMIC_RELAXED);
+    if (mc) atomic_fetch_add_explicit(&api->cache_misses, 1, memory_order_relaxed);
+    else atomic_fetch_add_explicit(&api->gets_from_disk, 1, memory_order_relaxed);
     if (cached[j].result != IXIA_CACHE_ERROR)
       leases[j] = ixia_cache_lease(api->cache, ns, table, refs[j].key, refs[j].key_len);
     g_array_append_val(rest, j);
@@ -711,23 +712,23 @@ char *ixia_api_stats(ixia_api_t *api) {
   ixia_store_get_stats(api->store, &ss);
   ixia_cache_get_stats(api->cache, &cs);
   cJSON *o = cJSON_CreateObject();
-  guint64 hits = __atomic_load_n(&api->cache_hits, __ATOMIC_RELAXED);
-  guint64 misses = __atomic_load_n(&api->cache_misses, __ATOMIC_RELAXED);
+  guint64 hits = atomic_load_explicit(&api->cache_hits, memory_order_relaxed);
+  guint64 misses = atomic_load_explicit(&api->cache_misses, memory_order_relaxed);
   cJSON_AddNumberToObject(o, "uptime_s", (double)(g_get_monotonic_time() - api->started_at) / 1e6);
   cJSON_AddNumberToObject(o, "store_latest_version", (double)ixia_store_latest_version(api->store));
   cJSON_AddNumberToObject(o, "gets_from_memory",
-                          (double)__atomic_load_n(&api->memory_gets, __ATOMIC_RELAXED));
+                          (double)atomic_load_explicit(&api->memory_gets, memory_order_relaxed));
   cJSON_AddNumberToObject(o, "gets_from_disk",
-                          (double)__atomic_load_n(&api->gets_from_disk, __ATOMIC_RELAXED));
+                          (double)atomic_load_explicit(&api->gets_from_disk, memory_order_relaxed));
   cJSON_AddNumberToObject(o, "get_memcached_us",
-                          (double)__atomic_load_n(&api->mc_us16, __ATOMIC_RELAXED) / 16);
+                          (double)atomic_load_explicit(&api->mc_us16, memory_order_relaxed) / 16);
   cJSON_AddNumberToObject(o, "get_disk_read_us",
-                          (double)__atomic_load_n(&api->disk_us16, __ATOMIC_RELAXED) / 16);
+                          (double)atomic_load_explicit(&api->disk_us16, memory_order_relaxed) / 16);
   cJSON_AddNumberToObject(o, "cache_hits", (double)hits);
   cJSON_AddNumberToObject(o, "cache_misses", (double)misses);
   cJSON_AddNumberToObject(o, "cache_hit_ratio", hits + misses ? (double)hits / (double)(hits + misses) : 0);
   cJSON_AddNumberToObject(o, "cache_partial_misses",
-                          (double)__atomic_load_n(&api->cache_partial_misses, __ATOMIC_RELAXED));
+                          (double)atomic_load_explicit(&api->cache_partial_misses, memory_order_relaxed));
   cJSON_AddNumberToObject(o, "cache_errors", (double)cs.errors);
   cJSON_AddNumberToObject(o, "cache_backfills", (double)cs.backfills);
   cJSON_AddNumberToObject(o, "cache_backfills_stale", (double)cs.backfills_stale);

@@ -9,6 +9,7 @@
  * position (and, for sorted pages, the last hit's sort values). */
 #include "fanout.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "client.h"
@@ -38,7 +39,7 @@ struct ixia_search {
   shard_t *shards;
   guint n_shards;
   GThreadPool *pool; /* parallel shard calls */
-  guint64 queries, query_errors, shard_calls, shard_errors, hits_returned, stale_dropped;
+  _Atomic guint64 queries, query_errors, shard_calls, shard_errors, hits_returned, stale_dropped;
 };
 
 /* What the shard calls of one query share; freed by the last holder. A
@@ -48,7 +49,7 @@ typedef struct {
   GMutex lock;
   GCond cond;
   guint pending;
-  gint refs;
+  _Atomic gint refs;
   gboolean abandoned;
 } round_t;
 
@@ -66,13 +67,13 @@ struct call {
 };
 
 static void round_unref(round_t *r) {
-  if (!g_atomic_int_dec_and_test(&r->refs)) return;
+  if (!(atomic_fetch_sub(&r->refs, 1) == 1)) return;
   g_mutex_clear(&r->lock);
   g_cond_clear(&r->cond);
   g_free(r);
 }
 
-static void counter_add(guint64 *c, guint64 n) { __atomic_add_fetch(c, n, __ATOMIC_RELAXED); }
+static void counter_add(_Atomic guint64 *c, guint64 n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
 
 static void shard_call(ixia_fanout_t *s, call_t *c) {
   shard_t *sh = &s->shards[c->shard];
@@ -189,12 +190,12 @@ void ixia_fanout_destroy(ixia_fanout_t *s) {
 
 void ixia_fanout_get_stats(ixia_fanout_t *s, ixia_fanout_stats_t *out) {
   out->shards = s->n_shards;
-  out->queries = __atomic_load_n(&s->queries, __ATOMIC_RELAXED);
-  out->query_errors = __atomic_load_n(&s->query_errors, __ATOMIC_RELAXED);
-  out->shard_calls = __atomic_load_n(&s->shard_calls, __ATOMIC_RELAXED);
-  out->shard_errors = __atomic_load_n(&s->shard_errors, __ATOMIC_RELAXED);
-  out->hits_returned = __atomic_load_n(&s->hits_returned, __ATOMIC_RELAXED);
-  out->stale_hits_dropped = __atomic_load_n(&s->stale_dropped, __ATOMIC_RELAXED);
+  out->queries = atomic_load_explicit(&s->queries, memory_order_relaxed);
+  out->query_errors = atomic_load_explicit(&s->query_errors, memory_order_relaxed);
+  out->shard_calls = atomic_load_explicit(&s->shard_calls, memory_order_relaxed);
+  out->shard_errors = atomic_load_explicit(&s->shard_errors, memory_order_relaxed);
+  out->hits_returned = atomic_load_explicit(&s->hits_returned, memory_order_relaxed);
+  out->stale_hits_dropped = atomic_load_explicit(&s->stale_dropped, memory_order_relaxed);
 }
 
 char *ixia_fanout_shard_list(const ixia_fanout_t *s) {

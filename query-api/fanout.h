@@ -45,8 +45,8 @@ char *ixia_fanout_run(ixia_fanout_t *s, const char *request_json, size_t len,
 
 typedef struct {
   guint shards;
-  guint64 queries, query_errors, shard_calls, shard_errors;
-  guint64 hits_returned, stale_hits_dropped;
+  _Atomic guint64 queries, query_errors, shard_calls, shard_errors;
+  _Atomic guint64 hits_returned, stale_hits_dropped;
 } ixia_fanout_stats_t;
 
 void ixia_fanout_get_stats(ixia_fanout_t *s, ixia_fanout_stats_t *out);

@@ -7,6 +7,7 @@
  * until a sink has answered, so a failure at any point only repeats. */
 #include "replication.h"
 
+#include <stdatomic.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,7 @@ struct ixia_replication {
   gint64 retry_min_ms, retry_max_ms, call_timeout_ms;
   char *checkpoint_path;
   GThread *thread;
-  gint stopping;
+  _Atomic gint stopping;
   GMutex lock; /* guards the fields below */
   GCond wake;  /* destroy wakes back-off sleeps */
   gint64 checkpoint;  /* last version a sink acknowledged */
@@ -131,10 +132,10 @@ static gboolean connect_sink(ixia_replication_t *r, ixia_error_t **err) {
 static gboolean backoff(ixia_replication_t *r, gint64 ms) {
   gint64 deadline = g_get_monotonic_time() + ms * 1000;
   g_mutex_lock(&r->lock);
-  while (!g_atomic_int_get(&r->stopping) && g_cond_wait_until(&r->wake, &r->lock, deadline)) {
+  while (!atomic_load(&r->stopping) && g_cond_wait_until(&r->wake, &r->lock, deadline)) {
   }
   g_mutex_unlock(&r->lock);
-  return !g_atomic_int_get(&r->stopping);
+  return !atomic_load(&r->stopping);
 }
 
 /* Most WAL batches in one shipment, well under the sink's server.max_items
@@ -314,7 +315,7 @@ static gpointer replication_main(gpointer data) {
   gint64 delay = r->retry_min_ms;
   int empty_reads = 0;
   gint64 last_persist = 0;
-  while (!g_atomic_int_get(&r->stopping)) {
+  while (!atomic_load(&r->stopping)) {
     persist_checkpoint(r, &last_persist, FALSE);
     g_mutex_lock(&r->lock);
     gint64 checkpoint = r->checkpoint;
@@ -457,7 +458,7 @@ ixia_replication_t *ixia_replication_new(const ixia_config_t *cfg, ixia_store_t 
 void ixia_replication_destroy(ixia_replication_t *r) {
   if (!r) return;
   g_mutex_lock(&r->lock);
-  g_atomic_int_set(&r->stopping, 1);
+  atomic_store(&r->stopping, 1);
   g_cond_broadcast(&r->wake);
   ixia_thrift_conn_interrupt(&r->conn); /* a call waiting on a slow sink */
   g_mutex_unlock(&r->lock);

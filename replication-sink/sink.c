@@ -8,6 +8,7 @@
  * repeated without reordering any key. */
 #include "sink.h"
 
+#include <stdatomic.h>
 #include <librdkafka/rdkafka.h>
 #include <rocksdb/c.h>
 #include <string.h>
@@ -257,10 +258,10 @@ typedef struct {
   ixia_sink_t *sink;
   rd_kafka_t *rk;
   GThread *poller;
-  gint stop;
-  gint refs;  /* the sink's reference + one per call using it */
-  gint fatal; /* set by the error callback: the instance is unusable */
-  gint partitions; /* of the topic, learnt on the first schema event; 0 = unknown */
+  _Atomic gint stop;
+  _Atomic gint refs;  /* the sink's reference + one per call using it */
+  _Atomic gint fatal; /* set by the error callback: the instance is unusable */
+  _Atomic gint partitions; /* of the topic, learnt on the first schema event; 0 = unknown */
 } producer_t;
 
 /* One replicate call's view of its deliveries. Reference-counted
@@ -287,19 +288,19 @@ struct ixia_sink {
   producer_t *producer;
   ixia_server_t *server;
   /* Counters, atomics. */
-  guint64 calls;
-  guint64 call_failures;
-  guint64 events_published;
-  guint64 delivery_failures;
-  guint64 events_skipped;
-  guint64 version_mismatches;
-  guint64 producer_restarts;
-  gint64 last_sequence;
+  _Atomic guint64 calls;
+  _Atomic guint64 call_failures;
+  _Atomic guint64 events_published;
+  _Atomic guint64 delivery_failures;
+  _Atomic guint64 events_skipped;
+  _Atomic guint64 version_mismatches;
+  _Atomic guint64 producer_restarts;
+  _Atomic gint64 last_sequence;
   ixia_metric_series_t *delivery_latency; /* produce -> acknowledged, per event */
   /* Deliveries produced and not yet reported (calls that gave up included),
    * and the start times of the calls still waiting for theirs: a Kafka
    * outage shows in stats at once, before a call times out. */
-  gint64 pending_deliveries; /* atomic */
+  _Atomic gint64 pending_deliveries; /* atomic */
   GMutex waiting_lock;
   GQueue waiting; /* gint64 * start time (monotonic µs), oldest first */
 };
@@ -316,11 +317,11 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
   (void)rk;
   producer_t *p = opaque;
   call_t *c = msg->_private;
-  __atomic_sub_fetch(&p->sink->pending_deliveries, 1, __ATOMIC_RELAXED);
+  atomic_fetch_sub_explicit(&p->sink->pending_deliveries, 1, memory_order_relaxed);
   if (msg->err) {
-    __atomic_add_fetch(&p->sink->delivery_failures, 1, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&p->sink->delivery_failures, 1, memory_order_relaxed);
   } else {
-    __atomic_add_fetch(&p->sink->events_published, 1, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&p->sink->events_published, 1, memory_order_relaxed);
     gint64 us = rd_kafka_message_latency(msg);
     if (us >= 0) ixia_metric_observe(p->sink->delivery_latency, (double)us / 1e6);
   }
@@ -344,7 +345,7 @@ static void on_error(rd_kafka_t *rk, int kerr, const char *reason, void *opaque)
     rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, buf, sizeof buf);
     IXIA_ERROR("kafka: fatal producer error %s: %s; a new producer replaces it on the next call",
                rd_kafka_err2name(orig), buf);
-    g_atomic_int_set(&p->fatal, 1);
+    atomic_store(&p->fatal, 1);
     return;
   }
   /* Most are transient (brokers down, timeouts) and librdkafka retries. */
@@ -356,7 +357,7 @@ static gpointer poll_main(gpointer data) {
   producer_t *p = data;
   /* Serves delivery reports and error callbacks; the timeout bounds how
    * long a stop takes to be noticed. */
-  while (!g_atomic_int_get(&p->stop)) rd_kafka_poll(p->rk, 100);
+  while (!atomic_load(&p->stop)) rd_kafka_poll(p->rk, 100);
   return NULL;
 }
 
@@ -414,12 +415,12 @@ static producer_t *producer_new(ixia_sink_t *s, ixia_error_t **err) {
 
 /* Called when the last reference goes: no call uses p any more. */
 static void producer_free(producer_t *p, gint64 flush_ms) {
-  g_atomic_int_set(&p->stop, 1);
+  atomic_store(&p->stop, 1);
   g_thread_join(p->poller);
   /* Whatever is still queued belongs to calls that already failed (a call
    * that succeeded has nothing left), so a short bounded flush is enough;
    * a fatal instance will deliver nothing more. */
-  if (!g_atomic_int_get(&p->fatal) && flush_ms > 0) rd_kafka_flush(p->rk, (int)flush_ms);
+  if (!atomic_load(&p->fatal) && flush_ms > 0) rd_kafka_flush(p->rk, (int)flush_ms);
   if (rd_kafka_outq_len(p->rk) > 0) {
     IXIA_WARN("kafka: dropping %d undelivered messages of failed calls", rd_kafka_outq_len(p->rk));
     rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
@@ -431,7 +432,7 @@ static void producer_free(producer_t *p, gint64 flush_ms) {
 }
 
 static void producer_unref(producer_t *p, gint64 flush_ms) {
-  if (p && g_atomic_int_dec_and_test(&p->refs)) producer_free(p, flush_ms);
+  if (p && (atomic_fetch_sub(&p->refs, 1) == 1)) producer_free(p, flush_ms);
 }
 
 /* The current producer with a reference for the caller; replaces one that
@@ -440,7 +441,7 @@ static void producer_unref(producer_t *p, gint64 flush_ms) {
 static producer_t *producer_acquire(ixia_sink_t *s, ixia_error_t **err) {
   producer_t *old = NULL;
   g_mutex_lock(&s->lock);
-  if (g_atomic_int_get(&s->producer->fatal)) {
+  if (atomic_load(&s->producer->fatal)) {
     producer_t *fresh = producer_new(s, err);
     if (!fresh) {
       g_mutex_unlock(&s->lock);
@@ -448,11 +449,11 @@ static producer_t *producer_acquire(ixia_sink_t *s, ixia_error_t **err) {
     }
     old = s->producer;
     s->producer = fresh;
-    __atomic_add_fetch(&s->producer_restarts, 1, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&s->producer_restarts, 1, memory_order_relaxed);
     IXIA_WARN("kafka: replaced the producer after a fatal error");
   }
   producer_t *p = s->producer;
-  g_atomic_int_inc(&p->refs);
+  atomic_fetch_add(&p->refs, 1);
   g_mutex_unlock(&s->lock);
   producer_unref(old, 0); /* outside the lock: it joins a thread */
   return p;
@@ -462,7 +463,7 @@ static producer_t *producer_acquire(ixia_sink_t *s, ixia_error_t **err) {
 static gboolean wait_deliveries(producer_t *p, call_t *c, guint total, gint64 deadline,
                                 gint64 timeout_ms, ixia_error_t **err) {
   g_mutex_lock(&c->lock);
-  while (c->outstanding > 0 && !c->failed && !g_atomic_int_get(&p->fatal)) {
+  while (c->outstanding > 0 && !c->failed && !atomic_load(&p->fatal)) {
     gint64 now = g_get_monotonic_time();
     if (now >= deadline) break;
     /* Bounded slices: a fatal error is flagged, not signalled to calls. */
@@ -478,7 +479,7 @@ static gboolean wait_deliveries(producer_t *p, call_t *c, guint total, gint64 de
   char buf[512];
   rd_kafka_resp_err_t fatal = rd_kafka_fatal_error(p->rk, buf, sizeof buf);
   if (fatal) {
-    g_atomic_int_set(&p->fatal, 1);
+    atomic_store(&p->fatal, 1);
     char *what = g_strdup_printf("producer failed with %u of %u events unacknowledged",
                                  outstanding + failures, total);
     error_from_kafka(err, fatal, what, buf);
@@ -501,7 +502,7 @@ static gboolean wait_deliveries(producer_t *p, call_t *c, guint total, gint64 de
  * added to a topic, but a new producer is made after any fatal error and
  * ixia documents that adding partitions needs a sink restart). */
 static gint topic_partitions(producer_t *p, const char *topic, gint64 deadline, ixia_error_t **err) {
-  gint n = g_atomic_int_get(&p->partitions);
+  gint n = atomic_load(&p->partitions);
   if (n > 0) return n;
   rd_kafka_topic_t *rkt = rd_kafka_topic_new(p->rk, topic, NULL);
   if (!rkt) return ixia_error_set(err, IXIA_EINTERNAL, "kafka: cannot make a handle for topic %s", topic);
@@ -516,7 +517,7 @@ static gint topic_partitions(producer_t *p, const char *topic, gint64 deadline, 
     error_from_kafka(err, kerr, "reading the topic's partition count for a schema event", NULL);
     return 0;
   }
-  g_atomic_int_set(&p->partitions, n);
+  atomic_store(&p->partitions, n);
   return n;
 }
 
@@ -558,7 +559,7 @@ static gboolean publish(ixia_sink_t *s, GPtrArray *events, gint64 deadline, ixia
       c->outstanding++;
       g_mutex_unlock(&c->lock);
       g_atomic_rc_box_acquire(c);
-      __atomic_add_fetch(&s->pending_deliveries, 1, __ATOMIC_RELAXED);
+      atomic_fetch_add_explicit(&s->pending_deliveries, 1, memory_order_relaxed);
       for (;;) {
         kerr = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(s->topic), RD_KAFKA_V_PARTITION(part),
                                  RD_KAFKA_V_KEY(key, klen),
@@ -573,7 +574,7 @@ static gboolean publish(ixia_sink_t *s, GPtrArray *events, gint64 deadline, ixia
         g_mutex_lock(&c->lock);
         c->outstanding--;
         g_mutex_unlock(&c->lock);
-        __atomic_sub_fetch(&s->pending_deliveries, 1, __ATOMIC_RELAXED);
+        atomic_fetch_sub_explicit(&s->pending_deliveries, 1, memory_order_relaxed);
         call_release(c);
       }
     }
@@ -583,7 +584,7 @@ static gboolean publish(ixia_sink_t *s, GPtrArray *events, gint64 deadline, ixia
       if (kerr == RD_KAFKA_RESP_ERR__FATAL) {
         char buf[512];
         rd_kafka_resp_err_t orig = rd_kafka_fatal_error(p->rk, buf, sizeof buf);
-        g_atomic_int_set(&p->fatal, 1);
+        atomic_store(&p->fatal, 1);
         error_from_kafka(err, orig ? orig : kerr, what, orig ? buf : NULL);
       } else {
         error_from_kafka(err, kerr, what, NULL);
@@ -663,27 +664,26 @@ gboolean ixia_sink_replicate(ixia_sink_t *s, const ixia_sink_batch_t *batches, g
                              gint64 *last_sequence, ixia_error_t **err) {
   /* The deadline covers the whole call, waiting for queue room included. */
   gint64 deadline = g_get_monotonic_time() + s->delivery_timeout_ms * G_TIME_SPAN_MILLISECOND;
-  __atomic_add_fetch(&s->calls, 1, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&s->calls, 1, memory_order_relaxed);
   ixia_error_t *e = NULL;
   ixia_sink_decode_info_t info;
   gint64 last = 0;
   GPtrArray *events = ixia_sink_decode(batches, n, g_get_real_time() / 1000, &last, &info, &e);
-  __atomic_add_fetch(&s->events_skipped, info.skipped, __ATOMIC_RELAXED);
-  __atomic_add_fetch(&s->version_mismatches, info.version_mismatches, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&s->events_skipped, info.skipped, memory_order_relaxed);
+  atomic_fetch_add_explicit(&s->version_mismatches, info.version_mismatches, memory_order_relaxed);
   gboolean ok = events != NULL;
   if (ok && events->len > 0) ok = publish(s, events, deadline, &e);
   guint published = events ? events->len : 0;
   if (events) g_ptr_array_unref(events);
   if (!ok) {
-    __atomic_add_fetch(&s->call_failures, 1, __ATOMIC_RELAXED);
+    atomic_fetch_add_explicit(&s->call_failures, 1, memory_order_relaxed);
     IXIA_WARN("replicate (%u batches) failed: %s", n, e->message);
     return ixia_error_propagate(err, e);
   }
   if (last > 0) {
-    gint64 cur = __atomic_load_n(&s->last_sequence, __ATOMIC_RELAXED);
+    gint64 cur = atomic_load_explicit(&s->last_sequence, memory_order_relaxed);
     while (cur < last &&
-           !__atomic_compare_exchange_n(&s->last_sequence, &cur, last, TRUE, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED)) {
+           !atomic_compare_exchange_weak_explicit(&s->last_sequence, &cur, last, memory_order_relaxed, memory_order_relaxed)) {
     }
   }
   IXIA_DEBUG("replicated %u batches, %u events, through sequence %" G_GINT64_FORMAT, n, published, last);
@@ -696,7 +696,7 @@ void ixia_sink_set_server(ixia_sink_t *s, ixia_server_t *srv) { s->server = srv;
 char *ixia_sink_stats(ixia_sink_t *s) {
   cJSON *o = cJSON_CreateObject();
 #define COUNTER(name) \
-  cJSON_AddNumberToObject(o, #name, (double)__atomic_load_n(&s->name, __ATOMIC_RELAXED))
+  cJSON_AddNumberToObject(o, #name, (double)atomic_load_explicit(&s->name, memory_order_relaxed))
   cJSON_AddNumberToObject(o, "uptime_s", (double)(g_get_monotonic_time() - s->started_at) / 1e6);
   COUNTER(calls);
   COUNTER(call_failures);
@@ -711,7 +711,7 @@ char *ixia_sink_stats(ixia_sink_t *s) {
   cJSON_AddNumberToObject(o, "kafka_outq", rd_kafka_outq_len(s->producer->rk));
   g_mutex_unlock(&s->lock);
   cJSON_AddNumberToObject(o, "pending_deliveries",
-                          (double)MAX(__atomic_load_n(&s->pending_deliveries, __ATOMIC_RELAXED), 0));
+                          (double)MAX(atomic_load_explicit(&s->pending_deliveries, memory_order_relaxed), 0));
   g_mutex_lock(&s->waiting_lock);
   gint64 *oldest = g_queue_peek_head(&s->waiting);
   gint64 age = oldest ? (g_get_monotonic_time() - *oldest) / 1000 : 0;
@@ -729,7 +729,7 @@ char *ixia_sink_stats(ixia_sink_t *s) {
 gboolean ixia_sink_kafka_check(ixia_sink_t *s, int timeout_ms, ixia_error_t **err) {
   g_mutex_lock(&s->lock);
   producer_t *p = s->producer;
-  if (p) g_atomic_int_inc(&p->refs);
+  if (p) atomic_fetch_add(&p->refs, 1);
   g_mutex_unlock(&s->lock);
   if (!p) return ixia_error_set(err, IXIA_EUNAVAILABLE, "no Kafka producer");
   const struct rd_kafka_metadata *md = NULL;

@@ -8,6 +8,7 @@
  * document reads as absent and a compaction filter removes it later. */
 #include "store.h"
 
+#include <stdatomic.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,7 +270,7 @@ static gboolean group_fits_disk(ixia_store_t *s, GPtrArray *group) {
     ixia_error_set(&req->error, full->code, "%s", full->message);
     finish(req);
   }
-  __atomic_add_fetch(&s->stats.writes_refused_disk_full, group->len, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&s->stats.writes_refused_disk_full, group->len, memory_order_relaxed);
   ixia_error_destroy(full);
   return FALSE;
 }
@@ -307,7 +308,7 @@ static void commit_group(ixia_store_t *s, GPtrArray *group) {
       }
       g_ptr_array_add(applied, req);
     } else if (req->error && req->error->code == IXIA_ECONFLICT) {
-      __atomic_add_fetch(&s->stats.conflicts, 1, __ATOMIC_RELAXED);
+      atomic_fetch_add_explicit(&s->stats.conflicts, 1, memory_order_relaxed);
     }
     staged_clear(staged, req->n);
     g_free(staged);
@@ -330,7 +331,7 @@ static void commit_group(ixia_store_t *s, GPtrArray *group) {
         IXIA_ERROR("store: sequence %" G_GUINT64_FORMAT " after write, expected %" G_GUINT64_FORMAT
                    ": something else writes to the store",
                    latest, seq);
-      __atomic_add_fetch(&s->stats.write_groups, 1, __ATOMIC_RELAXED);
+      atomic_fetch_add_explicit(&s->stats.write_groups, 1, memory_order_relaxed);
       g_mutex_lock(&s->commit_lock);
       /* Under commit_lock: once set_commit_cb(NULL) returns, no call runs. */
       if (s->commit_cb) {
@@ -340,7 +341,7 @@ static void commit_group(ixia_store_t *s, GPtrArray *group) {
       }
       g_cond_broadcast(&s->commit_cond);
       g_mutex_unlock(&s->commit_lock);
-      __atomic_add_fetch(&s->stats.write_ops, seq - base, __ATOMIC_RELAXED);
+      atomic_fetch_add_explicit(&s->stats.write_ops, seq - base, memory_order_relaxed);
     }
   }
   g_mutex_unlock(&s->write_lock);
@@ -404,7 +405,7 @@ void ixia_store_write_async(ixia_store_t *s, const ixia_write_op_t *ops, guint n
   }
   write_req_t *req = g_new0(write_req_t, 1);
   *req = (write_req_t){.ops = ops, .n = n, .versions = versions, .cb = cb, .user = user};
-  __atomic_add_fetch(&s->stats.write_requests, 1, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&s->stats.write_requests, 1, memory_order_relaxed);
   g_async_queue_push(s->queue, req);
 }
 
@@ -414,7 +415,7 @@ gboolean ixia_store_write(ixia_store_t *s, const ixia_write_op_t *ops, guint n, 
   write_req_t req = {.ops = ops, .n = n, .versions = versions};
   g_mutex_init(&req.lock);
   g_cond_init(&req.cond);
-  __atomic_add_fetch(&s->stats.write_requests, 1, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&s->stats.write_requests, 1, memory_order_relaxed);
   g_async_queue_push(s->queue, &req);
   g_mutex_lock(&req.lock);
   while (!req.done) g_cond_wait(&req.cond, &req.lock);
@@ -433,7 +434,7 @@ static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, cons
                           const char *table, const char *key, size_t key_len, gboolean *in_memory,
                           gboolean *found, gint64 *version, gint64 *expire_out, char **json,
                           size_t *json_len, ixia_error_t **err) {
-  __atomic_add_fetch(&s->stats.gets, 1, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&s->stats.gets, 1, memory_order_relaxed);
   GBytes *k = ixia_record_doc_key(ns, table, key, key_len);
   size_t klen, vlen = 0;
   const char *kd = g_bytes_get_data(k, &klen);
@@ -480,10 +481,10 @@ gboolean ixia_store_get_in_memory(ixia_store_t *s, const char *ns, const char *t
                                   const char *key, size_t key_len, gboolean *in_memory,
                                   gboolean *found, gint64 *version, gint64 *expire_at, char **json,
                                   size_t *json_len, ixia_error_t **err) {
-  __atomic_add_fetch(&s->stats.memory_gets, 1, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&s->stats.memory_gets, 1, memory_order_relaxed);
   gboolean ok = store_get(s, s->ropts_memory, ns, table, key, key_len, in_memory, found, version,
                           expire_at, json, json_len, err);
-  if (ok && !*in_memory) __atomic_add_fetch(&s->stats.memory_gets_missed, 1, __ATOMIC_RELAXED);
+  if (ok && !*in_memory) atomic_fetch_add_explicit(&s->stats.memory_gets_missed, 1, memory_order_relaxed);
   return ok;
 }
 
@@ -492,7 +493,7 @@ gboolean ixia_store_multi_get(ixia_store_t *s, const char *ns, const char *table
                               ixia_store_doc_t *out, ixia_error_t **err) {
   memset(out, 0, sizeof *out * n);
   if (n == 0) return TRUE;
-  __atomic_add_fetch(&s->stats.gets, n, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&s->stats.gets, n, memory_order_relaxed);
   GBytes **kb = g_new(GBytes *, n);
   const char **kp = g_new(const char *, n);
   size_t *kl = g_new(size_t, n), *vl = g_new(size_t, n);
@@ -676,14 +677,14 @@ gboolean ixia_store_flush(ixia_store_t *s, ixia_error_t **err) {
 }
 
 void ixia_store_get_stats(ixia_store_t *s, ixia_store_stats_t *out) {
-  out->write_requests = __atomic_load_n(&s->stats.write_requests, __ATOMIC_RELAXED);
-  out->write_ops = __atomic_load_n(&s->stats.write_ops, __ATOMIC_RELAXED);
-  out->write_groups = __atomic_load_n(&s->stats.write_groups, __ATOMIC_RELAXED);
-  out->conflicts = __atomic_load_n(&s->stats.conflicts, __ATOMIC_RELAXED);
-  out->gets = __atomic_load_n(&s->stats.gets, __ATOMIC_RELAXED);
-  out->memory_gets = __atomic_load_n(&s->stats.memory_gets, __ATOMIC_RELAXED);
-  out->memory_gets_missed = __atomic_load_n(&s->stats.memory_gets_missed, __ATOMIC_RELAXED);
-  out->writes_refused_disk_full = __atomic_load_n(&s->stats.writes_refused_disk_full, __ATOMIC_RELAXED);
+  out->write_requests = atomic_load_explicit(&s->stats.write_requests, memory_order_relaxed);
+  out->write_ops = atomic_load_explicit(&s->stats.write_ops, memory_order_relaxed);
+  out->write_groups = atomic_load_explicit(&s->stats.write_groups, memory_order_relaxed);
+  out->conflicts = atomic_load_explicit(&s->stats.conflicts, memory_order_relaxed);
+  out->gets = atomic_load_explicit(&s->stats.gets, memory_order_relaxed);
+  out->memory_gets = atomic_load_explicit(&s->stats.memory_gets, memory_order_relaxed);
+  out->memory_gets_missed = atomic_load_explicit(&s->stats.memory_gets_missed, memory_order_relaxed);
+  out->writes_refused_disk_full = atomic_load_explicit(&s->stats.writes_refused_disk_full, memory_order_relaxed);
   /* Measured now, so an idle store shows space freed since its last write. */
   ixia_disk_reserve_check(s->disk, NULL);
   out->disk_free_bytes = ixia_disk_reserve_free(s->disk);

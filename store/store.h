@@ -64,14 +64,14 @@ typedef struct {
 } ixia_write_op_t;
 
 typedef struct {
-  guint64 write_requests;
-  guint64 write_ops;
-  guint64 write_groups; /* synced RocksDB writes: fsyncs when store.sync */
-  guint64 conflicts;
-  guint64 gets;
-  guint64 memory_gets;        /* reads that may only use memory (ixia_store_get_in_memory) */
-  guint64 memory_gets_missed; /* of those, the ones that needed the disk */
-  guint64 writes_refused_disk_full; /* requests refused under store.disk_reserve_mb */
+  _Atomic guint64 write_requests;
+  _Atomic guint64 write_ops;
+  _Atomic guint64 write_groups; /* synced RocksDB writes: fsyncs when store.sync */
+  _Atomic guint64 conflicts;
+  _Atomic guint64 gets;
+  _Atomic guint64 memory_gets;        /* reads that may only use memory (ixia_store_get_in_memory) */
+  _Atomic guint64 memory_gets_missed; /* of those, the ones that needed the disk */
+  _Atomic guint64 writes_refused_disk_full; /* requests refused under store.disk_reserve_mb */
   gint64 disk_free_bytes;   /* free on store.path's file system, measured by get_stats; -1 unknown */
   gint64 disk_reserve_bytes; /* store.disk_reserve_mb in bytes; 0 = off */
   gboolean disk_full;       /* disk_free_bytes is under the reserve: writes are refused */

@@ -7,6 +7,7 @@
  * ports read back from files, in the order the data flows. */
 #include "kafka_support.h"
 
+#include <stdatomic.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -289,13 +290,13 @@ static int ks_partition_count(rd_kafka_t *rk, const char *topic, gint64 deadline
 
 GPtrArray *ixt_kafka_consume_all(const char *bootstrap, const char *topic, int idle_ms,
                                  int max_wait_ms) {
-  static gint counter;
+  static _Atomic gint counter;
   gint64 start = g_get_monotonic_time();
   gint64 deadline = start + (gint64)max_wait_ms * G_TIME_SPAN_MILLISECOND;
   rd_kafka_conf_t *conf = rd_kafka_conf_new();
   /* A group id of its own, and nothing committed: the read leaves no trace
    * another consumer could see. */
-  char *group = g_strdup_printf("ixt-consume-%d-%d", (int)getpid(), g_atomic_int_add(&counter, 1));
+  char *group = g_strdup_printf("ixt-consume-%d-%d", (int)getpid(), atomic_fetch_add(&counter, 1));
   gboolean ok = ks_conf_common(conf, bootstrap) && ks_conf_set(conf, "group.id", group) &&
                 ks_conf_set(conf, "enable.auto.commit", "false") &&
                 ks_conf_set(conf, "enable.auto.offset.store", "false") &&

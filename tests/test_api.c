@@ -1,5 +1,6 @@
 /* Integration tests: real memcached and ixia-query-api processes on loopback
  * ephemeral ports, driven through the Thrift client like a user would. */
+#include <stdatomic.h>
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -757,23 +758,23 @@ static void check_serves_without_cache(ixia_client_t *c, const char *tag) {
 #define HOT_KEYS 4
 typedef struct {
   const char *addr;
-  gint64 acked[HOT_KEYS]; /* newest acknowledged version per key (atomic) */
-  gint stop, reads, writes, stale, failures;
-  gint writer;
+  _Atomic gint64 acked[HOT_KEYS]; /* newest acknowledged version per key */
+  _Atomic gint stop, reads, writes, stale, failures;
+  _Atomic gint writer;
 } hot_t;
 
 static gpointer hot_worker(gpointer data) {
   hot_t *h = data;
-  gboolean writer = g_atomic_int_add(&h->writer, 1) < 3; /* 3 writers, the rest read */
+  gboolean writer = atomic_fetch_add(&h->writer, 1) < 3; /* 3 writers, the rest read */
   ixia_error_t *e = NULL;
   ixia_client_t *c = ixia_client_new(h->addr, &e);
   if (!c) {
-    g_atomic_int_inc(&h->failures);
+    atomic_fetch_add(&h->failures, 1);
     ixia_error_destroy(e);
     return NULL;
   }
   GRand *r = g_rand_new();
-  while (!g_atomic_int_get(&h->stop)) {
+  while (!atomic_load(&h->stop)) {
     int k = g_rand_int_range(r, 0, HOT_KEYS);
     char key[16];
     g_snprintf(key, sizeof key, "hot%d", k);
@@ -782,30 +783,29 @@ static gpointer hot_worker(gpointer data) {
       g_snprintf(json, sizeof json, "{\"price\": %d}", g_rand_int_range(r, 0, 1000));
       gint64 v = 0;
       if (!ixia_client_put(c, "shop", "products", key, json, -1, &v, &e)) {
-        g_atomic_int_inc(&h->failures);
+        atomic_fetch_add(&h->failures, 1);
         g_clear_pointer(&e, ixia_error_destroy);
         continue;
       }
       /* Versions of one key grow; keep the newest acknowledged. */
-      gint64 cur = __atomic_load_n(&h->acked[k], __ATOMIC_SEQ_CST);
-      while (cur < v && !__atomic_compare_exchange_n(&h->acked[k], &cur, v, FALSE, __ATOMIC_SEQ_CST,
-                                                     __ATOMIC_SEQ_CST)) {
+      gint64 cur = atomic_load_explicit(&h->acked[k], memory_order_seq_cst);
+      while (cur < v && !atomic_compare_exchange_strong_explicit(&h->acked[k], &cur, v, memory_order_seq_cst, memory_order_seq_cst)) {
       }
-      g_atomic_int_inc(&h->writes);
+      atomic_fetch_add(&h->writes, 1);
     } else {
-      gint64 before = __atomic_load_n(&h->acked[k], __ATOMIC_SEQ_CST), got = 0;
+      gint64 before = atomic_load_explicit(&h->acked[k], memory_order_seq_cst), got = 0;
       gboolean found = FALSE;
       if (!ixia_client_get(c, "shop", "products", key, NULL, &found, &got, NULL, &e)) {
-        g_atomic_int_inc(&h->failures);
+        atomic_fetch_add(&h->failures, 1);
         g_clear_pointer(&e, ixia_error_destroy);
         continue;
       }
       if (before > 0 && (!found || got < before)) {
-        g_atomic_int_inc(&h->stale);
+        atomic_fetch_add(&h->stale, 1);
         fprintf(stderr, "\n  stale read of %s: got v%" G_GINT64_FORMAT " (found %d) after v%" G_GINT64_FORMAT " was acknowledged\n",
                 key, got, found, before);
       }
-      g_atomic_int_inc(&h->reads);
+      atomic_fetch_add(&h->reads, 1);
     }
   }
   g_rand_free(r);
@@ -821,7 +821,7 @@ static void test_concurrent_reads_never_stale(void) {
   GThread *t[12];
   for (guint i = 0; i < G_N_ELEMENTS(t); i++) t[i] = g_thread_new("hot", hot_worker, &h);
   g_usleep(2 * G_USEC_PER_SEC); /* the load's duration, not a synchronisation */
-  g_atomic_int_set(&h.stop, 1);
+  atomic_store(&h.stop, 1);
   for (guint i = 0; i < G_N_ELEMENTS(t); i++) g_thread_join(t[i]);
   ixia_client_destroy(c); /* idle past server.idle_timeout_ms meanwhile */
   c = connect_to(api.addr);

@@ -1,6 +1,7 @@
 /* Unit tests of cache/: a real memcached per suite (and extra ones for the
  * two-server and failure tests), started on free loopback ports and killed at
  * the end. Outcomes are checked by reading memcached directly. */
+#include <stdatomic.h>
 #include <CUnit/Basic.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -548,7 +549,7 @@ typedef struct {
   ixia_cache_t *c;
   GMutex lock;
   gint64 version[CONC_KEYS];
-  gint errors;
+  _Atomic gint errors;
 } conc_t;
 
 static gpointer conc_worker(gpointer data) {
@@ -562,14 +563,14 @@ static gpointer conc_worker(gpointer data) {
       g_mutex_lock(&s->lock);
       s->version[k]++;
       g_mutex_unlock(&s->lock);
-      if (!ixia_cache_invalidate(s->c, "shop", "conc", KEY(key))) g_atomic_int_inc(&s->errors);
+      if (!ixia_cache_invalidate(s->c, "shop", "conc", KEY(key))) atomic_fetch_add(&s->errors, 1);
       continue;
     }
     gint64 v;
     char *json = NULL;
     size_t len;
     ixia_cache_result_t res = ixia_cache_get(s->c, "shop", "conc", KEY(key), &v, &json, &len);
-    if (res == IXIA_CACHE_ERROR) g_atomic_int_inc(&s->errors);
+    if (res == IXIA_CACHE_ERROR) atomic_fetch_add(&s->errors, 1);
     if (res != IXIA_CACHE_MISS) {
       g_free(json);
       continue;

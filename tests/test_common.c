@@ -1,5 +1,6 @@
 /* Unit tests of common/: config, JSON limits, schemas, errors, and the
  * generated Thrift types' registration. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -506,9 +507,9 @@ static void test_exit_codes(void) {
  * soak saw an indexer that could decode no event again). Sixteen threads
  * race on the first use of a type nothing here has touched. */
 #define TYPE_RACERS 16
-static gint type_race_go;
+static _Atomic gint type_race_go;
 static gpointer type_racer(gpointer out) {
-  while (!g_atomic_int_get(&type_race_go)) {
+  while (!atomic_load(&type_race_go)) {
   }
   *(GType *)out = IXIA_TYPE_KEY_VERSION_PAGE;
   return NULL;
@@ -519,7 +520,7 @@ static void test_thrift_types_register_once(void) {
   GType got[TYPE_RACERS] = {0};
   GThread *t[TYPE_RACERS];
   for (int i = 0; i < TYPE_RACERS; i++) t[i] = g_thread_new("type-racer", type_racer, &got[i]);
-  g_atomic_int_set(&type_race_go, 1);
+  atomic_store(&type_race_go, 1);
   for (int i = 0; i < TYPE_RACERS; i++) g_thread_join(t[i]);
   GType want = g_type_from_name("IxiaKeyVersionPageType");
   CU_ASSERT_NOT_EQUAL(want, 0);

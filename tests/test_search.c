@@ -8,6 +8,7 @@
  *   - the union of all pages is exactly the matching keys, without repeats;
  *   - every hit carries the document's current version and content;
  *   - total and every aggregation equal the brute-force figures. */
+#include <stdatomic.h>
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <string.h>
@@ -767,7 +768,7 @@ static void test_add_index_then_backfill(void) {
 
 typedef struct {
   const char *addr;
-  gint stop;
+  _Atomic gint stop;
   int writes, keys;
   GMutex lock;
   GHashTable *deleted; /* keys deleted while paging */
@@ -778,7 +779,7 @@ static gpointer writer_main(gpointer ud) {
   ixia_client_t *c = ixia_client_new(w->addr, NULL);
   GRand *r = g_rand_new_with_seed(5);
   int created = 0;
-  while (c && !g_atomic_int_get(&w->stop)) {
+  while (c && !atomic_load(&w->stop)) {
     char key[32], doc[96];
     int kind = g_rand_int_range(r, 0, 20);
     if (kind == 0) {
@@ -851,7 +852,7 @@ static void test_sorted_paging_under_concurrent_writes(void) {
     if (!after) break;
     g_usleep(2000); /* let writes land between pages */
   }
-  g_atomic_int_set(&w.stop, 1);
+  atomic_store(&w.stop, 1);
   g_thread_join(t);
   CU_ASSERT_EQUAL(repeats, 0);
   CU_ASSERT_EQUAL(order_breaks, 0);
