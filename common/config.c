@@ -14,6 +14,7 @@
 
 #include "client.h"
 #include "log.h"
+#include "testhook.h"
 #include "wire.h"
 
 #define MIB (1024 * 1024)
@@ -592,6 +593,7 @@ ixia_config_t *ixia_config_from_args(int *argc, char ***argv, const char *parame
         .status_ms = ixia_config_int(cfg, "client.status_timeout_ms"),
         .shard_ms = ixia_config_int(cfg, "client.shard_timeout_ms"),
     });
+    ixia_test_hook_start_clock();
   }
   if (!ok) {
     ixia_config_destroy(cfg);

@@ -14,4 +14,9 @@
 /* The hook's integer value, or def when unset or not a number. */
 gint64 ixia_test_hook(const char *name, gint64 def);
 
+/* Starts following IXIA_TEST_CLOCK_FILE (see testhook.c) when it is set;
+ * does nothing otherwise, or when called again. Every process calls it
+ * once through ixia_config_from_args. */
+void ixia_test_hook_start_clock(void);
+
 #endif

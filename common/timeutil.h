@@ -15,7 +15,8 @@
 gint64 ixia_time_now(void);
 /* Test control, in the spirit of sqlite3_test_control: moves this
  * process's ixia_time_now by `seconds` (cumulative), so a test of expiry
- * need not wait on the wall clock. Never called by the product. */
+ * need not wait on the wall clock. The product calls it only through the
+ * IXIA_TEST_CLOCK_FILE test hook (testhook.c). */
 void ixia_time_test_shift(gint64 seconds);
 
 /* The accepted forms of a timestamp value, for error messages. */

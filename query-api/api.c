@@ -22,6 +22,7 @@
 #include "fanout.h"
 #include "schema.h"
 #include "thrift_util.h"
+#include "timeutil.h"
 
 typedef enum { GET_PATH_AUTO, GET_PATH_MEMCACHED, GET_PATH_STORE } get_path_t;
 
@@ -388,7 +389,7 @@ static char *shape_doc(const char *json, size_t len, const char *const *fields,
  * expiry (a cached copy must not outlive it). 0 = do not cache. */
 static gint64 cache_ttl(ixia_api_t *api, const ixia_schema_t *schema, gint64 expire_at) {
   gint64 ttl = schema->cache_ttl_seconds > 0 ? schema->cache_ttl_seconds : api->cache_default_ttl;
-  if (expire_at) ttl = MIN(ttl, expire_at - g_get_real_time() / G_USEC_PER_SEC);
+  if (expire_at) ttl = MIN(ttl, expire_at - ixia_time_now());
   return ttl;
 }
 

@@ -25,6 +25,7 @@
 #include "progress.h"
 #include "recovery.h"
 #include "store.h"
+#include "timeutil.h"
 
 typedef struct {
   char *key; /* NUL-terminated copy (keys are UTF-8 without NUL) */
@@ -143,7 +144,7 @@ static gboolean fetch_snapshot(stream_t *s, const char *after, size_t after_len,
   }
   rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
   rocksdb_iterator_t *it = rocksdb_create_iterator(s->src, ro);
-  gint64 now = g_get_real_time() / G_USEC_PER_SEC;
+  gint64 now = ixia_time_now(); /* the store's expiry clock */
   for (rocksdb_iter_seek(it, (const char *)start->data, start->len);
        rocksdb_iter_valid(it) && out->len < s->page; rocksdb_iter_next(it)) {
     size_t kl, vl;

@@ -60,6 +60,28 @@ char *ixt_tmpdir(void) {
   return d;
 }
 
+static char *clock_file;
+
+void ixt_clock_start(void) {
+  if (!clock_file) {
+    char *d = ixt_tmpdir();
+    clock_file = g_build_filename(d, "clock-shift", NULL);
+    g_free(d);
+  }
+  ixt_clock_set(0);
+  g_setenv("IXIA_TEST_CLOCK_FILE", clock_file, TRUE);
+}
+
+void ixt_clock_set(gint64 shift_seconds) {
+  g_assert(clock_file);
+  char *text = g_strdup_printf("%" G_GINT64_FORMAT "\n", shift_seconds);
+  /* Written aside and renamed: a reader never sees half of it. */
+  g_assert(g_file_set_contents(clock_file, text, -1, NULL));
+  g_free(text);
+}
+
+void ixt_clock_stop(void) { g_unsetenv("IXIA_TEST_CLOCK_FILE"); }
+
 int ixt_free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};

@@ -29,6 +29,15 @@ gboolean ixt_log_is_clean(const char *log_path);
  * FALSE when the signal could not be sent. */
 gboolean ixt_signal(GPid pid, int sig);
 
+/* A clock the test moves (the IXIA_TEST_CLOCK_FILE hook, common/testhook.c):
+ * every process started after ixt_clock_start has its expiry clock run
+ * the latest ixt_clock_set shift ahead of the wall clock, within ~10 ms of
+ * the call (wait on an outcome, not a time). ixt_clock_stop: processes
+ * started later use the wall clock. */
+void ixt_clock_start(void);
+void ixt_clock_set(gint64 shift_seconds);
+void ixt_clock_stop(void);
+
 typedef struct {
   GPid pid;
   int port;

@@ -272,6 +272,9 @@ static void test_ttl_through_the_cache(void) {
     if (!hit) CU_ASSERT_TRUE(cache_idle(c));
   }
   CU_ASSERT_TRUE(hit); /* the document really was served from the cache */
+  /* What hides the cached copy is memcached's own expiry (the API caps the
+   * item's TTL by the document's), which runs on memcached's clock: this
+   * wait is on the wall clock because that clock is not ours to move. */
   g_usleep((gulong)MAX(0, put_at + 3200 * 1000 - g_get_monotonic_time()));
   /* This server closes connections idle for 1 s (server.idle_timeout_ms). */
   ixia_client_destroy(c);
