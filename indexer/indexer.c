@@ -39,6 +39,10 @@
 /* An idle apply thread compares positions with the partitions' ends this
  * often. */
 #define END_CHECK_US G_USEC_PER_SEC
+/* How long a seek may wait for the fetchers to take a partition's new
+ * position (rd_kafka_seek_partitions); past it, the partitions are
+ * re-assigned instead. */
+#define SEEK_TIMEOUT_MS 5000
 /* A table whose schema the API did not have either is not asked for again
  * before this long. */
 #define SCHEMA_MISS_RETRY_US (10 * G_USEC_PER_SEC)
@@ -766,11 +770,19 @@ static void pause_for_disk(ixia_indexer_t *ix) {
  * (a re-created topic) without the consumer noticing. Checked against the
  * ends librdkafka last saw, at most every END_CHECK_US while idle, and
  * confirmed with the brokers; the partition then restarts at its first
- * offset and the shard repairs itself. */
+ * offset and the shard repairs itself.
+ *
+ * Every such partition restarts through one seek, not an assign per
+ * partition: back-to-back rd_kafka_assign calls can remove a partition
+ * whose previous stop is still in flight, and librdkafka 2.0 then aborts on
+ * an assertion (rktp_started in rd_kafka_assignment_partition_stopped,
+ * upstream issue 5573; seen here when a restarted shard found three
+ * partitions past their ends). A seek changes no assignment. */
 static void check_ends(ixia_indexer_t *ix) {
   gint64 now = g_get_monotonic_time();
   if (now - ix->last_end_check < END_CHECK_US) return;
   ix->last_end_check = now;
+  rd_kafka_topic_partition_list_t *restart = NULL;
   for (guint i = 0; i < ix->owned->len; i++) {
     gint32 p = g_array_index(ix->owned, gint32, i);
     int64_t lo = -1, hi = -1;
@@ -801,6 +813,25 @@ static void check_ends(ixia_indexer_t *ix) {
     ix->high_seen[p] = hi;
     g_cond_broadcast(&ix->pos_cond);
     g_mutex_unlock(&ix->pos_lock);
+    if (!restart) restart = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(restart, ix->topic, p)->offset = pos.next_offset;
+  }
+  if (!restart) return;
+  rd_kafka_error_t *kerr = rd_kafka_seek_partitions(ix->rk, restart, SEEK_TIMEOUT_MS);
+  gboolean failed = kerr != NULL;
+  if (kerr) {
+    ixia_log_warn_limited(&ix->kafka_rl, "kafka seek", rd_kafka_error_string(kerr));
+    rd_kafka_error_destroy(kerr);
+  }
+  for (int i = 0; !failed && i < restart->cnt; i++)
+    if (restart->elems[i].err) {
+      ixia_log_warn_limited(&ix->kafka_rl, "kafka seek", rd_kafka_err2str(restart->elems[i].err));
+      failed = TRUE;
+    }
+  rd_kafka_topic_partition_list_destroy(restart);
+  if (failed) {
+    /* Once, for all of them: the stored positions are already moved. */
+    ixia_error_t *err = NULL;
     if (!assign_stored(ix, &err)) {
       ixia_log_warn_limited(&ix->kafka_rl, "kafka", err->message);
       ixia_error_destroy(err);
