@@ -38,6 +38,13 @@ void ixia_record_set_version(guint8 *value, gint64 version);
 gboolean ixia_record_parse_value(const char *value, size_t len, gint64 *version,
                                  gint64 *expire_at, const char **json, size_t *json_len);
 
+/* Whether a document with this expire_at (0 = never) has expired at `now`
+ * (epoch seconds of ixia_time_now): the one rule of the store, the index,
+ * its repair and the recovery tools. */
+static inline gboolean ixia_record_expired(gint64 expire_at, gint64 now) {
+  return expire_at > 0 && expire_at <= now;
+}
+
 /* The sequence of the last edit of a RocksDB WriteBatch (a WAL record)
  * whose first edit has `sequence`: its header holds the edit count. */
 gint64 ixia_record_batch_last(gint64 sequence, const char *data, size_t len);

@@ -15,6 +15,7 @@
 #include "indexer.h"
 #include "json.h"
 #include "log.h"
+#include "record.h"
 #include "thrift_util.h"
 
 /* Keys per listing page (keyVersions) and per top-level digest. */
@@ -222,11 +223,10 @@ typedef struct {
   gint64 now;
 } index_walk_t;
 
-static gboolean expired(gint64 expire_at, gint64 now) { return expire_at > 0 && expire_at <= now; }
 
 static gboolean cut_one(const char *key, size_t len, gint64 version, gint64 expire_at, void *ud) {
   index_walk_t *w = ud;
-  if (expired(expire_at, w->now)) return TRUE;
+  if (ixia_record_expired(expire_at, w->now)) return TRUE;
   char *k = g_strndup(key, len);
   gboolean more = ixia_ae_cutter_add(&w->cut, k, len, version);
   g_free(k);
@@ -257,7 +257,7 @@ static gboolean list_one(const char *key, size_t len, gint64 version, gint64 exp
     g_free(k);
     return FALSE;
   }
-  if (expired(expire_at, w->now)) {
+  if (ixia_record_expired(expire_at, w->now)) {
     g_free(k);
     return TRUE;
   }
@@ -463,7 +463,7 @@ static gboolean recheck(side_t *s, ixia_error_t **err) {
       gint64 iv, expire_at;
       ok = ixia_idx_doc_record(h->idx, s->ns, s->table, (const char *)e->key->data, e->key->len,
                                &present, &deleted, &iv, &expire_at, err);
-      gboolean live = ok && present && !deleted && !expired(expire_at, ixia_expiry_now());
+      gboolean live = ok && present && !deleted && !ixia_record_expired(expire_at, ixia_expiry_now());
       gboolean bad;
       if (e->op == IXIA_CHANGE_OP_PUT)
         bad = e->version <= listed && (!live || iv != e->version);

@@ -392,7 +392,7 @@ static void check_continuity(ixia_indexer_t *ix, batch_t *b, gint32 p, gint64 of
 /* A PUT whose document has expired indexes as the delete the store's
  * expiry amounts to (at the same version, so a redelivery changes nothing). */
 static void expire_event(ixia_idx_event_t *ev, gint64 now) {
-  if (ev->op == IXIA_IDX_PUT && ev->expire_at > 0 && ev->expire_at <= now) {
+  if (ev->op == IXIA_IDX_PUT && ixia_record_expired(ev->expire_at, now)) {
     ev->op = IXIA_IDX_DELETE;
     ev->doc = NULL;
     ev->doc_len = 0;

@@ -42,6 +42,8 @@ gboolean ixia_recovery_wait_shards(ixia_client_t *api, const char *ns, const cha
       break;
     }
     ixia_error_destroy(e);
+    /* An unreachable shard answers at once: do not hammer the API. */
+    g_usleep(100 * G_TIME_SPAN_MILLISECOND);
   }
   cJSON_free(text);
   return ok;

@@ -24,6 +24,7 @@
 #include "json.h"
 #include "progress.h"
 #include "recovery.h"
+#include "record.h"
 #include "store.h"
 #include "timeutil.h"
 
@@ -153,7 +154,7 @@ static gboolean fetch_snapshot(stream_t *s, const char *after, size_t after_len,
     const char *v = rocksdb_iter_value(it, &vl);
     gint64 version, expire_at;
     if (!ixia_record_parse_value(v, vl, &version, &expire_at, NULL, NULL)) continue;
-    if (expire_at != 0 && expire_at <= now) continue; /* as the store's scan */
+    if (ixia_record_expired(expire_at, now)) continue; /* as the store's scan */
     g_ptr_array_add(out, entry_new(k + pl, kl - pl, version, FALSE));
   }
   char *rerr = NULL;

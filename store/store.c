@@ -16,6 +16,7 @@
 #include "disk.h"
 #include "json.h"
 #include "log.h"
+#include "record.h"
 #include "timeutil.h"
 
 typedef struct {
@@ -59,7 +60,7 @@ struct ixia_store {
 };
 
 
-static gboolean is_expired(gint64 expire_at) { return expire_at != 0 && expire_at <= ixia_time_now(); }
+static gboolean is_expired(gint64 expire_at) { return ixia_record_expired(expire_at, ixia_time_now()); }
 
 /* Expired documents are invisible to reads already; compaction reclaims
  * their space. */
