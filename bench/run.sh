@@ -20,10 +20,15 @@ LOAD_CONNS=${LOAD_CONNS:-8}
 QUERY_CONNS=${QUERY_CONNS:-16}
 SHAPES=${SHAPES:-cat-price narrow wide brand-wide country-narrow in100 not prefix exists sorted}
 HOT_KEYS=1000
-# ixia-devkafka (librdkafka's mock) keeps only ~5 MiB per partition and drops
-# older records: a load that runs ahead of the indexer by more than that
-# loses events. Enough partitions keep the whole backlog (~1 KB per event).
-PARTITIONS=${PARTITIONS:-$(( N / 8000 > 4 ? N / 8000 : 4 ))}
+# ixia-devkafka (librdkafka's mock) walks every record batch of a partition
+# to find each fetch's position, so what it keeps per partition sets the
+# cost of every fetch and with it put-to-Kafka lag (devkafka.max_batches).
+# A bulk load packs ~60 events a batch over 4 partitions, ~22 over 16, ~6
+# over 125 (measured); sparse puts one event a batch. 16 partitions and
+# 40,000 batches (2,500 a partition) keep the load's backlog while the
+# indexer runs behind it (~20,000 batches at 1M) and keep fetches cheap.
+PARTITIONS=${PARTITIONS:-16}
+BATCHES=${BATCHES:-40000}
 started=$(date +%s)
 
 if [ -z "${IXIA_BIN:-}" ]; then
@@ -60,7 +65,7 @@ fmt() {
 mib() { awk -v b="$1" 'BEGIN { if (b == "") print "n/a"; else printf "%.0f MiB", b / 1048576 }'; }
 
 say "starting a local stack in $dir"
-"$bin/ixia-local" up --dir "$dir" --set devkafka.partitions="$PARTITIONS" >/dev/null
+"$bin/ixia-local" up --dir "$dir" --set devkafka.partitions="$PARTITIONS" --set devkafka.max_batches="$BATCHES" >/dev/null
 set -a; . "$dir/local.env"; set +a
 
 # ---- physical limits, measured first on a quiet machine ------------------
@@ -156,7 +161,7 @@ elapsed=$(( $(date +%s) - started ))
   echo
   echo "Machine: $(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GiB, $(. /etc/os-release; echo "$PRETTY_NAME"), $(uname -r)."
   echo "Run: N=$(fmt "$N") generated documents ($(mib "$raw_bytes") of JSON), ${DUR}s per timed workload, $elapsed s in all."
-  echo "Everything (load generator, ixia, memcached, Kafka mock, db_bench) shares this machine; ixia-devkafka with $PARTITIONS partitions."
+  echo "Everything (load generator, ixia, memcached, Kafka mock, db_bench) shares this machine; ixia-devkafka with $PARTITIONS partitions, at most $BATCHES record batches kept."
   echo
   echo "| workload | ixia | physical limit (same run) | ixia / limit | PostgreSQL 15 (same run) | ixia / PostgreSQL |"
   echo "|---|---|---|---|---|---|"

@@ -75,6 +75,7 @@ struct ixia_devkafka {
   gboolean parts_found;
   char *parts_why; /* why not */
   gsize budget;    /* bytes per partition */
+  gsize batches;   /* record batches per partition */
 };
 
 /* ---- TCP_NODELAY on the mock brokers' connections ------------------------ */
@@ -175,14 +176,18 @@ ixia_devkafka_t *ixia_devkafka_new(const ixia_config_t *cfg, ixia_error_t **err)
   /* The backlog: devkafka.memory_mb over the partitions, instead of the
    * mock's built-in 5 MiB each. */
   dk->budget = (gsize)ixia_config_int(cfg, "devkafka.memory_mb") * 1024 * 1024 / (gsize)dk->partitions;
+  /* And the batch count, which sets what each fetch costs (devkafka_log.h). */
+  dk->batches = MAX((gsize)ixia_config_int(cfg, "devkafka.max_batches") / (gsize)dk->partitions, 1);
   dk->parts_found = ixia_devkafka_parts_find(dk->mcluster, dk->rk, dk->topic, dk->brokers, dk->partitions,
                                              &dk->parts, &dk->parts_why);
   if (dk->parts_found) {
-    ixia_devkafka_parts_set_budget(&dk->parts, dk->budget);
+    ixia_devkafka_parts_set_budget(&dk->parts, dk->budget, dk->batches);
   } else {
-    IXIA_WARN("devkafka.memory_mb cannot be applied: %s; each partition keeps librdkafka's built-in "
-              "%d MiB", dk->parts_why, IXIA_DEVKAFKA_MOCK_MAX_BYTES >> 20);
+    IXIA_WARN("devkafka.memory_mb and devkafka.max_batches cannot be applied: %s; each partition "
+              "keeps librdkafka's built-in %d MiB and %d record batches", dk->parts_why,
+              IXIA_DEVKAFKA_MOCK_MAX_BYTES >> 20, IXIA_DEVKAFKA_MOCK_MAX_BATCHES);
     dk->budget = IXIA_DEVKAFKA_MOCK_MAX_BYTES;
+    dk->batches = IXIA_DEVKAFKA_MOCK_MAX_BATCHES;
   }
   dk->bootstraps = g_strdup(rd_kafka_mock_cluster_bootstraps(dk->mcluster));
   dk->nodelay_thread = g_thread_new("devkafka-nodelay", devkafka_nodelay_loop, dk);
@@ -317,17 +322,17 @@ static char *devkafka_cmd_rtt(ixia_devkafka_t *dk, char **args, int nargs) {
   return reply;
 }
 
-/* "ok budget B [built-in] partitions P: I:START-END:BYTES ..." */
+/* "ok budget B [built-in] partitions P batches K: I:START-END:BYTES:BATCHES ..." */
 static char *devkafka_cmd_backlog(ixia_devkafka_t *dk) {
   GString *s = g_string_new(NULL);
-  g_string_printf(s, "ok budget %" G_GSIZE_FORMAT "%s partitions %d:", dk->budget,
-                  dk->parts_found ? "" : " built-in", dk->partitions);
+  g_string_printf(s, "ok budget %" G_GSIZE_FORMAT "%s partitions %d batches %" G_GSIZE_FORMAT ":",
+                  dk->budget, dk->parts_found ? "" : " built-in", dk->partitions, dk->batches);
   for (int i = 0; dk->parts_found && i < dk->partitions; i++) {
     gint64 start, end;
-    gsize bytes, budget;
-    ixia_devkafka_parts_usage(&dk->parts, i, &start, &end, &bytes, &budget);
-    g_string_append_printf(s, " %d:%" G_GINT64_FORMAT "-%" G_GINT64_FORMAT ":%" G_GSIZE_FORMAT, i,
-                           start, end, bytes);
+    gsize bytes, batches;
+    ixia_devkafka_parts_usage(&dk->parts, i, &start, &end, &bytes, &batches);
+    g_string_append_printf(s, " %d:%" G_GINT64_FORMAT "-%" G_GINT64_FORMAT ":%" G_GSIZE_FORMAT
+                           ":%" G_GSIZE_FORMAT, i, start, end, bytes, batches);
   }
   return g_string_free(s, FALSE);
 }
@@ -568,8 +573,9 @@ static const char devkafka_summary[] =
     "Runs an IN-MEMORY Kafka cluster (librdkafka's mock cluster) on 127.0.0.1 for local runs\n"
     "and tests. It is NOT a production broker: every record lives in this process's memory\n"
     "and is lost when it exits; the partitions together keep at most devkafka.memory_mb of\n"
-    "events (default 1 GiB; older ones are dropped, and an index shard that had not read\n"
-    "them repairs itself from the truth store); it listens on loopback only. Production\n"
+    "events (default 1 GiB) in at most devkafka.max_batches record batches (default 20,000;\n"
+    "older ones are dropped, and an index shard that had not read them repairs itself from\n"
+    "the truth store); it listens on loopback only. Production\n"
     "uses real Kafka (docker-compose.yml; point kafka.brokers at it).\n"
     "\n"
     "It creates kafka.topic with devkafka.partitions partitions (replication factor\n"
@@ -582,7 +588,7 @@ static const char devkafka_summary[] =
     "  broker-down ID|all, broker-up ID|all    (IDs 1..devkafka.brokers)\n"
     "  produce-errors COUNT ERRNAME|CODE       (e.g. 3 NOT_LEADER_FOR_PARTITION)\n"
     "  rtt ID|all MS\n"
-    "  backlog                                 (budget, then per partition I:FIRST-NEXT:BYTES)\n"
+    "  backlog                                 (budgets per partition, then I:FIRST-NEXT:BYTES:BATCHES)\n"
     "  reset-topic                             (empty the topic, offsets from 0: as if re-created)\n"
     "\n"
     "Example: ixia-devkafka --set devkafka.bootstrap_file=kafka.bootstrap \\\n"
@@ -632,9 +638,10 @@ int ixia_devkafka_main(int argc, char **argv) {
   char *control = dk->thread ? g_strdup_printf("127.0.0.1:%d", dk->port) : g_strdup("off");
   IXIA_INFO("ixia-devkafka (IN-MEMORY, local runs and tests only; data is lost on exit) serving "
             "%s: topic %s, %d partitions, replication factor %d; backlog %" G_GSIZE_FORMAT
-            " MiB per partition%s; control %s",
+            " MiB and %" G_GSIZE_FORMAT " record batches per partition%s; control %s",
             ixia_devkafka_bootstraps(dk), dk->topic, dk->partitions, dk->replication,
-            dk->budget >> 20, dk->parts_found ? " (devkafka.memory_mb)" : " (librdkafka's built-in limit)",
+            dk->budget >> 20, dk->batches,
+            dk->parts_found ? " (devkafka.memory_mb, devkafka.max_batches)" : " (librdkafka's built-in limits)",
             control);
   g_free(control);
   ixia_wait_for_signal();

@@ -28,8 +28,9 @@
  *                                 (any rd_kafka_err2name name, case-insensitive,
  *                                 optional RD_KAFKA_RESP_ERR_ prefix) or a code
  *   rtt ID|all MS                 delay every response of the broker(s) by MS
- *   backlog                       ok budget BYTES [built-in] partitions N: I:FIRST-NEXT:BYTES ...
- *                                 (per partition: the budget, and the offsets and bytes held)
+ *   backlog                       ok budget BYTES [built-in] partitions N batches K:
+ *                                 I:FIRST-NEXT:BYTES:BATCHES ... (per partition: the
+ *                                 budgets, and the offsets, bytes and record batches held)
  *   reset-topic                   delete every event and start each partition's offsets at 0
  *                                 again: what consumers see when the topic is re-created
  *

@@ -84,10 +84,7 @@ gboolean ixia_devkafka_parts_find(rd_kafka_mock_cluster_t *mc, rd_kafka_t *rk, c
 
 static guint8 *part(const ixia_devkafka_parts_t *p, int i) { return p->base + (gsize)i * p->stride; }
 
-void ixia_devkafka_parts_set_budget(const ixia_devkafka_parts_t *p, gsize bytes) {
-  /* A record batch holds at least one event of some 60 bytes or more: the
-   * batch count never binds before the bytes do. */
-  gsize batches = MAX(bytes / 64, (gsize)IXIA_DEVKAFKA_MOCK_MAX_BATCHES);
+void ixia_devkafka_parts_set_budget(const ixia_devkafka_parts_t *p, gsize bytes, gsize batches) {
   for (int i = 0; i < p->n; i++) {
     atomic_store_explicit(&AFIELD(part(p, i), PT_MAX_BYTES, size_t), bytes, memory_order_relaxed);
     atomic_store_explicit(&AFIELD(part(p, i), PT_MAX_CNT, size_t), batches, memory_order_relaxed);
@@ -95,12 +92,12 @@ void ixia_devkafka_parts_set_budget(const ixia_devkafka_parts_t *p, gsize bytes)
 }
 
 void ixia_devkafka_parts_usage(const ixia_devkafka_parts_t *p, int partition, gint64 *start,
-                               gint64 *end, gsize *bytes, gsize *budget) {
+                               gint64 *end, gsize *bytes, gsize *batches) {
   guint8 *pt = part(p, partition);
   *start = atomic_load_explicit(&AFIELD(pt, PT_START, int64_t), memory_order_relaxed);
   *end = atomic_load_explicit(&AFIELD(pt, PT_END, int64_t), memory_order_relaxed);
   *bytes = atomic_load_explicit(&AFIELD(pt, PT_BYTES, size_t), memory_order_relaxed);
-  *budget = atomic_load_explicit(&AFIELD(pt, PT_MAX_BYTES, size_t), memory_order_relaxed);
+  *batches = atomic_load_explicit(&AFIELD(pt, PT_CNT, size_t), memory_order_relaxed);
 }
 
 void ixia_devkafka_parts_reset(const ixia_devkafka_parts_t *p) {

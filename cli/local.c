@@ -322,18 +322,21 @@ static gboolean local_devkafka_probe(local_t *l) {
 static void local_devkafka_backlog(local_t *l) {
   ixia_error_t *err = NULL;
   char *reply = ixia_proc_tcp_request("127.0.0.1", l->port, "backlog\n", LOCAL_PROBE_TIMEOUT_MS, &err);
-  guint64 per = 0;
+  guint64 per = 0, batches = 0;
   int parts = 0;
   char builtin[16] = "";
-  if (reply && (sscanf(reply, "ok budget %" G_GUINT64_FORMAT " partitions %d", &per, &parts) == 2 ||
-                sscanf(reply, "ok budget %" G_GUINT64_FORMAT " %15s partitions %d", &per, builtin, &parts) == 3))
+  if (reply && (sscanf(reply, "ok budget %" G_GUINT64_FORMAT " partitions %d batches %" G_GUINT64_FORMAT,
+                       &per, &parts, &batches) == 3 ||
+                sscanf(reply, "ok budget %" G_GUINT64_FORMAT " %15s partitions %d batches %" G_GUINT64_FORMAT,
+                       &per, builtin, &parts, &batches) == 4))
     fprintf(stderr,
             "ixia-local: ixia-devkafka keeps up to %" G_GUINT64_FORMAT " MiB of events in memory "
-            "(%d partitions x %" G_GUINT64_FORMAT " MiB%s), about %" G_GUINT64_FORMAT
-            " writes of 1 KiB documents; an indexer further behind loses events and repairs "
-            "itself from the truth store\n",
-            per * (guint64)parts >> 20, parts, per >> 20,
-            *builtin ? ", librdkafka's built-in limit" : ", devkafka.memory_mb",
+            "in up to %" G_GUINT64_FORMAT " record batches (%d partitions x %" G_GUINT64_FORMAT
+            " MiB and %" G_GUINT64_FORMAT " batches%s): a bulk load of about %" G_GUINT64_FORMAT
+            " writes of 1 KiB documents, or that many batches of sparse writes; an indexer further "
+            "behind loses events and repairs itself from the truth store\n",
+            per * (guint64)parts >> 20, batches * (guint64)parts, parts, per >> 20, batches,
+            *builtin ? ", librdkafka's built-in limits" : ", devkafka.memory_mb and devkafka.max_batches",
             per * (guint64)parts / LOCAL_BYTES_PER_EVENT);
   else
     fprintf(stderr, "ixia-local: cannot read ixia-devkafka's backlog: %s\n", reply ? reply : err->message);

@@ -348,6 +348,13 @@ static const ixia_option_t options[] = {
      "this divided by devkafka.partitions; beyond it the oldest are deleted (a consumer further "
      "behind loses them, and an index shard repairs itself). Memory is used only as events "
      "arrive."},
+    {"devkafka.max_batches", IXIA_OPT_INT, "20000", 16, 10000000,
+     "Record batches ixia-devkafka keeps over all partitions (split evenly), besides "
+     "devkafka.memory_mb; beyond it the oldest are deleted. The mock finds a fetch's position by "
+     "walking every batch of the partition, so this bounds the cost of each fetch: at 300,000 "
+     "batches kept, put-to-Kafka p99 rose from 13 to 230 ms. A busy producer packs many events "
+     "into a batch, so a bulk load keeps far more events than this; sparse writes keep about one "
+     "event per batch."},
     {"devkafka.bootstrap_file", IXIA_OPT_STRING, "", 0, 0,
      "If set, ixia-devkafka writes its bootstrap address list to this file once it serves."},
     {"devkafka.control_port_file", IXIA_OPT_STRING, "", 0, 0,

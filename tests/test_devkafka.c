@@ -537,6 +537,48 @@ static void test_backlog_budget(void) {
   g_free(dir);
 }
 
+/* devkafka.max_batches bounds the record batches kept (the mock walks them
+ * all to find each fetch's position): events sent one at a time, each its
+ * own batch, leave at most the cap, the newest, and "backlog" counts them;
+ * a consumer reads what is left from the first kept offset on. */
+static void test_backlog_batches(void) {
+  ixt_devkafka_t k = {0};
+  char *dir = ixt_tmpdir();
+  const char *sets[] = {"devkafka.max_batches=16", NULL};
+  CU_ASSERT_TRUE_FATAL(ixt_devkafka_start_sets(&k, dir, 1, 1, sets));
+  ixt_producer_t *p = ixt_producer_new(k.bootstrap, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  for (int i = 0; i < 40; i++) {
+    char key[32];
+    g_snprintf(key, sizeof key, "b%d", i);
+    IxiaChangeEvent *ev = make_event("batches", key, i + 1, "{\"n\":1}");
+    CU_ASSERT(ixt_producer_send_event(p, TOPIC, ev, key, strlen(key)));
+    g_object_unref(ev);
+    CU_ASSERT_EQUAL(ixt_producer_wait(p, 30000), 0); /* one batch per event */
+  }
+  ixt_producer_destroy(p);
+  char *reply = NULL;
+  CU_ASSERT_TRUE(ixt_devkafka_control(&k, "backlog", &reply));
+  long long cap = -1, first = -1, next = -1, bytes = -1, batches = -1;
+  const char *at = reply ? strstr(reply, "batches ") : NULL;
+  if (at) sscanf(at, "batches %lld: 0:%lld-%lld:%lld:%lld", &cap, &first, &next, &bytes, &batches);
+  CU_ASSERT_EQUAL(cap, 16);
+  CU_ASSERT_EQUAL(next, 40);
+  CU_ASSERT_EQUAL(batches, 16);
+  CU_ASSERT_EQUAL(first, 40 - 16);
+  g_free(reply);
+  GPtrArray *events = ixt_kafka_consume_all(k.bootstrap, TOPIC, CONSUME_IDLE_MS, CONSUME_MAX_MS);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(events);
+  CU_ASSERT_EQUAL(events->len, 16);
+  gint64 oldest = G_MAXINT64; /* the oldest kept: event 25 of 40 */
+  for (guint i = 0; i < events->len; i++)
+    oldest = MIN(oldest, ((IxiaChangeEvent *)g_ptr_array_index(events, i))->version);
+  CU_ASSERT_EQUAL(oldest, 40 - 16 + 1);
+  g_ptr_array_unref(events);
+  CU_ASSERT_TRUE(ixt_devkafka_stop(&k));
+  g_free(dir);
+}
+
 /* reset-topic: what consumers see when a topic is deleted and created again
  * under them: nothing left, offsets from 0, and new events readable. */
 static void test_reset_topic(void) {
@@ -584,6 +626,7 @@ int main(void) {
   IXT_ADD(s, test_rtt);
   IXT_ADD(s, test_consume_all_failures);
   IXT_ADD(s, test_backlog_budget);
+  IXT_ADD(s, test_backlog_batches);
   IXT_ADD(s, test_reset_topic);
   return ixt_run();
 }
