@@ -75,6 +75,17 @@ static gint32 lower16(const guint16 *a, gint32 n, guint32 x) {
   return lo;
 }
 
+/* Sets bits [from, to) of a block's words, a word at a time: a live set
+ * after a load is one run per container, and setting its 1,024 bits one
+ * by one cost 40% of a sorted query's CPU. */
+static void set_range(guint64 *out, guint32 from, guint32 to) {
+  while (from < to) {
+    guint32 w = from >> 6, bit = from & 63, n = MIN(to - from, 64 - bit);
+    out[w] |= (n == 64 ? ~G_GUINT64_CONSTANT(0) : ((G_GUINT64_CONSTANT(1) << n) - 1)) << bit;
+    from += n;
+  }
+}
+
 /* The bits of container c for its sub-block sb (0..63) into out; TRUE when
  * any is set. */
 static gboolean container_block(const void *c, guint8 type, guint32 sb, guint64 *out) {
@@ -101,10 +112,7 @@ static gboolean container_block(const void *c, guint8 type, guint32 sb, guint64 
       guint32 s = r->runs[i].value, e = s + r->runs[i].length + 1; /* [s, e) */
       if (e <= lo) continue;
       if (s >= hi) break;
-      for (guint32 x = MAX(s, lo); x < MIN(e, hi); x++) {
-        guint32 b = x - lo;
-        out[b >> 6] |= G_GUINT64_CONSTANT(1) << (b & 63);
-      }
+      set_range(out, MAX(s, lo) - lo, MIN(e, hi) - lo);
       any = TRUE;
     }
   }
