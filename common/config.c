@@ -242,8 +242,8 @@ static const ixia_option_t options[] = {
      "by itself once space is freed. Keep it above what RocksDB writes on its own (memtable "
      "flushes of up to 2 x index.write_buffer_mb, compactions) plus one batch. 0 = off."},
     {"index.cache_mb", IXIA_OPT_INT, "512", 1, 1048576,
-     "Memory for decoded postings and column blocks that searches read (least recently used "
-     "first out), on top of index.block_cache_mb. The points of numeric fields (about 16 bytes "
+     "Memory for decoded postings and column blocks that searches read (roughly least recently "
+     "used first out), on top of index.block_cache_mb. The points of numeric fields (about 16 bytes "
      "per value) are held besides."},
     {"index.sort_history_seconds", IXIA_OPT_INT, "600", 1, 86400,
      "How long a shard remembers the sort values documents had before they changed, so that "

@@ -84,6 +84,16 @@ cJSON *ixia_json_project(const cJSON *doc, const char *const *paths, guint npath
 /* Appends s[0..len) as a JSON string literal. */
 void ixia_json_append_string(GString *out, const char *s, size_t len);
 
+/* A number as JSON text, the way cJSON prints it: an integral value below
+ * 2^53 in magnitude as an integer (-0 as "0"), otherwise the shortest of
+ * %.15g and %.17g that reads back to the same double; NaN and infinities
+ * (which JSON does not have) as "null". Locale-independent. */
+void ixia_json_format_number(double d, char buf[32]);
+
+/* Appends a scalar (string, number, bool, null) as JSON text; anything
+ * else is printed through cJSON. */
+void ixia_json_append_scalar(GString *out, const cJSON *item);
+
 /* Appends to out the same object as ixia_json_project would build, read
  * straight from the text of a JSON object the server wrote itself (member
  * values are copied as they are), and says in *all_present (may be NULL)

@@ -27,7 +27,7 @@
  * anything a search reads, writes it to RocksDB in one write batch, then
  * publishes it: dictionary additions and counts under dict_lock, points
  * under each field's points lock, cached blocks by copy-on-write under the
- * cache lock. Nothing is undone after a failed write because nothing was
+ * cache's stripe locks. Nothing is undone after a failed write because nothing was
  * published. Searches take no snapshot: a search running while a batch is
  * published may see part of it (hits are verified against the truth store
  * by the query API; totals and aggregations are as of "about now"). */
@@ -159,6 +159,7 @@ typedef struct {
 struct ixia_idx {
   char *path;
   rocksdb_t *db;
+  rocksdb_column_family_handle_t *cf; /* the default column family */
   rocksdb_options_t *opts;
   rocksdb_block_based_table_options_t *table_opts;
   rocksdb_cache_t *block_cache;
@@ -297,7 +298,8 @@ typedef struct blk {
   gsize bytes;
   roaring_bitmap_t *bm; /* BLK_BITMAP: a whole posting or live set (every chunk) */
   col_t *col;           /* BLK_COLUMN */
-  GList link;           /* LRU position */
+  GList link;           /* position in its cache stripe's list */
+  gboolean used;        /* hit since it last passed the list's tail */
 } blk_t;
 
 ixia_idx_cache_t *ixia_idx_cache_new(gsize budget);
@@ -420,6 +422,9 @@ gboolean ixia_idx_plan_lead(ixia_idx_search_t *s, pnode_t *root, ixia_idx_exec_t
 gboolean ixia_idx_check_block(ixia_idx_search_t *s, pnode_t *p, guint32 block, guint64 *mask);
 /* The bits of bm in block `block`. */
 void ixia_idx_bm_block(const roaring_bitmap_t *bm, guint32 block, guint64 *out);
+/* mask &= the bits of bm in block `block`; per bit when the mask has only a
+ * few (a sorted page checks one candidate at a time). */
+void ixia_idx_bm_and_block(const roaring_bitmap_t *bm, guint32 block, guint64 *mask);
 void ixia_idx_pnode_note(pnode_t *p, guint64 matched);
 
 /* Resolves ids to keys and versions (hits appended, in the ids' order). */

@@ -137,6 +137,27 @@ void ixia_idx_bm_block(const roaring_bitmap_t *bm, guint32 block, guint64 *out) 
   container_block(c, type, block & 63, out);
 }
 
+/* Below this many bits in the mask, asking the bitmap per bit (a binary
+ * search in one container) is cheaper than expanding the whole block. */
+#define FEW_BITS 8
+
+void ixia_idx_bm_and_block(const roaring_bitmap_t *bm, guint32 block, guint64 *mask) {
+  guint n = 0;
+  for (guint w = 0; w < BLOCK_WORDS && n < FEW_BITS; w++) n += (guint)__builtin_popcountll(mask[w]);
+  if (n < FEW_BITS) {
+    for (guint w = 0; w < BLOCK_WORDS; w++)
+      for (guint64 m = mask[w]; m; m &= m - 1) {
+        guint bit = (guint)__builtin_ctzll(m);
+        if (!roaring_bitmap_contains(bm, block << BLOCK_BITS | w << 6 | bit))
+          mask[w] &= ~(G_GUINT64_CONSTANT(1) << bit);
+      }
+    return;
+  }
+  guint64 bits[BLOCK_WORDS];
+  ixia_idx_bm_block(bm, block, bits);
+  for (guint w = 0; w < BLOCK_WORDS; w++) mask[w] &= bits[w];
+}
+
 /* Walks the non-empty blocks of a bitmap in order. */
 typedef struct {
   const roaring_bitmap_t *bm;
@@ -173,40 +194,43 @@ static gboolean blkit_next(blkit_t *it, guint32 *block, guint64 *mask) {
 
 /* -------------------------------------------------------------- hits */
 
-/* Resolves ids to keys and versions with one multi-get. */
+/* Resolves ids to keys and versions with one batched multi-get (values
+ * pinned, not copied). */
 gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GArray *hits,
                                ixia_error_t **err) {
   if (n == 0) return TRUE;
   guint8 *keys = g_new(guint8, (gsize)n * 5);
   const char **kp = g_new(const char *, n);
-  size_t *kl = g_new(size_t, n), *vl = g_new(size_t, n);
-  char **vals = g_new0(char *, n), **errs = g_new0(char *, n);
+  size_t *kl = g_new(size_t, n);
+  rocksdb_pinnableslice_t **vals = g_new0(rocksdb_pinnableslice_t *, n);
+  char **errs = g_new0(char *, n);
   for (guint i = 0; i < n; i++) {
     keys[5 * i] = K_ID;
     ixia_bytes_put32(keys + 5 * i + 1, ids[i]);
     kp[i] = (const char *)keys + 5 * i;
     kl[i] = 5;
   }
-  rocksdb_multi_get(idx->db, idx->ropts, n, kp, kl, vals, vl, errs);
+  rocksdb_batched_multi_get_cf(idx->db, idx->ropts, idx->cf, n, kp, kl, vals, errs, false);
   gboolean ok = TRUE;
   for (guint i = 0; i < n; i++) {
+    size_t vl = 0;
+    const char *v = vals[i] ? rocksdb_pinnableslice_value(vals[i], &vl) : NULL;
     if (errs[i]) {
       if (ok) ok = ixia_error_from_rocksdb(err, errs[i], "index read");
       else rocksdb_free(errs[i]);
       errs[i] = NULL;
-    } else if (ok && (!vals[i] || vl[i] < 12)) {
+    } else if (ok && (!v || vl < 12)) {
       ok = ixia_error_set(err, IXIA_EINTERNAL, "document id %u has no id record", ids[i]);
     } else if (ok) {
-      ixia_idx_hit_t h = {ixia_memdup0(vals[i] + 12, vl[i] - 12), (gint64)ixia_bytes_get64(vals[i] + 4),
-                          ids[i], NULL, 0.0};
+      ixia_idx_hit_t h = {ixia_memdup0(v + 12, vl - 12), (gint64)ixia_bytes_get64(v + 4), ids[i],
+                          NULL, 0.0};
       g_array_append_val(hits, h);
     }
-    rocksdb_free(vals[i]);
+    rocksdb_pinnableslice_destroy(vals[i]);
   }
   g_free(keys);
   g_free(kp);
   g_free(kl);
-  g_free(vl);
   g_free(vals);
   g_free(errs);
   return ok;

@@ -307,8 +307,12 @@ ixia_idx_t *ixia_idx_open(const char *path, const ixia_config_t *cfg, ixia_error
   idx->cfilter = ixia_idx_compaction_filter_new();
   rocksdb_options_set_compaction_filter(idx->opts, idx->cfilter);
 
+  /* Opened by column family (the default one only) for the handle that
+   * batched multi-get takes (ixia_idx_resolve_hits). */
+  const char *names[] = {"default"};
+  const rocksdb_options_t *cf_opts[] = {idx->opts};
   char *rerr = NULL;
-  idx->db = rocksdb_open(idx->opts, path, &rerr);
+  idx->db = rocksdb_open_column_families(idx->opts, path, 1, names, cf_opts, &idx->cf, &rerr);
   if (!ixia_error_from_rocksdb(err, rerr, "open index")) {
     if (err && *err) ixia_error_prefix(*err, "%s", path);
     ixia_idx_destroy(idx);
@@ -334,6 +338,7 @@ void ixia_idx_destroy(ixia_idx_t *idx) {
     IXIA_WARN("index %s: dictionary counts not saved at close: %s", idx->path, err->message);
     ixia_error_destroy(err);
   }
+  if (idx->cf) rocksdb_column_family_handle_destroy(idx->cf);
   if (idx->db) rocksdb_close(idx->db);
   if (idx->wopts) rocksdb_writeoptions_destroy(idx->wopts);
   if (idx->ropts) rocksdb_readoptions_destroy(idx->ropts);

@@ -845,9 +845,7 @@ static void check_dense(const pnode_t *p, const col_t *c, guint64 *mask) {
 static gboolean check_leaf(ixia_idx_search_t *s, pnode_t *p, guint32 block, guint64 *mask) {
   if (p->bm || !p->checkable) {
     if (!materialize(s, p)) return FALSE;
-    guint64 bits[BLOCK_WORDS];
-    ixia_idx_bm_block(p->bm, block, bits);
-    for (guint w = 0; w < BLOCK_WORDS; w++) mask[w] &= bits[w];
+    ixia_idx_bm_and_block(p->bm, block, mask);
     return TRUE;
   }
   field_t *fld = p->field;
@@ -930,9 +928,7 @@ gboolean ixia_idx_check_block(ixia_idx_search_t *s, pnode_t *p, guint32 block, g
       return TRUE;
     }
   }
-  guint64 bits[BLOCK_WORDS];
-  ixia_idx_bm_block(p->bm, block, bits);
-  for (guint w = 0; w < BLOCK_WORDS; w++) mask[w] &= bits[w];
+  ixia_idx_bm_and_block(p->bm, block, mask);
   return TRUE;
 }
 

@@ -407,27 +407,24 @@ gboolean ixia_idx_sort_points_ok(const ixia_idx_sort_t *S) {
          (!S->has_after || S->after.v[0].has);
 }
 
-/* The matches among ids (POINTS_CHUNK of them, any order) into pass. */
+/* The matches among ids (POINTS_CHUNK of them, any order) into pass.
+ * Points come in value order, so their ids are scattered over the table:
+ * each id is checked alone, on a one-bit mask (a membership test in the
+ * candidate set, then one slot of each checked column). Building a bitmap
+ * of the chunk and expanding its blocks cost more than the checks. */
 static gboolean chunk_matches(ixia_idx_sort_t *S, const guint32 *ids, guint n, roaring_bitmap_t *pass) {
-  roaring_bitmap_t *cand = roaring_bitmap_of_ptr(n, ids);
-  roaring_uint32_iterator_t *it = roaring_create_iterator(cand);
   const roaring_bitmap_t *set = S->ex->lead ? S->ex->lead : S->s->live->bm;
+  guint n_checks = S->ex->checks ? S->ex->checks->len : 0;
   gboolean ok = TRUE;
-  guint64 mask[BLOCK_WORDS], in[BLOCK_WORDS];
-  while (ok && it->has_value) {
-    guint32 block = it->current_value >> BLOCK_BITS;
-    ixia_idx_bm_block(cand, block, mask);
-    ixia_idx_bm_block(set, block, in);
-    for (guint w = 0; w < BLOCK_WORDS; w++) mask[w] &= in[w];
-    for (guint i = 0; ok && S->ex->checks && i < S->ex->checks->len; i++)
-      ok = ixia_idx_check_block(S->s, S->ex->checks->pdata[i], block, mask);
-    for (guint w = 0; ok && w < BLOCK_WORDS; w++)
-      for (guint64 m = mask[w]; m; m &= m - 1)
-        roaring_bitmap_add(pass, block << BLOCK_BITS | w << 6 | (guint)__builtin_ctzll(m));
-    roaring_move_uint32_iterator_equalorlarger(it, (block + 1) << BLOCK_BITS);
+  for (guint i = 0; ok && i < n; i++) {
+    if (!roaring_bitmap_contains(set, ids[i])) continue;
+    guint32 block = ids[i] >> BLOCK_BITS, slot = ids[i] & (BLOCK_SLOTS - 1);
+    guint64 mask[BLOCK_WORDS] = {0};
+    mask[slot >> 6] = G_GUINT64_CONSTANT(1) << (slot & 63);
+    for (guint c = 0; ok && c < n_checks && mask[slot >> 6]; c++)
+      ok = ixia_idx_check_block(S->s, S->ex->checks->pdata[c], block, mask);
+    if (ok && mask[slot >> 6]) roaring_bitmap_add(pass, ids[i]);
   }
-  roaring_free_uint32_iterator(it);
-  roaring_bitmap_free(cand);
   return ok;
 }
 

@@ -148,21 +148,43 @@ static gboolean sort_position(const search_req_t *r, const ixia_query_t *q, GPtr
   return TRUE;
 }
 
-static cJSON *sort_values_json(const GPtrArray *sort) {
-  cJSON *arr = cJSON_CreateArray();
-  for (guint i = 0; sort && i < sort->len; i++) {
-    GBytes *b = sort->pdata[i];
-    if (!b) {
-      cJSON_AddItemToArray(arr, cJSON_CreateNull());
-      continue;
+/* The hits array as JSON text: a page of 100 printed through cJSON (one
+ * object per hit, a round-trip check per number) was 11% of the indexer's
+ * CPU on sorted pages. Sort values are base64 (no escaping needed). */
+static void append_hits(GString *out, const ixia_query_t *q, const GArray *hits) {
+  g_string_append(out, "\"hits\":[");
+  for (guint i = 0; i < hits->len; i++) {
+    const ixia_idx_hit_t *hit = &g_array_index(hits, ixia_idx_hit_t, i);
+    if (i) g_string_append_c(out, ',');
+    g_string_append(out, "{\"key\":");
+    ixia_json_append_string(out, hit->key, strlen(hit->key));
+    g_string_append_printf(out, ",\"version\":%" G_GINT64_FORMAT ",\"id\":%u", hit->version,
+                           hit->id);
+    if (q->n_sort) {
+      g_string_append(out, ",\"sort\":[");
+      for (guint k = 0; hit->sort && k < hit->sort->len; k++) {
+        GBytes *b = hit->sort->pdata[k];
+        if (k) g_string_append_c(out, ',');
+        if (!b) {
+          g_string_append(out, "null");
+          continue;
+        }
+        gsize n;
+        const guchar *p = g_bytes_get_data(b, &n);
+        char *t = g_base64_encode(n ? p : (const guchar *)"", n);
+        g_string_append_printf(out, "\"%s\"", t);
+        g_free(t);
+      }
+      g_string_append_c(out, ']');
     }
-    gsize n;
-    const guchar *p = g_bytes_get_data(b, &n);
-    char *t = g_base64_encode(n ? p : (const guchar *)"", n);
-    cJSON_AddItemToArray(arr, cJSON_CreateString(t));
-    g_free(t);
+    if (q->scoring) {
+      char num[32];
+      ixia_json_format_number(hit->score, num);
+      g_string_append_printf(out, ",\"score\":%s", num);
+    }
+    g_string_append_c(out, '}');
   }
-  return arr;
+  g_string_append_c(out, ']');
 }
 
 static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **err) {
@@ -225,18 +247,8 @@ static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **er
   gboolean has_after = FALSE;
   if (sort_position(&r, q, after_values, &after, &has_after, &so, err) &&
       ixia_idx_search(idx, q, &so, &h->lim, hits, aggs, &res, err)) {
+    /* Everything but the hits through cJSON; the hits as text, first. */
     cJSON *o = cJSON_CreateObject();
-    cJSON *arr = cJSON_AddArrayToObject(o, "hits");
-    for (guint i = 0; i < hits->len; i++) {
-      const ixia_idx_hit_t *hit = &g_array_index(hits, ixia_idx_hit_t, i);
-      cJSON *e = cJSON_CreateObject();
-      cJSON_AddStringToObject(e, "key", hit->key);
-      cJSON_AddNumberToObject(e, "version", (double)hit->version);
-      cJSON_AddNumberToObject(e, "id", hit->id);
-      if (q->n_sort) cJSON_AddItemToObject(e, "sort", sort_values_json(hit->sort));
-      if (q->scoring) cJSON_AddNumberToObject(e, "score", hit->score);
-      cJSON_AddItemToArray(arr, e);
-    }
     if (q->n_sort) {
       cJSON *a = cJSON_AddObjectToObject(o, "as_of");
       cJSON_AddNumberToObject(a, "epoch", (double)res.as_of_epoch);
@@ -254,8 +266,19 @@ static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **er
      * the shard is repairing itself (it may miss edits until done). */
     cJSON_AddNumberToObject(o, "as_of", (double)ixia_idx_max_version(idx));
     cJSON_AddBoolToObject(o, "repairing", ixia_indexer_repairing(h->ix));
-    out = ixia_json_print(o);
+    char *rest = ixia_json_print(o); /* "{...}", never empty */
     cJSON_Delete(o);
+    if (!rest) {
+      ixia_error_set(err, IXIA_EINTERNAL, "out of memory printing a search response");
+    } else {
+      GString *text = g_string_sized_new(64 + hits->len * 96 + strlen(rest));
+      g_string_append_c(text, '{');
+      append_hits(text, q, hits);
+      g_string_append_c(text, ',');
+      g_string_append(text, rest + 1);
+      g_free(rest);
+      out = g_string_free(text, FALSE);
+    }
   }
   ixia_idx_hits_clear(hits);
   g_array_free(hits, TRUE);

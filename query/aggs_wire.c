@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "internal.h"
+#include "json.h"
 
 cJSON *ixia_b64_json(const guint8 *p, gsize len) {
   static const guint8 none = 0;
@@ -341,11 +342,6 @@ static cJSON *value_obj(cJSON *v) {
 }
 
 /* Shortest text that reads back as p ("50", "99.9"). */
-static void percent_key(double p, char buf[32]) {
-  g_ascii_formatd(buf, 32, "%.15g", p);
-  if (g_ascii_strtod(buf, NULL) != p) g_ascii_formatd(buf, 32, "%.17g", p);
-}
-
 static gint bucket_order(gconstpointer x, gconstpointer y) {
   const bucket_t *a = *(const bucket_t *const *)x, *b = *(const bucket_t *const *)y;
   if (a->count != b->count) return a->count > b->count ? -1 : 1;
@@ -364,7 +360,7 @@ static cJSON *pct_result(const ixia_aggs_t *a, const ixia_agg_t *g, const agg_st
   cJSON *vals = cJSON_AddObjectToObject(o, "values");
   for (guint i = 0; i < g->n_percents; i++) {
     char key[32];
-    percent_key(g->percents[i], key);
+    ixia_json_format_number(g->percents[i], key);
     if (st->n == 0) {
       cJSON_AddNullToObject(vals, key);
       continue;

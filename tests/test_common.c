@@ -1,5 +1,6 @@
 /* Unit tests of common/: config, JSON limits, schemas, errors, and the
  * generated Thrift types' registration. */
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -124,6 +125,52 @@ static void test_json_project(void) {
   CU_ASSERT_PTR_NULL(ixia_json_path(doc, "s.c.x"));
   CU_ASSERT_PTR_NOT_NULL(ixia_json_path(doc, "s.d"));
   cJSON_Delete(doc);
+}
+
+/* Numbers written as JSON text without cJSON: the shortest form that reads
+ * back to the same double, integers as integers, and null for what JSON
+ * cannot hold; scalars as cJSON would print them. */
+static void test_json_numbers(void) {
+  static const struct {
+    double d;
+    const char *want;
+  } cases[] = {
+      {50, "50"},
+      {99.9, "99.9"},
+      {-0.0, "0"},
+      {-17, "-17"},
+      {0.1 + 0.2, "0.30000000000000004"},
+      {1e20, "1e+20"},
+      {9007199254740991.0, "9007199254740991"},
+      {-9007199254740991.0, "-9007199254740991"},
+      {5e-324, "4.94065645841247e-324"},
+      {1.7976931348623157e308, "1.7976931348623157e+308"},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    char buf[32];
+    ixia_json_format_number(cases[i].d, buf);
+    CU_ASSERT_STRING_EQUAL(buf, cases[i].want);
+    CU_ASSERT_EQUAL(g_ascii_strtod(buf, NULL), cases[i].d);
+  }
+  char buf[32];
+  ixia_json_format_number(NAN, buf);
+  CU_ASSERT_STRING_EQUAL(buf, "null");
+  ixia_json_format_number(-INFINITY, buf);
+  CU_ASSERT_STRING_EQUAL(buf, "null");
+
+  const char *src = "[\"a\\\"b\",1.5,-3,true,false,null,{\"x\":[1]}]";
+  cJSON *arr = cJSON_Parse(src);
+  GString *out = g_string_new("[");
+  for (const cJSON *v = arr->child; v; v = v->next) {
+    if (v != arr->child) g_string_append_c(out, ',');
+    ixia_json_append_scalar(out, v);
+  }
+  g_string_append_c(out, ']');
+  char *want = ixia_json_print(arr);
+  CU_ASSERT_STRING_EQUAL(out->str, want);
+  g_free(want);
+  g_string_free(out, TRUE);
+  cJSON_Delete(arr);
 }
 
 /* Strict input: numbers a double cannot hold, NaN/Infinity and repeated keys
@@ -543,6 +590,7 @@ int main(void) {
   IXT_ADD(s, test_json_limits);
   IXT_ADD(s, test_json_project);
   IXT_ADD(s, test_json_strict);
+  IXT_ADD(s, test_json_numbers);
   IXT_ADD(s, test_time);
   IXT_ADD(s, test_json_path_arrays);
   IXT_ADD(s, test_schema_parse);
