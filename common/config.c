@@ -148,7 +148,11 @@ static const ixia_option_t options[] = {
      "Keep WAL files at least this long, so replication can catch up after an outage."},
     {"store.wal_size_limit_mb", IXIA_OPT_INT, "4096", 0, 1048576,
      "Keep at most this much archived WAL. 0 = no size limit (the TTL alone applies)."},
-    {"store.block_cache_mb", IXIA_OPT_INT, "256", 8, 1048576, "RocksDB block cache size."},
+    {"store.block_cache_mb", IXIA_OPT_INT, "0", 0, 1048576,
+     "RocksDB block cache of the documents (uncompressed blocks). A get that the memtables and "
+     "the row cache miss is answered on the I/O thread when its block is here, and otherwise "
+     "waits for a worker thread and a block read; size it to the documents that are read. "
+     "0 = an eighth of the memory (physical, or the cgroup's limit when lower), at least 256."},
     {"store.row_cache_mb", IXIA_OPT_INT, "256", 0, 1048576,
      "RocksDB row cache: whole documents by key, for gets and the hits of queries (a hit skips "
      "the index and data block search). 0 = off."},

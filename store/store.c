@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "disk.h"
 #include "json.h"
@@ -721,6 +722,35 @@ gboolean ixia_store_checkpoint(ixia_store_t *s, const char *dir, gint64 *version
 
 /* ---------- open / close ---------- */
 
+/* The memory this process may use: physical memory, or the cgroup's limit
+ * when it is lower (a container sees the host's memory through sysconf).
+ * 0 when unknown. */
+static guint64 memory_limit(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+  guint64 mem = pages > 0 && psize > 0 ? (guint64)pages * (guint64)psize : 0;
+  static const char *const limits[] = {"/sys/fs/cgroup/memory.max",
+                                       "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+  for (guint i = 0; i < G_N_ELEMENTS(limits); i++) {
+    char *text = NULL;
+    if (!g_file_get_contents(limits[i], &text, NULL, NULL)) continue;
+    guint64 lim = g_ascii_strtoull(text, NULL, 10); /* "max": 0, no limit */
+    g_free(text);
+    if (lim > 0 && (mem == 0 || lim < mem)) mem = lim;
+    break;
+  }
+  return mem;
+}
+
+/* store.block_cache_mb, or for 0 an eighth of the memory (at least
+ * 256 MiB). Gets that the memtables and the row cache miss are answered
+ * on the I/O thread only when their block is cached; anything else costs
+ * a worker hand-off and a read and decompression of the block. */
+static size_t block_cache_bytes(const ixia_config_t *cfg) {
+  gint64 mb = ixia_config_int(cfg, "store.block_cache_mb");
+  if (mb > 0) return (size_t)mb << 20;
+  return (size_t)MAX(memory_limit() / 8, G_GUINT64_CONSTANT(256) << 20);
+}
+
 ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
   const char *path = ixia_config_str(cfg, "store.path");
   if (g_mkdir_with_parents(path, 0755) != 0) {
@@ -761,7 +791,8 @@ ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
   rocksdb_options_set_WAL_ttl_seconds(s->opts, (uint64_t)ixia_config_int(cfg, "store.wal_ttl_seconds"));
   rocksdb_options_set_WAL_size_limit_MB(s->opts,
                                         (uint64_t)ixia_config_int(cfg, "store.wal_size_limit_mb"));
-  s->block_cache = rocksdb_cache_create_lru((size_t)ixia_config_int(cfg, "store.block_cache_mb") << 20);
+  size_t block_cache = block_cache_bytes(cfg);
+  s->block_cache = rocksdb_cache_create_lru(block_cache);
   s->table_opts = rocksdb_block_based_options_create();
   rocksdb_block_based_options_set_block_cache(s->table_opts, s->block_cache);
   rocksdb_block_based_options_set_filter_policy(s->table_opts,
@@ -808,7 +839,8 @@ ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
   rocksdb_readoptions_set_read_tier(s->ropts_memory, 1 /* kBlockCacheTier */);
   s->queue = g_async_queue_new();
   s->writer = g_thread_new("ixia-store-writer", writer_main, s);
-  IXIA_INFO("store open at %s, latest version %" G_GINT64_FORMAT, path, ixia_store_latest_version(s));
+  IXIA_INFO("store open at %s, latest version %" G_GINT64_FORMAT ", block cache %zu MiB", path,
+            ixia_store_latest_version(s), block_cache >> 20);
   return s;
 }
 
