@@ -250,7 +250,9 @@ static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **er
     /* Everything but the hits through cJSON; the hits as text, first. */
     cJSON *o = cJSON_CreateObject();
     if (q->n_sort) {
-      cJSON *a = cJSON_AddObjectToObject(o, "as_of");
+      /* The positions a later page is sorted by ("as_of" below is the
+       * newest applied version: one member name, one meaning). */
+      cJSON *a = cJSON_AddObjectToObject(o, "sort_as_of");
       cJSON_AddNumberToObject(a, "epoch", (double)res.as_of_epoch);
       cJSON_AddNumberToObject(a, "seq", (double)res.as_of);
     }

@@ -619,11 +619,14 @@ static gboolean collect_sorted_hits(ixia_fanout_t *s, const ixia_query_t *q, cal
     const cJSON *resp = calls[i].response;
     if (!resp) continue; /* failed (allow_partial): keeps no positions */
     const cJSON *hits = cJSON_GetObjectItemCaseSensitive(resp, "hits");
-    const cJSON *as_of = cJSON_GetObjectItemCaseSensitive(resp, "as_of");
+    const cJSON *as_of = cJSON_GetObjectItemCaseSensitive(resp, "sort_as_of");
+    /* Shards before 2026-11-25 sent it as a first, object-valued "as_of". */
+    if (!as_of && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(resp, "as_of")))
+      as_of = cJSON_GetObjectItemCaseSensitive(resp, "as_of");
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(as_of, "epoch");
     const cJSON *sq = cJSON_GetObjectItemCaseSensitive(as_of, "seq");
     if (q->limit && (!cJSON_IsNumber(e) || !cJSON_IsNumber(sq))) {
-      ok = ixia_error_set(err, IXIA_EINTERNAL, "shard %u answered a sorted page without as_of", i);
+      ok = ixia_error_set(err, IXIA_EINTERNAL, "shard %u answered a sorted page without sort_as_of", i);
       break;
     }
     epoch[i] = cJSON_IsNumber(e) ? (guint64)e->valuedouble : 0;

@@ -14,6 +14,7 @@
 
 #include "client.h"
 #include "ixia_search.h"
+#include "json.h"
 #include "kafka_support.h"
 #include "store.h"
 #include "support.h"
@@ -438,6 +439,23 @@ static void test_apply_search_replay(void) {
   check_term(&s, &f, exp, "category", "updated", NULL);
   check_term(&s, &f, exp, NULL, NULL, NULL);
   check_docs(&s, &f, exp, NULL);
+
+  /* A sorted page: its positions and the newest applied version are two
+   * members, not one name twice (the response is strict JSON), and the
+   * hits come in price order. */
+  ixia_error_t *se = NULL;
+  cJSON *sp = search_raw(&s,
+                         "{\"query\":{\"namespace\":\"shop\",\"table\":\"products\","
+                         "\"sort\":[{\"price\":\"desc\"}]},\"limit\":3,\"sync\":true,"
+                         "\"deadline_ms\":30000}",
+                         &se);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(sp);
+  CU_ASSERT_TRUE(ixia_json_check_strict(sp, "shard response", NULL));
+  CU_ASSERT_TRUE(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(sp, "sort_as_of")));
+  CU_ASSERT_EQUAL(num(sp, "as_of"), (double)f.version);
+  const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(sp, "hits"), 0);
+  CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(first, "key")), "k009");
+  cJSON_Delete(sp);
 
   cJSON *st = status(&s);
   CU_ASSERT_PTR_NOT_NULL_FATAL(st);

@@ -926,6 +926,8 @@ static void test_partial_results(void) {
   cJSON *states = cJSON_GetObjectItem(sh, "states");
   CU_ASSERT_EQUAL(cJSON_GetArraySize(states), 1);
   CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(states, 0), "shard")), 0);
+  double shard_as_of = cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(states, 0), "as_of"));
+  CU_ASSERT_TRUE(shard_as_of > 0);
   double total = cJSON_GetNumberValue(cJSON_GetObjectItem(r, "total"));
   CU_ASSERT_TRUE(total > 0 && total < 200);
   CU_ASSERT_EQUAL(cJSON_GetArraySize(cJSON_GetObjectItem(r, "hits")), (int)total);
@@ -936,6 +938,9 @@ static void test_partial_results(void) {
                      "\"sort\":[{\"price\":\"desc\"}]}", &e);
   CU_ASSERT_PTR_NOT_NULL(r);
   CU_ASSERT_EQUAL(cJSON_GetArraySize(cJSON_GetObjectItem(r, "hits")), 5);
+  states = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "shards"), "states");
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(states, 0), "as_of")),
+                  shard_as_of);
   cJSON_Delete(r);
 
   /* A shard too slow for the request's deadline: answered without it, in
