@@ -84,10 +84,12 @@ cJSON *ixia_json_project(const cJSON *doc, const char *const *paths, guint npath
 /* Appends s[0..len) as a JSON string literal. */
 void ixia_json_append_string(GString *out, const char *s, size_t len);
 
-/* A number as JSON text, the way cJSON prints it: an integral value below
- * 2^53 in magnitude as an integer (-0 as "0"), otherwise the shortest of
- * %.15g and %.17g that reads back to the same double; NaN and infinities
- * (which JSON does not have) as "null". Locale-independent. */
+/* A number as JSON text that reads back to the same double: an integral
+ * value below 2^53 in magnitude as an integer (-0 as "0"), otherwise %.15g
+ * when that reads back exactly, else %.17g; NaN and infinities (which JSON
+ * does not have) as "null". Locale-independent. Unlike cJSON's printer,
+ * whose round-trip check is approximate (0.1 + 0.2 prints as 0.3, and
+ * integers past INT_MAX in %g), it is exact. */
 void ixia_json_format_number(double d, char buf[32]);
 
 /* Appends a scalar (string, number, bool, null) as JSON text; anything

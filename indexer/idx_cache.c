@@ -13,10 +13,14 @@
  * Why stripes: a sorted page or a filter reads hundreds of blocks, and with
  * 16 searches at once a single cache mutex made 20% of the indexer's CPU
  * futex waits and wake-ups. The cache is split into CACHE_STRIPES
- * independent maps, each with its own lock, list and share of the budget;
- * a block's stripe comes from its key's hash. A hit takes one stripe lock
- * and changes nothing but a flag, so readers of different blocks never
- * wait on each other.
+ * independent maps, each with its own lock and list; a block's stripe
+ * comes from its key's hash. The byte budget is shared (an atomic count),
+ * so a block of any size up to the budget can stay cached; a stripe that
+ * inserts evicts from its own list until the whole cache is within budget
+ * (or only the new block is left in it: the cache can exceed its budget by
+ * at most one block per stripe, until those stripes insert again).
+ * A hit takes one stripe lock and changes nothing but a flag, so readers of
+ * different blocks never wait on each other.
  *
  * Blocks are immutable and reference-counted: a search holds the ones it
  * reads; the apply thread publishes a batch by replacing the cached blocks
@@ -39,12 +43,14 @@ typedef struct {
   GMutex lock;
   GHashTable *map; /* blk_t* (hashed by key) -> itself */
   GQueue lru;      /* head: most recently inserted */
-  gsize bytes, budget;
+  gsize bytes;     /* this stripe's blocks */
   guint64 hits, misses, evictions;
 } stripe_t;
 
 struct ixia_idx_cache {
   stripe_t stripes[CACHE_STRIPES];
+  _Atomic gsize bytes; /* every stripe's blocks */
+  gsize budget;
   _Atomic guint64 gen; /* written with every stripe locked */
 };
 
@@ -77,8 +83,8 @@ ixia_idx_cache_t *ixia_idx_cache_new(gsize budget) {
     g_mutex_init(&s->lock);
     s->map = g_hash_table_new(blk_hash, blk_equal);
     g_queue_init(&s->lru);
-    s->budget = budget / CACHE_STRIPES;
   }
+  c->budget = budget;
   return c;
 }
 
@@ -124,39 +130,42 @@ static gsize blk_bytes(const blk_t *b) {
   return n;
 }
 
+/* Caller holds the stripe's lock. */
+static void cache_remove(ixia_idx_cache_t *c, stripe_t *s, blk_t *b) {
+  g_queue_unlink(&s->lru, &b->link);
+  g_hash_table_remove(s->map, b);
+  s->bytes -= b->bytes;
+  atomic_fetch_sub(&c->bytes, b->bytes);
+  ixia_idx_blk_unref(b);
+}
+
 /* Caller holds the stripe's lock. Takes the caller's reference to b.
- * Evicts from the tail; a block used since it last passed the tail goes
- * back to the head once (second chance). Each block is looked at most
- * twice per call, so a stripe whose blocks are all in use still ends. */
-static void cache_insert(stripe_t *s, blk_t *b) {
+ * While the cache is over budget, evicts this stripe's tail block, except
+ * that a block used since it last passed the tail goes back to the head
+ * with its flag cleared (second chance), and b itself, reaching the tail
+ * once every other block has passed, goes back to the head: on the second
+ * pass no flag is set (the stripe is locked), so the loop ends, at the
+ * latest with b alone in its stripe. */
+static void cache_insert(ixia_idx_cache_t *c, stripe_t *s, blk_t *b) {
   b->bytes = blk_bytes(b);
   b->used = FALSE;
   g_hash_table_add(s->map, b);
   g_queue_push_head_link(&s->lru, &b->link);
   s->bytes += b->bytes;
-  guint spared = 0, limit = s->lru.length;
-  while (s->bytes > s->budget && s->lru.tail && s->lru.tail->data != b) {
+  atomic_fetch_add(&c->bytes, b->bytes);
+  guint b_passes = 0;
+  while (atomic_load(&c->bytes) > c->budget && s->lru.length > 1) {
     blk_t *old = s->lru.tail->data;
-    g_queue_unlink(&s->lru, &old->link);
-    if (old->used && spared < limit) {
+    if (old == b ? b_passes++ < 2 : old->used) {
+      g_queue_unlink(&s->lru, &old->link);
       old->used = FALSE;
-      spared++;
       g_queue_push_head_link(&s->lru, &old->link);
       continue;
     }
-    g_hash_table_remove(s->map, old);
-    s->bytes -= old->bytes;
+    if (old == b) break; /* cannot happen (see above); never loop */
     s->evictions++;
-    ixia_idx_blk_unref(old);
+    cache_remove(c, s, old);
   }
-}
-
-/* Caller holds the stripe's lock. */
-static void cache_remove(stripe_t *s, blk_t *b) {
-  g_queue_unlink(&s->lru, &b->link);
-  g_hash_table_remove(s->map, b);
-  s->bytes -= b->bytes;
-  ixia_idx_blk_unref(b);
 }
 
 /* A referenced cached block, or NULL; *gen is the generation to insert a
@@ -196,7 +205,7 @@ static blk_t *cache_offer(ixia_idx_cache_t *c, blk_t *b, guint64 gen) {
   /* gen only changes with every stripe locked, so this read is stable. */
   if (gen == atomic_load(&c->gen)) {
     atomic_fetch_add(&b->ref, 1); /* the cache's */
-    cache_insert(s, b);
+    cache_insert(c, s, b);
   }
   g_mutex_unlock(&s->lock);
   return b;
@@ -345,8 +354,8 @@ void ixia_idx_publish_end(ixia_idx_publish_t *p) {
     blk_t *b = k;
     stripe_t *s = stripe_of(c, b);
     blk_t *cached = g_hash_table_lookup(s->map, b);
-    if (cached) cache_remove(s, cached);
-    if (b->bm || b->col) cache_insert(s, b); /* takes b's reference */
+    if (cached) cache_remove(c, s, cached);
+    if (b->bm || b->col) cache_insert(c, s, b); /* takes b's reference */
     else blk_free(b);
   }
   atomic_fetch_add(&c->gen, 1);

@@ -722,22 +722,56 @@ gboolean ixia_store_checkpoint(ixia_store_t *s, const char *dir, gint64 *version
 
 /* ---------- open / close ---------- */
 
-/* The memory this process may use: physical memory, or the cgroup's limit
- * when it is lower (a container sees the host's memory through sysconf).
+/* A cgroup memory limit file's value; 0 for none ("max", unreadable). */
+static guint64 cgroup_file_limit(const char *path) {
+  char *text = NULL;
+  if (!g_file_get_contents(path, &text, NULL, NULL)) return 0;
+  guint64 lim = g_ascii_strtoull(text, NULL, 10); /* "max" reads as 0 */
+  g_free(text);
+  return lim;
+}
+
+/* The lowest memory limit of this process's cgroups and their ancestors
+ * (systemd's MemoryMax, a container's or a pod's limit), v2 or v1; 0 for
+ * none. Paths come from /proc/self/cgroup, relative to the mounts. */
+static guint64 cgroup_limit(void) {
+  char *self = NULL;
+  if (!g_file_get_contents("/proc/self/cgroup", &self, NULL, NULL)) return 0;
+  guint64 best = 0;
+  gchar **lines = g_strsplit(self, "\n", -1);
+  for (gchar **l = lines; *l; l++) {
+    gchar **f = g_strsplit(*l, ":", 3); /* id, controllers, path */
+    if (g_strv_length(f) == 3 && f[2][0] == '/') {
+      gchar **ctl = g_strsplit(f[1], ",", -1);
+      gboolean v1 = g_strv_contains((const gchar *const *)ctl, "memory");
+      g_strfreev(ctl);
+      const char *base = v1 ? "/sys/fs/cgroup/memory" : f[1][0] ? NULL : "/sys/fs/cgroup";
+      const char *file = v1 ? "memory.limit_in_bytes" : "memory.max";
+      for (gchar *dir = base ? g_strdup(f[2]) : NULL; dir;) {
+        gchar *path = g_build_filename(base, dir, file, NULL);
+        guint64 lim = cgroup_file_limit(path);
+        g_free(path);
+        if (lim > 0 && (best == 0 || lim < best)) best = lim;
+        gchar *up = strcmp(dir, "/") ? g_path_get_dirname(dir) : NULL;
+        g_free(dir);
+        dir = up;
+      }
+    }
+    g_strfreev(f);
+  }
+  g_strfreev(lines);
+  g_free(self);
+  return best;
+}
+
+/* The memory this process may use: physical memory, or the lowest cgroup
+ * limit when lower (a container sees the host's memory through sysconf).
  * 0 when unknown. */
 static guint64 memory_limit(void) {
   long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
   guint64 mem = pages > 0 && psize > 0 ? (guint64)pages * (guint64)psize : 0;
-  static const char *const limits[] = {"/sys/fs/cgroup/memory.max",
-                                       "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
-  for (guint i = 0; i < G_N_ELEMENTS(limits); i++) {
-    char *text = NULL;
-    if (!g_file_get_contents(limits[i], &text, NULL, NULL)) continue;
-    guint64 lim = g_ascii_strtoull(text, NULL, 10); /* "max": 0, no limit */
-    g_free(text);
-    if (lim > 0 && (mem == 0 || lim < mem)) mem = lim;
-    break;
-  }
+  guint64 lim = cgroup_limit();
+  if (lim > 0 && (mem == 0 || lim < mem)) mem = lim;
   return mem;
 }
 

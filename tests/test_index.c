@@ -1004,6 +1004,66 @@ static void test_failed_events(void) {
   ixia_idx_destroy(idx);
 }
 
+/* The decoded-block cache stays within index.cache_mb (give or take one
+ * block per stripe) while searches keep hitting what it holds and loading
+ * what it does not: hot blocks get a second chance, never unbounded room. */
+static void test_cache_budget(void) {
+  ixia_config_set(cfg, "index.cache_mb", "1", NULL);
+  ixia_idx_t *idx = open_index("cachebudget");
+  ixia_config_set(cfg, "index.cache_mb", "512", NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+  GPtrArray *evs = g_ptr_array_new_with_free_func(tev_free);
+  g_ptr_array_add(evs, tev_new(IXIA_IDX_SCHEMA, "", 1, schema_json));
+  for (int i = 0; i < 60000; i++) {
+    char *key = g_strdup_printf("b%06d", i);
+    char *doc = g_strdup_printf("{\"cat\": \"c%d\", \"qty\": %d, \"price\": %d.5, \"ts\": %d}",
+                                i % 50, i, i % 997, 1700000000 + i);
+    g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, key, i + 2, doc));
+    g_free(key), g_free(doc);
+  }
+  CU_ASSERT_TRUE(apply_range(idx, evs, 0, evs->len, NULL));
+  g_ptr_array_free(evs, TRUE);
+  /* Four queries whose blocks together are about twice the budget, each
+   * run three times in a row, so that what it reads is hit (marked used)
+   * before the next one loads its own. */
+  const char *queries[] = {
+      "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"and\": [{\"term\": {\"cat\": \"c7\"}}, "
+      "{\"range\": {\"qty\": {\"gte\": 100}}}]}}",
+      "{\"namespace\": \"shop\", \"table\": \"p\", \"aggs\": {\"s\": {\"sum\": {\"field\": \"price\"}}}}",
+      "{\"namespace\": \"shop\", \"table\": \"p\", \"aggs\": {\"s\": {\"max\": {\"field\": \"ts\"}}}}",
+      "{\"namespace\": \"shop\", \"table\": \"p\", \"aggs\": {\"s\": {\"terms\": {\"field\": \"cat\"}}}}",
+  };
+  guint64 most = 0;
+  for (int round = 0; round < 20; round++) {
+    for (guint i = 0; i < G_N_ELEMENTS(queries); i++) {
+      for (int again = 0; again < 3; again++) {
+        const char *text = queries[i];
+        ixia_query_t *q = parse(idx, text);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+        ixia_aggs_t *a = q->n_aggs ? ixia_aggs_new(q, &lim) : NULL;
+        guint64 total = 0;
+        ixia_error_t *e = NULL;
+        CU_ASSERT_TRUE(isearch(idx, q, -1, 10, 0, &lim, NULL, &total, a, &e));
+        ixia_error_destroy(e);
+        ixia_aggs_destroy(a);
+        ixia_query_destroy(q);
+      }
+      ixia_idx_stats_t st;
+      ixia_idx_get_stats(idx, &st);
+      most = MAX(most, st.cache_bytes);
+    }
+  }
+  ixia_idx_stats_t st;
+  ixia_idx_get_stats(idx, &st);
+  CU_ASSERT_TRUE(st.cache_hits > 0);
+  CU_ASSERT_TRUE(most > 512 * 1024); /* the budget was used */
+  /* 1 MiB, plus at most one block (a column block of 1,024 slots, or a
+   * posting of 60,000 ids: under 64 KiB) per stripe. */
+  if (most > (1u << 20) + 32 * 65536u) fprintf(stderr, "\n  cache held %" G_GUINT64_FORMAT " bytes\n", most);
+  CU_ASSERT_TRUE(most <= (1u << 20) + 32 * 65536u);
+  ixia_idx_destroy(idx);
+}
+
 static void test_limits(void) {
   ixia_idx_t *idx = open_index("limits");
   CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
@@ -1360,6 +1420,7 @@ int main(void) {
   IXT_ADD(s, test_positions_persist);
   IXT_ADD(s, test_failed_events);
   IXT_ADD(s, test_limits);
+  IXT_ADD(s, test_cache_budget);
   IXT_ADD(s, test_sorted_paging_under_writes);
   IXT_ADD(s, test_sort_history_expires);
   int rc = ixt_run();
