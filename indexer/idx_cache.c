@@ -43,7 +43,6 @@ typedef struct {
   GMutex lock;
   GHashTable *map; /* blk_t* (hashed by key) -> itself */
   GQueue lru;      /* head: most recently inserted */
-  gsize bytes;     /* this stripe's blocks */
   guint64 hits, misses, evictions;
 } stripe_t;
 
@@ -134,7 +133,6 @@ static gsize blk_bytes(const blk_t *b) {
 static void cache_remove(ixia_idx_cache_t *c, stripe_t *s, blk_t *b) {
   g_queue_unlink(&s->lru, &b->link);
   g_hash_table_remove(s->map, b);
-  s->bytes -= b->bytes;
   atomic_fetch_sub(&c->bytes, b->bytes);
   ixia_idx_blk_unref(b);
 }
@@ -143,26 +141,26 @@ static void cache_remove(ixia_idx_cache_t *c, stripe_t *s, blk_t *b) {
  * While the cache is over budget, evicts this stripe's tail block, except
  * that a block used since it last passed the tail goes back to the head
  * with its flag cleared (second chance), and b itself, reaching the tail
- * once every other block has passed, goes back to the head: on the second
- * pass no flag is set (the stripe is locked), so the loop ends, at the
- * latest with b alone in its stripe. */
+ * once every other block has passed, goes back to the head once: on the
+ * next pass no flag is set (the stripe is locked), so the loop ends, at
+ * the latest with b alone in its stripe. */
 static void cache_insert(ixia_idx_cache_t *c, stripe_t *s, blk_t *b) {
   b->bytes = blk_bytes(b);
   b->used = FALSE;
   g_hash_table_add(s->map, b);
   g_queue_push_head_link(&s->lru, &b->link);
-  s->bytes += b->bytes;
   atomic_fetch_add(&c->bytes, b->bytes);
-  guint b_passes = 0;
+  gboolean b_passed = FALSE;
   while (atomic_load(&c->bytes) > c->budget && s->lru.length > 1) {
     blk_t *old = s->lru.tail->data;
-    if (old == b ? b_passes++ < 2 : old->used) {
+    if (old == b && b_passed) break; /* cannot happen (see above); never loop */
+    if (old == b || old->used) {
+      b_passed |= old == b;
       g_queue_unlink(&s->lru, &old->link);
       old->used = FALSE;
       g_queue_push_head_link(&s->lru, &old->link);
       continue;
     }
-    if (old == b) break; /* cannot happen (see above); never loop */
     s->evictions++;
     cache_remove(c, s, old);
   }
@@ -366,10 +364,10 @@ void ixia_idx_publish_end(ixia_idx_publish_t *p) {
 
 void ixia_idx_cache_stats(ixia_idx_cache_t *c, ixia_idx_cache_stats_t *out) {
   memset(out, 0, sizeof *out);
+  out->bytes = atomic_load(&c->bytes);
   for (int i = 0; i < CACHE_STRIPES; i++) {
     stripe_t *s = &c->stripes[i];
     g_mutex_lock(&s->lock);
-    out->bytes += s->bytes;
     out->entries += g_hash_table_size(s->map);
     out->hits += s->hits;
     out->misses += s->misses;
