@@ -769,7 +769,8 @@ static void test_add_index_then_backfill(void) {
 typedef struct {
   const char *addr;
   _Atomic gint stop;
-  int writes, keys;
+  _Atomic gint writes;
+  int keys;
   GMutex lock;
   GHashTable *deleted; /* keys deleted while paging */
 } writer_t;
@@ -795,7 +796,7 @@ static gpointer writer_main(gpointer ud) {
       /* An upsert keeps the rest of the document; a put of a deleted key re-creates it. */
       ixia_client_upsert(c, NS, TABLE, key, doc, -1, NULL, NULL);
     }
-    w->writes++;
+    atomic_fetch_add(&w->writes, 1);
   }
   g_rand_free(r);
   ixia_client_destroy(c);
@@ -850,13 +851,17 @@ static void test_sorted_paging_under_concurrent_writes(void) {
     after = cJSON_IsString(next) ? g_strdup(next->valuestring) : NULL;
     cJSON_Delete(resp);
     if (!after) break;
-    g_usleep(2000); /* let writes land between pages */
+    /* Let writes land between pages: wait for the writer's progress rather
+     * than a fixed time, so a slow disk (each write is synced) still puts
+     * several writes between every two pages. */
+    gint64 until = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+    while (atomic_load(&w.writes) < 3 * (pages + 1) && g_get_monotonic_time() < until) g_usleep(500);
   }
   atomic_store(&w.stop, 1);
   g_thread_join(t);
   CU_ASSERT_EQUAL(repeats, 0);
   CU_ASSERT_EQUAL(order_breaks, 0);
-  CU_ASSERT_TRUE(w.writes > 100);
+  CU_ASSERT_TRUE(atomic_load(&w.writes) > 100);
   /* Every key present when paging began and never deleted was returned. */
   int skipped = 0;
   for (int i = 0; i < keys; i++) {
@@ -867,7 +872,7 @@ static void test_sorted_paging_under_concurrent_writes(void) {
     }
   }
   CU_ASSERT_EQUAL(skipped, 0);
-  fprintf(stderr, "\n  %d pages, %u keys, %d concurrent writes\n", pages, g_hash_table_size(seen), w.writes);
+  fprintf(stderr, "\n  %d pages, %u keys, %d concurrent writes\n", pages, g_hash_table_size(seen), atomic_load(&w.writes));
   g_free(after);
   g_hash_table_destroy(seen);
   g_hash_table_destroy(w.deleted);
