@@ -3,7 +3,7 @@
  *
  * The cluster runs inside a librdkafka instance of this process; the control
  * thread accepts one command per line (broker down/up, errors to inject,
- * backlog, reset-topic) and answers "ok ..." or "error ...". The mock gives
+ * backlog and its batch budget, reset-topic) and answers "ok ..." or "error ...". The mock gives
  * no hook on its sockets, so a sweeper thread sets TCP_NODELAY on every
  * connected TCP socket the process holds: without it each produce or fetch
  * round trip waits for Nagle's algorithm and dominates measured lag. */
@@ -202,7 +202,7 @@ int ixia_devkafka_control_port(const ixia_devkafka_t *dk) { return dk->thread ? 
 
 static const char devkafka_help[] =
     "commands: ping | bootstrap | broker-down ID|all | broker-up ID|all | "
-    "produce-errors COUNT ERRNAME|CODE | rtt ID|all MS | backlog | reset-topic | help";
+    "produce-errors COUNT ERRNAME|CODE | rtt ID|all MS | backlog | max-batches N | reset-topic | help";
 
 /* Names newer Kafka uses for codes librdkafka 2.0 still calls otherwise. */
 static const struct {
@@ -337,6 +337,25 @@ static char *devkafka_cmd_backlog(ixia_devkafka_t *dk) {
   return g_string_free(s, FALSE);
 }
 
+/* Sets the record batches kept over all partitions, as devkafka.max_batches
+ * does at start: a run that needs a deep backlog for a bulk load (a busy
+ * indexer reads it tens of seconds late) can keep few batches afterwards,
+ * when every fetch walking them is what a latency measurement would time.
+ * The oldest beyond the new budget go as each partition's next batch
+ * arrives. */
+static char *devkafka_cmd_max_batches(ixia_devkafka_t *dk, char **args, int nargs) {
+  if (nargs != 1) return g_strdup("error usage: max-batches N (record batches over all partitions)");
+  if (!dk->parts_found) return g_strdup_printf("error max-batches is not available: %s", dk->parts_why);
+  guint64 n = 0;
+  if (!g_ascii_string_to_unsigned(args[0], 10, (guint64)dk->partitions, 10000000, &n, NULL))
+    return g_strdup_printf("error N must be %d..10000000 (at least one batch per partition), not '%s'",
+                           dk->partitions, args[0]);
+  dk->batches = (gsize)n / (gsize)dk->partitions;
+  ixia_devkafka_parts_set_budget(&dk->parts, dk->budget, dk->batches);
+  return g_strdup_printf("ok %" G_GSIZE_FORMAT " record batches per partition (%d partitions)",
+                         dk->batches, dk->partitions);
+}
+
 /* Empties the topic with its offsets starting at 0 again: what consumers
  * see when a topic is deleted and re-created (or an in-memory Kafka is
  * restarted) under them. Brokers are down meanwhile, so the mock thread
@@ -366,6 +385,7 @@ static char *devkafka_dispatch(ixia_devkafka_t *dk, char **argv, int argc) {
   if (strcmp(cmd, "rtt") == 0) return devkafka_cmd_rtt(dk, args, nargs);
   if (strcmp(cmd, "backlog") == 0 && nargs == 0) return devkafka_cmd_backlog(dk);
   if (strcmp(cmd, "reset-topic") == 0 && nargs == 0) return devkafka_cmd_reset_topic(dk);
+  if (strcmp(cmd, "max-batches") == 0) return devkafka_cmd_max_batches(dk, args, nargs);
   if (strcmp(cmd, "ping") == 0 || strcmp(cmd, "help") == 0 || strcmp(cmd, "bootstrap") == 0 ||
       strcmp(cmd, "backlog") == 0 || strcmp(cmd, "reset-topic") == 0)
     return g_strdup_printf("error %s takes no arguments", cmd);
@@ -589,6 +609,7 @@ static const char devkafka_summary[] =
     "  produce-errors COUNT ERRNAME|CODE       (e.g. 3 NOT_LEADER_FOR_PARTITION)\n"
     "  rtt ID|all MS\n"
     "  backlog                                 (budgets per partition, then I:FIRST-NEXT:BYTES:BATCHES)\n"
+    "  max-batches N                           (record batches kept over all partitions from now on)\n"
     "  reset-topic                             (empty the topic, offsets from 0: as if re-created)\n"
     "\n"
     "Example: ixia-devkafka --set devkafka.bootstrap_file=kafka.bootstrap \\\n"

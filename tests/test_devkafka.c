@@ -540,7 +540,8 @@ static void test_backlog_budget(void) {
 /* devkafka.max_batches bounds the record batches kept (the mock walks them
  * all to find each fetch's position): events sent one at a time, each its
  * own batch, leave at most the cap, the newest, and "backlog" counts them;
- * a consumer reads what is left from the first kept offset on. */
+ * a consumer reads what is left from the first kept offset on; the
+ * "max-batches" command changes the cap of a running daemon. */
 static void test_backlog_batches(void) {
   ixt_devkafka_t k = {0};
   char *dir = ixt_tmpdir();
@@ -575,6 +576,34 @@ static void test_backlog_batches(void) {
     oldest = MIN(oldest, ((IxiaChangeEvent *)g_ptr_array_index(events, i))->version);
   CU_ASSERT_EQUAL(oldest, 40 - 16 + 1);
   g_ptr_array_unref(events);
+  /* "max-batches" lowers the cap at run time: the next batch leaves the
+   * newest 4; a cap below one batch per partition, or not a number, is
+   * refused and changes nothing. */
+  CU_ASSERT_FALSE(ixt_devkafka_control(&k, "max-batches 0", &reply));
+  CU_ASSERT_PTR_NOT_NULL(reply && strstr(reply, "error N must be 1..10000000"));
+  g_free(reply);
+  CU_ASSERT_FALSE(ixt_devkafka_control(&k, "max-batches four", &reply));
+  CU_ASSERT_PTR_NOT_NULL(reply && g_str_has_prefix(reply, "error"));
+  g_free(reply);
+  CU_ASSERT_TRUE(ixt_devkafka_control(&k, "max-batches 4", &reply));
+  CU_ASSERT_STRING_EQUAL(reply ? reply : "", "ok 4 record batches per partition (1 partitions)");
+  g_free(reply);
+  p = ixt_producer_new(k.bootstrap, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  IxiaChangeEvent *ev = make_event("batches", "b40", 41, "{\"n\":1}");
+  CU_ASSERT(ixt_producer_send_event(p, TOPIC, ev, "b40", 3));
+  g_object_unref(ev);
+  CU_ASSERT_EQUAL(ixt_producer_wait(p, 30000), 0);
+  ixt_producer_destroy(p);
+  CU_ASSERT_TRUE(ixt_devkafka_control(&k, "backlog", &reply));
+  at = reply ? strstr(reply, "batches ") : NULL;
+  cap = first = next = bytes = batches = -1;
+  if (at) sscanf(at, "batches %lld: 0:%lld-%lld:%lld:%lld", &cap, &first, &next, &bytes, &batches);
+  CU_ASSERT_EQUAL(cap, 4);
+  CU_ASSERT_EQUAL(next, 41);
+  CU_ASSERT_EQUAL(batches, 4);
+  CU_ASSERT_EQUAL(first, 41 - 4);
+  g_free(reply);
   CU_ASSERT_TRUE(ixt_devkafka_stop(&k));
   g_free(dir);
 }
