@@ -414,9 +414,16 @@ cJSON *ixia_idx_plan_explain(const pnode_t *p);
  * candidate block. */
 typedef struct {
   roaring_bitmap_t *lead; /* owned; candidates (a subset of live) */
+  /* Or, instead of lead: the candidates are the live documents of the
+   * union of these postings (blk_t*, owned references), read a chunk at a
+   * time by the walk, which can stop once the page is full. */
+  GPtrArray *postings;
   GPtrArray *checks;      /* pnode_t* checked per candidate block */
 } ixia_idx_exec_t;
-gboolean ixia_idx_plan_lead(ixia_idx_search_t *s, pnode_t *root, ixia_idx_exec_t *out);
+/* page_only: the search wants a page, with no sort and no aggregation, so
+ * a union of postings need not be materialized (ex.postings). */
+gboolean ixia_idx_plan_lead(ixia_idx_search_t *s, pnode_t *root, gboolean page_only,
+                            ixia_idx_exec_t *out);
 /* Narrows mask (BLOCK_WORDS words of block `block`) to the documents that
  * pass node p. */
 gboolean ixia_idx_check_block(ixia_idx_search_t *s, pnode_t *p, guint32 block, guint64 *mask);

@@ -14,6 +14,11 @@
  * check the total is the candidates' cardinality, exact at no cost, and
  * the walk starts at the cursor.
  *
+ * A page (no sort, no aggregation) of a union of postings (an "in" or a
+ * prefix over many values) is not materialized: the walk ORs each chunk of
+ * 65,536 ids from the postings when it reaches it (unionit_t), so a page
+ * that fills early reads a few chunks.
+ *
  * Hits are resolved to key and version with one multi-get of their id
  * records. */
 #include <string.h>
@@ -192,6 +197,136 @@ static gboolean blkit_next(blkit_t *it, guint32 *block, guint64 *mask) {
   return FALSE;
 }
 
+static guint64 popcount_mask(const guint64 *m) {
+  guint64 n = 0;
+  for (guint w = 0; w < BLOCK_WORDS; w++) n += (guint64)__builtin_popcountll(m[w]);
+  return n;
+}
+
+/* The live documents of a union of postings, block by block, built one
+ * chunk (65,536 ids, one roaring container per posting) at a time: each
+ * posting's container of the chunk is ORed into a 1,024-word bitset, and
+ * each block handed out is ANDed with the live set. A page that fills in
+ * the first chunks never reads the rest. */
+typedef struct {
+  const GPtrArray *postings; /* blk_t* */
+  const roaring_bitmap_t *live;
+  gint32 *ci;      /* per posting: its next container */
+  const void **cs; /* per posting: its container of the chunk being built */
+  guint8 *ts;      /* and that container's type */
+  gint32 live_ci;  /* live's container of the chunk, -1: none */
+  guint32 key;     /* the chunk in words */
+  gboolean have;
+  guint32 next;    /* lowest block still to return */
+  guint64 seen;    /* candidates handed out */
+  guint64 words[1024];
+} unionit_t;
+
+/* Containers whose values are prefetched ahead of the one being ORed. */
+#define PREFETCH_AHEAD 8
+
+/* ORs container c into a chunk's bitset. */
+static void chunk_or(const void *c, guint8 type, guint64 *words) {
+  if (type == RB_BITSET) {
+    const guint64 *w = ((const rb_bitset_t *)c)->words;
+    for (guint i = 0; i < 1024; i++) words[i] |= w[i];
+  } else if (type == RB_ARRAY) {
+    const rb_array_t *a = c;
+    for (gint32 i = 0; i < a->cardinality; i++)
+      words[a->values[i] >> 6] |= G_GUINT64_CONSTANT(1) << (a->values[i] & 63);
+  } else if (type == RB_RUN) {
+    const rb_run_t *r = c;
+    for (gint32 i = 0; i < r->n_runs; i++)
+      set_range(words, r->runs[i].value, (guint32)r->runs[i].value + r->runs[i].length + 1);
+  }
+}
+
+/* Builds the first chunk at or after block it->next holding a posting's
+ * container; FALSE when none is left. */
+static gboolean unionit_chunk(unionit_t *it) {
+  guint32 from = it->next >> 6; /* chunks below it are done */
+  guint32 key = G_MAXUINT32;
+  for (guint i = 0; i < it->postings->len; i++) {
+    const roaring_array_t *ra = &((const blk_t *)it->postings->pdata[i])->bm->high_low_container;
+    while (it->ci[i] < ra->size && ra->keys[it->ci[i]] < from) it->ci[i]++;
+    if (it->ci[i] < ra->size) key = MIN(key, ra->keys[it->ci[i]]);
+  }
+  if (key == G_MAXUINT32) return FALSE;
+  memset(it->words, 0, sizeof it->words);
+  /* The containers first, each prefetched, then their values, prefetched
+   * a few ahead of the OR: a posting's container and values are each a
+   * cache miss, and a hundred of them one after another were half of
+   * this walk's time. */
+  guint n = 0;
+  for (guint i = 0; i < it->postings->len; i++) {
+    const roaring_bitmap_t *bm = ((const blk_t *)it->postings->pdata[i])->bm;
+    if (it->ci[i] >= bm->high_low_container.size || bm->high_low_container.keys[it->ci[i]] != key)
+      continue;
+    it->cs[n] = container_at(bm, it->ci[i]++, &it->ts[n]);
+    __builtin_prefetch(it->cs[n]);
+    n++;
+  }
+  for (guint j = 0; j < n; j++) {
+    if (j + PREFETCH_AHEAD < n && it->ts[j + PREFETCH_AHEAD] == RB_ARRAY)
+      __builtin_prefetch(((const rb_array_t *)it->cs[j + PREFETCH_AHEAD])->values);
+    chunk_or(it->cs[j], it->ts[j], it->words);
+  }
+  const roaring_array_t *lra = &it->live->high_low_container;
+  gint32 lo = 0, hi = lra->size;
+  while (lo < hi) {
+    gint32 mid = (lo + hi) / 2;
+    if (lra->keys[mid] < key) lo = mid + 1;
+    else hi = mid;
+  }
+  it->live_ci = lo < lra->size && lra->keys[lo] == key ? lo : -1;
+  it->key = key;
+  it->have = TRUE;
+  if (it->next < key << 6) it->next = key << 6;
+  return TRUE;
+}
+
+static gboolean unionit_next(unionit_t *it, guint32 *block, guint64 *mask) {
+  for (;;) {
+    if (!it->have || it->next >= (it->key + 1) << 6) {
+      it->have = FALSE;
+      if (!unionit_chunk(it)) return FALSE;
+    }
+    if (it->live_ci < 0) { /* no live document in the chunk */
+      it->next = (it->key + 1) << 6;
+      continue;
+    }
+    guint8 type;
+    const void *lc = container_at(it->live, it->live_ci, &type);
+    for (guint32 sb = it->next & 63; sb < 64; sb++) {
+      const guint64 *w = it->words + sb * BLOCK_WORDS;
+      guint64 any = 0;
+      for (guint i = 0; i < BLOCK_WORDS; i++) any |= w[i];
+      if (!any) continue;
+      guint64 live[BLOCK_WORDS];
+      container_block(lc, type, sb, live);
+      any = 0;
+      for (guint i = 0; i < BLOCK_WORDS; i++) any |= mask[i] = w[i] & live[i];
+      if (!any) continue;
+      *block = it->key << 6 | sb;
+      it->next = *block + 1;
+      it->seen += popcount_mask(mask);
+      return TRUE;
+    }
+    it->next = (it->key + 1) << 6;
+  }
+}
+
+/* The candidates' next block: from the union when there is one, else
+ * from the lead (or live) set. */
+static gboolean cands_next(blkit_t *b, unionit_t *u, guint32 *block, guint64 *mask) {
+  return u ? unionit_next(u, block, mask) : blkit_next(b, block, mask);
+}
+
+static void cands_skip_to(blkit_t *b, unionit_t *u, guint32 block) {
+  if (u) u->next = MAX(u->next, block);
+  else b->next = MAX(b->next, block);
+}
+
 /* -------------------------------------------------------------- hits */
 
 /* Resolves ids to keys and versions with one batched multi-get (values
@@ -248,12 +383,6 @@ void ixia_idx_hits_clear(GArray *hits) {
 
 /* ------------------------------------------------------------ search */
 
-static guint64 popcount_mask(const guint64 *m) {
-  guint64 n = 0;
-  for (guint w = 0; w < BLOCK_WORDS; w++) n += (guint64)__builtin_popcountll(m[w]);
-  return n;
-}
-
 gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_search_opts_t *o,
                          const ixia_query_limits_t *lim, GArray *hits, ixia_aggs_t *aggs,
                          ixia_idx_result_t *res, ixia_error_t **err) {
@@ -275,7 +404,8 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
 
   pnode_t *plan = ixia_idx_deadline(&s) ? ixia_idx_plan(&s, q->filter) : NULL;
   ixia_idx_exec_t ex = {0};
-  gboolean ok = plan && ixia_idx_plan_lead(&s, plan, &ex);
+  gboolean page_only = hits && o->limit > 0 && !aggs && !q->n_sort;
+  gboolean ok = plan && ixia_idx_plan_lead(&s, plan, page_only, &ex);
   ixia_idx_agg_t *agg = NULL;
   if (ok && aggs) ok = (agg = ixia_idx_agg_new(&s, aggs)) != NULL;
   const roaring_bitmap_t *set = ex.lead ? ex.lead : s.live->bm;
@@ -291,16 +421,29 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   GArray *ids = g_array_new(FALSE, FALSE, sizeof(guint32));
   guint64 total = 0, blocks = 0, candidates = set ? roaring_bitmap_get_cardinality(set) : 0;
   gboolean exact = TRUE, counted = FALSE;
-  /* Nothing to check: the candidates are the answer. */
-  if (ok && ex.checks && ex.checks->len == 0) {
-    total = candidates;
+  unionit_t *uit = NULL;
+  if (ok && ex.postings) {
+    uit = g_new0(unionit_t, 1);
+    uit->postings = ex.postings;
+    uit->live = s.live->bm;
+    uit->ci = g_new0(gint32, MAX(ex.postings->len, 1));
+    uit->cs = g_new0(const void *, MAX(ex.postings->len, 1));
+    uit->ts = g_new0(guint8, MAX(ex.postings->len, 1));
+    candidates = 0; /* counted as the walk reads them */
+  }
+  /* Nothing to check: the candidates are the answer, counted at once
+   * (one posting's live documents too; a union's only as it is read). */
+  if (ok && ex.checks && ex.checks->len == 0 && (!uit || ex.postings->len == 1)) {
+    total = uit ? roaring_bitmap_and_cardinality(((blk_t *)ex.postings->pdata[0])->bm, s.live->bm)
+                : candidates;
     counted = TRUE;
   }
   blkit_t it = {set, 0, 0};
-  if (ok && counted && !agg && after >= 0) it.next = (guint32)MIN(after + 1, (gint64)G_MAXUINT32) >> BLOCK_BITS;
+  if (ok && counted && !agg && after >= 0)
+    cands_skip_to(&it, uit, (guint32)MIN(after + 1, (gint64)G_MAXUINT32) >> BLOCK_BITS);
   guint32 block;
   guint64 mask[BLOCK_WORDS];
-  while (ok && set && blkit_next(&it, &block, mask)) {
+  while (ok && set && cands_next(&it, uit, &block, mask)) {
     if (++blocks % 64 == 0 && !ixia_idx_deadline(&s)) {
       ok = FALSE;
       break;
@@ -320,15 +463,20 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
       /* Page full and total good enough: stop, unless that was the end. */
       guint32 b2;
       guint64 m2[BLOCK_WORDS];
-      if (!counted && blkit_next(&it, &b2, m2)) exact = FALSE;
+      if (!counted && cands_next(&it, uit, &b2, m2)) exact = FALSE;
       break;
     }
     /* Past the total to track: skip the blocks before the cursor. */
+    guint32 cursor_block = (guint32)((after + 1) >> BLOCK_BITS);
     if (!agg && !counted && total >= q->track_total_hits && after >= 0 && ids->len == 0 &&
-        it.next < (guint32)((after + 1) >> BLOCK_BITS)) {
-      it.next = (guint32)((after + 1) >> BLOCK_BITS);
+        (uit ? uit->next : it.next) < cursor_block) {
+      cands_skip_to(&it, uit, cursor_block);
       exact = FALSE;
     }
+  }
+  if (uit) {
+    candidates = counted ? total : uit->seen;
+    ixia_idx_pnode_note(plan, candidates);
   }
   if (ok && agg) ok = ixia_idx_agg_finish(agg);
   gboolean points_used = FALSE;
@@ -350,7 +498,9 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
     if (o->explain) {
       cJSON *e = cJSON_CreateObject();
       cJSON_AddNumberToObject(e, "live", (double)s.n_live);
-      cJSON_AddStringToObject(e, "driver", ex.lead ? "candidates from the index" : "live documents");
+      cJSON_AddStringToObject(e, "driver", ex.lead       ? "candidates from the index"
+                                           : ex.postings ? "union of postings, a chunk at a time"
+                                                         : "live documents");
       cJSON_AddNumberToObject(e, "candidates", (double)candidates);
       cJSON_AddNumberToObject(e, "checks", ex.checks ? ex.checks->len : 0);
       cJSON_AddNumberToObject(e, "blocks", (double)blocks);
@@ -368,6 +518,13 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   ixia_idx_sort_free(sorter);
   g_array_free(ids, TRUE);
   if (ex.lead) roaring_bitmap_free(ex.lead);
+  if (ex.postings) g_ptr_array_free(ex.postings, TRUE);
+  if (uit) {
+    g_free(uit->ci);
+    g_free(uit->cs);
+    g_free(uit->ts);
+  }
+  g_free(uit);
   if (ex.checks) g_ptr_array_free(ex.checks, TRUE);
   ixia_idx_plan_free(plan);
   ixia_idx_blk_unref(s.live);

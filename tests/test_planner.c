@@ -309,7 +309,8 @@ static void test_shapes(void) {
   CU_ASSERT_TRUE(led_by(ex, "price"));
   cJSON_Delete(ex);
 
-  /* in of 100 values: one union of postings. */
+  /* in of 100 values: one union of postings, read a chunk at a time for
+   * a page. */
   s.brand = 700;
   GString *in = g_string_new("{\"in\": {\"brand\": [");
   for (int i = 0; i < 100; i++) g_string_append_printf(in, "%s\"b%04d\"", i ? "," : "", 700 + i);
@@ -317,7 +318,7 @@ static void test_shapes(void) {
   lim.max_clauses = 1000;
   ex = check(in->str, p_brand_in, &s);
   CU_ASSERT_TRUE(led_by(ex, "brand"));
-  CU_ASSERT_STRING_EQUAL(how_of(ex, "brand"), "postings");
+  CU_ASSERT_STRING_EQUAL(how_of(ex, "brand"), "postings, a chunk at a time");
   g_string_free(in, TRUE);
   cJSON_Delete(ex);
 
@@ -329,7 +330,7 @@ static void test_shapes(void) {
   /* prefix over 100 values: the dictionary walked, postings read. */
   s.brand = 12;
   ex = check("{\"prefix\": {\"brand\": \"b12\"}}", p_brand_prefix, &s);
-  CU_ASSERT_STRING_EQUAL(how_of(ex, "brand"), "postings");
+  CU_ASSERT_STRING_EQUAL(how_of(ex, "brand"), "postings, a chunk at a time");
   cJSON_Delete(ex);
 
   /* exists over ~20%: walked and checked on the column. */
@@ -376,6 +377,31 @@ static void test_early_stop(void) {
   CU_ASSERT_FALSE(res.total_exact);
   ixia_idx_hits_clear(hits);
   ixia_query_destroy(q);
+  /* A union of postings (in of 100 brands, ~1% of the documents) is read a
+   * chunk at a time: a page of 10 stops once it has counted
+   * track_total_hits, and holds documents of those brands. */
+  shape_arg_t sa = {.brand = 700};
+  GString *in = g_string_new("{\"in\": {\"brand\": [");
+  for (int i = 0; i < 100; i++) g_string_append_printf(in, "%s\"b%04d\"", i ? "," : "", 700 + i);
+  g_string_append(in, "]}}");
+  GArray *want_in = brute(p_brand_in, &sa);
+  q = parse(in->str, ", \"track_total_hits\": 500");
+  o = (ixia_idx_search_opts_t){.after_id = -1, .limit = 10, .explain = TRUE};
+  CU_ASSERT_TRUE(ixia_idx_search(idx, q, &o, &lim, hits, NULL, &res, NULL));
+  CU_ASSERT_EQUAL(hits->len, 10);
+  CU_ASSERT_TRUE(want_in->len > 1000);
+  CU_ASSERT_FALSE(res.total_exact);
+  CU_ASSERT_TRUE(res.total >= 500 && res.total < want_in->len);
+  CU_ASSERT_STRING_EQUAL(driver(res.explain), "union of postings, a chunk at a time");
+  for (guint i = 0; i < hits->len; i++) {
+    guint32 doc = (guint32)atoi(g_array_index(hits, ixia_idx_hit_t, i).key + 1);
+    CU_ASSERT_TRUE(p_brand_in(&model[doc], &sa));
+  }
+  cJSON_Delete(res.explain);
+  ixia_idx_hits_clear(hits);
+  ixia_query_destroy(q);
+  g_array_free(want_in, TRUE);
+  g_string_free(in, TRUE);
   /* A term needs no counting: its total is exact at once. */
   q = parse("{\"term\": {\"country\": \"GB\"}}", ", \"track_total_hits\": 10");
   o = (ixia_idx_search_opts_t){.after_id = -1, .limit = 10};
