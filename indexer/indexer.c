@@ -1194,14 +1194,17 @@ gboolean ixia_indexer_learn_schema(ixia_indexer_t *ix, const char *ns, const cha
   return ok;
 }
 
-void ixia_indexer_settle_expired(ixia_indexer_t *ix, gint64 deadline_us) {
+gboolean ixia_indexer_expiry_due(ixia_indexer_t *ix) {
   gint64 next = ixia_expiry_next(ix->expiry);
-  if ((!next || next > ixia_expiry_now()) && !atomic_load(&ix->reaping)) return;
+  return (next && next <= ixia_expiry_now()) || atomic_load(&ix->reaping);
+}
+
+void ixia_indexer_settle_expired(ixia_indexer_t *ix, gint64 deadline_us) {
+  if (!ixia_indexer_expiry_due(ix)) return;
   rd_kafka_queue_yield(ix->consumer_q); /* wakes an idle poll of the apply thread */
   g_mutex_lock(&ix->pos_lock);
   for (;;) {
-    next = ixia_expiry_next(ix->expiry);
-    gboolean due = (next && next <= ixia_expiry_now()) || atomic_load(&ix->reaping);
+    gboolean due = ixia_indexer_expiry_due(ix);
     gint64 now = g_get_monotonic_time();
     if (!due || now >= deadline_us || atomic_load(&ix->stop)) break;
     g_cond_wait_until(&ix->pos_cond, &ix->pos_lock, MIN(deadline_us, now + 50 * G_TIME_SPAN_MILLISECOND));

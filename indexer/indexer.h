@@ -114,6 +114,9 @@ gboolean ixia_indexer_learn_schema(ixia_indexer_t *ix, const char *ns, const cha
  * them, so totals and aggregations never count an expired document. Cheap
  * when nothing is due. */
 void ixia_indexer_settle_expired(ixia_indexer_t *ix, gint64 deadline_us);
+/* Whether settling would wait now (documents due to expire, or a reap in
+ * progress): a search on an I/O thread then moves to a worker. */
+gboolean ixia_indexer_expiry_due(ixia_indexer_t *ix);
 
 /* Asks Kafka for the current high watermark of every owned partition and
  * waits until the apply thread has applied up to them. Fails with
@@ -168,5 +171,9 @@ ixia_indexer_monitor_t *ixia_indexer_monitor_of(ixia_indexer_t *ix);
  * processor). Query limits come from cfg's query.* options. g_object_unref
  * the result. */
 ThriftProcessor *ixia_search_processor_new(ixia_indexer_t *ix, const ixia_config_t *cfg);
+/* The Search calls the server's I/O threads answer themselves
+ * (ixia_server_set_inline): "search", which moves to a worker itself when
+ * the query may take long (see search.c). */
+gboolean ixia_search_inline_call(const char *method, guint32 len);
 
 #endif

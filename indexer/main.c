@@ -43,6 +43,7 @@ int main(int argc, char **argv) {
     gint64 threads = ixia_config_int(cfg, "indexer.search_threads");
     if (threads == 0) threads = MAX(4, 2 * (gint64)g_get_num_processors());
     ixia_server_set_workers(srv, (int)threads);
+    ixia_server_set_inline(srv, ixia_search_inline_call);
     gate = ixia_thrift_gate_new(auth, methods);
     ixia_thrift_gate_install(gate, srv);
   }

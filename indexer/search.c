@@ -1,6 +1,8 @@
 /* The Search service of one shard: Thrift glue over the index and the
  * indexer. Every call may run on several server workers at once: searches
- * read index snapshots, and writes (reindex) go through the apply thread. */
+ * read index snapshots, and writes (reindex) go through the apply thread.
+ * Short searches are answered on the server's I/O threads (stays_inline);
+ * the rest move to the workers. */
 #include <string.h>
 
 #include "antientropy.h"
@@ -10,11 +12,14 @@
 #include "ixia_search.h"
 #include "json.h"
 #include "log.h"
+#include "server.h"
 #include "testhook.h"
 #include "thrift_util.h"
 
 /* Bounds of docs()'s limit. */
 #define DOCS_MAX 10000
+/* The largest page a search answers on an I/O thread (see run_search). */
+#define INLINE_MAX_LIMIT 100
 
 typedef struct {
   IxiaSearchHandler parent;
@@ -187,10 +192,36 @@ static void append_hits(GString *out, const ixia_query_t *q, const GArray *hits)
   g_string_append_c(out, ']');
 }
 
-static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **err) {
+gboolean ixia_search_inline_call(const char *method, guint32 len) {
+  return len == 6 && memcmp(method, "search", 6) == 0;
+}
+
+/* Whether a search may run on the I/O thread that read it. A page of at
+ * most INLINE_MAX_LIMIT hits, with no sort, no aggregation and no total
+ * beyond query.track_total_hits, stops early and costs tens to hundreds of
+ * microseconds: answering it where it was read saves handing it to a
+ * worker and back (two thread wake-ups, the shard's main fixed cost per
+ * query). Anything that may wait (a sync search catching up, expiries due,
+ * a schema to learn from the API) or read much (sorted pages and
+ * aggregations read every match) goes to a worker, which runs the call
+ * again from the start. */
+static gboolean stays_inline(IxiaShardHandler *h, const ixia_query_t *q, guint limit) {
+  return !q->n_aggs && !q->n_sort && limit <= INLINE_MAX_LIMIT &&
+         q->track_total_hits <= h->lim.track_total_hits && !ixia_indexer_expiry_due(h->ix);
+}
+
+static char *run_search(IxiaShardHandler *h, const char *json, gboolean *deferred,
+                        ixia_error_t **err) {
   search_req_t r = {0};
+  gboolean on_io = ixia_server_on_io_thread();
   cJSON *req = parse_request(h, json, &r, err);
   if (!req) return NULL;
+  if (on_io && (r.sync || ixia_test_hook("SEARCH_DELAY_MS", 0) > 0)) {
+    cJSON_Delete(req);
+    ixia_server_defer();
+    *deferred = TRUE;
+    return NULL;
+  }
   ixia_idx_t *idx = ixia_indexer_index(h->ix);
   gint64 ms = r.deadline_ms ? r.deadline_ms : (gint64)h->lim.deadline_ms;
   /* Catch up before parsing: the query may name a field whose index a
@@ -211,6 +242,16 @@ static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **er
    * not: its schema event was lost. Learn it from the API (which also
    * starts a repair); while a repair runs that may take a moment, so wait
    * for it (bounded by the deadline) rather than answer NOT_FOUND. */
+  if (!q && perr->code == IXIA_ENOTFOUND && on_io) {
+    ixia_error_destroy(perr);
+    g_free(qtext);
+    g_free(q_ns);
+    g_free(q_table);
+    cJSON_Delete(req);
+    ixia_server_defer();
+    *deferred = TRUE;
+    return NULL;
+  }
   if (!q && perr->code == IXIA_ENOTFOUND && q_ns && q_table) {
     if (ixia_indexer_learn_schema(h->ix, q_ns, q_table)) {
       ixia_error_destroy(perr), perr = NULL;
@@ -233,9 +274,17 @@ static char *run_search(IxiaShardHandler *h, const char *json, ixia_error_t **er
   }
   if (!r.deadline_ms && q->timeout_ms > 0) ms = MIN((gint64)q->timeout_ms, ms);
   gint64 deadline_us = r.start_us + ms * G_TIME_SPAN_MILLISECOND;
-  /* Documents past their expiry leave the index before anything counts. */
-  ixia_indexer_settle_expired(h->ix, deadline_us);
   guint limit = r.limit >= 0 ? (guint)r.limit : q->limit;
+  if (on_io && !stays_inline(h, q, limit)) {
+    cJSON_Delete(req);
+    ixia_query_destroy(q);
+    ixia_server_defer();
+    *deferred = TRUE;
+    return NULL;
+  }
+  /* Documents past their expiry leave the index before anything counts
+   * (on an I/O thread nothing is due: stays_inline). */
+  ixia_indexer_settle_expired(h->ix, deadline_us);
   char *out = NULL;
   ixia_aggs_t *aggs = q->n_aggs ? ixia_aggs_new(q, &h->lim) : NULL;
   GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
@@ -296,7 +345,12 @@ static gboolean h_search(IxiaSearchIf *iface, gchar **ret, const gchar *request_
   (void)error;
   IXIA_THRIFT_REQUIRE(xe, "search", "request_json", request_json);
   ixia_error_t *err = NULL;
-  char *out = run_search(handler_of(iface), request_json, &err);
+  gboolean deferred = FALSE;
+  char *out = run_search(handler_of(iface), request_json, &deferred, &err);
+  if (deferred) {
+    *ret = g_strdup(""); /* dropped: the call runs again on a worker */
+    return TRUE;
+  }
   if (!out) return ixia_error_to_thrift(xe, err);
   *ret = out;
   return TRUE;
