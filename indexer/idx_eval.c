@@ -215,7 +215,7 @@ typedef struct {
   const void **cs; /* per posting: its container of the chunk being built */
   guint8 *ts;      /* and that container's type */
   gint32 live_ci;  /* live's container of the chunk, -1: none */
-  guint32 key;     /* the chunk in words */
+  guint32 key;     /* the chunk: the high 16 bits of its ids */
   gboolean have;
   guint32 next;    /* lowest block still to return */
   guint64 seen;    /* candidates handed out */
