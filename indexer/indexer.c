@@ -24,6 +24,7 @@
 #include "json.h"
 #include "kafka_util.h"
 #include "log.h"
+#include "server.h"
 #include "monitor.h"
 #include "record.h"
 #include "thrift_util.h"
@@ -94,6 +95,7 @@ struct ixia_indexer {
   rd_kafka_topic_t *rkt;        /* for the partitioner */
   char *group;                  /* indexer.consumer_group */
   ixia_indexer_monitor_t *monitor; /* metrics, group commits (monitor.h) */
+  const ixia_server_t *server;     /* its Search server, for status; may be NULL */
   GThread *thread;
   _Atomic gint stop;
   gboolean stopped;
@@ -1396,6 +1398,9 @@ char *ixia_indexer_status(ixia_indexer_t *ix) {
   COUNTER(schemas_fetched);
 #undef COUNTER
   ixia_invalidator_status(ix->invalidator, o);
+  /* Connections and requests of the Search server, among them the searches
+   * answered on its I/O threads and those moved to its workers. */
+  if (ix->server) ixia_server_add_stats(ix->server, cJSON_AddObjectToObject(o, "server"));
   cJSON_AddNumberToObject(o, "expiry_scheduled", (double)ixia_expiry_size(ix->expiry));
   ixia_heal_status(ix->heal, o);
   cJSON_AddNumberToObject(o, "apply_ms", (double)atomic_load_explicit(&ix->apply_us, memory_order_relaxed) / 1000.0);
@@ -1405,3 +1410,5 @@ char *ixia_indexer_status(ixia_indexer_t *ix) {
 }
 
 ixia_indexer_monitor_t *ixia_indexer_monitor_of(ixia_indexer_t *ix) { return ix->monitor; }
+
+void ixia_indexer_set_server(ixia_indexer_t *ix, const ixia_server_t *srv) { ix->server = srv; }

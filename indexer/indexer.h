@@ -167,6 +167,11 @@ char *ixia_indexer_status(ixia_indexer_t *ix);
 typedef struct ixia_indexer_monitor ixia_indexer_monitor_t;
 ixia_indexer_monitor_t *ixia_indexer_monitor_of(ixia_indexer_t *ix);
 
+/* The Search server over ix, whose counters the status shows under
+ * "server" (borrowed; set before serving, it must outlive ix's use). */
+typedef struct ixia_server ixia_server_t;
+void ixia_indexer_set_server(ixia_indexer_t *ix, const ixia_server_t *srv);
+
 /* The Search Thrift processor over ix (borrowed; it must outlive the
  * processor). Query limits come from cfg's query.* options. g_object_unref
  * the result. */

@@ -44,6 +44,7 @@ int main(int argc, char **argv) {
     if (threads == 0) threads = MAX(4, 2 * (gint64)g_get_num_processors());
     ixia_server_set_workers(srv, (int)threads);
     ixia_server_set_inline(srv, ixia_search_inline_call);
+    ixia_indexer_set_server(ix, srv);
     gate = ixia_thrift_gate_new(auth, methods);
     ixia_thrift_gate_install(gate, srv);
   }
@@ -64,6 +65,7 @@ out:
   /* The server first: a worker may wait for a reindex on the apply thread.
    * Then the indexer finishes its current batch before the index closes. */
   ixia_indexer_http_destroy(http);
+  if (ix) ixia_indexer_set_server(ix, NULL);
   if (srv) ixia_server_stop(srv);
   ixia_server_destroy(srv);
   ixia_thrift_gate_destroy(gate);
