@@ -72,6 +72,18 @@ fmt() {
     print s out }'
 }
 mib() { awk -v b="$1" 'BEGIN { if (b == "") print "n/a"; else printf "%.0f MiB", b / 1048576 }'; }
+# One command to ixia-devkafka's control port; its reply to stderr.
+devkafka() {
+  local reply=""
+  if ! exec 3<>"/dev/tcp/127.0.0.1/${IXIA_KAFKA_CONTROL##*:}"; then
+    say "ixia-devkafka $1: no control port ($IXIA_KAFKA_CONTROL)"
+    return 0
+  fi
+  echo "$1" >&3
+  read -r -t 10 reply <&3 || true
+  exec 3>&-
+  say "ixia-devkafka $1: ${reply:-no reply}"
+}
 
 say "starting a local stack in $dir"
 "$bin/ixia-local" up --dir "$dir" --set devkafka.partitions="$PARTITIONS" --set devkafka.max_batches="$BATCHES" >/dev/null
@@ -129,18 +141,6 @@ put_rate=$(get put ops_per_s)
 fresh_rate=$(half "${put_rate:-2}")
 say "freshness and put-to-Kafka lag at half the maximum put load ($fresh_rate puts/s)"
 settle
-# One command to ixia-devkafka's control port; its reply to stderr.
-devkafka() {
-  local reply=""
-  if ! exec 3<>"/dev/tcp/127.0.0.1/${IXIA_KAFKA_CONTROL##*:}"; then
-    say "ixia-devkafka $1: no control port ($IXIA_KAFKA_CONTROL)"
-    return 0
-  fi
-  echo "$1" >&3
-  read -r -t 10 reply <&3 || true
-  exec 3>&-
-  say "ixia-devkafka $1: ${reply:-no reply}"
-}
 devkafka "max-batches $FRESH_BATCHES"
 bench --duration "$DUR" --conns "$CONNS" --rate "$fresh_rate" freshness
 settle
