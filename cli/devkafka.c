@@ -3,10 +3,11 @@
  *
  * The cluster runs inside a librdkafka instance of this process; the control
  * thread accepts one command per line (broker down/up, errors to inject,
- * backlog and its batch budget, reset-topic) and answers "ok ..." or "error ...". The mock gives
- * no hook on its sockets, so a sweeper thread sets TCP_NODELAY on every
- * connected TCP socket the process holds: without it each produce or fetch
- * round trip waits for Nagle's algorithm and dominates measured lag. */
+ * backlog and its batch budget, reset-topic) and answers "ok ..." or
+ * "error ...". The mock gives no hook on its sockets, so a sweeper thread
+ * sets TCP_NODELAY on every connected TCP socket the process holds: without
+ * it each produce or fetch round trip waits for Nagle's algorithm and
+ * dominates measured lag. */
 #include "devkafka.h"
 
 #include <stdatomic.h>

@@ -24,9 +24,9 @@
 #include "json.h"
 #include "kafka_util.h"
 #include "log.h"
-#include "server.h"
 #include "monitor.h"
 #include "record.h"
+#include "server.h"
 #include "thrift_util.h"
 
 /* An idle poll returns after this long so queued reindex calls are served. */

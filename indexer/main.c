@@ -65,8 +65,8 @@ out:
   /* The server first: a worker may wait for a reindex on the apply thread.
    * Then the indexer finishes its current batch before the index closes. */
   ixia_indexer_http_destroy(http);
-  if (ix) ixia_indexer_set_server(ix, NULL);
   if (srv) ixia_server_stop(srv);
+  if (ix) ixia_indexer_set_server(ix, NULL); /* no call runs now */
   ixia_server_destroy(srv);
   ixia_thrift_gate_destroy(gate);
   if (proc) g_object_unref(proc);
