@@ -419,7 +419,9 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   guint limit = hits && !sorter ? o->limit : 0;
   gint64 after = MAX(o->after_id, -1);
   GArray *ids = g_array_new(FALSE, FALSE, sizeof(guint32));
-  guint64 total = 0, blocks = 0, candidates = set ? roaring_bitmap_get_cardinality(set) : 0;
+  /* A union's candidates are counted as the walk reads them. */
+  guint64 total = 0, blocks = 0,
+          candidates = ex.postings || !set ? 0 : roaring_bitmap_get_cardinality(set);
   gboolean exact = TRUE, counted = FALSE;
   unionit_t *uit = NULL;
   if (ok && ex.postings) {
@@ -429,7 +431,6 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
     uit->ci = g_new0(gint32, MAX(ex.postings->len, 1));
     uit->cs = g_new0(const void *, MAX(ex.postings->len, 1));
     uit->ts = g_new0(guint8, MAX(ex.postings->len, 1));
-    candidates = 0; /* counted as the walk reads them */
   }
   /* Nothing to check: the candidates are the answer, counted at once
    * (one posting's live documents too; a union's only as it is read). */

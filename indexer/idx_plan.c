@@ -715,10 +715,11 @@ static gboolean materialize_and(ixia_idx_search_t *s, pnode_t *p, roaring_bitmap
   return ok;
 }
 
-/* A leaf whose set is the union of postings of dictionary values: a
- * keyword term, in, prefix or range. */
+/* A leaf whose set is the union of the postings of its listed dictionary
+ * values: a keyword term, in, prefix or range (not one that compares bytes,
+ * which never leads: its estimate is at least half the live documents). */
 static gboolean union_leaf(const pnode_t *p) {
-  if (p->kind != N_LEAF || p->field->numeric || !p->checkable) return FALSE;
+  if (p->kind != N_LEAF || p->field->numeric || !p->checkable || p->by_bytes) return FALSE;
   ixia_filter_kind_t k = p->f->kind;
   return k == IXIA_F_TERM || k == IXIA_F_IN || k == IXIA_F_PREFIX || k == IXIA_F_RANGE;
 }
@@ -726,11 +727,6 @@ static gboolean union_leaf(const pnode_t *p) {
 /* The postings of a union leaf, for a walk that reads them a chunk at a
  * time. */
 static gboolean union_postings(ixia_idx_search_t *s, pnode_t *p, GPtrArray *out) {
-  if (p->by_bytes) {
-    gboolean more;
-    if (!walk_values(s, p, 0, &more)) return FALSE;
-    p->by_bytes = FALSE;
-  }
   /* Charged by the dictionary's counts: a posting's cardinality walks its
    * containers (6% of a 100-value page's CPU). */
   double ids = 0;

@@ -210,6 +210,13 @@ static gboolean stays_inline(IxiaShardHandler *h, const ixia_query_t *q, guint l
          q->track_total_hits <= h->lim.track_total_hits && !ixia_indexer_expiry_due(h->ix);
 }
 
+/* Hands the call to a worker (it runs again there from the start). */
+static char *defer_call(gboolean *deferred) {
+  ixia_server_defer();
+  *deferred = TRUE;
+  return NULL;
+}
+
 static char *run_search(IxiaShardHandler *h, const char *json, gboolean *deferred,
                         ixia_error_t **err) {
   search_req_t r = {0};
@@ -218,9 +225,7 @@ static char *run_search(IxiaShardHandler *h, const char *json, gboolean *deferre
   if (!req) return NULL;
   if (on_io && (r.sync || ixia_test_hook("SEARCH_DELAY_MS", 0) > 0)) {
     cJSON_Delete(req);
-    ixia_server_defer();
-    *deferred = TRUE;
-    return NULL;
+    return defer_call(deferred);
   }
   ixia_idx_t *idx = ixia_indexer_index(h->ix);
   gint64 ms = r.deadline_ms ? r.deadline_ms : (gint64)h->lim.deadline_ms;
@@ -248,9 +253,7 @@ static char *run_search(IxiaShardHandler *h, const char *json, gboolean *deferre
     g_free(q_ns);
     g_free(q_table);
     cJSON_Delete(req);
-    ixia_server_defer();
-    *deferred = TRUE;
-    return NULL;
+    return defer_call(deferred);
   }
   if (!q && perr->code == IXIA_ENOTFOUND && q_ns && q_table) {
     if (ixia_indexer_learn_schema(h->ix, q_ns, q_table)) {
@@ -278,9 +281,7 @@ static char *run_search(IxiaShardHandler *h, const char *json, gboolean *deferre
   if (on_io && !stays_inline(h, q, limit)) {
     cJSON_Delete(req);
     ixia_query_destroy(q);
-    ixia_server_defer();
-    *deferred = TRUE;
-    return NULL;
+    return defer_call(deferred);
   }
   /* Documents past their expiry leave the index before anything counts
    * (on an I/O thread nothing is due: stays_inline). */

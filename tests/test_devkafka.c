@@ -542,6 +542,18 @@ static void test_backlog_budget(void) {
  * own batch, leave at most the cap, the newest, and "backlog" counts them;
  * a consumer reads what is left from the first kept offset on; the
  * "max-batches" command changes the cap of a running daemon. */
+/* backlog's batch cap and partition 0's FIRST-NEXT:BYTES:BATCHES. */
+static void backlog_batches(ixt_devkafka_t *k, long long *cap, long long *first, long long *next,
+                            long long *batches) {
+  char *reply = NULL;
+  CU_ASSERT_TRUE(ixt_devkafka_control(k, "backlog", &reply));
+  const char *at = reply ? strstr(reply, "batches ") : NULL;
+  long long bytes = -1;
+  *cap = *first = *next = *batches = -1;
+  if (at) sscanf(at, "batches %lld: 0:%lld-%lld:%lld:%lld", cap, first, next, &bytes, batches);
+  g_free(reply);
+}
+
 static void test_backlog_batches(void) {
   ixt_devkafka_t k = {0};
   char *dir = ixt_tmpdir();
@@ -558,16 +570,13 @@ static void test_backlog_batches(void) {
     CU_ASSERT_EQUAL(ixt_producer_wait(p, 30000), 0); /* one batch per event */
   }
   ixt_producer_destroy(p);
-  char *reply = NULL;
-  CU_ASSERT_TRUE(ixt_devkafka_control(&k, "backlog", &reply));
-  long long cap = -1, first = -1, next = -1, bytes = -1, batches = -1;
-  const char *at = reply ? strstr(reply, "batches ") : NULL;
-  if (at) sscanf(at, "batches %lld: 0:%lld-%lld:%lld:%lld", &cap, &first, &next, &bytes, &batches);
+  long long cap, first, next, batches;
+  backlog_batches(&k, &cap, &first, &next, &batches);
   CU_ASSERT_EQUAL(cap, 16);
   CU_ASSERT_EQUAL(next, 40);
   CU_ASSERT_EQUAL(batches, 16);
   CU_ASSERT_EQUAL(first, 40 - 16);
-  g_free(reply);
+  char *reply = NULL;
   GPtrArray *events = ixt_kafka_consume_all(k.bootstrap, TOPIC, CONSUME_IDLE_MS, CONSUME_MAX_MS);
   CU_ASSERT_PTR_NOT_NULL_FATAL(events);
   CU_ASSERT_EQUAL(events->len, 16);
@@ -595,15 +604,11 @@ static void test_backlog_batches(void) {
   g_object_unref(ev);
   CU_ASSERT_EQUAL(ixt_producer_wait(p, 30000), 0);
   ixt_producer_destroy(p);
-  CU_ASSERT_TRUE(ixt_devkafka_control(&k, "backlog", &reply));
-  at = reply ? strstr(reply, "batches ") : NULL;
-  cap = first = next = bytes = batches = -1;
-  if (at) sscanf(at, "batches %lld: 0:%lld-%lld:%lld:%lld", &cap, &first, &next, &bytes, &batches);
+  backlog_batches(&k, &cap, &first, &next, &batches);
   CU_ASSERT_EQUAL(cap, 4);
   CU_ASSERT_EQUAL(next, 41);
   CU_ASSERT_EQUAL(batches, 4);
   CU_ASSERT_EQUAL(first, 41 - 4);
-  g_free(reply);
   CU_ASSERT_TRUE(ixt_devkafka_stop(&k));
   g_free(dir);
 }
