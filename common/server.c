@@ -14,6 +14,10 @@
  * Ownership is simple on purpose: a connection is touched by exactly one
  * thread at a time, its I/O thread while reading or writing, one worker
  * while a request runs (the I/O thread then only records events for it).
+ * An I/O thread answers at most INLINE_TURN calls of one connection before
+ * it serves its other ready connections; the connection waits in the
+ * thread's ready queue for its next turn (epoll is edge-triggered, so the
+ * queue, not a new event, brings it back).
  * Idle connections cost memory, not threads, so thousands of idle or slow
  * clients cannot lock others out. Limits: server.max_connections (beyond it
  * a connection gets an answer naming the option and is closed),
@@ -51,6 +55,11 @@
 #define TICK_MS 250
 /* Connections accepted per wake-up of one I/O thread (fairness). */
 #define ACCEPT_BATCH 64
+/* Frames one connection may have answered on its I/O thread in one turn
+ * before the thread serves its other ready connections (fairness: a client
+ * that sends its next request as soon as it has an answer would otherwise
+ * keep the thread to itself while the others wait). */
+#define INLINE_TURN 4
 /* Connections over server.max_connections still accepted to be told why;
  * beyond these they are closed at once. */
 #define REFUSED_MAX 256
@@ -82,6 +91,8 @@ typedef struct {
   gboolean closed;     /* closed; freed once the current epoll batch is done */
   gpointer hook_state; /* hooks' per-connection state (ixia_server_conn_state) */
   GList link;          /* in io->conns */
+  GList ready_link;    /* in io->ready while `queued` */
+  gboolean queued;     /* waits in io->ready for its next turn */
 } conn_t;
 
 struct io_thread {
@@ -94,6 +105,7 @@ struct io_thread {
   GAsyncQueue *incoming; /* accepted sockets handed over by another I/O thread
                             (fd + 1, refused connections negated) */
   GQueue conns;       /* every connection of this thread */
+  GQueue ready;       /* connections that used up their turn with input left */
   GPtrArray *closed;  /* conn_t * closed during this epoll batch: events of
                          the same batch may still name them */
 };
@@ -387,6 +399,8 @@ static void conn_free(gpointer data) {
 static void conn_close(conn_t *c) {
   io_t *io = c->io;
   g_queue_unlink(&io->conns, &c->link);
+  if (c->queued) g_queue_unlink(&io->ready, &c->ready_link);
+  c->queued = FALSE;
   epoll_ctl(io->epfd, EPOLL_CTL_DEL, c->fd, NULL);
   close(c->fd);
   c->closed = TRUE;
@@ -482,6 +496,7 @@ static int dispatch(conn_t *c, guint32 size, gint64 now) {
  * the connection must be closed. */
 static gboolean advance(conn_t *c, gint64 now) {
   ixia_server_t *srv = c->io->srv;
+  guint answered = 0;
   for (;;) {
     guint have = c->in ? c->in->len - c->in_pos : 0;
     guint32 size = 0;
@@ -513,6 +528,12 @@ static gboolean advance(conn_t *c, gint64 now) {
         int d = dispatch(c, size, now);
         if (d != DISPATCH_ANSWERED) return d == DISPATCH_KEEP;
         c->since = now;
+        if (++answered >= INLINE_TURN && !c->queued) {
+          /* Its turn is over: the others first, then this one reads on. */
+          c->queued = TRUE;
+          g_queue_push_tail_link(&c->io->ready, &c->ready_link);
+          return TRUE;
+        }
         continue; /* pipelined frames: the next one, or read on */
       }
     }
@@ -599,6 +620,7 @@ static void add_conn(io_t *io, int fd, gboolean refused, gint64 now) {
   c->since = now;
   c->refused = refused;
   c->link.data = c;
+  c->ready_link.data = c;
   g_queue_push_tail_link(&io->conns, &c->link);
   struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = c};
   if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -689,7 +711,7 @@ static gpointer io_main(gpointer data) {
   struct epoll_event evs[256];
   gint64 next_tick = g_get_monotonic_time() + TICK_MS * 1000;
   while (!atomic_load(&srv->stopping)) {
-    int n = epoll_wait(io->epfd, evs, G_N_ELEMENTS(evs), TICK_MS);
+    int n = epoll_wait(io->epfd, evs, G_N_ELEMENTS(evs), io->ready.length ? 0 : TICK_MS);
     if (n < 0 && errno != EINTR) {
       IXIA_ERROR("epoll_wait: %s", g_strerror(errno));
       break;
@@ -714,6 +736,14 @@ static gpointer io_main(gpointer data) {
       } else {
         on_conn_event(p, evs[i].events, now);
       }
+    }
+    /* One more turn for each connection that used up its last one (those
+     * queued during this pass wait for the next). */
+    for (guint k = io->ready.length; k > 0 && io->ready.head; k--) {
+      conn_t *c = io->ready.head->data;
+      g_queue_unlink(&io->ready, &c->ready_link);
+      c->queued = FALSE;
+      if (c->state == CONN_READING && !advance(c, now)) conn_close(c);
     }
     if (now >= next_tick) {
       expire(io, now);
