@@ -20,6 +20,9 @@
 #define DOCS_MAX 10000
 /* The largest page a search answers on an I/O thread (see run_search). */
 #define INLINE_MAX_LIMIT 100
+/* What a search request may hold beyond its query: position, limit,
+ * deadline, sort values (each bounded by the key length limit). */
+#define REQUEST_OVERHEAD_MAX (64 * 1024)
 
 typedef struct {
   IxiaSearchHandler parent;
@@ -71,7 +74,11 @@ static cJSON *parse_request(IxiaShardHandler *h, const char *json, search_req_t 
   r->start_us = g_get_monotonic_time();
   /* A filter nests two JSON levels per clause ({"and": [...]}). */
   int depth = (int)MIN(2 * (gint64)lim->max_clauses + 16, 1000);
-  const ixia_json_limits_t jl = {G_MAXSIZE, NULL, depth, "query.max_clauses"};
+  /* The query is read from this tree (not printed and parsed again), so
+   * its byte limit is checked on the whole request, with room for the
+   * request's own members (position, sort values). */
+  const ixia_json_limits_t jl = {lim->max_request_bytes + REQUEST_OVERHEAD_MAX,
+                                 "query.max_request_bytes", depth, "query.max_clauses"};
   cJSON *req = ixia_json_parse_object(json, strlen(json), &jl, "search request", err);
   if (!req) return NULL;
   gboolean ok = TRUE, have_limit = FALSE, have_after = FALSE, have_deadline = FALSE;
@@ -238,18 +245,16 @@ static char *run_search(IxiaShardHandler *h, const char *json, gboolean *deferre
   /* A slow shard, for the tests of allow_partial. */
   gint64 delay_ms = ixia_test_hook("SEARCH_DELAY_MS", 0);
   if (delay_ms > 0) g_usleep((gulong)delay_ms * 1000);
-  char *qtext = ixia_json_print(r.query);
   char *q_ns = g_strdup(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.query, "namespace")));
   char *q_table = g_strdup(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.query, "table")));
   ixia_error_t *perr = NULL;
-  ixia_query_t *q = ixia_query_parse(qtext, strlen(qtext), ixia_idx_schema, idx, &h->lim, &perr);
+  ixia_query_t *q = ixia_query_parse_tree(r.query, ixia_idx_schema, idx, &h->lim, &perr);
   /* The API knew the table (it parsed the query first), this shard does
    * not: its schema event was lost. Learn it from the API (which also
    * starts a repair); while a repair runs that may take a moment, so wait
    * for it (bounded by the deadline) rather than answer NOT_FOUND. */
   if (!q && perr->code == IXIA_ENOTFOUND && on_io) {
     ixia_error_destroy(perr);
-    g_free(qtext);
     g_free(q_ns);
     g_free(q_table);
     cJSON_Delete(req);
@@ -258,16 +263,15 @@ static char *run_search(IxiaShardHandler *h, const char *json, gboolean *deferre
   if (!q && perr->code == IXIA_ENOTFOUND && q_ns && q_table) {
     if (ixia_indexer_learn_schema(h->ix, q_ns, q_table)) {
       ixia_error_destroy(perr), perr = NULL;
-      q = ixia_query_parse(qtext, strlen(qtext), ixia_idx_schema, idx, &h->lim, &perr);
+      q = ixia_query_parse_tree(r.query, ixia_idx_schema, idx, &h->lim, &perr);
     }
   }
   while (!q && perr->code == IXIA_ENOTFOUND && ixia_indexer_repairing(h->ix) &&
          g_get_monotonic_time() + 10 * G_TIME_SPAN_MILLISECOND < r.start_us + ms * G_TIME_SPAN_MILLISECOND) {
     g_usleep(10000);
     ixia_error_destroy(perr), perr = NULL;
-    q = ixia_query_parse(qtext, strlen(qtext), ixia_idx_schema, idx, &h->lim, &perr);
+    q = ixia_query_parse_tree(r.query, ixia_idx_schema, idx, &h->lim, &perr);
   }
-  g_free(qtext);
   g_free(q_ns);
   g_free(q_table);
   if (!q) {

@@ -1093,6 +1093,9 @@ static gboolean check_top_keys(const cJSON *root, ixia_error_t **err) {
   return TRUE;
 }
 
+static ixia_query_t *parse_root(const cJSON *root, ixia_schema_lookup_fn lookup, void *lookup_ud,
+                                const ixia_query_limits_t *lim, ixia_error_t **err);
+
 ixia_query_t *ixia_query_parse(const char *json, size_t len, ixia_schema_lookup_fn lookup,
                                void *lookup_ud, const ixia_query_limits_t *lim,
                                ixia_error_t **err) {
@@ -1100,6 +1103,35 @@ ixia_query_t *ixia_query_parse(const char *json, size_t len, ixia_schema_lookup_
                                  QUERY_MAX_DEPTH, NULL};
   cJSON *root = ixia_json_parse_object(json, len, &jl, "query", err);
   if (!root) return NULL;
+  ixia_query_t *q = parse_root(root, lookup, lookup_ud, lim, err);
+  cJSON_Delete(root);
+  return q;
+}
+
+/* Whether the tree under n nests deeper than max levels (n is level 1). */
+static gboolean nests_deeper(const cJSON *n, int max) {
+  if (max <= 0) return TRUE;
+  for (const cJSON *k = n->child; k; k = k->next)
+    if ((cJSON_IsObject(k) || cJSON_IsArray(k)) && nests_deeper(k, max - 1)) return TRUE;
+  return FALSE;
+}
+
+ixia_query_t *ixia_query_parse_tree(const cJSON *root, ixia_schema_lookup_fn lookup,
+                                    void *lookup_ud, const ixia_query_limits_t *lim,
+                                    ixia_error_t **err) {
+  if (!cJSON_IsObject(root)) {
+    ixia_error_set(err, IXIA_EINVAL, "query: must be a JSON object");
+    return NULL;
+  }
+  if (nests_deeper(root, QUERY_MAX_DEPTH)) {
+    ixia_error_set(err, IXIA_EINVAL, "query: JSON nesting deeper than the limit of %d levels", QUERY_MAX_DEPTH);
+    return NULL;
+  }
+  return parse_root(root, lookup, lookup_ud, lim, err);
+}
+
+static ixia_query_t *parse_root(const cJSON *root, ixia_schema_lookup_fn lookup, void *lookup_ud,
+                                const ixia_query_limits_t *lim, ixia_error_t **err) {
   ixia_query_t *q = g_new0(ixia_query_t, 1);
   q->limit = 10;
   q->allow_repairing = TRUE;
@@ -1129,7 +1161,6 @@ ixia_query_t *ixia_query_parse(const char *json, size_t len, ixia_schema_lookup_
     ok = parse_aggs(&c, aggs, "aggs", FALSE, &q->aggs, &q->n_aggs, err);
   q->n_agg_fields = c.agg_fields->len;
   q->agg_fields = (const ixia_schema_field_t **)g_ptr_array_free(c.agg_fields, FALSE);
-  cJSON_Delete(root);
   if (!ok) {
     ixia_query_destroy(q);
     return NULL;

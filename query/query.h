@@ -248,6 +248,13 @@ typedef ixia_schema_t *(*ixia_schema_lookup_fn)(const char *ns, const char *tabl
 ixia_query_t *ixia_query_parse(const char *json, size_t len, ixia_schema_lookup_fn lookup,
                                void *lookup_ud, const ixia_query_limits_t *lim,
                                ixia_error_t **err);
+/* The same from a request already parsed (borrowed; not kept): an index
+ * shard reads the query out of its search request without printing and
+ * parsing it again. The nesting limit applies to root itself; the byte
+ * limit is the caller's (it holds the text). */
+ixia_query_t *ixia_query_parse_tree(const cJSON *root, ixia_schema_lookup_fn lookup,
+                                    void *lookup_ud, const ixia_query_limits_t *lim,
+                                    ixia_error_t **err);
 void ixia_query_destroy(ixia_query_t *q);
 
 /* TRUE when doc satisfies the query's filter (brute force, one document). */

@@ -327,6 +327,59 @@ static void test_limits_from_config(void) {
   ixia_config_destroy(cfg);
 }
 
+/* A shard reads the query out of its parsed search request: the tree
+ * gives the same query as the text, and the same errors, nesting limit
+ * included. */
+static void test_parse_tree(void) {
+  ixia_query_limits_t lim = default_limits();
+  char *json = dq("{'namespace': 'shop', 'table': 'products', 'filter': {'and': ["
+                  "{'term': {'category': 'cat01'}}, {'range': {'price': {'gte': 10}}}]}, 'limit': 7}");
+  cJSON *tree = cJSON_Parse(json);
+  ixia_error_t *e = NULL;
+  ixia_query_t *a = ixia_query_parse(json, strlen(json), lookup, NULL, &lim, &e);
+  ixia_query_t *b = ixia_query_parse_tree(tree, lookup, NULL, &lim, &e);
+  CU_ASSERT_TRUE_FATAL(a && b && !e);
+  CU_ASSERT_EQUAL(b->limit, 7);
+  CU_ASSERT_EQUAL(b->filter->kind, a->filter->kind);
+  CU_ASSERT_EQUAL(b->filter->n_children, 2);
+  CU_ASSERT_EQUAL(b->filter->children[1]->kind, IXIA_F_RANGE);
+  CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItemCaseSensitive(tree, "filter")); /* borrowed, intact */
+  ixia_query_destroy(a);
+  ixia_query_destroy(b);
+  cJSON_Delete(tree);
+  g_free(json);
+  /* The same error, naming the same path. */
+  json = dq("{'namespace': 'shop', 'table': 'products', 'filter': {'term': {'nope': 1}}}");
+  tree = cJSON_Parse(json);
+  ixia_error_t *e2 = NULL;
+  a = ixia_query_parse(json, strlen(json), lookup, NULL, &lim, &e);
+  b = ixia_query_parse_tree(tree, lookup, NULL, &lim, &e2);
+  CU_ASSERT_TRUE(!a && !b && e && e2 && e->code == e2->code && strcmp(e->message, e2->message) == 0);
+  ixia_error_destroy(e), e = NULL;
+  ixia_error_destroy(e2), e2 = NULL;
+  cJSON_Delete(tree);
+  g_free(json);
+  /* 64 levels pass the nesting check, 65 do not (the text's limit). */
+  for (int levels = 64; levels <= 65; levels++) {
+    GString *t = g_string_new("{\"namespace\":\"shop\",\"table\":\"products\",\"x\":");
+    for (int i = 1; i < levels; i++) g_string_append_c(t, '[');
+    for (int i = 1; i < levels; i++) g_string_append_c(t, ']');
+    g_string_append_c(t, '}');
+    tree = cJSON_Parse(t->str);
+    b = ixia_query_parse_tree(tree, lookup, NULL, &lim, &e);
+    a = ixia_query_parse(t->str, t->len, lookup, NULL, &lim, &e2);
+    CU_ASSERT_TRUE(!b && e && !a && e2); /* "x" is unknown either way */
+    gboolean deep = e && strstr(e->message, "nesting deeper") != NULL;
+    gboolean deep2 = e2 && strstr(e2->message, "nesting deeper") != NULL;
+    CU_ASSERT_EQUAL(deep, levels > 64);
+    CU_ASSERT_EQUAL(deep, deep2);
+    ixia_error_destroy(e), e = NULL;
+    ixia_error_destroy(e2), e2 = NULL;
+    cJSON_Delete(tree);
+    g_string_free(t, TRUE);
+  }
+}
+
 static void test_parse_spec_example(void) {
   ixia_query_t *q = parse_ok(
       "'filter': {'and': [{'term': {'category': 'cat01'}},"
@@ -1489,6 +1542,7 @@ int main(void) {
   IXT_ADD(s, test_doc_values);
   IXT_ADD(s, test_limits_from_config);
   IXT_ADD(s, test_parse_spec_example);
+  IXT_ADD(s, test_parse_tree);
   IXT_ADD(s, test_parse_errors);
   IXT_ADD(s, test_parse_clause_limit);
   IXT_ADD(s, test_match_doc);
