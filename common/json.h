@@ -91,6 +91,9 @@ void ixia_json_append_string(GString *out, const char *s, size_t len);
  * whose round-trip check is approximate (0.1 + 0.2 prints as 0.3, and
  * integers past INT_MAX in %g), it is exact. */
 void ixia_json_format_number(double d, char buf[32]);
+/* v in decimal into buf (NUL-terminated); returns its length. A page
+ * writes one per hit, where printf's machinery costs more than the digits. */
+gsize ixia_json_format_int(gint64 v, char buf[24]);
 
 /* Appends a scalar (string, number, bool, null) as JSON text; anything
  * else is printed through cJSON. */

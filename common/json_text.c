@@ -135,11 +135,26 @@ void ixia_json_append_string(GString *out, const char *s, size_t len) {
   g_string_append_c(out, '"');
 }
 
+gsize ixia_json_format_int(gint64 v, char buf[24]) {
+  char tmp[24];
+  guint64 u = v < 0 ? (guint64)0 - (guint64)v : (guint64)v;
+  gsize n = 0;
+  do {
+    tmp[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  gsize len = 0;
+  if (v < 0) buf[len++] = '-';
+  while (n) buf[len++] = tmp[--n];
+  buf[len] = 0;
+  return len;
+}
+
 void ixia_json_format_number(double d, char buf[32]) {
   if (!isfinite(d)) {
     strcpy(buf, "null");
   } else if (d == floor(d) && fabs(d) < 9007199254740992.0) {
-    g_snprintf(buf, 32, "%" G_GINT64_FORMAT, (gint64)d); /* -0 gives "0" */
+    ixia_json_format_int((gint64)d, buf); /* -0 gives "0" */
   } else {
     g_ascii_formatd(buf, 32, "%.15g", d);
     if (g_ascii_strtod(buf, NULL) != d) g_ascii_formatd(buf, 32, "%.17g", d);
@@ -201,10 +216,78 @@ static void emit(const pnode_t *obj, GString *out) {
   g_string_append_c(out, '}');
 }
 
+/* Most paths a projection picks in its one-pass form. */
+#define FLAT_MAX 32
+
+/* Every path one member deep (the usual case): one pass over the
+ * document's members finds them all, where a search per path would scan the
+ * document once each. Written in the order asked, the first of two equal
+ * paths winning, as the general form does. -1: text it cannot follow; 0:
+ * not this form (a dotted or empty path, or too many); 1: written. */
+static int project_flat(const char *json, const char *e, const char *const *paths, guint npaths,
+                        GString *out, gboolean *all_present) {
+  if (npaths > FLAT_MAX) return 0;
+  size_t nlen[FLAT_MAX];
+  const char *v[FLAT_MAX] = {0}, *ve[FLAT_MAX] = {0};
+  for (guint i = 0; i < npaths; i++) {
+    if (!paths[i][0] || strchr(paths[i], '.')) return 0;
+    nlen[i] = strlen(paths[i]);
+  }
+  const char *p = ws(json, e);
+  if (p >= e || *p != '{') return -1;
+  p = ws(p + 1, e);
+  guint left = npaths;
+  if (p < e && *p == '}') left = 0;
+  while (left > 0) {
+    if (p >= e || *p != '"') return -1;
+    const char *kend = skip_string(p, e);
+    if (!kend) return -1;
+    const char *colon = ws(kend, e);
+    if (colon >= e || *colon != ':') return -1;
+    const char *val = ws(colon + 1, e);
+    const char *vend = skip_value(val, e);
+    if (!vend) return -1;
+    for (guint i = 0; i < npaths; i++)
+      if (!v[i] && key_is(p, kend, paths[i], nlen[i])) {
+        v[i] = val;
+        ve[i] = vend;
+        left--;
+      }
+    p = ws(vend, e);
+    if (p < e && *p == ',') {
+      p = ws(p + 1, e);
+      continue;
+    }
+    if (p < e && *p == '}') break;
+    return -1;
+  }
+  gboolean all = TRUE, first = TRUE;
+  g_string_append_c(out, '{');
+  for (guint i = 0; i < npaths; i++) {
+    if (!v[i]) {
+      all = FALSE;
+      continue;
+    }
+    gboolean dup = FALSE;
+    for (guint j = 0; j < i && !dup; j++) dup = strcmp(paths[j], paths[i]) == 0;
+    if (dup) continue;
+    if (!first) g_string_append_c(out, ',');
+    first = FALSE;
+    ixia_json_append_string(out, paths[i], nlen[i]);
+    g_string_append_c(out, ':');
+    g_string_append_len(out, v[i], ve[i] - v[i]);
+  }
+  g_string_append_c(out, '}');
+  if (all_present) *all_present = all;
+  return 1;
+}
+
 gboolean ixia_json_project_text(const char *json, size_t len, const char *const *paths,
                                 guint npaths, GString *out, gboolean *all_present) {
   gboolean all = TRUE;
   const char *e = json + len;
+  int flat = project_flat(json, e, paths, npaths, out, all_present);
+  if (flat != 0) return flat > 0;
   pnode_t root = {NULL, NULL, NULL, g_ptr_array_new_with_free_func(pnode_free)};
   gboolean bad = FALSE;
   for (guint i = 0; i < npaths && !bad; i++) {

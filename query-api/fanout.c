@@ -407,7 +407,8 @@ static guint verify_hits(ixia_fanout_t *s, const ixia_query_t *q, const GArray *
   }
   ixia_store_doc_t *docs = g_new0(ixia_store_doc_t, n);
   gboolean monotone = ixia_query_filter_monotone(q);
-  if (ixia_store_multi_get(s->store, q->ns, q->table, n, keys, lens, docs, err)) {
+  ixia_store_pins_t *pins = NULL; /* docs[i].json borrows from it */
+  if (ixia_store_multi_get_pinned(s->store, q->ns, q->table, n, keys, lens, docs, &pins, err)) {
     for (guint i = 0; i < n; i++) {
       const ixia_store_doc_t *d = &docs[i];
       cJSON *parsed = NULL;
@@ -420,7 +421,10 @@ static guint verify_hits(ixia_fanout_t *s, const ixia_query_t *q, const GArray *
         if (kept++) g_string_append_c(out, ',');
         g_string_append(out, "{\"key\":");
         ixia_json_append_string(out, keys[i], lens[i]);
-        g_string_append_printf(out, ",\"version\":%" G_GINT64_FORMAT ",\"doc\":", d->version);
+        char num[24];
+        g_string_append(out, ",\"version\":");
+        g_string_append_len(out, num, ixia_json_format_int(d->version, num));
+        g_string_append(out, ",\"doc\":");
         append_doc(q, d, parsed, out);
         const char *extra = g_array_index(cands, cand_t, i).extra;
         if (extra) g_string_append(out, extra);
@@ -432,7 +436,7 @@ static guint verify_hits(ixia_fanout_t *s, const ixia_query_t *q, const GArray *
       cJSON_Delete(parsed);
     }
   }
-  for (guint i = 0; i < n; i++) g_free(docs[i].json);
+  ixia_store_pins_free(pins);
   g_free(docs);
   g_free(keys);
   g_free(lens);

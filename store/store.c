@@ -490,21 +490,48 @@ gboolean ixia_store_get_in_memory(ixia_store_t *s, const char *ns, const char *t
   return ok;
 }
 
-gboolean ixia_store_multi_get(ixia_store_t *s, const char *ns, const char *table, guint n,
-                              const char *const *keys, const size_t *key_lens,
-                              ixia_store_doc_t *out, ixia_error_t **err) {
+struct ixia_store_pins {
+  guint n;
+  rocksdb_pinnableslice_t **vals;
+};
+
+void ixia_store_pins_free(ixia_store_pins_t *pins) {
+  if (!pins) return;
+  for (guint i = 0; i < pins->n; i++) rocksdb_pinnableslice_destroy(pins->vals[i]);
+  g_free(pins->vals);
+  g_free(pins);
+}
+
+/* Both multi-gets: with pins, the values stay pinned and out borrows them;
+ * without, each found document is copied. */
+static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, guint n,
+                          const char *const *keys, const size_t *key_lens, ixia_store_doc_t *out,
+                          ixia_store_pins_t **pins, ixia_error_t **err) {
   memset(out, 0, sizeof *out * n);
+  if (pins) *pins = NULL;
   if (n == 0) return TRUE;
   atomic_fetch_add_explicit(&s->stats.gets, n, memory_order_relaxed);
-  GBytes **kb = g_new(GBytes *, n);
+  /* Every record key is the table's prefix and the document key: written
+   * one after another into one buffer. */
+  GBytes *prefix = ixia_record_doc_key(ns, table, "", 0);
+  gsize plen;
+  const guint8 *pdata = g_bytes_get_data(prefix, &plen);
+  gsize total = 0;
+  for (guint i = 0; i < n; i++) total += plen + key_lens[i];
+  char *kbuf = g_malloc(total ? total : 1);
   const char **kp = g_new(const char *, n);
   size_t *kl = g_new(size_t, n);
+  gsize off = 0;
+  for (guint i = 0; i < n; i++) {
+    memcpy(kbuf + off, pdata, plen);
+    memcpy(kbuf + off + plen, keys[i], key_lens[i]);
+    kp[i] = kbuf + off;
+    kl[i] = plen + key_lens[i];
+    off += kl[i];
+  }
+  g_bytes_unref(prefix);
   rocksdb_pinnableslice_t **vals = g_new0(rocksdb_pinnableslice_t *, n);
   char **errs = g_new0(char *, n);
-  for (guint i = 0; i < n; i++) {
-    kb[i] = ixia_record_doc_key(ns, table, keys[i], key_lens[i]);
-    kp[i] = g_bytes_get_data(kb[i], &kl[i]);
-  }
   /* Batched: one pass through the memtables and each SST file's blocks for
    * all keys, values pinned in the block cache rather than copied. */
   rocksdb_batched_multi_get_cf(s->db, s->ropts, s->cf_default, n, kp, kl, vals, errs, false);
@@ -522,20 +549,40 @@ gboolean ixia_store_multi_get(ixia_store_t *s, const char *ns, const char *table
         ok = ixia_error_set(err, IXIA_EINTERNAL, "corrupt value for key '%.*s'",
                             (int)MIN(key_lens[i], 200), keys[i]);
       } else if (!is_expired(expire_at)) {
-        out[i] = (ixia_store_doc_t){TRUE, v, expire_at, ixia_memdup0(j, jl), jl};
+        out[i] = (ixia_store_doc_t){TRUE, v, expire_at, pins ? (char *)j : ixia_memdup0(j, jl), jl};
       }
     }
-    rocksdb_pinnableslice_destroy(vals[i]);
-    g_bytes_unref(kb[i]);
+    if (!pins) rocksdb_pinnableslice_destroy(vals[i]);
   }
   if (!ok)
-    for (guint i = 0; i < n; i++) g_free(out[i].json), out[i] = (ixia_store_doc_t){0};
-  g_free(kb);
+    for (guint i = 0; i < n; i++) {
+      if (!pins) g_free(out[i].json);
+      out[i] = (ixia_store_doc_t){0};
+    }
+  if (pins) {
+    *pins = g_new(ixia_store_pins_t, 1);
+    **pins = (ixia_store_pins_t){n, vals};
+  } else {
+    g_free(vals);
+  }
+  g_free(kbuf);
   g_free(kp);
   g_free(kl);
-  g_free(vals);
   g_free(errs);
   return ok;
+}
+
+gboolean ixia_store_multi_get(ixia_store_t *s, const char *ns, const char *table, guint n,
+                              const char *const *keys, const size_t *key_lens,
+                              ixia_store_doc_t *out, ixia_error_t **err) {
+  return multi_get(s, ns, table, n, keys, key_lens, out, NULL, err);
+}
+
+gboolean ixia_store_multi_get_pinned(ixia_store_t *s, const char *ns, const char *table, guint n,
+                                     const char *const *keys, const size_t *key_lens,
+                                     ixia_store_doc_t *out, ixia_store_pins_t **pins,
+                                     ixia_error_t **err) {
+  return multi_get(s, ns, table, n, keys, key_lens, out, pins, err);
 }
 
 gboolean ixia_store_foreach_schema(ixia_store_t *s, ixia_store_schema_cb cb, gpointer user,

@@ -128,6 +128,19 @@ gboolean ixia_store_multi_get(ixia_store_t *store, const char *ns, const char *t
                               const char *const *keys, const size_t *key_lens,
                               ixia_store_doc_t *out, ixia_error_t **err);
 
+/* Values of a multi-get left where RocksDB holds them (pinned in the block
+ * cache or memtable) instead of copied; freed by ixia_store_pins_free. */
+typedef struct ixia_store_pins ixia_store_pins_t;
+/* ixia_store_multi_get without copies: out[i].json borrows from *pins (not
+ * NUL-terminated: use json_len) until ixia_store_pins_free(*pins), which
+ * the caller calls whatever the result. A page of 100 hits copied 100 KB
+ * it then only scanned. */
+gboolean ixia_store_multi_get_pinned(ixia_store_t *store, const char *ns, const char *table,
+                                     guint n, const char *const *keys, const size_t *key_lens,
+                                     ixia_store_doc_t *out, ixia_store_pins_t **pins,
+                                     ixia_error_t **err);
+void ixia_store_pins_free(ixia_store_pins_t *pins);
+
 typedef void (*ixia_store_schema_cb)(const char *ns, const char *table, const char *json,
                                      size_t len, gint64 version, gpointer user);
 /* Calls cb for every stored schema. */

@@ -310,6 +310,55 @@ static void test_json_path_arrays(void) {
   cJSON_Delete(doc);
 }
 
+/* The text projection of paths one member deep (its one-pass form) gives
+ * what the tree gives: order asked, first of equal paths, missing members
+ * left out and reported, escaped member names. */
+static void test_json_project_flat(void) {
+  const char *docs[] = {
+      "{\"title\": \"T\", \"price\": 9.5, \"tags\": [\"a\", {\"b\": 1}], \"x\\u0079\": {\"n\": null}, "
+      "\"q\\\"t\": true}",
+      "{}",
+      " { \"price\" : -0.0 , \"title\":\"\\\"}\" } ",
+  };
+  const char *sets[][4] = {{"price", "title", NULL}, {"title", "title", "price", NULL},
+                           {"nope", "price", NULL},  {"xy", "q\"t", "tags", NULL},
+                           {"tags", NULL}};
+  for (guint d = 0; d < G_N_ELEMENTS(docs); d++) {
+    cJSON *doc = cJSON_Parse(docs[d]);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+    for (guint k = 0; k < G_N_ELEMENTS(sets); k++) {
+      guint n = 0;
+      while (sets[k][n]) n++;
+      gboolean all_tree = FALSE, all_text = FALSE;
+      cJSON *p = ixia_json_project(doc, sets[k], n, &all_tree);
+      cJSON *want = cJSON_Duplicate(p, TRUE);
+      GString *out = g_string_new(NULL);
+      CU_ASSERT_TRUE(ixia_json_project_text(docs[d], strlen(docs[d]), sets[k], n, out, &all_text));
+      cJSON *got = cJSON_Parse(out->str);
+      char *a = ixia_json_print(want), *b = ixia_json_print(got);
+      if (!a || !b || strcmp(a, b) != 0) fprintf(stderr, "doc %u paths %u: tree %s, text %s\n", d, k, a, out->str);
+      CU_ASSERT_TRUE(a && b && strcmp(a, b) == 0);
+      CU_ASSERT_EQUAL(all_text, all_tree);
+      g_free(a);
+      g_free(b);
+      cJSON_Delete(got);
+      cJSON_Delete(want);
+      cJSON_Delete(p);
+      g_string_free(out, TRUE);
+    }
+    cJSON_Delete(doc);
+  }
+  char buf[24];
+  CU_ASSERT_EQUAL(ixia_json_format_int(0, buf), 1);
+  CU_ASSERT_STRING_EQUAL(buf, "0");
+  CU_ASSERT_EQUAL(ixia_json_format_int(-42, buf), 3);
+  CU_ASSERT_STRING_EQUAL(buf, "-42");
+  ixia_json_format_int(G_MININT64, buf);
+  CU_ASSERT_STRING_EQUAL(buf, "-9223372036854775808");
+  ixia_json_format_int(G_MAXINT64, buf);
+  CU_ASSERT_STRING_EQUAL(buf, "9223372036854775807");
+}
+
 static const char *SCHEMA =
     "{\"namespace\":\"shop\",\"table\":\"products\",\"cache_ttl_seconds\":60,"
     "\"indexes\":[{\"field\":\"category\",\"type\":\"keyword\"},{\"field\":\"price\",\"type\":\"double\"},"
@@ -593,6 +642,7 @@ int main(void) {
   IXT_ADD(s, test_json_numbers);
   IXT_ADD(s, test_time);
   IXT_ADD(s, test_json_path_arrays);
+  IXT_ADD(s, test_json_project_flat);
   IXT_ADD(s, test_schema_parse);
   IXT_ADD(s, test_schema_check_doc);
   IXT_ADD(s, test_schema_evolution);
