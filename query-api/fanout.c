@@ -922,14 +922,19 @@ static char *run(ixia_fanout_t *s, const ixia_query_t *q, const char *request, s
   }
   char *text = NULL;
   if (ok) {
-    cJSON_AddNumberToObject(resp, "took_ms", (double)(g_get_monotonic_time() - start_us) / 1000.0);
-    /* The hits were written as text: splice them in front of the rest. */
+    /* The hits were written as text: splice them in front of the rest,
+     * and took_ms (a fraction: cJSON's printer would check its round trip
+     * with sscanf) behind it. */
     char *rest = ixia_json_print(resp);
-    GString *out = g_string_sized_new(hits->len + strlen(rest) + 16);
+    size_t rest_len = strlen(rest);
+    GString *out = g_string_sized_new(hits->len + rest_len + 48);
     g_string_append(out, "{\"hits\":[");
     g_string_append_len(out, hits->str, (gssize)hits->len);
     g_string_append(out, "],");
-    g_string_append(out, rest + 1);
+    g_string_append_len(out, rest + 1, (gssize)rest_len - 2); /* members, without the braces */
+    char took[32];
+    ixia_json_format_number((double)(g_get_monotonic_time() - start_us) / 1000.0, took);
+    g_string_append_printf(out, "%s\"took_ms\":%s}", rest_len > 2 ? "," : "", took);
     g_free(rest);
     text = g_string_free(out, FALSE);
   }
