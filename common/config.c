@@ -320,6 +320,14 @@ static const ixia_option_t options[] = {
     {"query.indexers", IXIA_OPT_STRING, "", 0, 0,
      "Comma-separated host:port of every index shard's Search service. Empty: queries answer "
      "UNAVAILABLE."},
+    {"query.threads", IXIA_OPT_INT, "0", 0, 4096,
+     "Threads that run queries on ixia-query-api (Thrift `query` calls; other blocking calls "
+     "use server.workers). 0 = twice the cores, at least 4: a query mostly waits a moment for its "
+     "shards and then computes, and a small pool kept busy takes its next query without a "
+     "wake-up (measured on 2 cores, 16 connections, pages of 10 hits: 128 threads 215 us of "
+     "API CPU per query and p99 9-15 ms, 4 threads 175 us and p99 5 ms). Keep it above the "
+     "number of concurrent queries that wait: for min_version (up to query.max_wait_ms) or "
+     "for slow shards. Queries over HTTP run on http.workers."},
     {"query.max_request_bytes", IXIA_OPT_INT, "1048576", 1024, 1024LL * MIB,
      "Largest query request, in bytes of JSON."},
     {"query.max_clauses", IXIA_OPT_INT, "128", 1, 100000,

@@ -120,6 +120,9 @@ struct ixia_server {
   guint n_io;
   GThreadPool *pool;
   gint workers;
+  char *method;              /* calls with a pool of their own (ixia_server_set_method_threads) */
+  gint method_threads;
+  GThreadPool *method_pool;
   gint max_conns;
   gint64 request_timeout_us;
   gint64 idle_timeout_us;
@@ -445,11 +448,12 @@ static int dispatch(conn_t *c, guint32 size, gint64 now) {
     return flush_out(c, now) ? DISPATCH_KEEP : DISPATCH_CLOSE;
   }
   const guint8 *frame = c->in->data + c->in_pos + 4;
-  const char *name;
-  guint32 name_len;
+  const char *name = NULL;
+  guint32 name_len = 0;
   gint32 seqid;
-  if (srv->inline_fn && ixia_wire_peek_call(frame, size, &name, &name_len, &seqid) &&
-      srv->inline_fn(name, name_len)) {
+  gboolean named = (srv->inline_fn || srv->method_pool) &&
+                   ixia_wire_peek_call(frame, size, &name, &name_len, &seqid);
+  if (named && srv->inline_fn && srv->inline_fn(name, name_len)) {
     /* A cheap call: answered here, without waking a worker. */
     tl_on_io = TRUE;
     tl_deferred = FALSE;
@@ -485,7 +489,9 @@ static int dispatch(conn_t *c, guint32 size, gint64 now) {
     atomic_fetch_add_explicit(&srv->deferred, 1, memory_order_relaxed);
   }
   c->state = CONN_RUNNING;
-  g_thread_pool_push(srv->pool, c, NULL);
+  gboolean own = named && srv->method_pool && name_len == strlen(srv->method) &&
+                 memcmp(name, srv->method, name_len) == 0;
+  g_thread_pool_push(own ? srv->method_pool : srv->pool, c, NULL);
   return DISPATCH_KEEP;
 }
 
@@ -906,6 +912,13 @@ int ixia_server_port(const ixia_server_t *srv) { return srv->port; }
 
 void ixia_server_set_inline(ixia_server_t *srv, ixia_server_inline_fn fn) { srv->inline_fn = fn; }
 
+void ixia_server_set_method_threads(ixia_server_t *srv, const char *method, int threads) {
+  if (srv->pool || threads <= 0) return;
+  g_free(srv->method);
+  srv->method = g_strdup(method);
+  srv->method_threads = threads;
+}
+
 void ixia_server_set_workers(ixia_server_t *srv, int workers) {
   if (!srv->pool && workers > 0) srv->workers = workers;
 }
@@ -915,6 +928,11 @@ gboolean ixia_server_start(ixia_server_t *srv, ixia_error_t **err) {
   GError *gerr = NULL;
   srv->pool = g_thread_pool_new(run_request, srv, srv->workers, FALSE, &gerr);
   if (!srv->pool) return ixia_error_from_gerror(err, gerr, IXIA_EINTERNAL, "worker pool");
+  if (srv->method) {
+    srv->method_pool = g_thread_pool_new(run_request, srv, srv->method_threads, FALSE, &gerr);
+    if (!srv->method_pool)
+      return ixia_error_from_gerror(err, gerr, IXIA_EINTERNAL, "worker pool of one method's calls");
+  }
   srv->io = g_new0(io_t, srv->n_io);
   for (guint i = 0; i < srv->n_io; i++) srv->io[i].epfd = srv->io[i].evfd = -1;
   for (guint i = 0; i < srv->n_io; i++) {
@@ -954,6 +972,8 @@ void ixia_server_stop(ixia_server_t *srv) {
    * answered later; then every connection closes. */
   if (srv->pool) g_thread_pool_free(srv->pool, FALSE, TRUE);
   srv->pool = NULL;
+  if (srv->method_pool) g_thread_pool_free(srv->method_pool, FALSE, TRUE);
+  srv->method_pool = NULL;
   g_mutex_lock(&srv->calls_lock);
   while (srv->pending_calls > 0) g_cond_wait(&srv->calls_cond, &srv->calls_lock);
   g_mutex_unlock(&srv->calls_lock);
@@ -988,6 +1008,7 @@ void ixia_server_destroy(ixia_server_t *srv) {
   if (srv->listen_fd >= 0) close(srv->listen_fd);
   if (srv->spare_fd >= 0) close(srv->spare_fd);
   g_object_unref(srv->processor);
+  g_free(srv->method);
   g_free(srv);
 }
 

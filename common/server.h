@@ -41,6 +41,11 @@ int ixia_server_port(const ixia_server_t *srv);
  * only compute (no waiting on other servers) runs best with about as many
  * workers as cores, where each extra thread costs wake-ups. */
 void ixia_server_set_workers(ixia_server_t *srv, int workers);
+/* Before ixia_server_start: calls of `method` run on a pool of their own
+ * `threads` threads instead of server.workers. A small pool kept busy takes
+ * its next call without sleeping, where a call handed to one of many idle
+ * workers costs a wake-up and a context switch on each side. */
+void ixia_server_set_method_threads(ixia_server_t *srv, const char *method, int threads);
 
 /* Cheap calls answered on the I/O threads. Before handing a frame to a
  * worker, an I/O thread asks fn about the call's method name; when fn says

@@ -648,6 +648,93 @@ static void test_pipelining_client_shares_its_thread(void) {
   CU_ASSERT_TRUE(ixt_api_stop(&one));
 }
 
+/* A stand-in index shard that takes each call, holds it SLOW_SHARD_MS and
+ * hangs up without an answer: each query to it fails after that long. */
+#define SLOW_SHARD_MS 300
+
+static gpointer slow_call(gpointer data) {
+  int fd = GPOINTER_TO_INT(data);
+  char buf[4096];
+  (void)recv(fd, buf, sizeof buf, 0);
+  g_usleep(SLOW_SHARD_MS * 1000);
+  close(fd);
+  return NULL;
+}
+
+static gpointer slow_shard(gpointer data) {
+  int lfd = GPOINTER_TO_INT(data);
+  for (int fd; (fd = accept(lfd, NULL, NULL)) >= 0;)
+    g_thread_unref(g_thread_new("slow-call", slow_call, GINT_TO_POINTER(fd)));
+  return NULL;
+}
+
+typedef struct {
+  const char *addr;
+  gboolean failed; /* the query failed, naming the shard, as it must */
+} slow_query_t;
+
+static gpointer run_slow_query(gpointer data) {
+  slow_query_t *sq = data;
+  ixia_client_t *c = connect_to(sq->addr);
+  ixia_error_t *e = NULL;
+  char *out = NULL;
+  gboolean ok = c && ixia_client_query(c, "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":1}",
+                                       &out, &e);
+  sq->failed = !ok && e && strstr(e->message, "shard 0");
+  g_free(out);
+  ixia_error_destroy(e);
+  ixia_client_destroy(c);
+  return NULL;
+}
+
+/* query.threads: queries run on a pool of their own that size. Two queries
+ * to a shard that takes SLOW_SHARD_MS each run one after the other on one
+ * thread, side by side on two; a get is answered meanwhile either way. */
+static void test_query_threads(void) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t alen = sizeof a;
+  CU_ASSERT_TRUE_FATAL(bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(lfd, 16) == 0 &&
+                       getsockname(lfd, (struct sockaddr *)&a, &alen) == 0);
+  GThread *shard = g_thread_new("slow-shard", slow_shard, GINT_TO_POINTER(lfd));
+  char *indexers = g_strdup_printf("query.indexers=127.0.0.1:%d", ntohs(a.sin_port));
+  for (int threads = 1; threads <= 2; threads++) {
+    ixt_api_t q = {0};
+    char *set = g_strdup_printf("query.threads=%d", threads);
+    const char *sets[] = {indexers, set, NULL};
+    char *name = g_strdup_printf("query-threads-%d", threads);
+    CU_ASSERT_TRUE_FATAL(start_api_from_memory(&q, name, sets));
+    g_free(name);
+    g_free(set);
+    ixia_client_t *c = connect_to(q.addr);
+    put_doc(c, "g", "{\"category\": \"g\"}");
+    slow_query_t sq[2] = {{q.addr, FALSE}, {q.addr, FALSE}};
+    gint64 t0 = g_get_monotonic_time();
+    GThread *t[2] = {g_thread_new("query", run_slow_query, &sq[0]),
+                     g_thread_new("query", run_slow_query, &sq[1])};
+    g_usleep(50 * 1000);
+    gint64 g0 = g_get_monotonic_time();
+    char *json = get_doc(c, "g", NULL, NULL);
+    gint64 get_ms = (g_get_monotonic_time() - g0) / 1000;
+    CU_ASSERT_PTR_NOT_NULL(json);
+    g_free(json);
+    for (int i = 0; i < 2; i++) g_thread_join(t[i]);
+    gint64 both_ms = (g_get_monotonic_time() - t0) / 1000;
+    fprintf(stderr, "query.threads=%d: two slow queries took %" G_GINT64_FORMAT " ms, a get %" G_GINT64_FORMAT " ms\n",
+            threads, both_ms, get_ms);
+    CU_ASSERT_TRUE(sq[0].failed && sq[1].failed);
+    CU_ASSERT_TRUE(get_ms < SLOW_SHARD_MS / 2);
+    if (threads == 1) CU_ASSERT_TRUE(both_ms >= 2 * SLOW_SHARD_MS - 20);
+    if (threads == 2) CU_ASSERT_TRUE(both_ms < 2 * SLOW_SHARD_MS - 20);
+    ixia_client_destroy(c);
+    CU_ASSERT_TRUE(ixt_api_stop(&q));
+  }
+  g_free(indexers);
+  shutdown(lfd, SHUT_RDWR);
+  close(lfd);
+  g_thread_join(shard);
+}
+
 /* cache.get_path: 'store' reads what the store's memory cannot answer
  * straight from its disk, memcached never asked; 'auto' measures both paths
  * (every 64th get samples the other one) and reports what they cost. (The
@@ -1031,6 +1118,7 @@ int main(void) {
   IXT_ADD(s, test_gets_from_memory_and_pipelining);
   IXT_ADD(s, test_pipelining_client_shares_its_thread);
   IXT_ADD(s, test_get_path);
+  IXT_ADD(s, test_query_threads);
   IXT_ADD(s, test_bad_input);
   IXT_ADD(s, test_concurrent_reads_never_stale);
   IXT_ADD(s, test_forced_stale_window);
