@@ -180,11 +180,18 @@ static gboolean parse_in(pctx_t *c, ixia_filter_t *f, const cJSON *body, const c
                         "%s: %d values, over the limit of %u (query.max_in_values)", fp,
                         cJSON_GetArraySize(v), c->lim->max_in_values);
   for (const cJSON *e = ok ? v->child : NULL; e && ok; e = e->next, i++) {
-    char *ep = g_strdup_printf("%s[%d]", fp, i);
-    GBytes *b = NULL;
-    ok = (b = encode_term(f->field, e, ep, err)) != NULL;
+    /* The value's own path ("...in.brand[3]") only for an error: written
+     * for each of 100 values it was 4% of the API's CPU on such queries. */
+    ixia_error_t *first = NULL;
+    GBytes *b = encode_term(f->field, e, fp, &first);
+    if (!b) {
+      ixia_error_destroy(first);
+      char *ep = g_strdup_printf("%s[%d]", fp, i);
+      b = encode_term(f->field, e, ep, err);
+      g_free(ep);
+    }
+    ok = b != NULL;
     if (b) g_ptr_array_add(tmp, b);
-    g_free(ep);
   }
   if (ok) {
     f->values = new_values();
