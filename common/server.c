@@ -534,10 +534,10 @@ static gboolean advance(conn_t *c, gint64 now) {
         int d = dispatch(c, size, now);
         if (d != DISPATCH_ANSWERED) return d == DISPATCH_KEEP;
         c->since = now;
-        if (++answered >= INLINE_TURN && !c->queued) {
+        if (++answered >= INLINE_TURN) {
           /* Its turn is over: the others first, then this one reads on. */
+          if (!c->queued) g_queue_push_tail_link(&c->io->ready, &c->ready_link);
           c->queued = TRUE;
-          g_queue_push_tail_link(&c->io->ready, &c->ready_link);
           return TRUE;
         }
         continue; /* pipelined frames: the next one, or read on */
@@ -718,6 +718,7 @@ static gpointer io_main(gpointer data) {
   gint64 next_tick = g_get_monotonic_time() + TICK_MS * 1000;
   while (!atomic_load(&srv->stopping)) {
     int n = epoll_wait(io->epfd, evs, G_N_ELEMENTS(evs), io->ready.length ? 0 : TICK_MS);
+    guint waiting = io->ready.length; /* queued before this pass */
     if (n < 0 && errno != EINTR) {
       IXIA_ERROR("epoll_wait: %s", g_strerror(errno));
       break;
@@ -743,9 +744,9 @@ static gpointer io_main(gpointer data) {
         on_conn_event(p, evs[i].events, now);
       }
     }
-    /* One more turn for each connection that used up its last one (those
-     * queued during this pass wait for the next). */
-    for (guint k = io->ready.length; k > 0 && io->ready.head; k--) {
+    /* One more turn for each connection that had used up its last one
+     * before this pass (those queued during it wait for the next). */
+    for (guint k = waiting; k > 0 && io->ready.head; k--) {
       conn_t *c = io->ready.head->data;
       g_queue_unlink(&io->ready, &c->ready_link);
       c->queued = FALSE;
