@@ -723,7 +723,7 @@ static void test_query_threads(void) {
     fprintf(stderr, "query.threads=%d: two slow queries took %" G_GINT64_FORMAT " ms, a get %" G_GINT64_FORMAT " ms\n",
             threads, both_ms, get_ms);
     CU_ASSERT_TRUE(sq[0].failed && sq[1].failed);
-    CU_ASSERT_TRUE(get_ms < SLOW_SHARD_MS / 2);
+    CU_ASSERT_TRUE(get_ms < SLOW_SHARD_MS); /* not behind the queries */
     if (threads == 1) CU_ASSERT_TRUE(both_ms >= 2 * SLOW_SHARD_MS - 20);
     if (threads == 2) CU_ASSERT_TRUE(both_ms < 2 * SLOW_SHARD_MS - 20);
     ixia_client_destroy(c);
