@@ -518,6 +518,10 @@ static const value_t *get(const ixia_config_t *cfg, const char *name, ixia_opt_t
 gint64 ixia_config_int(const ixia_config_t *cfg, const char *name) {
   return get(cfg, name, IXIA_OPT_INT)->i;
 }
+int ixia_config_threads(const ixia_config_t *cfg, const char *name) {
+  gint64 n = ixia_config_int(cfg, name);
+  return (int)(n > 0 ? n : MAX(4, 2 * (gint64)g_get_num_processors()));
+}
 gboolean ixia_config_bool(const ixia_config_t *cfg, const char *name) {
   return get(cfg, name, IXIA_OPT_BOOL)->b;
 }

@@ -46,6 +46,9 @@ gboolean ixia_config_set(ixia_config_t *cfg, const char *name, const char *value
 
 /* Getters abort on an unknown name: that is a programming error. */
 gint64 ixia_config_int(const ixia_config_t *cfg, const char *name);
+/* A thread count whose 0 means twice the cores, at least 4 (pools whose
+ * work computes and waits briefly: indexer.search_threads, query.threads). */
+int ixia_config_threads(const ixia_config_t *cfg, const char *name);
 gboolean ixia_config_bool(const ixia_config_t *cfg, const char *name);
 double ixia_config_double(const ixia_config_t *cfg, const char *name);
 /* Borrowed; valid as long as the config. */

@@ -94,6 +94,8 @@ void ixia_json_format_number(double d, char buf[32]);
 /* v in decimal into buf (NUL-terminated); returns its length. A page
  * writes one per hit, where printf's machinery costs more than the digits. */
 gsize ixia_json_format_int(gint64 v, char buf[24]);
+/* Appends v in decimal (ixia_json_format_int). */
+void ixia_json_append_int(GString *out, gint64 v);
 
 /* Appends a scalar (string, number, bool, null) as JSON text; anything
  * else is printed through cJSON. */

@@ -75,37 +75,66 @@ static gboolean key_is(const char *s, const char *t, const char *name, size_t n)
   return eq;
 }
 
+/* A walk over the members of one object, in text. */
+typedef struct {
+  const char *p, *e; /* the first key, or just past the previous value */
+  gboolean started;
+} members_t;
+
+/* Starts a walk over the object at [p, e); FALSE when p is not an object. */
+static gboolean members_open(members_t *m, const char *p, const char *e) {
+  p = ws(p, e);
+  if (p >= e || *p != '{') return FALSE;
+  *m = (members_t){ws(p + 1, e), e, FALSE};
+  return TRUE;
+}
+
+/* The next member: its key token [*k, *kend) (quotes included) and its
+ * value [*v, *vend). 1: a member; 0: the object ended; -1: text that
+ * cannot be followed. */
+static int members_next(members_t *m, const char **k, const char **kend, const char **v,
+                        const char **vend) {
+  const char *p = m->p, *e = m->e;
+  if (m->started) {
+    p = ws(p, e);
+    if (p < e && *p == '}') return 0;
+    if (p >= e || *p != ',') return -1;
+    p = ws(p + 1, e);
+  } else if (p < e && *p == '}') {
+    return 0;
+  }
+  m->started = TRUE;
+  if (p >= e || *p != '"') return -1;
+  const char *ke = skip_string(p, e);
+  if (!ke) return -1;
+  const char *colon = ws(ke, e);
+  if (colon >= e || *colon != ':') return -1;
+  const char *val = ws(colon + 1, e);
+  const char *ve = skip_value(val, e);
+  if (!ve) return -1;
+  *k = p;
+  *kend = ke;
+  *v = val;
+  *vend = ve;
+  m->p = ve;
+  return 1;
+}
+
 /* The value of the first member `name` of the object at [p, e); NULL when
  * absent or when p is not an object. *bad is set for text that cannot be
  * followed. */
 static const char *member(const char *p, const char *e, const char *name, size_t n,
                           const char **vend, gboolean *bad) {
-  p = ws(p, e);
-  if (p >= e || *p != '{') return NULL;
-  p = ws(p + 1, e);
-  if (p < e && *p == '}') return NULL;
-  while (p < e) {
-    if (*p != '"') break;
-    const char *kend = skip_string(p, e);
-    if (!kend) break;
-    const char *colon = ws(kend, e);
-    if (colon >= e || *colon != ':') break;
-    const char *v = ws(colon + 1, e);
-    const char *ve = skip_value(v, e);
-    if (!ve) break;
-    if (key_is(p, kend, name, n)) {
+  members_t m;
+  if (!members_open(&m, p, e)) return NULL;
+  const char *k, *kend, *v, *ve;
+  int r;
+  while ((r = members_next(&m, &k, &kend, &v, &ve)) > 0)
+    if (key_is(k, kend, name, n)) {
       *vend = ve;
       return v;
     }
-    p = ws(ve, e);
-    if (p < e && *p == ',') {
-      p = ws(p + 1, e);
-      continue;
-    }
-    if (p < e && *p == '}') return NULL;
-    break;
-  }
-  *bad = TRUE;
+  if (r < 0) *bad = TRUE;
   return NULL;
 }
 
@@ -148,6 +177,11 @@ gsize ixia_json_format_int(gint64 v, char buf[24]) {
   while (n) buf[len++] = tmp[--n];
   buf[len] = 0;
   return len;
+}
+
+void ixia_json_append_int(GString *out, gint64 v) {
+  char num[24];
+  g_string_append_len(out, num, (gssize)ixia_json_format_int(v, num));
 }
 
 void ixia_json_format_number(double d, char buf[32]) {
@@ -233,33 +267,19 @@ static int project_flat(const char *json, const char *e, const char *const *path
     if (!paths[i][0] || strchr(paths[i], '.')) return 0;
     nlen[i] = strlen(paths[i]);
   }
-  const char *p = ws(json, e);
-  if (p >= e || *p != '{') return -1;
-  p = ws(p + 1, e);
   guint left = npaths;
-  if (p < e && *p == '}') left = 0;
-  while (left > 0) {
-    if (p >= e || *p != '"') return -1;
-    const char *kend = skip_string(p, e);
-    if (!kend) return -1;
-    const char *colon = ws(kend, e);
-    if (colon >= e || *colon != ':') return -1;
-    const char *val = ws(colon + 1, e);
-    const char *vend = skip_value(val, e);
-    if (!vend) return -1;
-    for (guint i = 0; i < npaths; i++)
-      if (!v[i] && key_is(p, kend, paths[i], nlen[i])) {
-        v[i] = val;
-        ve[i] = vend;
-        left--;
-      }
-    p = ws(vend, e);
-    if (p < e && *p == ',') {
-      p = ws(p + 1, e);
-      continue;
-    }
-    if (p < e && *p == '}') break;
-    return -1;
+  members_t m;
+  if (members_open(&m, json, e)) { /* (a document that is not an object holds none) */
+    const char *k, *kend, *val, *vend;
+    int r = 0;
+    while (left > 0 && (r = members_next(&m, &k, &kend, &val, &vend)) > 0)
+      for (guint i = 0; i < npaths; i++)
+        if (!v[i] && key_is(k, kend, paths[i], nlen[i])) {
+          v[i] = val;
+          ve[i] = vend;
+          left--;
+        }
+    if (r < 0) return -1;
   }
   gboolean all = TRUE, first = TRUE;
   g_string_append_c(out, '{');

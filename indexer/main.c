@@ -40,9 +40,7 @@ int main(int argc, char **argv) {
   srv = ixia_server_new(cfg, ixia_config_str(cfg, "indexer.host"),
                         (int)ixia_config_int(cfg, "indexer.port"), proc, &err);
   if (srv) {
-    gint64 threads = ixia_config_int(cfg, "indexer.search_threads");
-    if (threads == 0) threads = MAX(4, 2 * (gint64)g_get_num_processors());
-    ixia_server_set_workers(srv, (int)threads);
+    ixia_server_set_workers(srv, ixia_config_threads(cfg, "indexer.search_threads"));
     ixia_server_set_inline(srv, ixia_search_inline_call);
     ixia_indexer_set_server(ix, srv);
     gate = ixia_thrift_gate_new(auth, methods);

@@ -170,11 +170,10 @@ static void append_hits(GString *out, const ixia_query_t *q, const GArray *hits)
     if (i) g_string_append_c(out, ',');
     g_string_append(out, "{\"key\":");
     ixia_json_append_string(out, hit->key, strlen(hit->key));
-    char num[24];
     g_string_append(out, ",\"version\":");
-    g_string_append_len(out, num, ixia_json_format_int(hit->version, num));
+    ixia_json_append_int(out, hit->version);
     g_string_append(out, ",\"id\":");
-    g_string_append_len(out, num, ixia_json_format_int(hit->id, num));
+    ixia_json_append_int(out, hit->id);
     if (q->n_sort) {
       g_string_append(out, ",\"sort\":[");
       for (guint k = 0; hit->sort && k < hit->sort->len; k++) {
@@ -309,20 +308,19 @@ static char *run_search(IxiaShardHandler *h, const char *json, gboolean *deferre
      * for the response's few members). Only the explanation and the
      * aggregation partials, trees of their own, go through cJSON. */
     GString *text = g_string_sized_new(256 + hits->len * 96);
-    char num[24];
     g_string_append_c(text, '{');
     append_hits(text, q, hits);
     if (q->n_sort) {
       /* The positions a later page is sorted by ("as_of" below is the
        * newest applied version: one member name, one meaning). */
       g_string_append(text, ",\"sort_as_of\":{\"epoch\":");
-      g_string_append_len(text, num, ixia_json_format_int((gint64)res.as_of_epoch, num));
+      ixia_json_append_int(text, (gint64)res.as_of_epoch);
       g_string_append(text, ",\"seq\":");
-      g_string_append_len(text, num, ixia_json_format_int((gint64)res.as_of, num));
+      ixia_json_append_int(text, (gint64)res.as_of);
       g_string_append_c(text, '}');
     }
     g_string_append(text, ",\"total\":");
-    g_string_append_len(text, num, ixia_json_format_int((gint64)res.total, num));
+    ixia_json_append_int(text, (gint64)res.total);
     g_string_append(text, res.total_exact ? ",\"total_relation\":\"eq\"" : ",\"total_relation\":\"gte\"");
     gboolean printed = TRUE;
     if (res.explain) {
@@ -348,9 +346,9 @@ static char *run_search(IxiaShardHandler *h, const char *json, gboolean *deferre
      * the shard is repairing itself (it may miss edits until done). */
     gint64 max_version = ixia_idx_max_version(idx);
     g_string_append(text, ",\"max_version\":");
-    g_string_append_len(text, num, ixia_json_format_int(max_version, num));
+    ixia_json_append_int(text, max_version);
     g_string_append(text, ",\"as_of\":");
-    g_string_append_len(text, num, ixia_json_format_int(max_version, num));
+    ixia_json_append_int(text, max_version);
     g_string_append(text, ixia_indexer_repairing(h->ix) ? ",\"repairing\":true}" : ",\"repairing\":false}");
     if (printed) {
       out = g_string_free(text, FALSE);

@@ -421,9 +421,8 @@ static guint verify_hits(ixia_fanout_t *s, const ixia_query_t *q, const GArray *
         if (kept++) g_string_append_c(out, ',');
         g_string_append(out, "{\"key\":");
         ixia_json_append_string(out, keys[i], lens[i]);
-        char num[24];
         g_string_append(out, ",\"version\":");
-        g_string_append_len(out, num, ixia_json_format_int(d->version, num));
+        ixia_json_append_int(out, d->version);
         g_string_append(out, ",\"doc\":");
         append_doc(q, d, parsed, out);
         const char *extra = g_array_index(cands, cand_t, i).extra;
@@ -787,11 +786,6 @@ static cJSON *merge_aggs(ixia_fanout_t *s, const ixia_query_t *q, call_t *calls,
   return res;
 }
 
-static void append_int(GString *out, gint64 v) {
-  char num[24];
-  g_string_append_len(out, num, (gssize)ixia_json_format_int(v, num));
-}
-
 /* "shards": {"total", "ok", "failed": [{"shard", "address", "code",
  * "error"}], "states": [{"shard", "as_of", "stale_dropped", "repairing"}]}:
  * which shards answered and how current each answering shard's part of the
@@ -800,16 +794,16 @@ static void append_shards(GString *out, ixia_fanout_t *s, call_t *calls, const g
   guint n_ok = 0;
   for (guint i = 0; i < s->n_shards; i++) n_ok += calls[i].err == NULL;
   g_string_append(out, "\"shards\":{\"total\":");
-  append_int(out, s->n_shards);
+  ixia_json_append_int(out, s->n_shards);
   g_string_append(out, ",\"ok\":");
-  append_int(out, n_ok);
+  ixia_json_append_int(out, n_ok);
   g_string_append(out, ",\"failed\":[");
   gboolean first = TRUE;
   for (guint i = 0; i < s->n_shards; i++) {
     if (!calls[i].err) continue;
     g_string_append(out, first ? "{\"shard\":" : ",{\"shard\":");
     first = FALSE;
-    append_int(out, i);
+    ixia_json_append_int(out, i);
     g_string_append(out, ",\"address\":");
     ixia_json_append_string(out, s->shards[i].address, strlen(s->shards[i].address));
     const char *code = ixia_code_name(calls[i].err->code);
@@ -830,11 +824,11 @@ static void append_shards(GString *out, ixia_fanout_t *s, call_t *calls, const g
     ixia_json_format_number(cJSON_IsNumber(as_of) ? as_of->valuedouble : 0, num);
     g_string_append(out, first ? "{\"shard\":" : ",{\"shard\":");
     first = FALSE;
-    append_int(out, i);
+    ixia_json_append_int(out, i);
     g_string_append(out, ",\"as_of\":");
     g_string_append(out, num);
     g_string_append(out, ",\"stale_dropped\":");
-    append_int(out, stale_by_shard[i]);
+    ixia_json_append_int(out, stale_by_shard[i]);
     g_string_append(out, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "repairing"))
                               ? ",\"repairing\":true}"
                               : ",\"repairing\":false}");

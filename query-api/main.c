@@ -37,9 +37,7 @@ int main(int argc, char **argv) {
                         proc, &err);
   if (!srv) goto out;
   ixia_server_set_inline(srv, ixia_api_inline_call);
-  gint64 query_threads = ixia_config_int(cfg, "query.threads");
-  if (query_threads == 0) query_threads = MAX(4, 2 * (gint64)g_get_num_processors());
-  ixia_server_set_method_threads(srv, "query", (int)query_threads);
+  ixia_server_set_method_threads(srv, "query", ixia_config_threads(cfg, "query.threads"));
   gate = ixia_thrift_gate_new(auth, ixia_api_methods);
   ixia_thrift_gate_install(gate, srv);
   if (!ixia_server_start(srv, &err)) goto out;

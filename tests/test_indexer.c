@@ -522,7 +522,18 @@ static void test_apply_search_replay(void) {
   check_docs(&s, &f, exp, NULL);
   g_hash_table_destroy(again);
 
-  /* Bad requests: clear errors, and the shard keeps serving. */
+  /* Bad requests: clear errors, and the shard keeps serving. The query is
+   * read from the request's tree: its nesting and size limits hold there
+   * too (query.max_request_bytes, 1 MiB here, plus room for the request's
+   * own members). */
+  GString *deep = g_string_new("{\"query\":{\"namespace\":\"shop\",\"table\":\"products\",\"x\":");
+  for (int i = 0; i < 64; i++) g_string_append_c(deep, '[');
+  for (int i = 0; i < 64; i++) g_string_append_c(deep, ']');
+  g_string_append(deep, "}}");
+  char *pad = g_strnfill(1200 * 1024, 'a');
+  char *huge = g_strdup_printf("{\"query\":{\"namespace\":\"shop\",\"table\":\"products\","
+                               "\"filter\":{\"term\":{\"category\":\"%s\"}}}}", pad);
+  g_free(pad);
   struct {
     const char *req;
     ixia_code_t code;
@@ -536,6 +547,9 @@ static void test_apply_search_replay(void) {
       {"{\"query\":{\"namespace\":\"shop\",\"table\":\"products\"},\"limit\":-2}", IXIA_EINVAL, "limit"},
       {"{\"query\":{\"namespace\":\"shop\",\"table\":\"products\"},\"limit\":100000000}", IXIA_ETOOLARGE,
        "query.max_limit"},
+      {"{\"query\":5}", IXIA_EINVAL, "\"query\" must be an object"},
+      {deep->str, IXIA_EINVAL, "nesting"},
+      {huge, IXIA_ETOOLARGE, "query.max_request_bytes"},
   };
   for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
     ixia_error_t *e = NULL;
@@ -544,11 +558,13 @@ static void test_apply_search_replay(void) {
     cJSON_Delete(o);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
     if (e->code != bad[i].code || (bad[i].mentions && !strstr(e->message, bad[i].mentions)))
-      fprintf(stderr, "\n  %s -> %s: %s\n", bad[i].req, ixia_code_name(e->code), e->message);
+      fprintf(stderr, "\n  %.200s -> %s: %s\n", bad[i].req, ixia_code_name(e->code), e->message);
     CU_ASSERT_EQUAL(e->code, bad[i].code);
     if (bad[i].mentions) CU_ASSERT_PTR_NOT_NULL(strstr(e->message, bad[i].mentions));
     ixia_error_destroy(e);
   }
+  g_string_free(deep, TRUE);
+  g_free(huge);
   IxiaIxiaError *xe = NULL;
   GPtrArray *out = g_ptr_array_new_with_free_func(g_object_unref);
   CU_ASSERT_FALSE(ixia_search_if_docs(s.client, &out, NS, TABLE, NULL, 0, &xe, NULL));
