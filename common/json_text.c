@@ -184,12 +184,49 @@ void ixia_json_append_int(GString *out, gint64 v) {
   g_string_append_len(out, num, (gssize)ixia_json_format_int(v, num));
 }
 
+/* d written with k decimals (1..6) when d is m / 10^k for an integer m
+ * of at most 15 digits and |d| >= 1e-4: prices, percentages, coordinates.
+ * The text is then exactly what "%.15g" prints (fixed notation, trailing
+ * zeros dropped), without printf: m / 10^k == d means the decimal reads
+ * back to d, and d lies within 2^-53 of it relatively, below half a unit of
+ * the 15th digit, so "%.15g" rounds d to the same digits. FALSE: d is not
+ * of that form. */
+static gboolean format_decimal(double d, char buf[32]) {
+  static const double p10[] = {1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6};
+  double a = fabs(d);
+  if (a < 1e-4 || a >= 1e15) return FALSE;
+  for (guint k = 1; k < G_N_ELEMENTS(p10); k++) {
+    double m = rint(d * p10[k]);
+    if (m / p10[k] != d) continue;
+    if (fabs(m) >= 1e15) return FALSE;
+    char digits[24];
+    gsize n = ixia_json_format_int((gint64)fabs(m), digits), len = 0;
+    if (d < 0) buf[len++] = '-';
+    if (n <= k) { /* 0.00ddd */
+      buf[len++] = '0';
+      buf[len++] = '.';
+      for (gsize z = n; z < k; z++) buf[len++] = '0';
+      memcpy(buf + len, digits, n);
+      len += n;
+    } else {
+      memcpy(buf + len, digits, n - k);
+      len += n - k;
+      buf[len++] = '.';
+      memcpy(buf + len, digits + n - k, k);
+      len += k;
+    }
+    buf[len] = 0;
+    return TRUE;
+  }
+  return FALSE;
+}
+
 void ixia_json_format_number(double d, char buf[32]) {
   if (!isfinite(d)) {
     strcpy(buf, "null");
   } else if (d == floor(d) && fabs(d) < 9007199254740992.0) {
     ixia_json_format_int((gint64)d, buf); /* -0 gives "0" */
-  } else {
+  } else if (!format_decimal(d, buf)) {
     g_ascii_formatd(buf, 32, "%.15g", d);
     if (g_ascii_strtod(buf, NULL) != d) g_ascii_formatd(buf, 32, "%.17g", d);
   }

@@ -33,8 +33,12 @@
 #include "idx.h"
 #include "json.h"
 
-/* Candidates kept beyond the page, for documents taken out at the end. */
+/* Candidates kept beyond the page, for documents taken out at the end:
+ * SLACK for a walk of every match, POINTS_SLACK for a walk of the points,
+ * which stops as soon as it holds that many (each one costs the points
+ * walked to find it; a walk that loses more is run again all the same). */
 #define SLACK 64
+#define POINTS_SLACK 8
 /* Tie groups up to this size are resolved with a multi-get of their id
  * records; larger ones walk the table's records in key order. */
 #define MULTIGET_MAX 4096
@@ -65,6 +69,7 @@ struct ixia_idx_sort {
   skey_t keys[IXIA_MAX_SORT_KEYS];
   guint nk;
   guint k;
+  guint slack; /* SLACK or POINTS_SLACK: candidates kept beyond k */
   gboolean has_after;
   cand_t after;
   char *after_key;
@@ -193,6 +198,7 @@ static ixia_idx_sort_t *sorter_new(ixia_idx_search_t *s, const ixia_sort_key_t *
   S->s = s;
   S->nk = nk;
   S->k = k;
+  S->slack = SLACK;
   S->cand = g_array_new(FALSE, FALSE, sizeof(cand_t));
   S->cap = MAX(2 * (S->k + SLACK), 256);
   S->tied_after = roaring_bitmap_create();
@@ -302,11 +308,11 @@ void ixia_idx_sort_free(ixia_idx_sort_t *S) {
 
 /* ---------------------------------------------------------- offering */
 
-/* Keeps the best k + SLACK candidates (and everything tied with the last
+/* Keeps the best k + slack candidates (and everything tied with the last
  * of them); the rest is dropped and the threshold tightened. */
 static void prune(ixia_idx_sort_t *S) {
   g_array_sort_with_data(S->cand, cand_cmp_data, S);
-  guint keep = S->k + SLACK;
+  guint keep = S->k + S->slack;
   if (S->cand->len > keep) {
     S->thr = g_array_index(S->cand, cand_t, keep - 1);
     S->have_thr = TRUE;
@@ -429,11 +435,15 @@ static gboolean chunk_matches(ixia_idx_sort_t *S, const guint32 *ids, guint n, r
 }
 
 /* Walks the first key's points in sort order from the cursor, checking
- * the filter a chunk at a time, until the best k + SLACK are certain: a
- * 30% filter sorted by price finds a page of 100 in a few hundred points
- * instead of reading every match. Documents changed since as_of are
- * offered by their old values, apart. Gives up (a full walk then) when
- * the walk grows past a quarter of the points. */
+ * the filter a chunk at a time, until the best k + POINTS_SLACK are
+ * certain: a 30% filter sorted by price finds a page of 100 in a few
+ * hundred points instead of reading every match. Each point checked costs
+ * a few cache misses (its blocks are scattered), so the chunks are sized
+ * from the share of points that passed so far: the first holds twice the
+ * candidates wanted, the next what the pass rate says is still missing
+ * plus a quarter. Documents changed since as_of are offered by their old
+ * values, apart. Gives up (a full walk then) when the walk grows past a
+ * quarter of the points. */
 static gboolean points_walk(ixia_idx_sort_t *S, gboolean *done) {
   *done = FALSE;
   const skey_t *k0 = &S->keys[0];
@@ -443,21 +453,25 @@ static gboolean points_walk(ixia_idx_sort_t *S, gboolean *done) {
   guint32 id = desc ? G_MAXUINT32 : 0;
   if (S->has_after) key = S->after.v[0].num, id = desc ? G_MAXUINT32 : 0;
   gboolean inclusive = TRUE, ok = TRUE, have_key = FALSE, stop = FALSE;
-  guint64 cur = 0;
+  guint64 cur = 0, passed = 0;
   guint64 keys[POINTS_CHUNK];
   guint32 ids[POINTS_CHUNK];
+  S->slack = POINTS_SLACK;
+  guint64 want = (guint64)S->k + S->slack;
+  guint chunk = (guint)MIN(2 * want, POINTS_CHUNK);
   roaring_bitmap_t *seen = roaring_bitmap_create(), *pass = roaring_bitmap_create();
   while (ok && !stop) {
-    guint n = ixia_points_next(pts, desc, key, id, inclusive, keys, ids, POINTS_CHUNK);
+    guint n = ixia_points_next(pts, desc, key, id, inclusive, keys, ids, chunk);
     if (n == 0) break; /* every point seen: the documents without a value may be needed */
     inclusive = FALSE;
     key = keys[n - 1], id = ids[n - 1];
     if ((visited += n) > budget) break;
     roaring_bitmap_clear(pass);
     ok = chunk_matches(S, ids, n, pass) && ixia_idx_deadline(S->s);
+    passed += roaring_bitmap_get_cardinality(pass);
     if (S->need_dict) g_rw_lock_reader_lock(&S->s->idx->dict_lock);
     for (guint i = 0; ok && i < n; i++) {
-      if (have_key && keys[i] != cur && S->accepted >= S->k + SLACK) {
+      if (have_key && keys[i] != cur && S->accepted >= want) {
         stop = TRUE; /* every later point sorts after the whole page */
         break;
       }
@@ -477,6 +491,11 @@ static gboolean points_walk(ixia_idx_sort_t *S, gboolean *done) {
       offer(S, &c);
     }
     if (S->need_dict) g_rw_lock_reader_unlock(&S->s->idx->dict_lock);
+    /* The points still wanted at the pass rate so far, plus a quarter (a
+     * few more to close a run of equal values once the page is held). */
+    guint64 missing = want > S->accepted ? want - S->accepted : 1;
+    double rate = (double)(passed + 1) / (double)(visited + 1);
+    chunk = (guint)CLAMP((double)missing / rate * 1.25 + 8, 16, POINTS_CHUNK);
   }
   roaring_bitmap_free(seen);
   roaring_bitmap_free(pass);
@@ -508,6 +527,7 @@ gboolean ixia_idx_sort_points(ixia_idx_sort_t *S, const roaring_bitmap_t *set, g
   if (!ok || done) return ok;
   /* The points did not settle the page: every match, block by block. */
   S->accepted = 0;
+  S->slack = SLACK;
   return rewalk(S, set);
 }
 
@@ -656,8 +676,9 @@ static gboolean fix_late(ixia_idx_sort_t *S, const roaring_bitmap_t *set) {
     }
     g_array_set_size(S->cand, w);
     roaring_bitmap_andnot_inplace(S->tied_after, late);
-    if (removed > SLACK && attempt < 3) {
+    if (removed > S->slack && attempt < 3) {
       roaring_bitmap_free(late);
+      S->slack = SLACK;
       if (!rewalk(S, set)) return FALSE;
       continue;
     }

@@ -130,6 +130,48 @@ static void test_json_project(void) {
 /* Numbers written as JSON text without cJSON: the shortest form that reads
  * back to the same double, integers as integers, and null for what JSON
  * cannot hold; scalars as cJSON would print them. */
+/* The number writer's decimal fast path against printf: the same text for
+ * prices, small fractions, long fractions and arbitrary doubles. */
+static void test_json_numbers_match_printf(void) {
+  GRand *r = g_rand_new_with_seed(11);
+  guint fast = 0;
+  for (guint i = 0; i < 400000; i++) {
+    double d;
+    switch (i % 4) {
+      case 0: /* a decimal of 0..9 places */
+        d = (double)g_rand_int_range(r, -2000000000, 2000000000) / pow(10, g_rand_int_range(r, 0, 10));
+        break;
+      case 1: /* a price */
+        d = (double)g_rand_int_range(r, 1, 10000000) / 100.0;
+        break;
+      case 2: /* any magnitude */
+        d = g_rand_double_range(r, -1, 1) * pow(10, g_rand_int_range(r, -12, 20));
+        break;
+      default: { /* any bits */
+        guint64 bits = (guint64)g_rand_int(r) << 32 | g_rand_int(r);
+        memcpy(&d, &bits, sizeof d);
+      }
+    }
+    char got[32], want[32];
+    ixia_json_format_number(d, got);
+    if (!isfinite(d)) {
+      CU_ASSERT_STRING_EQUAL(got, "null");
+      continue;
+    }
+    if (d == floor(d) && fabs(d) < 9007199254740992.0) continue; /* integers: checked above */
+    g_ascii_formatd(want, sizeof want, "%.15g", d);
+    if (g_ascii_strtod(want, NULL) != d) g_ascii_formatd(want, sizeof want, "%.17g", d);
+    else fast++;
+    if (strcmp(got, want) != 0) {
+      printf("\n%.17g: got %s, printf %s\n", d, got, want);
+      CU_FAIL("number text differs from printf's");
+      break;
+    }
+  }
+  CU_ASSERT(fast > 100000); /* the decimal path was exercised */
+  g_rand_free(r);
+}
+
 static void test_json_numbers(void) {
   static const struct {
     double d;
@@ -640,6 +682,7 @@ int main(void) {
   IXT_ADD(s, test_json_project);
   IXT_ADD(s, test_json_strict);
   IXT_ADD(s, test_json_numbers);
+  IXT_ADD(s, test_json_numbers_match_printf);
   IXT_ADD(s, test_time);
   IXT_ADD(s, test_json_path_arrays);
   IXT_ADD(s, test_json_project_flat);
