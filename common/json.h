@@ -101,6 +101,28 @@ void ixia_json_append_int(GString *out, gint64 v);
  * else is printed through cJSON. */
 void ixia_json_append_scalar(GString *out, const cJSON *item);
 
+/* A walk over the members of an object, or the elements of an array, in
+ * JSON text, without a tree: values come as spans of the text (strings
+ * with their quotes). For text the server or another ixia daemon wrote;
+ * it never reads past the given length, and malformed structure shows as
+ * -1, but a scalar's token is not checked (read it with a strict parser).
+ * The walk borrows the text. */
+typedef struct {
+  const char *p, *e;
+  gboolean started;
+} ixia_json_walk_t;
+/* FALSE when the text (after white space) is not an object / an array. */
+gboolean ixia_json_members_open(ixia_json_walk_t *w, const char *text, size_t len);
+gboolean ixia_json_elements_open(ixia_json_walk_t *w, const char *text, size_t len);
+/* 1: the next member, its key token [*k, *kend) and value [*v, *vend);
+ * 0: the end; -1: text that cannot be followed. */
+int ixia_json_members_next(ixia_json_walk_t *w, const char **k, const char **kend, const char **v,
+                           const char **vend);
+int ixia_json_elements_next(ixia_json_walk_t *w, const char **v, const char **vend);
+/* Whether the key token [k, kend) (quotes included, escapes allowed)
+ * spells name. */
+gboolean ixia_json_key_is(const char *k, const char *kend, const char *name);
+
 /* Appends to out the same object as ixia_json_project would build, read
  * straight from the text of a JSON object the server wrote itself (member
  * values are copied as they are), and says in *all_present (may be NULL)

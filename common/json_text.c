@@ -28,11 +28,16 @@ static const char *ws(const char *p, const char *e) {
   return p;
 }
 
-/* p at an opening quote: the byte after the closing one, or NULL. */
+/* p at an opening quote: the byte after the closing one, or NULL. A
+ * quote ends the string unless an odd run of backslashes precedes it. */
 static const char *skip_string(const char *p, const char *e) {
-  for (p++; p < e; p++) {
-    if (*p == '\\') p++;
-    else if (*p == '"') return p + 1;
+  for (const char *from = p + 1; from < e;) {
+    const char *q = memchr(from, '"', (size_t)(e - from));
+    if (!q) return NULL;
+    const char *b = q;
+    while (b > p + 1 && b[-1] == '\\') b--;
+    if ((q - b) % 2 == 0) return q + 1;
+    from = q + 1;
   }
   return NULL;
 }
@@ -66,7 +71,9 @@ static const char *skip_value(const char *p, const char *e) {
 /* Whether the string token [s, t) (quotes included) spells name[0..n). */
 static gboolean key_is(const char *s, const char *t, const char *name, size_t n) {
   size_t len = (size_t)(t - s) - 2;
-  if (!memchr(s + 1, '\\', len)) return len == n && memcmp(s + 1, name, n) == 0;
+  if (len == n && memcmp(s + 1, name, n) == 0) return TRUE;
+  /* An escape only lengthens a name's token. */
+  if (len <= n || !memchr(s + 1, '\\', len)) return FALSE;
   char *copy = ixia_memdup0(s, (size_t)(t - s));
   cJSON *j = cJSON_Parse(copy);
   gboolean eq = cJSON_IsString(j) && strlen(j->valuestring) == n && memcmp(j->valuestring, name, n) == 0;
@@ -75,36 +82,45 @@ static gboolean key_is(const char *s, const char *t, const char *name, size_t n)
   return eq;
 }
 
-/* A walk over the members of one object, in text. */
-typedef struct {
-  const char *p, *e; /* the first key, or just past the previous value */
-  gboolean started;
-} members_t;
-
 /* Starts a walk over the object at [p, e); FALSE when p is not an object. */
-static gboolean members_open(members_t *m, const char *p, const char *e) {
+gboolean ixia_json_members_open(ixia_json_walk_t *m, const char *p, size_t len) {
+  const char *e = p + len;
   p = ws(p, e);
   if (p >= e || *p != '{') return FALSE;
-  *m = (members_t){ws(p + 1, e), e, FALSE};
+  *m = (ixia_json_walk_t){ws(p + 1, e), e, FALSE};
   return TRUE;
 }
 
-/* The next member: its key token [*k, *kend) (quotes included) and its
- * value [*v, *vend). 1: a member; 0: the object ended; -1: text that
- * cannot be followed. */
-static int members_next(members_t *m, const char **k, const char **kend, const char **v,
-                        const char **vend) {
+gboolean ixia_json_elements_open(ixia_json_walk_t *m, const char *p, size_t len) {
+  const char *e = p + len;
+  p = ws(p, e);
+  if (p >= e || *p != '[') return FALSE;
+  *m = (ixia_json_walk_t){ws(p + 1, e), e, FALSE};
+  return TRUE;
+}
+
+/* Past the separator before the next item: the item's first byte, NULL at
+ * the closing bracket `close`, or (void *)1 for text that cannot be
+ * followed. */
+static const char *walk_step(ixia_json_walk_t *m, char close) {
   const char *p = m->p, *e = m->e;
   if (m->started) {
     p = ws(p, e);
-    if (p < e && *p == '}') return 0;
-    if (p >= e || *p != ',') return -1;
+    if (p < e && *p == close) return NULL;
+    if (p >= e || *p != ',') return (const char *)1;
     p = ws(p + 1, e);
-  } else if (p < e && *p == '}') {
-    return 0;
+  } else if (p < e && *p == close) {
+    return NULL;
   }
   m->started = TRUE;
-  if (p >= e || *p != '"') return -1;
+  return p < e ? p : (const char *)1;
+}
+
+int ixia_json_members_next(ixia_json_walk_t *m, const char **k, const char **kend, const char **v,
+                           const char **vend) {
+  const char *p = walk_step(m, '}'), *e = m->e;
+  if (!p) return 0;
+  if (p == (const char *)1 || *p != '"') return -1;
   const char *ke = skip_string(p, e);
   if (!ke) return -1;
   const char *colon = ws(ke, e);
@@ -120,16 +136,32 @@ static int members_next(members_t *m, const char **k, const char **kend, const c
   return 1;
 }
 
+int ixia_json_elements_next(ixia_json_walk_t *m, const char **v, const char **vend) {
+  const char *p = walk_step(m, ']');
+  if (!p) return 0;
+  if (p == (const char *)1) return -1;
+  const char *ve = skip_value(p, m->e);
+  if (!ve) return -1;
+  *v = p;
+  *vend = ve;
+  m->p = ve;
+  return 1;
+}
+
+gboolean ixia_json_key_is(const char *k, const char *kend, const char *name) {
+  return key_is(k, kend, name, strlen(name));
+}
+
 /* The value of the first member `name` of the object at [p, e); NULL when
  * absent or when p is not an object. *bad is set for text that cannot be
  * followed. */
 static const char *member(const char *p, const char *e, const char *name, size_t n,
                           const char **vend, gboolean *bad) {
-  members_t m;
-  if (!members_open(&m, p, e)) return NULL;
+  ixia_json_walk_t m;
+  if (!ixia_json_members_open(&m, p, (size_t)(e - p))) return NULL;
   const char *k, *kend, *v, *ve;
   int r;
-  while ((r = members_next(&m, &k, &kend, &v, &ve)) > 0)
+  while ((r = ixia_json_members_next(&m, &k, &kend, &v, &ve)) > 0)
     if (key_is(k, kend, name, n)) {
       *vend = ve;
       return v;
@@ -305,11 +337,11 @@ static int project_flat(const char *json, const char *e, const char *const *path
     nlen[i] = strlen(paths[i]);
   }
   guint left = npaths;
-  members_t m;
-  if (members_open(&m, json, e)) { /* (a document that is not an object holds none) */
+  ixia_json_walk_t m;
+  if (ixia_json_members_open(&m, json, (size_t)(e - json))) { /* (a document that is not an object holds none) */
     const char *k, *kend, *val, *vend;
     int r = 0;
-    while (left > 0 && (r = members_next(&m, &k, &kend, &val, &vend)) > 0)
+    while (left > 0 && (r = ixia_json_members_next(&m, &k, &kend, &val, &vend)) > 0)
       for (guint i = 0; i < npaths; i++)
         if (!v[i] && key_is(k, kend, paths[i], nlen[i])) {
           v[i] = val;

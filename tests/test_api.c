@@ -16,6 +16,8 @@
 
 #include "cache.h"
 #include "client.h"
+#include "config.h"
+#include "server.h"
 #include "support.h"
 
 static ixt_memcached_t mc;
@@ -735,6 +737,109 @@ static void test_query_threads(void) {
   g_thread_join(shard);
 }
 
+/* A stand-in index shard that answers every search with the text in
+ * canned_answer (the API reads a shard's answer without a tree). */
+static const char *volatile canned_answer;
+
+typedef struct {
+  IxiaSearchHandler parent;
+} CannedShard;
+typedef struct {
+  IxiaSearchHandlerClass parent;
+} CannedShardClass;
+GType canned_shard_get_type(void);
+G_DEFINE_TYPE(CannedShard, canned_shard, IXIA_TYPE_SEARCH_HANDLER)
+
+static gboolean canned_search(IxiaSearchIf *iface, gchar **ret, const gchar *request, IxiaIxiaError **xe,
+                              GError **error) {
+  (void)iface, (void)request, (void)xe, (void)error;
+  *ret = g_strdup(canned_answer);
+  return TRUE;
+}
+
+static void canned_shard_init(CannedShard *self) { (void)self; }
+static void canned_shard_class_init(CannedShardClass *klass) {
+  IXIA_SEARCH_HANDLER_CLASS(klass)->search = canned_search;
+}
+
+/* The hits of a shard's answer: keys with escapes come out as stored,
+ * members the API does not know are passed over, and an answer that cannot
+ * be read fails the query with an error naming the shard while the API
+ * goes on serving. */
+static void test_shard_answer_read_as_text(void) {
+  ixia_config_t *cfg = ixia_config_new();
+  CannedShard *h = g_object_new(canned_shard_get_type(), NULL);
+  ThriftProcessor *proc = g_object_new(IXIA_TYPE_SEARCH_PROCESSOR, "handler", h, NULL);
+  g_object_unref(h);
+  ixia_error_t *e = NULL;
+  ixia_server_t *srv = ixia_server_new(cfg, "127.0.0.1", 0, proc, &e);
+  CU_ASSERT_TRUE_FATAL(srv && ixia_server_start(srv, &e));
+  char *indexers = g_strdup_printf("query.indexers=127.0.0.1:%d", ixia_server_port(srv));
+  const char *sets[] = {indexers, NULL};
+  ixt_api_t q = {0};
+  CU_ASSERT_TRUE_FATAL(start_api_from_memory(&q, "canned-shard", sets));
+  ixia_client_t *c = connect_to(q.addr);
+  const char *odd = "say \"hi\" caf\xc3\xa9\\";
+  gint64 v1 = put_doc(c, odd, "{\"category\": \"odd\", \"price\": 1}");
+  gint64 v2 = put_doc(c, "plain", "{\"category\": \"odd\", \"price\": 2}");
+  CU_ASSERT_TRUE_FATAL(v1 > 0 && v2 > 0);
+  const char *query = "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"odd\"}},"
+                      "\"fields\":[\"price\"],\"limit\":10}";
+
+  char *answer = g_strdup_printf(
+      "{ \"future\": {\"a\": \"}]\", \"b\": [1, {}]},\n \"hits\": [ {\"id\": 4, \"key\": \"say \\\"hi\\\" caf\\u00e9\\\\\","
+      " \"version\": %" G_GINT64_FORMAT ", \"later\": [\"x\"]}, {\"key\":\"plain\",\"version\":%" G_GINT64_FORMAT
+      ",\"id\":9} ], \"total\": 2, \"total_relation\": \"eq\", \"aggs\": null, \"as_of\": 7 }",
+      v1, v2);
+  canned_answer = answer;
+  char *out = NULL;
+  CU_ASSERT_TRUE(ixia_client_query(c, query, &out, &e));
+  cJSON *r = out ? cJSON_Parse(out) : NULL;
+  cJSON *hits = cJSON_GetObjectItem(r, "hits");
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(hits), 2);
+  CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(hits, 0), "key")), odd);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(hits, 0), "version")), v1);
+  CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(hits, 1), "key")), "plain");
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "total")), 2);
+  cJSON *states = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "shards"), "states");
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(states, 0), "as_of")), 7);
+  cJSON_Delete(r);
+  g_clear_pointer(&out, g_free);
+
+  static const struct {
+    const char *answer, *error;
+  } bad[] = {
+      {"{\"hits\": [{\"key\": \"plain\", \"id\": 1,", "answered with malformed JSON"},
+      {"[\"hits\"]", "answered with malformed JSON"},
+      {"{\"hits\": [{\"key\": \"plain\", \"id\": 1, \"version\": 2}] \"total\": 1}", "answered with malformed JSON"},
+      {"{\"total\": 1, \"aggs\": nul}", "answered with malformed JSON"},
+      {"{\"hits\": [{\"key\": \"plain\", \"version\": 2}], \"total\": 1}", "malformed hit"},
+      {"{\"hits\": [{\"key\": 5, \"id\": 1, \"version\": 2}], \"total\": 1}", "malformed hit"},
+      {"{\"hits\": [{\"key\": \"plain\", \"id\": \"1\", \"version\": 2}], \"total\": 1}", "malformed hit"},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    canned_answer = bad[i].answer;
+    CU_ASSERT_FALSE(ixia_client_query(c, query, &out, &e));
+    gboolean named = e && strstr(e->message, bad[i].error) && strstr(e->message, "shard 0");
+    if (!named) fprintf(stderr, "answer %u: %s\n", i, e ? e->message : "(no error)");
+    CU_ASSERT_TRUE(named);
+    ixia_error_destroy(e), e = NULL;
+    g_clear_pointer(&out, g_free);
+    char *json = get_doc(c, "plain", NULL, NULL); /* still serving */
+    CU_ASSERT_PTR_NOT_NULL(json);
+    g_free(json);
+  }
+  canned_answer = NULL;
+  g_free(answer);
+  ixia_client_destroy(c);
+  CU_ASSERT_TRUE(ixt_api_stop(&q));
+  g_free(indexers);
+  ixia_server_stop(srv);
+  ixia_server_destroy(srv);
+  g_object_unref(proc);
+  ixia_config_destroy(cfg);
+}
+
 /* cache.get_path: 'store' reads what the store's memory cannot answer
  * straight from its disk, memcached never asked; 'auto' measures both paths
  * (every 64th get samples the other one) and reports what they cost. (The
@@ -1119,6 +1224,7 @@ int main(void) {
   IXT_ADD(s, test_pipelining_client_shares_its_thread);
   IXT_ADD(s, test_get_path);
   IXT_ADD(s, test_query_threads);
+  IXT_ADD(s, test_shard_answer_read_as_text);
   IXT_ADD(s, test_bad_input);
   IXT_ADD(s, test_concurrent_reads_never_stale);
   IXT_ADD(s, test_forced_stale_window);
