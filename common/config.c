@@ -246,9 +246,10 @@ static const ixia_option_t options[] = {
      "by itself once space is freed. Keep it above what RocksDB writes on its own (memtable "
      "flushes of up to 2 x index.write_buffer_mb, compactions) plus one batch. 0 = off."},
     {"index.cache_mb", IXIA_OPT_INT, "512", 1, 1048576,
-     "Memory for decoded postings and column blocks that searches read (roughly least recently "
-     "used first out), on top of index.block_cache_mb. The points of numeric fields (about 16 bytes "
-     "per value) are held besides."},
+     "Memory for decoded postings, column blocks and id records (which name a page's hits; "
+     "about 40 bytes per document) that searches read (roughly least recently used first out), "
+     "on top of index.block_cache_mb. The points of numeric fields (about 16 bytes per value) are "
+     "held besides."},
     {"index.sort_history_seconds", IXIA_OPT_INT, "600", 1, 86400,
      "How long a shard remembers the sort values documents had before they changed, so that "
      "paging a sorted query with \"after\" neither repeats nor skips a document whose sorted "

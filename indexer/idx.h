@@ -287,7 +287,17 @@ static inline const void *col_slot(const col_t *c, guint s, guint32 *n) {
 
 /* ---- idx_cache.c ---- */
 
-typedef enum { BLK_BITMAP, BLK_COLUMN } blk_kind_t;
+typedef enum { BLK_BITMAP, BLK_COLUMN, BLK_RECORDS } blk_kind_t;
+
+/* The id records (K_ID values: table id, version, key) of one block of
+ * BLOCK_SLOTS document ids, as a hit resolves: value i at arena + off[i],
+ * len[i] bytes (0: no record). An update appends to the arena; a copy
+ * packs it. */
+typedef struct {
+  guint32 off[BLOCK_SLOTS], len[BLOCK_SLOTS];
+  GByteArray *arena;
+  gsize live; /* bytes of the arena that records use */
+} recs_t;
 
 /* A decoded, immutable block shared by searches; reference-counted. */
 typedef struct blk {
@@ -298,6 +308,7 @@ typedef struct blk {
   gsize bytes;
   roaring_bitmap_t *bm; /* BLK_BITMAP: a whole posting or live set (every chunk) */
   col_t *col;           /* BLK_COLUMN */
+  recs_t *recs;         /* BLK_RECORDS */
   GList link;           /* position in its cache stripe's list */
   gboolean used;        /* hit since it last passed the list's tail */
 } blk_t;
@@ -314,6 +325,13 @@ blk_t *ixia_idx_column(ixia_idx_t *idx, guint32 field, guint8 width, guint32 blo
 blk_t *ixia_idx_column_at(ixia_idx_t *idx, char prefix, guint32 field, guint8 width,
                           guint32 block, ixia_error_t **err);
 void ixia_idx_blk_unref(blk_t *b);
+/* The cached id records of a block of document ids, or NULL (no error)
+ * when they are not cached: ixia_idx_resolve_hits reads the others one by
+ * one, and a block is loaded (one scan of its records) on its
+ * RECORDS_LOAD_AFTER-th miss, so pages over a table much larger than the
+ * cache do not read 1,024 records for each hit. NULL with err set on a
+ * read error. */
+blk_t *ixia_idx_records(ixia_idx_t *idx, guint32 block, ixia_error_t **err);
 
 /* Publishing a batch (apply thread, after its RocksDB write): the changed
  * ids of postings and the operands of column blocks, applied copy-on-write
@@ -324,6 +342,8 @@ void ixia_idx_publish_posting(ixia_idx_publish_t *p, const guint8 *chunk_key,
                               const roaring_bitmap_t *add, const roaring_bitmap_t *rem);
 void ixia_idx_publish_column(ixia_idx_publish_t *p, const guint8 *key, const guint8 *op,
                              gsize len);
+/* Document id's record is now val[0..len) (K_ID's value). */
+void ixia_idx_publish_record(ixia_idx_publish_t *p, guint32 id, const guint8 *val, gsize len);
 void ixia_idx_publish_end(ixia_idx_publish_t *p);
 
 typedef struct {

@@ -329,10 +329,18 @@ static void cands_skip_to(blkit_t *b, unionit_t *u, guint32 block) {
 
 /* -------------------------------------------------------------- hits */
 
-/* Resolves ids to keys and versions with one batched multi-get (values
- * pinned, not copied). */
-gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GArray *hits,
-                               ixia_error_t **err) {
+/* One id record into *h; FALSE with err when it is missing or short. */
+static gboolean hit_of(guint32 id, const char *v, size_t vl, ixia_idx_hit_t *h, ixia_error_t **err) {
+  if (!v || vl < 12) return ixia_error_set(err, IXIA_EINTERNAL, "document id %u has no id record", id);
+  *h = (ixia_idx_hit_t){ixia_memdup0(v + 12, vl - 12), (gint64)ixia_bytes_get64((const guint8 *)v + 4),
+                        id, NULL, 0.0};
+  return TRUE;
+}
+
+/* The ids at positions at[0..n) of ids, read with one batched multi-get
+ * (values pinned, not copied), into out[at[i]]. */
+static gboolean multi_get_hits(ixia_idx_t *idx, const guint32 *ids, const guint *at, guint n,
+                               ixia_idx_hit_t *out, ixia_error_t **err) {
   if (n == 0) return TRUE;
   guint8 *keys = g_new(guint8, (gsize)n * 5);
   const char **kp = g_new(const char *, n);
@@ -341,7 +349,7 @@ gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GAr
   char **errs = g_new0(char *, n);
   for (guint i = 0; i < n; i++) {
     keys[5 * i] = K_ID;
-    ixia_bytes_put32(keys + 5 * i + 1, ids[i]);
+    ixia_bytes_put32(keys + 5 * i + 1, ids[at[i]]);
     kp[i] = (const char *)keys + 5 * i;
     kl[i] = 5;
   }
@@ -354,12 +362,8 @@ gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GAr
       if (ok) ok = ixia_error_from_rocksdb(err, errs[i], "index read");
       else rocksdb_free(errs[i]);
       errs[i] = NULL;
-    } else if (ok && (!v || vl < 12)) {
-      ok = ixia_error_set(err, IXIA_EINTERNAL, "document id %u has no id record", ids[i]);
     } else if (ok) {
-      ixia_idx_hit_t h = {ixia_memdup0(v + 12, vl - 12), (gint64)ixia_bytes_get64(v + 4), ids[i],
-                          NULL, 0.0};
-      g_array_append_val(hits, h);
+      ok = hit_of(ids[at[i]], v, vl, &out[at[i]], err);
     }
     rocksdb_pinnableslice_destroy(vals[i]);
   }
@@ -368,6 +372,44 @@ gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GAr
   g_free(kl);
   g_free(vals);
   g_free(errs);
+  return ok;
+}
+
+/* Resolves ids to keys and versions, in order: from the cached id records
+ * of their blocks (idx_cache.c), the rest with one batched multi-get. */
+gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GArray *hits,
+                               ixia_error_t **err) {
+  if (n == 0) return TRUE;
+  ixia_idx_hit_t *out = g_new0(ixia_idx_hit_t, n);
+  guint *rest = g_new(guint, n), n_rest = 0;
+  blk_t *b = NULL;
+  guint32 block = G_MAXUINT32;
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < n; i++) {
+    if (ids[i] >> BLOCK_BITS != block) {
+      ixia_idx_blk_unref(b);
+      block = ids[i] >> BLOCK_BITS;
+      ixia_error_t *e = NULL;
+      b = ixia_idx_records(idx, block, &e);
+      if (e) ok = ixia_error_propagate(err, e);
+    }
+    if (!b) {
+      rest[n_rest++] = i;
+      continue;
+    }
+    const recs_t *r = b->recs;
+    guint slot = ids[i] & (BLOCK_SLOTS - 1);
+    ok = ok && hit_of(ids[i], r->len[slot] ? (const char *)r->arena->data + r->off[slot] : NULL, r->len[slot],
+                      &out[i], err);
+  }
+  ixia_idx_blk_unref(b);
+  if (ok) ok = multi_get_hits(idx, ids, rest, n_rest, out, err);
+  for (guint i = 0; i < n; i++) {
+    if (ok) g_array_append_val(hits, out[i]);
+    else g_free(out[i].key);
+  }
+  g_free(out);
+  g_free(rest);
   return ok;
 }
 

@@ -863,6 +863,63 @@ static void test_random_vs_brute_force(void) {
   g_rand_free(r);
 }
 
+/* Every live document of table p as a hit, each with the version the model
+ * holds for its key. */
+static void check_hits(ixia_idx_t *idx, GHashTable *model) {
+  ixia_query_t *q = parse(idx, "{\"namespace\": \"shop\", \"table\": \"p\"}");
+  GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
+  CU_ASSERT_TRUE(isearch(idx, q, -1, 5000, 0, &lim, hits, NULL, NULL, NULL));
+  CU_ASSERT_EQUAL(hits->len, g_hash_table_size(model));
+  guint wrong = 0;
+  for (guint i = 0; i < hits->len; i++) {
+    const ixia_idx_hit_t *h = &g_array_index(hits, ixia_idx_hit_t, i);
+    gpointer v;
+    if (!g_hash_table_lookup_extended(model, h->key, NULL, &v) || GPOINTER_TO_SIZE(v) != (gsize)h->version)
+      wrong++;
+  }
+  if (wrong) fprintf(stderr, "%u of %u hits with a wrong key or version\n", wrong, hits->len);
+  CU_ASSERT_EQUAL(wrong, 0);
+  ixia_idx_hits_clear(hits);
+  g_array_free(hits, TRUE);
+  ixia_query_destroy(q);
+}
+
+/* Hits take their keys and versions from the cached id records of their
+ * blocks once those have been read a few times; batches applied after that
+ * show at once: new versions, deletes, documents new to a cached block. */
+static void test_hit_records_follow_writes(void) {
+  ixia_idx_t *idx = open_index("records");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_SCHEMA, "", 1, schema_json, NULL));
+  GHashTable *model = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  GPtrArray *evs = g_ptr_array_new_with_free_func(tev_free);
+  gint64 v = 10;
+  for (int i = 0; i < 2500; i++) {
+    char *k = g_strdup_printf("k%05d", i);
+    g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, k, v, "{\"cat\": \"c1\"}"));
+    g_hash_table_insert(model, k, GSIZE_TO_POINTER((gsize)v++));
+  }
+  for (guint i = 0; i < evs->len; i += 100) CU_ASSERT_TRUE(apply_range(idx, evs, i, MIN(evs->len, i + 100), NULL));
+  for (int round = 0; round < 5; round++) check_hits(idx, model); /* the blocks are cached by now */
+  g_ptr_array_set_size(evs, 0);
+  for (int i = 0; i < 2530; i++) {
+    char *k = g_strdup_printf("k%05d", i);
+    if (i >= 2500 || i % 7 == 0) {
+      g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, k, v, "{\"cat\": \"c2\"}"));
+      g_hash_table_insert(model, g_strdup(k), GSIZE_TO_POINTER((gsize)v++));
+    } else if (i % 11 == 0) {
+      g_ptr_array_add(evs, tev_new(IXIA_IDX_DELETE, k, v++, NULL));
+      g_hash_table_remove(model, k);
+    }
+    g_free(k);
+  }
+  CU_ASSERT_TRUE(apply_range(idx, evs, 0, evs->len, NULL));
+  for (int round = 0; round < 3; round++) check_hits(idx, model);
+  g_ptr_array_free(evs, TRUE);
+  g_hash_table_destroy(model);
+  ixia_idx_destroy(idx);
+}
+
 static void test_delete_removes_everywhere(void) {
   ixia_idx_t *idx = open_index("del");
   CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
@@ -1417,6 +1474,7 @@ int main(void) {
   IXT_ADD(s, test_merge_operands);
   IXT_ADD(s, test_random_vs_brute_force);
   IXT_ADD(s, test_delete_removes_everywhere);
+  IXT_ADD(s, test_hit_records_follow_writes);
   IXT_ADD(s, test_positions_persist);
   IXT_ADD(s, test_failed_events);
   IXT_ADD(s, test_limits);
