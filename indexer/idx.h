@@ -447,6 +447,13 @@ gboolean ixia_idx_plan_lead(ixia_idx_search_t *s, pnode_t *root, gboolean page_o
 /* Narrows mask (BLOCK_WORDS words of block `block`) to the documents that
  * pass node p. */
 gboolean ixia_idx_check_block(ixia_idx_search_t *s, pnode_t *p, guint32 block, guint64 *mask);
+/* Whether each of n ids, scattered over blocks (a walk of points), passes
+ * every check, into pass[i]. A check on one column is answered from the
+ * ids' slots: all their column blocks are looked up and the slots
+ * prefetched first, so the cache misses of scattered slots overlap instead
+ * of following one another; other checks go one id at a time. */
+gboolean ixia_idx_check_ids(ixia_idx_search_t *s, GPtrArray *checks, const guint32 *ids, guint n,
+                            gboolean *pass);
 /* The bits of bm in block `block`. */
 void ixia_idx_bm_block(const roaring_bitmap_t *bm, guint32 block, guint64 *out);
 /* mask &= the bits of bm in block `block`; per bit when the mask has only a

@@ -925,6 +925,69 @@ static gboolean check_leaf(ixia_idx_search_t *s, pnode_t *p, guint32 block, guin
   return ixia_idx_charge(s, n);
 }
 
+/* A check answered from one column slot per id (ixia_idx_check_ids). */
+static gboolean slot_checkable(const pnode_t *p) {
+  return p->kind == N_LEAF && !p->bm && p->checkable && !p->by_bytes;
+}
+
+gboolean ixia_idx_check_ids(ixia_idx_search_t *s, GPtrArray *checks, const guint32 *ids, guint n,
+                            gboolean *pass) {
+  for (guint i = 0; i < n; i++) pass[i] = TRUE;
+  blk_t **cols = g_new0(blk_t *, n);
+  gboolean ok = TRUE;
+  for (guint c = 0; ok && checks && c < checks->len; c++) {
+    pnode_t *p = checks->pdata[c];
+    if (!slot_checkable(p)) {
+      for (guint i = 0; ok && i < n; i++) {
+        if (!pass[i]) continue;
+        guint slot = ids[i] & (BLOCK_SLOTS - 1);
+        guint64 mask[BLOCK_WORDS] = {0};
+        mask[slot >> 6] = G_GUINT64_CONSTANT(1) << (slot & 63);
+        ok = ixia_idx_check_block(s, p, ids[i] >> BLOCK_BITS, mask);
+        pass[i] = mask[slot >> 6] != 0;
+      }
+      continue;
+    }
+    field_t *fld = p->field;
+    guint8 width = fld->numeric ? 8 : 4;
+    gboolean exists = p->f->kind == IXIA_F_EXISTS;
+    if (!exists && !fld->numeric && p->vids->len && !p->vbits) build_vbits(p);
+    if (!p->how) p->how = "column check";
+    /* Every column first, its slot prefetched; then the checks. */
+    guint64 checked = 0, passed = 0;
+    for (guint i = 0; ok && i < n; i++) {
+      if (!pass[i]) continue;
+      cols[i] = ixia_idx_column(s->idx, fld->id, width, ids[i] >> BLOCK_BITS, s->err);
+      if (!cols[i]) {
+        ok = FALSE;
+        break;
+      }
+      const col_t *col = cols[i]->col;
+      guint slot = ids[i] & (BLOCK_SLOTS - 1);
+      __builtin_prefetch(&col->has[slot >> 6]);
+      if (!col->mstart) __builtin_prefetch(width == 8 ? (const void *)&col->v1.d[slot] : (const void *)&col->v1.u[slot]);
+    }
+    for (guint i = 0; i < n; i++) {
+      if (!cols[i]) continue;
+      if (ok) {
+        const col_t *col = cols[i]->col;
+        guint slot = ids[i] & (BLOCK_SLOTS - 1);
+        gboolean has = col->has[slot >> 6] >> (slot & 63) & 1;
+        pass[i] = has && (exists || slot_ok(s->idx, p, col, slot));
+        checked++;
+        passed += pass[i];
+      }
+      ixia_idx_blk_unref(cols[i]);
+      cols[i] = NULL;
+    }
+    p->checked += checked;
+    p->passed += passed;
+    ok = ok && ixia_idx_charge(s, checked);
+  }
+  g_free(cols);
+  return ok;
+}
+
 static gboolean mask_empty(const guint64 *m) {
   for (guint w = 0; w < BLOCK_WORDS; w++)
     if (m[w]) return FALSE;

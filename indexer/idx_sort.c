@@ -413,25 +413,22 @@ gboolean ixia_idx_sort_points_ok(const ixia_idx_sort_t *S) {
          (!S->has_after || S->after.v[0].has);
 }
 
-/* The matches among ids (POINTS_CHUNK of them, any order) into pass.
- * Points come in value order, so their ids are scattered over the table:
- * each id is checked alone, on a one-bit mask (a membership test in the
- * candidate set, then one slot of each checked column). Building a bitmap
- * of the chunk and expanding its blocks cost more than the checks. */
+/* The matches among ids (POINTS_CHUNK at most, any order) into pass: the
+ * members of the candidate set, then their checks (ixia_idx_check_ids:
+ * points come in value order, so their ids are scattered over the table,
+ * and building a bitmap of the chunk to walk its blocks cost more than
+ * the checks). */
 static gboolean chunk_matches(ixia_idx_sort_t *S, const guint32 *ids, guint n, roaring_bitmap_t *pass) {
   const roaring_bitmap_t *set = S->ex->lead ? S->ex->lead : S->s->live->bm;
-  guint n_checks = S->ex->checks ? S->ex->checks->len : 0;
-  gboolean ok = TRUE;
-  for (guint i = 0; ok && i < n; i++) {
-    if (!roaring_bitmap_contains(set, ids[i])) continue;
-    guint32 block = ids[i] >> BLOCK_BITS, slot = ids[i] & (BLOCK_SLOTS - 1);
-    guint64 mask[BLOCK_WORDS] = {0};
-    mask[slot >> 6] = G_GUINT64_CONSTANT(1) << (slot & 63);
-    for (guint c = 0; ok && c < n_checks && mask[slot >> 6]; c++)
-      ok = ixia_idx_check_block(S->s, S->ex->checks->pdata[c], block, mask);
-    if (ok && mask[slot >> 6]) roaring_bitmap_add(pass, ids[i]);
-  }
-  return ok;
+  guint32 in[POINTS_CHUNK];
+  gboolean ok_ids[POINTS_CHUNK];
+  guint m = 0;
+  for (guint i = 0; i < n; i++)
+    if (roaring_bitmap_contains(set, ids[i])) in[m++] = ids[i];
+  if (!ixia_idx_check_ids(S->s, S->ex->checks, in, m, ok_ids)) return FALSE;
+  for (guint i = 0; i < m; i++)
+    if (ok_ids[i]) roaring_bitmap_add(pass, in[i]);
+  return TRUE;
 }
 
 /* Walks the first key's points in sort order from the cursor, checking
