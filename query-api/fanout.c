@@ -144,29 +144,17 @@ static gboolean read_int(const char *v, const char *ve, gint64 *out) {
 
 /* A hit's "sort": base64 strings (a value's bytes) or null; NULL when it
  * is not an array. */
-static GPtrArray *read_sort(const char *v, const char *ve, gboolean *bad) {
+static GPtrArray *read_sort(GStringChunk *strs, const char *v, const char *ve, gboolean *bad) {
   ixia_json_walk_t w;
   if (!ixia_json_elements_open(&w, v, (size_t)(ve - v))) return NULL;
   GPtrArray *out = g_ptr_array_new_with_free_func(bytes_unref0);
   const char *x, *xe;
   int r;
   while ((r = ixia_json_elements_next(&w, &x, &xe)) > 0) {
-    GBytes *b = NULL;
-    if (*x == '"' && memchr(x, '\\', (size_t)(xe - x))) {
-      cJSON *j = cJSON_ParseWithLength(x, (size_t)(xe - x)); /* escaped: unusual, not wrong */
-      gsize n = 0;
-      guchar *raw = cJSON_IsString(j) ? g_base64_decode(j->valuestring, &n) : NULL;
-      b = raw ? g_bytes_new_take(raw, n) : NULL;
-      cJSON_Delete(j);
-    } else if (*x == '"' && xe - x >= 2) {
-      gsize n = (gsize)(xe - x - 2);
-      guchar *raw = g_malloc(n / 4 * 3 + 3);
-      gint state = 0;
-      guint save = 0;
-      gsize got = g_base64_decode_step(x + 1, n, raw, &state, &save);
-      b = g_bytes_new_take(raw, got);
-    }
-    g_ptr_array_add(out, b);
+    const char *b64 = read_string(strs, x, xe);
+    gsize n = 0;
+    guchar *raw = b64 ? g_base64_decode(b64, &n) : NULL;
+    g_ptr_array_add(out, raw ? g_bytes_new_take(raw, n) : NULL);
   }
   if (r < 0) *bad = TRUE;
   return out;
@@ -191,7 +179,7 @@ static gboolean read_hit(ahits_t *a, const char *p, const char *e) {
       double d = g_ascii_strtod(v, &end);
       h.score = end == ve ? d : NAN;
     } else if (ixia_json_key_is(k, ke, "sort") && !h.sort) {
-      h.sort = read_sort(v, ve, &bad);
+      h.sort = read_sort(a->strs, v, ve, &bad);
     }
   }
   g_array_append_val(a->list, h); /* (freed with the list either way) */
@@ -597,15 +585,16 @@ static guint verify_hits(ixia_fanout_t *s, const ixia_query_t *q, const GArray *
   }
   ixia_store_doc_t *docs = g_new0(ixia_store_doc_t, n);
   gboolean monotone = ixia_query_filter_monotone(q);
-  GPtrArray *paths = g_ptr_array_new();
-  filter_paths(q->filter, paths);
+  GPtrArray *paths = NULL; /* the filter's, once a hit needs a re-check */
   ixia_store_pins_t *pins = NULL; /* docs[i].json borrows from it */
   if (ixia_store_multi_get_pinned(s->store, q->ns, q->table, n, keys, lens, docs, &pins, err)) {
     for (guint i = 0; i < n; i++) {
       const ixia_store_doc_t *d = &docs[i];
       gboolean match = d->found;
-      if (match && !(monotone && d->version == g_array_index(cands, cand_t, i).version))
+      if (match && !(monotone && d->version == g_array_index(cands, cand_t, i).version)) {
+        if (!paths) filter_paths(q->filter, paths = g_ptr_array_new());
         match = stored_doc_matches(q, d, paths);
+      }
       if (match) {
         if (kept++) g_string_append_c(out, ',');
         g_string_append(out, "{\"key\":");
@@ -624,7 +613,7 @@ static guint verify_hits(ixia_fanout_t *s, const ixia_query_t *q, const GArray *
     }
   }
   ixia_store_pins_free(pins);
-  g_ptr_array_free(paths, TRUE);
+  if (paths) g_ptr_array_free(paths, TRUE);
   g_free(docs);
   g_free(keys);
   g_free(lens);
@@ -792,17 +781,14 @@ static cJSON **sorted_requests(const ixia_fanout_t *s, const ixia_sort_cursor_t 
 
 /* A hit of a shard's sorted page. */
 typedef struct {
-  GPtrArray *values; /* GBytes* or NULL, one per sort key (the hit's) */
-  const char *key;   /* borrowed from the response */
-  gint64 version;
-  const ahit_t *hit; /* the shard's hit */
+  const ahit_t *hit; /* its key, version and sort values (GBytes* or NULL, one per key) */
   guint shard;
 } shit_t;
 
 static gint shit_cmp(gconstpointer a, gconstpointer b, gpointer q) {
   const shit_t *x = a, *y = b;
-  int c = ixia_sort_cmp_values(q, (GBytes *const *)x->values->pdata, (GBytes *const *)y->values->pdata);
-  return c ? c : strcmp(x->key, y->key);
+  int c = ixia_sort_cmp_values(q, (GBytes *const *)x->hit->sort->pdata, (GBytes *const *)y->hit->sort->pdata);
+  return c ? c : strcmp(x->hit->key, y->hit->key);
 }
 
 /* Merges the shards' sorted pages: the first q->limit by (values, key),
@@ -838,7 +824,7 @@ static gboolean collect_sorted_hits(ixia_fanout_t *s, const ixia_query_t *q, cal
         ok = ixia_error_set(err, IXIA_EINTERNAL, "shard %u answered a malformed sorted hit", i);
         break;
       }
-      shit_t x = {h->sort, h->key, h->version, h, i};
+      shit_t x = {h, i};
       g_array_append_val(all, x);
     }
   }
@@ -853,20 +839,20 @@ static gboolean collect_sorted_hits(ixia_fanout_t *s, const ixia_query_t *q, cal
        * round trip with sscanf (~10% of the API's CPU at limit 100). */
       GString *extra = g_string_new(",\"sort\":[");
       for (guint k = 0; k < q->n_sort; k++) {
-        cJSON *v = ixia_sort_value_json(&q->sort[k], x->values->pdata[k]);
+        cJSON *v = ixia_sort_value_json(&q->sort[k], x->hit->sort->pdata[k]);
         if (k) g_string_append_c(extra, ',');
         ixia_json_append_scalar(extra, v);
         cJSON_Delete(v);
       }
       g_string_append_c(extra, ']');
       append_score(extra, q, x->hit);
-      cand_t c = {x->key, x->version, x->shard, g_string_free(extra, FALSE)};
+      cand_t c = {x->hit->key, x->hit->version, x->shard, g_string_free(extra, FALSE)};
       g_array_append_val(cands, c);
     }
     if (more && taken > 0) {
       const shit_t *last = &g_array_index(all, shit_t, taken - 1);
       ixia_sort_cursor_t cur = {q->sort_sig, s->n_shards, epoch, seq, q->n_sort,
-                                (GBytes **)last->values->pdata, (char *)last->key, strlen(last->key)};
+                                (GBytes **)last->hit->sort->pdata, (char *)last->hit->key, strlen(last->hit->key)};
       *next = ixia_fanout_sort_cursor_encode(&cur);
     }
     ixia_error_t *e = NULL;
