@@ -250,6 +250,12 @@ static const ixia_option_t options[] = {
      "about 40 bytes per document) that searches read (roughly least recently used first out), "
      "on top of index.block_cache_mb. The points of numeric fields (about 16 bytes per value) are "
      "held besides."},
+    {"index.docvalues_mb", IXIA_OPT_INT, "1024", 0, 1048576,
+     "Memory for doc values: the value of every document of each keyword, bool and numeric field "
+     "in one slot per document (8 bytes for numbers, 4 for the others, whether the document has "
+     "the field or not, in chunks of 65,536 documents), loaded at open. Filters check candidates "
+     "against them with one memory read each; beyond the budget, candidates are checked against "
+     "the column blocks of index.cache_mb (slower for scattered candidates). 0 = off."},
     {"index.sort_history_seconds", IXIA_OPT_INT, "600", 1, 86400,
      "How long a shard remembers the sort values documents had before they changed, so that "
      "paging a sorted query with \"after\" neither repeats nor skips a document whose sorted "

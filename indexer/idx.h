@@ -129,6 +129,12 @@ typedef struct {
 typedef struct ixia_idx_history ixia_idx_history_t;
 
 typedef struct ixia_points ixia_points_t;
+typedef struct ixia_docvals ixia_docvals_t;
+/* Memory of every field's doc values (index.docvalues_mb). */
+typedef struct {
+  _Atomic gsize used;
+  gsize limit;
+} ixia_docvals_budget_t;
 typedef struct ixia_idx_cache ixia_idx_cache_t;
 
 typedef struct {
@@ -145,6 +151,7 @@ typedef struct {
   GArray *vv;      /* ixia_val_t by value id: views of vals */
   GArray *counts;  /* guint32 by value id: live documents holding the value */
   ixia_points_t *points; /* numeric fields; NULL for the others */
+  ixia_docvals_t *dv;    /* every field but text; NULL for text */
   _Atomic gint64 total_len;      /* text fields: tokens of every live document (BM25's avgdl);
                             written by the apply thread, read atomically */
 } field_t;
@@ -183,6 +190,7 @@ struct ixia_idx {
   guint batches_since_counts;
 
   ixia_idx_cache_t *cache;
+  ixia_docvals_budget_t docvals;
 
   /* Documents' values before recent batches, for stable sorted cursors
    * (idx_history.c); publish_seq counts published batches (atomic). */
@@ -200,8 +208,9 @@ struct ixia_idx {
 
 table_t *ixia_idx_table_new(guint32 id, const char *ns, const char *name);
 void ixia_idx_table_free(gpointer t);
+/* dvb: the budget of the field's doc values (none for text fields). */
 field_t *ixia_idx_field_new(guint32 id, guint32 table_id, ixia_field_type_t type, const char *path,
-                            const char *analyzer);
+                            const char *analyzer, ixia_docvals_budget_t *dvb);
 void ixia_idx_field_free(gpointer f);
 /* Caller holds dict_lock or is the apply thread. */
 table_t *ixia_idx_table_find(ixia_idx_t *idx, const char *ns, const char *table);
@@ -380,6 +389,42 @@ guint ixia_points_next(ixia_points_t *p, gboolean desc, guint64 key, guint32 id,
                        guint64 *keys, guint32 *ids, guint max);
 guint64 ixia_points_size(ixia_points_t *p);
 gsize ixia_points_bytes(ixia_points_t *p);
+
+/* ---- idx_docvals.c ---- */
+
+
+#define DV_CHUNK_BITS 16
+#define DV_CHUNK_IDS (1u << DV_CHUNK_BITS)
+#define DV_BLOCKS (DV_CHUNK_IDS / BLOCK_SLOTS)
+/* Slots without a value, and slots with several (read the column). NaNs
+ * and ids beyond any dictionary: every check fails them. */
+#define DV_MISSING8 G_GUINT64_CONSTANT(0x7ff8000000d0c000)
+#define DV_MULTI8 G_GUINT64_CONSTANT(0x7ff8000000d0c001)
+#define DV_MISSING4 0xFFFFFFFFu
+#define DV_MULTI4 0xFFFFFFFEu
+
+typedef struct {
+  _Atomic guint16 multi[DV_BLOCKS]; /* multi-valued slots per block */
+  guint8 v[] __attribute__((aligned(64)));
+} dvchunk_t;
+
+/* width 8: doubles; 4: value ids. */
+ixia_docvals_t *ixia_docvals_new(guint8 width, ixia_docvals_budget_t *budget);
+void ixia_docvals_destroy(ixia_docvals_t *dv);
+/* Writer: document id now holds n values, the first at *first (a double or
+ * a value id by width). */
+void ixia_docvals_set(ixia_docvals_t *dv, guint32 id, const void *first, guint n);
+/* The BLOCK_SLOTS raw slots of a block (double bits or value ids), or NULL
+ * when they must be read from the column: the chunk was denied, or a slot
+ * of the block holds several values. *none: no document of the block holds
+ * a value. dv may be NULL (a text field). */
+const void *ixia_docvals_block(const ixia_docvals_t *dv, guint32 block, gboolean *none);
+/* One document's raw slot (DV_MISSING* when it has no value); FALSE when
+ * it must be read from the column. */
+gboolean ixia_docvals_get(const ixia_docvals_t *dv, guint32 id, guint64 *v);
+/* Where id's slot is (for a prefetch), or NULL. */
+const void *ixia_docvals_prefetch_addr(const ixia_docvals_t *dv, guint32 id);
+gsize ixia_docvals_bytes(ixia_docvals_t *dv);
 
 /* ---- idx_history.c ---- */
 

@@ -185,6 +185,13 @@ typedef struct {
   GArray *pairs; /* pair_t, text fields left out */
 } hnote_t;
 
+/* A document's new doc value slot (idx_docvals.c), published in order. */
+typedef struct {
+  field_t *f;
+  guint32 id, n;
+  guint64 first; /* the first value: double bits or a value id */
+} dvnote_t;
+
 typedef struct {
   ixia_idx_t *idx;
   rocksdb_writebatch_t *wb;
@@ -196,6 +203,7 @@ typedef struct {
   GHashTable *stages;  /* field_t* -> stage_t* */
   GHashTable *counts;  /* field id << 32 | value id -> count delta (gint) */
   GHashTable *points;  /* field_t* -> GArray of ixia_point_change_t */
+  GArray *dvals;       /* dvnote_t, in event order */
   GHashTable *schemas; /* table_t* -> ixia_schema_t* (reference) applied in this batch */
   GPtrArray *new_dict; /* GBytes key/value pairs of new tables and fields */
   GHashTable *field_of; /* const ixia_schema_field_t* (of a live schema) -> field_t* */
@@ -220,7 +228,15 @@ static void post_change(batch_t *b, char prefix, guint32 a, guint32 v, guint32 i
   roaring_bitmap_remove(add ? o->rem : o->add, id);
 }
 
-static void col_set(batch_t *b, const field_t *f, guint32 id, const pair_t *vals, guint n) {
+static void col_set(batch_t *b, field_t *f, guint32 id, const pair_t *vals, guint n) {
+  dvnote_t dn = {f, id, n, 0};
+  if (n && f->numeric) {
+    double d = num_of_key(vals[0].val);
+    memcpy(&dn.first, &d, 8);
+  } else if (n) {
+    dn.first = (guint32)vals[0].val;
+  }
+  g_array_append_val(b->dvals, dn);
   pend_t probe;
   probe.klen = (guint8)key_col(probe.key, f->id, id >> BLOCK_BITS);
   pend_t *o = pend_get(b->cols, &probe);
@@ -321,7 +337,7 @@ static field_t *field_get_or_create(batch_t *b, table_t *t, const ixia_schema_fi
   if (f) return f;
   f = ixia_idx_field_find(t, ix);
   if (!f) {
-    f = ixia_idx_field_new(idx->fields->len, t->id, ix->type, ix->field, ix->analyzer);
+    f = ixia_idx_field_new(idx->fields->len, t->id, ix->type, ix->field, ix->analyzer, &idx->docvals);
     GByteArray *k = g_byte_array_new();
     guint8 p = K_FIELD, type = (guint8)ix->type, nul = 0;
     g_byte_array_append(k, &p, 1);
@@ -915,6 +931,15 @@ static void batch_publish(batch_t *b) {
     GArray *a = v;
     ixia_points_update(((field_t *)k)->points, (const ixia_point_change_t *)(void *)a->data, a->len);
   }
+  for (guint i = 0; i < b->dvals->len; i++) {
+    const dvnote_t *dn = &g_array_index(b->dvals, dvnote_t, i);
+    if (dn->f->numeric) {
+      ixia_docvals_set(dn->f->dv, dn->id, &dn->first, dn->n);
+    } else {
+      guint32 vid = (guint32)dn->first;
+      ixia_docvals_set(dn->f->dv, dn->id, &vid, dn->n);
+    }
+  }
 
   ixia_idx_publish_t *p = ixia_idx_publish_begin(idx);
   g_hash_table_iter_init(&it, b->posts);
@@ -952,6 +977,7 @@ static void batch_free(batch_t *b) {
   g_hash_table_destroy(b->stages);
   g_hash_table_destroy(b->counts);
   g_hash_table_destroy(b->points);
+  g_array_free(b->dvals, TRUE);
   g_hash_table_destroy(b->schemas);
   rocksdb_writebatch_destroy(b->wb);
 }
@@ -974,6 +1000,7 @@ gboolean ixia_idx_apply(ixia_idx_t *idx, const ixia_idx_event_t *events, guint n
       .stages = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, stage_free),
       .counts = g_hash_table_new(g_direct_hash, g_direct_equal),
       .points = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, array_free),
+      .dvals = g_array_new(FALSE, FALSE, sizeof(dvnote_t)),
       .schemas = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL,
                                        (GDestroyNotify)ixia_schema_unref),
       .new_dict = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref),

@@ -49,7 +49,7 @@ void ixia_idx_table_free(gpointer p) {
 }
 
 field_t *ixia_idx_field_new(guint32 id, guint32 table_id, ixia_field_type_t type,
-                            const char *path, const char *analyzer) {
+                            const char *path, const char *analyzer, ixia_docvals_budget_t *dvb) {
   field_t *f = g_new0(field_t, 1);
   f->id = id;
   f->table_id = table_id;
@@ -65,6 +65,7 @@ field_t *ixia_idx_field_new(guint32 id, guint32 table_id, ixia_field_type_t type
     f->vv = g_array_new(FALSE, TRUE, sizeof(ixia_val_t));
     f->counts = g_array_new(FALSE, TRUE, sizeof(guint32));
   }
+  if (type != IXIA_FIELD_TEXT) f->dv = ixia_docvals_new(f->numeric ? 8 : 4, dvb);
   return f;
 }
 
@@ -78,6 +79,7 @@ void ixia_idx_field_free(gpointer p) {
   if (f->vv) g_array_free(f->vv, TRUE);
   if (f->counts) g_array_free(f->counts, TRUE);
   ixia_points_destroy(f->points);
+  ixia_docvals_destroy(f->dv);
   g_free(f);
 }
 

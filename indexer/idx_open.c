@@ -5,8 +5,9 @@
  * Open configures RocksDB for this workload (LZ4, bloom filters for the
  * point reads of records and dictionary values, the merge operator and
  * compaction filter of idx_merge.c), then loads what searches and the apply
- * thread keep in memory: the dictionaries with their counts, and the points
- * of every numeric field, rebuilt from its column blocks. */
+ * thread keep in memory: the dictionaries with their counts, and from the
+ * column blocks of every field but text its doc values and, for a numeric
+ * field, its points. */
 #include <stdatomic.h>
 #include <errno.h>
 #include <glib/gstdio.h>
@@ -81,7 +82,7 @@ static gboolean load_field(ixia_idx_t *idx, const char *k, size_t kl, const char
   const char *nul = memchr(k + 6, 0, kl - 6);
   char *path = g_strndup(k + 6, nul ? (gsize)(nul - k - 6) : kl - 6);
   char *analyzer = nul ? g_strndup(nul + 1, kl - (gsize)(nul + 1 - k)) : NULL;
-  field_t *f = ixia_idx_field_new(ixia_bytes_get32(v), ixia_bytes_get32(k + 1), (ixia_field_type_t)(guint8)k[5], path, analyzer);
+  field_t *f = ixia_idx_field_new(ixia_bytes_get32(v), ixia_bytes_get32(k + 1), (ixia_field_type_t)(guint8)k[5], path, analyzer, &idx->docvals);
   g_free(path);
   g_free(analyzer);
   if (!ixia_idx_field_register(idx, f)) {
@@ -115,31 +116,36 @@ static gboolean load_total(ixia_idx_t *idx, const char *k, size_t kl, const char
   return TRUE;
 }
 
-/* Points of one numeric field, gathered from its column blocks. */
+/* What the column blocks of one field give at open: the field's doc
+ * values, and the points of a numeric field. */
 typedef struct {
+  field_t *f;
   GArray *keys; /* guint64 */
   GArray *ids;  /* guint32 */
-} points_load_t;
+} col_load_t;
 
-static gboolean load_points_block(ixia_idx_t *idx, const char *k, size_t kl, const char *v,
+static gboolean load_column_block(ixia_idx_t *idx, const char *k, size_t kl, const char *v,
                                   size_t vl, void *ud) {
   (void)idx;
-  points_load_t *pl = ud;
+  col_load_t *cl = ud;
+  guint8 width = cl->f->numeric ? 8 : 4;
   if (kl != 9) return FALSE;
   col_t *c = ixia_idx_col_decode(v, vl);
-  if (!c || c->width != 8) {
+  if (!c || c->width != width) {
     ixia_idx_col_free(c);
     return FALSE;
   }
   guint32 base = ixia_bytes_get32(k + 5) << BLOCK_BITS;
   for (guint s = 0; s < BLOCK_SLOTS; s++) {
     guint32 n;
-    const double *d = col_slot(c, s, &n);
+    const void *vals = col_slot(c, s, &n);
+    guint32 id = base + s;
+    if (n) ixia_docvals_set(cl->f->dv, id, vals, n);
+    if (!cl->keys) continue;
     for (guint32 i = 0; i < n; i++) {
-      guint64 key = num_key(d[i]);
-      guint32 id = base + s;
-      g_array_append_val(pl->keys, key);
-      g_array_append_val(pl->ids, id);
+      guint64 key = num_key(((const double *)vals)[i]);
+      g_array_append_val(cl->keys, key);
+      g_array_append_val(cl->ids, id);
     }
   }
   ixia_idx_col_free(c);
@@ -157,28 +163,31 @@ static int kid_cmp(const void *a, const void *b) {
   return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static gboolean load_points(ixia_idx_t *idx, field_t *f, ixia_error_t **err) {
-  points_load_t pl = {g_array_new(FALSE, FALSE, sizeof(guint64)),
-                      g_array_new(FALSE, FALSE, sizeof(guint32))};
+static gboolean load_columns(ixia_idx_t *idx, field_t *f, ixia_error_t **err) {
+  col_load_t cl = {f, NULL, NULL};
+  if (f->numeric) {
+    cl.keys = g_array_new(FALSE, FALSE, sizeof(guint64));
+    cl.ids = g_array_new(FALSE, FALSE, sizeof(guint32));
+  }
   guint8 prefix[5] = {K_COL};
   ixia_bytes_put32(prefix + 1, f->id);
-  gboolean ok = scan_prefix(idx, (const char *)prefix, 5, load_points_block, &pl, err);
-  if (ok) {
-    gsize n = pl.keys->len;
+  gboolean ok = scan_prefix(idx, (const char *)prefix, 5, load_column_block, &cl, err);
+  if (ok && f->numeric) {
+    gsize n = cl.keys->len;
     kid_t *kv = g_new(kid_t, MAX(n, 1));
     for (gsize i = 0; i < n; i++)
-      kv[i] = (kid_t){g_array_index(pl.keys, guint64, i), g_array_index(pl.ids, guint32, i)};
+      kv[i] = (kid_t){g_array_index(cl.keys, guint64, i), g_array_index(cl.ids, guint32, i)};
     qsort(kv, n, sizeof *kv, kid_cmp);
     for (gsize i = 0; i < n; i++) {
-      g_array_index(pl.keys, guint64, i) = kv[i].key;
-      g_array_index(pl.ids, guint32, i) = kv[i].id;
+      g_array_index(cl.keys, guint64, i) = kv[i].key;
+      g_array_index(cl.ids, guint32, i) = kv[i].id;
     }
     g_free(kv);
-    ixia_points_load(f->points, (const guint64 *)(void *)pl.keys->data,
-                     (const guint32 *)(void *)pl.ids->data, n);
+    ixia_points_load(f->points, (const guint64 *)(void *)cl.keys->data,
+                     (const guint32 *)(void *)cl.ids->data, n);
   }
-  g_array_free(pl.keys, TRUE);
-  g_array_free(pl.ids, TRUE);
+  if (cl.keys) g_array_free(cl.keys, TRUE);
+  if (cl.ids) g_array_free(cl.ids, TRUE);
   return ok;
 }
 
@@ -192,7 +201,7 @@ static gboolean load_state(ixia_idx_t *idx, ixia_error_t **err) {
     return FALSE;
   for (guint i = 1; i < idx->fields->len; i++) {
     field_t *fld = idx->fields->pdata[i];
-    if (fld && fld->numeric && !load_points(idx, fld, err)) return FALSE;
+    if (fld && fld->type != IXIA_FIELD_TEXT && !load_columns(idx, fld, err)) return FALSE;
   }
   /* Next document id: one past the highest id ever assigned. */
   rocksdb_iterator_t *it = rocksdb_create_iterator(idx->db, idx->ropts);
@@ -264,6 +273,7 @@ ixia_idx_t *ixia_idx_open(const char *path, const ixia_config_t *cfg, ixia_error
   idx->pending_dict = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
   idx->dirty_counts = g_hash_table_new(g_direct_hash, g_direct_equal);
   idx->cache = ixia_idx_cache_new((gsize)ixia_config_int(cfg, "index.cache_mb") << 20);
+  idx->docvals.limit = (gsize)ixia_config_int(cfg, "index.docvalues_mb") << 20;
   /* A new epoch per open: cursors of an earlier open cannot be honoured
    * (the history is in memory). Below 2^53 so it travels as a JSON number. */
   guint64 epoch = (((guint64)g_random_int() << 21) ^ g_random_int()) & ((G_GUINT64_CONSTANT(1) << 52) - 1);
@@ -435,6 +445,7 @@ void ixia_idx_get_stats(ixia_idx_t *idx, ixia_idx_stats_t *out) {
     ixia_idx_blk_unref(live);
   }
   for (guint i = 0; i < points->len; i++) out->points_bytes += ixia_points_bytes(points->pdata[i]);
+  out->docvalues_bytes = atomic_load(&idx->docvals.used);
   g_array_free(tids, TRUE);
   g_ptr_array_free(points, TRUE);
   ixia_idx_cache_stats_t cs;

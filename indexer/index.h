@@ -195,6 +195,7 @@ typedef struct {
   guint64 cache_bytes; /* decoded blocks held (index.cache_mb) */
   guint64 cache_hits, cache_misses;
   guint64 points_bytes; /* range index of numeric fields */
+  guint64 docvalues_bytes; /* doc values of every field but text */
 } ixia_idx_stats_t;
 
 void ixia_idx_get_stats(ixia_idx_t *idx, ixia_idx_stats_t *out);

@@ -1371,6 +1371,11 @@ char *ixia_indexer_status(ixia_indexer_t *ix) {
   cJSON_AddStringToObject(o, "failed_log", ix->failed_log);
   cJSON_AddNumberToObject(o, "failed_log_entries", (double)count_lines(ix->failed_log));
   cJSON_AddNumberToObject(o, "disk_bytes", (double)st.disk_bytes);
+  /* Memory searches read from: decoded blocks (index.cache_mb), points,
+   * doc values (index.docvalues_mb). */
+  cJSON_AddNumberToObject(o, "cache_bytes", (double)st.cache_bytes);
+  cJSON_AddNumberToObject(o, "points_bytes", (double)st.points_bytes);
+  cJSON_AddNumberToObject(o, "docvalues_bytes", (double)st.docvalues_bytes);
   /* Measured now, so the status shows space freed before the apply thread
    * has noticed. */
   ixia_disk_reserve_check(ix->disk, NULL);
