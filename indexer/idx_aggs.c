@@ -39,6 +39,10 @@ typedef struct anode {
   struct anode **subs;
   guint n_subs;
   struct anode *share; /* a sibling SUM/AVG of the same field that accumulates for both */
+  /* A SUM/AVG that accumulates for nobody else also feeds a sibling MIN and
+   * MAX of its field (marked fused), in the same pass over the values. */
+  struct anode *fmin, *fmax;
+  gboolean fused;
   /* metrics, by parent bucket */
   GArray *n;      /* guint64 */
   GArray *sum;    /* ixia_xsum_t */
@@ -140,14 +144,29 @@ static anode_t *anode_new(ixia_idx_agg_t *A, const ixia_agg_t *g, gboolean top) 
   return n;
 }
 
+static gboolean is_sum(const anode_t *a) {
+  return a->g->kind == IXIA_AGG_SUM || a->g->kind == IXIA_AGG_AVG;
+}
+
 static void share_sums(anode_t **nodes, guint n) {
   for (guint i = 0; i < n; i++) {
     anode_t *a = nodes[i];
-    if ((a->g->kind != IXIA_AGG_SUM && a->g->kind != IXIA_AGG_AVG) || !a->field) continue;
+    if (!is_sum(a) || !a->field) continue;
     for (guint j = 0; j < i && !a->share; j++) {
       anode_t *b = nodes[j];
-      if ((b->g->kind == IXIA_AGG_SUM || b->g->kind == IXIA_AGG_AVG) && b->field == a->field && !b->share)
-        a->share = b;
+      if (is_sum(b) && b->field == a->field && !b->share) a->share = b;
+    }
+  }
+  /* The terms-with-metrics shape reads one field four times per document:
+   * sum (with avg), min and max go in one pass. */
+  for (guint i = 0; i < n; i++) {
+    anode_t *a = nodes[i];
+    if (!is_sum(a) || !a->field || a->share) continue;
+    for (guint j = 0; j < n; j++) {
+      anode_t *b = nodes[j];
+      if (b->field != a->field || b->fused) continue;
+      if (b->g->kind == IXIA_AGG_MIN && !a->fmin) a->fmin = b, b->fused = TRUE;
+      else if (b->g->kind == IXIA_AGG_MAX && !a->fmax) a->fmax = b, b->fused = TRUE;
     }
   }
 }
@@ -420,6 +439,25 @@ static gboolean add_single(ixia_idx_agg_t *A, anode_t *n, const col_t *c, const 
   for (guint i = 0; i < np; i++) top = MAX(top, pr[i].pb);
   if (!metric_reserve(A, n, top)) return FALSE;
   guint64 *cnt = (guint64 *)(void *)n->n->data;
+  if (n->fmin || n->fmax) {
+    /* Sum, min and max in one pass (the min and max nodes are fused). */
+    if ((n->fmin && !metric_reserve(A, n->fmin, top)) || (n->fmax && !metric_reserve(A, n->fmax, top)))
+      return FALSE;
+    ixia_xsum_t *xs = (ixia_xsum_t *)(void *)n->sum->data;
+    anode_t *mn = n->fmin, *mx = n->fmax;
+    guint64 *cmin = mn ? (guint64 *)(void *)mn->n->data : NULL, *cmax = mx ? (guint64 *)(void *)mx->n->data : NULL;
+    double *emin = mn ? (double *)(void *)mn->ext->data : NULL, *emax = mx ? (double *)(void *)mx->ext->data : NULL;
+    for (guint i = 0; i < np; i++) {
+      guint s = pr[i].slot, pb = pr[i].pb;
+      if (!(c->has[s >> 6] >> (s & 63) & 1)) continue;
+      double x = v1[s];
+      cnt[pb]++;
+      ixia_xsum_add(&xs[pb], x);
+      if (cmin && (cmin[pb]++ == 0 || x < emin[pb])) emin[pb] = x;
+      if (cmax && (cmax[pb]++ == 0 || x > emax[pb])) emax[pb] = x;
+    }
+    return TRUE;
+  }
   if (g->kind == IXIA_AGG_SUM || g->kind == IXIA_AGG_AVG) {
     ixia_xsum_t *xs = (ixia_xsum_t *)(void *)n->sum->data;
     for (guint i = 0; i < np; i++) {
@@ -441,32 +479,11 @@ static gboolean add_single(ixia_idx_agg_t *A, anode_t *n, const col_t *c, const 
   return TRUE;
 }
 
-static gboolean add_pairs(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guint np) {
+/* A metric over a block's values, slot by slot (multi-valued blocks, and
+ * the kinds add_single does not take). */
+static gboolean add_values(ixia_idx_agg_t *A, anode_t *n, const col_t *c, const apair_t *pr,
+                           guint np) {
   const ixia_agg_t *g = n->g;
-  if (ixia_agg_is_bucket(g->kind)) return add_terms(A, n, pr, np);
-  if (g->kind == IXIA_AGG_TOP_HITS) {
-    for (guint i = 0; i < np; i++) {
-      guint32 pb = pr[i].pb;
-      if (n->topk->len <= pb) g_ptr_array_set_size(n->topk, (gint)pb + 1);
-      ixia_idx_sort_t *t = n->topk->pdata[pb];
-      if (!t) t = n->topk->pdata[pb] = ixia_idx_topk_new(A->s, g->sort, g->n_sort, g->size);
-      if (!t || !ixia_idx_topk_offer(t, A->block << BLOCK_BITS | pr[i].slot)) return FALSE;
-    }
-    return TRUE;
-  }
-  if (g->kind == IXIA_AGG_COUNT) {
-    for (guint i = 0; i < np; i++) {
-      if (!metric_reserve(A, n, pr[i].pb)) return FALSE;
-      g_array_index(n->n, guint64, pr[i].pb)++;
-    }
-    return TRUE;
-  }
-  if (n->share) return TRUE; /* a sibling accumulates these values */
-  const col_t *c = column(A, n);
-  if (!c) return TRUE;
-  if (!c->mstart && c->width == 8 && g->kind != IXIA_AGG_PERCENTILES &&
-      g->kind != IXIA_AGG_CARDINALITY && g->kind != IXIA_AGG_STATS)
-    return add_single(A, n, c, pr, np);
   for (guint i = 0; i < np; i++) {
     guint32 cnt, pb = pr[i].pb;
     const void *v = col_slot(c, pr[i].slot, &cnt);
@@ -530,6 +547,36 @@ static gboolean add_pairs(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guin
     }
   }
   return TRUE;
+}
+
+static gboolean add_pairs(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guint np) {
+  const ixia_agg_t *g = n->g;
+  if (ixia_agg_is_bucket(g->kind)) return add_terms(A, n, pr, np);
+  if (g->kind == IXIA_AGG_TOP_HITS) {
+    for (guint i = 0; i < np; i++) {
+      guint32 pb = pr[i].pb;
+      if (n->topk->len <= pb) g_ptr_array_set_size(n->topk, (gint)pb + 1);
+      ixia_idx_sort_t *t = n->topk->pdata[pb];
+      if (!t) t = n->topk->pdata[pb] = ixia_idx_topk_new(A->s, g->sort, g->n_sort, g->size);
+      if (!t || !ixia_idx_topk_offer(t, A->block << BLOCK_BITS | pr[i].slot)) return FALSE;
+    }
+    return TRUE;
+  }
+  if (g->kind == IXIA_AGG_COUNT) {
+    for (guint i = 0; i < np; i++) {
+      if (!metric_reserve(A, n, pr[i].pb)) return FALSE;
+      g_array_index(n->n, guint64, pr[i].pb)++;
+    }
+    return TRUE;
+  }
+  if (n->share || n->fused) return TRUE; /* a sibling accumulates these values */
+  const col_t *c = column(A, n);
+  if (!c) return TRUE;
+  if (!c->mstart && c->width == 8 && g->kind != IXIA_AGG_PERCENTILES &&
+      g->kind != IXIA_AGG_CARDINALITY && g->kind != IXIA_AGG_STATS)
+    return add_single(A, n, c, pr, np);
+  return add_values(A, n, c, pr, np) && (!n->fmin || add_values(A, n->fmin, c, pr, np)) &&
+         (!n->fmax || add_values(A, n->fmax, c, pr, np));
 }
 
 gboolean ixia_idx_agg_block(ixia_idx_agg_t *A, guint32 block, const guint64 *mask) {
