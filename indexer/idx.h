@@ -196,6 +196,9 @@ struct ixia_idx {
    * (idx_history.c); publish_seq counts published batches (atomic). */
   ixia_idx_history_t *history;
   _Atomic guint64 publish_seq;
+  /* Odd while a batch is being published, bumped at its start and end: a
+   * search that sees it unchanged and even saw no batch in part. */
+  _Atomic guint64 publish_gen;
 
   /* apply thread */
   guint32 next_doc_id;

@@ -891,6 +891,7 @@ static void batch_publish(batch_t *b) {
   /* The old states first: a search that sees any of the batch can find
    * them (idx_sort.c), then the batch, then its sequence. */
   guint64 seq = idx->publish_seq + 1;
+  atomic_fetch_add(&idx->publish_gen, 1);
   for (guint i = 0; i < b->hist->len; i++) {
     hnote_t *n = &g_array_index(b->hist, hnote_t, i);
     ixia_idx_history_add(idx->history, seq, n->id, (const pair_t *)(void *)n->pairs->data,
@@ -963,6 +964,7 @@ static void batch_publish(batch_t *b) {
   }
   ixia_idx_publish_end(p);
   atomic_store(&idx->publish_seq, seq);
+  atomic_fetch_add(&idx->publish_gen, 1);
 }
 
 static void batch_free(batch_t *b) {

@@ -21,6 +21,7 @@
  *
  * Hits are resolved to key and version with one multi-get of their id
  * records. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "idx.h"
@@ -437,6 +438,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
     return ixia_error_set(err, IXIA_ENOTFOUND, "no schema for table %s.%s in the index", q->ns,
                           q->table);
   gint64 t0 = g_get_monotonic_time();
+  guint64 gen0 = atomic_load(&idx->publish_gen);
   ixia_idx_search_t s = {.idx = idx, .table = t, .q = q, .lim = lim,
                          .max_postings = lim ? lim->max_postings : 0,
                          .deadline_us = o->deadline_us, .err = err};
@@ -538,6 +540,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   if (ok) {
     res->total = total;
     res->total_exact = exact;
+    res->settled = gen0 % 2 == 0 && atomic_load(&idx->publish_gen) == gen0;
     if (o->explain) {
       cJSON *e = cJSON_CreateObject();
       cJSON_AddNumberToObject(e, "live", (double)s.n_live);

@@ -138,6 +138,10 @@ typedef struct {
                           counts, and which clause led (caller deletes) */
   guint64 as_of_epoch, as_of; /* sorted queries: the positions used (pass them
                                  back for the next page) */
+  gboolean settled;    /* no batch was published while the search ran, so a
+                          hit's version is the one whose values matched. FALSE:
+                          a hit may pair the values before a change with the
+                          version after it (re-check hits against the store) */
 } ixia_idx_result_t;
 
 /* Evaluates q on this shard: res->total matching documents (exact up to

@@ -322,6 +322,8 @@ static char *run_search(IxiaShardHandler *h, const char *json, gboolean *deferre
     g_string_append(text, ",\"total\":");
     ixia_json_append_int(text, (gint64)res.total);
     g_string_append(text, res.total_exact ? ",\"total_relation\":\"eq\"" : ",\"total_relation\":\"gte\"");
+    /* A batch published during the search: the caller re-checks the hits. */
+    if (!res.settled) g_string_append(text, ",\"settled\":false");
     gboolean printed = TRUE;
     if (res.explain) {
       char *ex = ixia_json_print(res.explain);

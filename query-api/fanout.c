@@ -566,13 +566,22 @@ typedef struct {
   gint64 version;  /* the version the shard indexed */
   guint shard;     /* which shard proposed it */
   char *extra;     /* members the hit shows after "doc" (",\"sort\":[...]"), or NULL */
+  gboolean recheck; /* its shard published a batch during the search ("settled": false) */
 } cand_t;
+
+/* FALSE when the shard's search overlapped a batch it published: a hit may
+ * then pair a version with the values it had before, so its version alone
+ * does not vouch for the match. */
+static gboolean call_settled(const call_t *c) {
+  return !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c->response, "settled"));
+}
 
 /* Re-reads the page's hits from the truth store in one multi-get and
  * appends, comma-separated, those that still exist and still match: a hit
  * whose stored version is the one its shard indexed matched there, so
  * under a filter without "not" it is not evaluated again (see
- * ixia_query_filter_monotone). Returns the number appended. */
+ * ixia_query_filter_monotone), unless its shard's answer was not settled.
+ * Returns the number appended. */
 static guint verify_hits(ixia_fanout_t *s, const ixia_query_t *q, const GArray *cands,
                          GString *out, guint *stale_by_shard, ixia_error_t **err) {
   guint n = cands->len, kept = 0;
@@ -591,7 +600,8 @@ static guint verify_hits(ixia_fanout_t *s, const ixia_query_t *q, const GArray *
     for (guint i = 0; i < n; i++) {
       const ixia_store_doc_t *d = &docs[i];
       gboolean match = d->found;
-      if (match && !(monotone && d->version == g_array_index(cands, cand_t, i).version)) {
+      const cand_t *c = &g_array_index(cands, cand_t, i);
+      if (match && !(monotone && !c->recheck && d->version == c->version)) {
         if (!paths) filter_paths(q->filter, paths = g_ptr_array_new());
         match = stored_doc_matches(q, d, paths);
       }
@@ -732,7 +742,7 @@ static gboolean collect_hits(ixia_fanout_t *s, const ixia_query_t *q, call_t *ca
       }
       pos[i] = h->id;
       taken++;
-      cand_t c = {h->key, h->version, i, score_member(q, h)};
+      cand_t c = {h->key, h->version, i, score_member(q, h), !call_settled(&calls[i])};
       g_array_append_val(cands, c);
     }
     /* A shard that sent fewer than asked has nothing after them. */
@@ -846,7 +856,8 @@ static gboolean collect_sorted_hits(ixia_fanout_t *s, const ixia_query_t *q, cal
       }
       g_string_append_c(extra, ']');
       append_score(extra, q, x->hit);
-      cand_t c = {x->hit->key, x->hit->version, x->shard, g_string_free(extra, FALSE)};
+      cand_t c = {x->hit->key, x->hit->version, x->shard, g_string_free(extra, FALSE),
+                  !call_settled(&calls[x->shard])};
       g_array_append_val(cands, c);
     }
     if (more && taken > 0) {

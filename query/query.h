@@ -264,7 +264,8 @@ gboolean ixia_query_match_doc(const ixia_query_t *q, const cJSON *doc);
  * start matching, never stop. Then an index that holds a document at its
  * current version, even one indexed before a field was declared, can have
  * matched it only if the document matches: the query API skips re-checking
- * such hits. */
+ * such hits (unless the shard's search overlapped the publish of a batch:
+ * ixia_idx_result_t.settled). */
 gboolean ixia_query_filter_monotone(const ixia_query_t *q);
 
 /* ---- relevance (score.c) ----

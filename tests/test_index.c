@@ -8,6 +8,7 @@
  * product documents applied in batches of 1,000, then one aggregation over
  * about 30% of them. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -948,6 +949,88 @@ static void test_hit_records_follow_writes(void) {
   ixia_idx_destroy(idx);
 }
 
+/* A search that overlaps the publish of a batch can read a posting from
+ * before it and a record from after it: a hit whose version is that of a
+ * change that made it stop matching. Such an answer must say so (settled
+ * FALSE) for the query API to re-check its hits; a settled answer pairs
+ * every hit with a version at which it matched. Here one thread flips the
+ * category of 3,000 documents in whole-table batches while searches ask
+ * for one category. */
+#define FLIP_DOCS 3000
+#define FLIP_ROUNDS 40
+
+typedef struct {
+  ixia_idx_t *idx;
+  _Atomic gboolean done;
+  gboolean ok;
+} flipper_t;
+
+static gpointer flip_main(gpointer data) {
+  flipper_t *f = data;
+  f->ok = TRUE;
+  for (guint r = 1; r <= FLIP_ROUNDS && f->ok; r++) {
+    GPtrArray *evs = g_ptr_array_new_with_free_func(tev_free);
+    for (guint i = 0; i < FLIP_DOCS; i++) {
+      char key[16];
+      g_snprintf(key, sizeof key, "f%05u", i);
+      g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, key, 10 + (gint64)r * FLIP_DOCS + i,
+                                   r % 2 ? "{\"cat\": \"c2\"}" : "{\"cat\": \"c1\"}"));
+    }
+    f->ok = apply_range(f->idx, evs, 0, evs->len, NULL);
+    g_ptr_array_free(evs, TRUE);
+  }
+  atomic_store(&f->done, TRUE);
+  return NULL;
+}
+
+static void test_hits_settled_across_publish(void) {
+  ixia_idx_t *idx = open_index("settled");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_SCHEMA, "", 1, schema_json, NULL));
+  GPtrArray *evs = g_ptr_array_new_with_free_func(tev_free);
+  for (guint i = 0; i < FLIP_DOCS; i++) {
+    char key[16];
+    g_snprintf(key, sizeof key, "f%05u", i);
+    g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, key, 10 + i, "{\"cat\": \"c1\"}"));
+  }
+  CU_ASSERT_TRUE(apply_range(idx, evs, 0, evs->len, NULL));
+  g_ptr_array_free(evs, TRUE);
+  ixia_query_t *q = parse(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"term\": {\"cat\": \"c1\"}}}");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+  flipper_t f = {.idx = idx};
+  GThread *t = g_thread_new("flipper", flip_main, &f);
+  guint searches = 0, unsettled = 0, wrong_settled = 0, wrong_unsettled = 0;
+  GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
+  while (!atomic_load(&f.done)) {
+    ixia_idx_search_opts_t o = {.after_id = -1, .limit = FLIP_DOCS};
+    ixia_idx_result_t res;
+    ixia_error_t *e = NULL;
+    ixia_idx_hits_clear(hits);
+    CU_ASSERT_TRUE_FATAL(ixia_idx_search(idx, q, &o, &lim, hits, NULL, &res, &e));
+    searches++;
+    unsettled += !res.settled;
+    for (guint i = 0; i < hits->len; i++) {
+      const ixia_idx_hit_t *h = &g_array_index(hits, ixia_idx_hit_t, i);
+      /* The round that wrote this version: even rounds wrote c1. */
+      gint64 round = (h->version - 10 - atoi(h->key + 1)) / FLIP_DOCS;
+      if (round % 2 == 0) continue;
+      if (res.settled) wrong_settled++;
+      else wrong_unsettled++;
+    }
+  }
+  g_thread_join(t);
+  CU_ASSERT_TRUE(f.ok);
+  if (wrong_settled || !unsettled)
+    fprintf(stderr, "\n  %u searches, %u unsettled; hits of a non-matching version: %u settled, %u unsettled\n",
+            searches, unsettled, wrong_settled, wrong_unsettled);
+  CU_ASSERT_EQUAL(wrong_settled, 0);
+  CU_ASSERT_TRUE(unsettled > 0);
+  ixia_idx_hits_clear(hits);
+  g_array_free(hits, TRUE);
+  ixia_query_destroy(q);
+  ixia_idx_destroy(idx);
+}
+
 static void test_delete_removes_everywhere(void) {
   ixia_idx_t *idx = open_index("del");
   CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
@@ -1503,6 +1586,7 @@ int main(void) {
   IXT_ADD(s, test_random_vs_brute_force);
   IXT_ADD(s, test_delete_removes_everywhere);
   IXT_ADD(s, test_hit_records_follow_writes);
+  IXT_ADD(s, test_hits_settled_across_publish);
   IXT_ADD(s, test_positions_persist);
   IXT_ADD(s, test_failed_events);
   IXT_ADD(s, test_limits);
