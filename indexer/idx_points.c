@@ -281,14 +281,41 @@ guint64 ixia_points_collect(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bi
   return n;
 }
 
+/* Marks in bits (top + 1 ids wide) the ids of the points with
+ * lo <= key <= hi, straight from the leaves; returns how many points the
+ * range holds. */
+static guint64 mark(ixia_points_t *p, guint64 lo, guint64 hi, guint64 *bits, guint32 top) {
+  guint64 n = 0;
+  pthread_rwlock_rdlock(&p->lock);
+  if (p->leaves->len > 0) {
+    guint li, at;
+    first_at_least(p, lo, &li, &at);
+    for (; li < p->leaves->len; li++, at = 0) {
+      const leaf_t *l = p->leaves->pdata[li];
+      guint end = l->n;
+      gboolean last = l->key[l->n - 1] > hi;
+      if (last) {
+        end = at;
+        while (end < l->n && l->key[end] <= hi) end++;
+      }
+      for (guint i = at; i < end; i++) {
+        guint32 id = l->id[i];
+        if (id <= top) bits[id >> 6] |= G_GUINT64_CONSTANT(1) << (id & 63);
+      }
+      n += end - at;
+      if (last) break;
+    }
+  }
+  pthread_rwlock_unlock(&p->lock);
+  return n;
+}
+
 guint64 ixia_points_filter(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bitmap_t *cand) {
   if (lo > hi || roaring_bitmap_is_empty(cand)) {
     roaring_bitmap_clear(cand);
     return 0;
   }
   scratch_t *sc = scratch();
-  GArray *ids = gather(p, lo, hi, sc->ids);
-  guint64 n = ids->len;
   /* The range's ids mark a bitset as wide as the candidates' id space;
    * each candidate then probes one bit. */
   guint32 top = roaring_bitmap_maximum(cand);
@@ -299,9 +326,21 @@ guint64 ixia_points_filter(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bit
     sc->bits = g_new0(guint64, sc->words);
   }
   guint64 *bits = sc->bits;
-  const guint32 *a = (const guint32 *)(void *)ids->data;
-  for (guint64 i = 0; i < n; i++)
-    if (a[i] <= top) bits[a[i] >> 6] |= G_GUINT64_CONSTANT(1) << (a[i] & 63);
+  /* A range that marks a good part of the words is marked in place and the
+   * bitset cleared whole afterwards; a smaller one is copied out so that
+   * exactly its words are cleared (the points may change in between). */
+  gboolean dense = ixia_points_count(p, lo, hi) >= words / 4;
+  guint64 n;
+  const guint32 *a = NULL;
+  if (dense) {
+    n = mark(p, lo, hi, bits, top);
+  } else {
+    GArray *ids = gather(p, lo, hi, sc->ids);
+    n = ids->len;
+    a = (const guint32 *)(void *)ids->data;
+    for (guint64 i = 0; i < n; i++)
+      if (a[i] <= top) bits[a[i] >> 6] |= G_GUINT64_CONSTANT(1) << (a[i] & 63);
+  }
   guint64 nc = roaring_bitmap_get_cardinality(cand);
   guint32 *c = g_new(guint32, MAX(nc, 1));
   roaring_bitmap_to_uint32_array(cand, c);
@@ -314,9 +353,12 @@ guint64 ixia_points_filter(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bit
   roaring_bitmap_clear(cand);
   if (kept) roaring_bitmap_add_many(cand, kept, c);
   g_free(c);
-  /* Zero what was marked: cheaper than clearing the whole id space. */
-  for (guint64 i = 0; i < n; i++)
-    if (a[i] <= top) bits[a[i] >> 6] = 0;
+  if (dense) {
+    memset(bits, 0, words * sizeof *bits);
+  } else {
+    for (guint64 i = 0; i < n; i++)
+      if (a[i] <= top) bits[a[i] >> 6] = 0;
+  }
   scratch_done(sc);
   return n;
 }
