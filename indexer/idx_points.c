@@ -246,8 +246,13 @@ static void scratch_done(scratch_t *sc) {
   }
 }
 
-/* Appends to ids the ids of the points with lo <= key <= hi, in key order. */
-static GArray *gather(ixia_points_t *p, guint64 lo, guint64 hi, GArray *ids) {
+/* Calls fn on each leaf's run of the ids of the points with
+ * lo <= key <= hi, in key order, under the read lock; returns how many
+ * points the range holds. */
+typedef void (*run_fn)(const guint32 *ids, guint n, void *ud);
+
+static guint64 each_run(ixia_points_t *p, guint64 lo, guint64 hi, run_fn fn, void *ud) {
+  guint64 n = 0;
   pthread_rwlock_rdlock(&p->lock);
   if (p->leaves->len > 0) {
     guint li, at;
@@ -260,11 +265,20 @@ static GArray *gather(ixia_points_t *p, guint64 lo, guint64 hi, GArray *ids) {
         end = at;
         while (end < l->n && l->key[end] <= hi) end++;
       }
-      if (end > at) g_array_append_vals(ids, l->id + at, end - at);
+      if (end > at) fn(l->id + at, end - at, ud);
+      n += end - at;
       if (last) break;
     }
   }
   pthread_rwlock_unlock(&p->lock);
+  return n;
+}
+
+static void append_run(const guint32 *ids, guint n, void *ud) { g_array_append_vals(ud, ids, n); }
+
+/* Appends to ids the ids of the points with lo <= key <= hi, in key order. */
+static GArray *gather(ixia_points_t *p, guint64 lo, guint64 hi, GArray *ids) {
+  each_run(p, lo, hi, append_run, ids);
   return ids;
 }
 
@@ -281,33 +295,15 @@ guint64 ixia_points_collect(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bi
   return n;
 }
 
-/* Marks in bits (top + 1 ids wide) the ids of the points with
- * lo <= key <= hi, straight from the leaves; returns how many points the
- * range holds. */
-static guint64 mark(ixia_points_t *p, guint64 lo, guint64 hi, guint64 *bits, guint32 top) {
-  guint64 n = 0;
-  pthread_rwlock_rdlock(&p->lock);
-  if (p->leaves->len > 0) {
-    guint li, at;
-    first_at_least(p, lo, &li, &at);
-    for (; li < p->leaves->len; li++, at = 0) {
-      const leaf_t *l = p->leaves->pdata[li];
-      guint end = l->n;
-      gboolean last = l->key[l->n - 1] > hi;
-      if (last) {
-        end = at;
-        while (end < l->n && l->key[end] <= hi) end++;
-      }
-      for (guint i = at; i < end; i++) {
-        guint32 id = l->id[i];
-        if (id <= top) bits[id >> 6] |= G_GUINT64_CONSTANT(1) << (id & 63);
-      }
-      n += end - at;
-      if (last) break;
-    }
-  }
-  pthread_rwlock_unlock(&p->lock);
-  return n;
+typedef struct {
+  guint64 *bits;
+  guint32 top;
+} marks_t;
+
+static void mark_run(const guint32 *ids, guint n, void *ud) {
+  marks_t *m = ud;
+  for (guint i = 0; i < n; i++)
+    if (ids[i] <= m->top) m->bits[ids[i] >> 6] |= G_GUINT64_CONSTANT(1) << (ids[i] & 63);
 }
 
 guint64 ixia_points_filter(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bitmap_t *cand) {
@@ -332,14 +328,14 @@ guint64 ixia_points_filter(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bit
   gboolean dense = ixia_points_count(p, lo, hi) >= words / 4;
   guint64 n;
   const guint32 *a = NULL;
+  marks_t m = {bits, top};
   if (dense) {
-    n = mark(p, lo, hi, bits, top);
+    n = each_run(p, lo, hi, mark_run, &m);
   } else {
     GArray *ids = gather(p, lo, hi, sc->ids);
     n = ids->len;
     a = (const guint32 *)(void *)ids->data;
-    for (guint64 i = 0; i < n; i++)
-      if (a[i] <= top) bits[a[i] >> 6] |= G_GUINT64_CONSTANT(1) << (a[i] & 63);
+    mark_run(a, (guint)n, &m);
   }
   guint64 nc = roaring_bitmap_get_cardinality(cand);
   guint32 *c = g_new(guint32, MAX(nc, 1));
