@@ -982,7 +982,11 @@ static gboolean check_leaf(ixia_idx_search_t *s, pnode_t *p, guint32 block, guin
   }
   field_t *fld = p->field;
   gboolean none = FALSE;
-  const void *slots = dv_checkable(p) ? ixia_docvals_block(fld->dv, block, &none) : NULL;
+  /* exists reads the column's presence mask, 16 words a block, where doc
+   * values compare 1,024 slots (exists:10 took twice the shard CPU). */
+  const void *slots = dv_checkable(p) && p->f->kind != IXIA_F_EXISTS
+                          ? ixia_docvals_block(fld->dv, block, &none)
+                          : NULL;
   if (slots || none) {
     guint64 n = 0;
     for (guint w = 0; w < BLOCK_WORDS; w++) n += (guint64)__builtin_popcountll(mask[w]);
