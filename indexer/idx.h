@@ -196,8 +196,8 @@ struct ixia_idx {
    * (idx_history.c); publish_seq counts published batches (atomic). */
   ixia_idx_history_t *history;
   _Atomic guint64 publish_seq;
-  /* Odd while a batch is being published, bumped at its start and end: a
-   * search that sees it unchanged and even saw no batch in part. */
+  /* Odd from a batch's RocksDB write to the end of its publish: a search
+   * that sees it unchanged and even saw no batch in part. */
   _Atomic guint64 publish_gen;
 
   /* apply thread */
@@ -408,7 +408,8 @@ gsize ixia_points_bytes(ixia_points_t *p);
 
 typedef struct {
   _Atomic guint16 multi[DV_BLOCKS]; /* multi-valued slots per block */
-  guint8 v[] __attribute__((aligned(64)));
+  _Atomic guint32 flips[DV_BLOCKS]; /* a slot of the block became or stopped being multi */
+  guint8 v[];
 } dvchunk_t;
 
 /* width 8: doubles; 4: value ids. */
@@ -421,7 +422,12 @@ void ixia_docvals_set(ixia_docvals_t *dv, guint32 id, const void *first, guint n
  * when they must be read from the column: the chunk was denied, or a slot
  * of the block holds several values. *none: no document of the block holds
  * a value. dv may be NULL (a text field). */
-const void *ixia_docvals_block(const ixia_docvals_t *dv, guint32 block, gboolean *none);
+const void *ixia_docvals_block(const ixia_docvals_t *dv, guint32 block, gboolean *none,
+                               guint32 *flips);
+/* After reading a block's slots: FALSE when a slot of it became or stopped
+ * being multi-valued meanwhile (flips from ixia_docvals_block); read the
+ * column instead. */
+gboolean ixia_docvals_block_same(const ixia_docvals_t *dv, guint32 block, guint32 flips);
 /* One document's raw slot (DV_MISSING* when it has no value); FALSE when
  * it must be read from the column. */
 gboolean ixia_docvals_get(const ixia_docvals_t *dv, guint32 id, guint64 *v);

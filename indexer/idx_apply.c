@@ -891,7 +891,6 @@ static void batch_publish(batch_t *b) {
   /* The old states first: a search that sees any of the batch can find
    * them (idx_sort.c), then the batch, then its sequence. */
   guint64 seq = idx->publish_seq + 1;
-  atomic_fetch_add(&idx->publish_gen, 1);
   for (guint i = 0; i < b->hist->len; i++) {
     hnote_t *n = &g_array_index(b->hist, hnote_t, i);
     ixia_idx_history_add(idx->history, seq, n->id, (const pair_t *)(void *)n->pairs->data,
@@ -1051,8 +1050,12 @@ gboolean ixia_idx_apply(ixia_idx_t *idx, const ixia_idx_event_t *events, guint n
     ixia_bytes_put64(mv, (guint64)b.max_version);
     wb_put(&b, "Mv", 2, mv, 8);
     char *rerr = NULL;
+    /* Odd from here to the end of the publish: a search's uncached reads
+     * (id records, postings) see RocksDB's new state from the write on. */
+    atomic_fetch_add(&idx->publish_gen, 1);
     rocksdb_write(idx->db, idx->wopts, b.wb, &rerr);
     ok = ixia_error_from_rocksdb(err, rerr, "index write");
+    if (!ok) atomic_fetch_add(&idx->publish_gen, 1); /* nothing to publish */
   }
   if (ok) {
     batch_publish(&b);

@@ -107,6 +107,7 @@ static dvchunk_t *chunk_for_write(ixia_docvals_t *dv, guint32 ci) {
   }
   c = g_malloc(need);
   memset(c->multi, 0, sizeof c->multi);
+  memset(c->flips, 0, sizeof c->flips);
   if (dv->width == 8) {
     guint64 *v = (guint64 *)(void *)c->v;
     for (guint i = 0; i < DV_CHUNK_IDS; i++) v[i] = DV_MISSING8;
@@ -144,12 +145,19 @@ void ixia_docvals_set(ixia_docvals_t *dv, guint32 id, const void *first, guint n
   guint32 *v4 = (guint32 *)(void *)c->v;
   guint64 old = wide ? v8[slot] : v4[slot];
   gboolean was = old == multi, now = nv == multi;
-  /* A reader of the block must not see a multi slot it was not told of:
-   * count before the slot turns multi, uncount after it stops. */
-  if (now && !was) atomic_fetch_add(&c->multi[b], 1);
+  /* A reader of the block must not act on a multi slot it was not told
+   * of: count and flip before the slot turns multi, uncount and flip after
+   * it stops; a reader that saw no count re-reads flips after its check. */
+  if (now && !was) {
+    atomic_fetch_add(&c->multi[b], 1);
+    atomic_fetch_add(&c->flips[b], 1);
+  }
   if (wide) __atomic_store_n(&v8[slot], nv, __ATOMIC_RELEASE);
   else __atomic_store_n(&v4[slot], (guint32)nv, __ATOMIC_RELEASE);
-  if (was && !now) atomic_fetch_sub(&c->multi[b], 1);
+  if (was && !now) {
+    atomic_fetch_sub(&c->multi[b], 1);
+    atomic_fetch_add(&c->flips[b], 1);
+  }
 }
 
 static const dvchunk_t *chunk_for_read(const ixia_docvals_t *dv, guint32 ci) {
@@ -159,8 +167,10 @@ static const dvchunk_t *chunk_for_read(const ixia_docvals_t *dv, guint32 ci) {
   return c == DV_DENIED ? NULL : c;
 }
 
-const void *ixia_docvals_block(const ixia_docvals_t *dv, guint32 block, gboolean *none) {
+const void *ixia_docvals_block(const ixia_docvals_t *dv, guint32 block, gboolean *none,
+                               guint32 *flips) {
   *none = FALSE;
+  *flips = 0;
   if (!dv) return NULL;
   guint32 ci = block >> (DV_CHUNK_BITS - BLOCK_BITS);
   const dvdir_t *d = atomic_load_explicit(&((ixia_docvals_t *)dv)->dir, memory_order_acquire);
@@ -172,8 +182,16 @@ const void *ixia_docvals_block(const ixia_docvals_t *dv, guint32 block, gboolean
   const dvchunk_t *c = chunk_for_read(dv, ci);
   if (!c) return NULL;
   guint b = block & (DV_BLOCKS - 1);
+  *flips = atomic_load_explicit(&((dvchunk_t *)c)->flips[b], memory_order_acquire);
   if (atomic_load_explicit(&((dvchunk_t *)c)->multi[b], memory_order_acquire)) return NULL;
   return c->v + (gsize)b * BLOCK_SLOTS * dv->width;
+}
+
+gboolean ixia_docvals_block_same(const ixia_docvals_t *dv, guint32 block, guint32 flips) {
+  const dvchunk_t *c = chunk_for_read(dv, block >> (DV_CHUNK_BITS - BLOCK_BITS));
+  atomic_thread_fence(memory_order_acquire); /* the slots were read before this */
+  return c && atomic_load_explicit(&((dvchunk_t *)c)->flips[block & (DV_BLOCKS - 1)],
+                                   memory_order_acquire) == flips;
 }
 
 gboolean ixia_docvals_get(const ixia_docvals_t *dv, guint32 id, guint64 *v) {

@@ -540,6 +540,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   if (ok) {
     res->total = total;
     res->total_exact = exact;
+    atomic_thread_fence(memory_order_acquire); /* every read above before the re-read */
     res->settled = gen0 % 2 == 0 && atomic_load(&idx->publish_gen) == gen0;
     if (o->explain) {
       cJSON *e = cJSON_CreateObject();

@@ -982,23 +982,30 @@ static gboolean check_leaf(ixia_idx_search_t *s, pnode_t *p, guint32 block, guin
   }
   field_t *fld = p->field;
   gboolean none = FALSE;
+  guint32 flips = 0;
   /* exists reads the column's presence mask, 16 words a block, where doc
    * values compare 1,024 slots (exists:10 took twice the shard CPU). */
   const void *slots = dv_checkable(p) && p->f->kind != IXIA_F_EXISTS
-                          ? ixia_docvals_block(fld->dv, block, &none)
+                          ? ixia_docvals_block(fld->dv, block, &none, &flips)
                           : NULL;
+  guint64 orig[BLOCK_WORDS];
+  if (slots) {
+    memcpy(orig, mask, sizeof orig);
+    if (!fld->numeric && !p->by_bytes && p->vids->len && !p->vbits) build_vbits(p);
+    if (p->by_bytes) g_rw_lock_reader_lock(&s->idx->dict_lock);
+    check_docvals(p, slots, mask);
+    if (p->by_bytes) g_rw_lock_reader_unlock(&s->idx->dict_lock);
+    if (!ixia_docvals_block_same(fld->dv, block, flips)) {
+      /* A slot turned multi-valued (its sentinel failed the check) or back
+       * while the block was read: the column block has it whole. */
+      memcpy(mask, orig, sizeof orig);
+      slots = NULL;
+    }
+  }
   if (slots || none) {
     guint64 n = 0;
-    for (guint w = 0; w < BLOCK_WORDS; w++) n += (guint64)__builtin_popcountll(mask[w]);
-    if (none) {
-      memset(mask, 0, BLOCK_WORDS * sizeof *mask);
-    } else {
-      if (p->f->kind != IXIA_F_EXISTS && !fld->numeric && !p->by_bytes && p->vids->len && !p->vbits)
-        build_vbits(p);
-      if (p->by_bytes) g_rw_lock_reader_lock(&s->idx->dict_lock);
-      check_docvals(p, slots, mask);
-      if (p->by_bytes) g_rw_lock_reader_unlock(&s->idx->dict_lock);
-    }
+    for (guint w = 0; w < BLOCK_WORDS; w++) n += (guint64)__builtin_popcountll(slots ? orig[w] : mask[w]);
+    if (none) memset(mask, 0, BLOCK_WORDS * sizeof *mask);
     if (!p->how) p->how = "doc values check";
     p->checked += n;
     for (guint w = 0; w < BLOCK_WORDS; w++) p->passed += (guint64)__builtin_popcountll(mask[w]);
