@@ -985,18 +985,24 @@ static gpointer flip_main(gpointer data) {
   return NULL;
 }
 
-static void test_hits_settled_across_publish(void) {
-  ixia_idx_t *idx = open_index("settled");
+/* An index of FLIP_DOCS documents doc, as round 0 of flip_main wrote them. */
+static ixia_idx_t *flip_index(const char *name, const char *doc) {
+  ixia_idx_t *idx = open_index(name);
   CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
   CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_SCHEMA, "", 1, schema_json, NULL));
   GPtrArray *evs = g_ptr_array_new_with_free_func(tev_free);
   for (guint i = 0; i < FLIP_DOCS; i++) {
     char key[16];
     g_snprintf(key, sizeof key, "f%05u", i);
-    g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, key, 10 + i, "{\"cat\": \"c1\"}"));
+    g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, key, 10 + i, doc));
   }
   CU_ASSERT_TRUE(apply_range(idx, evs, 0, evs->len, NULL));
   g_ptr_array_free(evs, TRUE);
+  return idx;
+}
+
+static void test_hits_settled_across_publish(void) {
+  ixia_idx_t *idx = flip_index("settled", "{\"cat\": \"c1\"}");
   ixia_query_t *q = parse(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"term\": {\"cat\": \"c1\"}}}");
   CU_ASSERT_PTR_NOT_NULL_FATAL(q);
   flipper_t f = {.idx = idx, .even = "{\"cat\": \"c1\"}", .odd = "{\"cat\": \"c2\"}", .rounds = FLIP_ROUNDS};
@@ -1038,17 +1044,7 @@ static void test_hits_settled_across_publish(void) {
  * (a sentinel that fails every check) must be checked on its column
  * instead, or the document goes missing from the count. */
 static void test_multi_values_across_publish(void) {
-  ixia_idx_t *idx = open_index("multiflip");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
-  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_SCHEMA, "", 1, schema_json, NULL));
-  GPtrArray *evs = g_ptr_array_new_with_free_func(tev_free);
-  for (guint i = 0; i < FLIP_DOCS; i++) {
-    char key[16];
-    g_snprintf(key, sizeof key, "f%05u", i);
-    g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, key, 10 + i, "{\"tags\": [\"a\"]}"));
-  }
-  CU_ASSERT_TRUE(apply_range(idx, evs, 0, evs->len, NULL));
-  g_ptr_array_free(evs, TRUE);
+  ixia_idx_t *idx = flip_index("multiflip", "{\"tags\": [\"a\"]}");
   /* Every document holds "a": the filter does not lead, the live
    * documents are walked and checked on the tags' doc values. */
   ixia_query_t *q = parse(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"term\": {\"tags\": \"a\"}},"
