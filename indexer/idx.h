@@ -416,7 +416,7 @@ typedef struct {
 ixia_docvals_t *ixia_docvals_new(guint8 width, ixia_docvals_budget_t *budget);
 void ixia_docvals_destroy(ixia_docvals_t *dv);
 /* Writer: document id now holds n values, the first at *first (a double or
- * a value id by width). */
+ * a value id by width). dv may be NULL (no doc values: nothing to do). */
 void ixia_docvals_set(ixia_docvals_t *dv, guint32 id, const void *first, guint n);
 /* The BLOCK_SLOTS raw slots of a block (double bits or value ids), or NULL
  * when they must be read from the column: the chunk was denied, or a slot

@@ -229,14 +229,16 @@ static void post_change(batch_t *b, char prefix, guint32 a, guint32 v, guint32 i
 }
 
 static void col_set(batch_t *b, field_t *f, guint32 id, const pair_t *vals, guint n) {
-  dvnote_t dn = {f, id, n, 0};
-  if (n && f->numeric) {
-    double d = num_of_key(vals[0].val);
-    memcpy(&dn.first, &d, 8);
-  } else if (n) {
-    dn.first = (guint32)vals[0].val;
+  if (f->dv) {
+    dvnote_t dn = {f, id, n, 0};
+    if (n && f->numeric) {
+      double d = num_of_key(vals[0].val);
+      memcpy(&dn.first, &d, 8);
+    } else if (n) {
+      dn.first = (guint32)vals[0].val;
+    }
+    g_array_append_val(b->dvals, dn);
   }
-  g_array_append_val(b->dvals, dn);
   pend_t probe;
   probe.klen = (guint8)key_col(probe.key, f->id, id >> BLOCK_BITS);
   pend_t *o = pend_get(b->cols, &probe);

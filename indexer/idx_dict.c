@@ -65,7 +65,8 @@ field_t *ixia_idx_field_new(guint32 id, guint32 table_id, ixia_field_type_t type
     f->vv = g_array_new(FALSE, TRUE, sizeof(ixia_val_t));
     f->counts = g_array_new(FALSE, TRUE, sizeof(guint32));
   }
-  if (type != IXIA_FIELD_TEXT) f->dv = ixia_docvals_new(f->numeric ? 8 : 4, dvb);
+  /* index.docvalues_mb = 0: no doc values; checks read the columns. */
+  if (type != IXIA_FIELD_TEXT && dvb->limit > 0) f->dv = ixia_docvals_new(f->numeric ? 8 : 4, dvb);
   return f;
 }
 

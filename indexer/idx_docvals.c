@@ -120,6 +120,7 @@ static dvchunk_t *chunk_for_write(ixia_docvals_t *dv, guint32 ci) {
 }
 
 void ixia_docvals_set(ixia_docvals_t *dv, guint32 id, const void *first, guint n) {
+  if (!dv) return;
   guint32 ci = id >> DV_CHUNK_BITS, slot = id & (DV_CHUNK_IDS - 1);
   dvchunk_t *c;
   if (n == 0) {

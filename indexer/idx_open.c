@@ -140,7 +140,7 @@ static gboolean load_column_block(ixia_idx_t *idx, const char *k, size_t kl, con
     guint32 n;
     const void *vals = col_slot(c, s, &n);
     guint32 id = base + s;
-    if (n) ixia_docvals_set(cl->f->dv, id, vals, n);
+    if (n && cl->f->dv) ixia_docvals_set(cl->f->dv, id, vals, n);
     if (!cl->keys) continue;
     for (guint32 i = 0; i < n; i++) {
       guint64 key = num_key(((const double *)vals)[i]);
@@ -201,7 +201,9 @@ static gboolean load_state(ixia_idx_t *idx, ixia_error_t **err) {
     return FALSE;
   for (guint i = 1; i < idx->fields->len; i++) {
     field_t *fld = idx->fields->pdata[i];
-    if (fld && fld->type != IXIA_FIELD_TEXT && !load_columns(idx, fld, err)) return FALSE;
+    /* Keyword and bool columns are read at open only to fill doc values. */
+    gboolean wanted = fld && (fld->numeric || fld->dv);
+    if (wanted && !load_columns(idx, fld, err)) return FALSE;
   }
   /* Next document id: one past the highest id ever assigned. */
   rocksdb_iterator_t *it = rocksdb_create_iterator(idx->db, idx->ropts);
