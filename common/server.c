@@ -118,6 +118,7 @@ struct ixia_server {
   int port;
   io_t *io;
   guint n_io;
+  gboolean io_auto; /* server.io_threads was 0 */
   GThreadPool *pool;
   gint workers;
   char *method;              /* calls with a pool of their own (ixia_server_set_method_threads) */
@@ -897,6 +898,8 @@ ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int p
   srv->lim = ixia_wire_limits_from_config(cfg);
   srv->workers = (gint)ixia_config_int(cfg, "server.workers");
   srv->n_io = (guint)ixia_config_int(cfg, "server.io_threads");
+  if (srv->n_io == 0) srv->n_io = MAX(1, g_get_num_processors() / 2);
+  srv->io_auto = ixia_config_int(cfg, "server.io_threads") == 0;
   srv->request_timeout_us = ixia_config_int(cfg, "server.request_timeout_ms") * 1000;
   srv->idle_timeout_us = ixia_config_int(cfg, "server.idle_timeout_ms") * 1000;
   gint want = (gint)ixia_config_int(cfg, "server.max_connections");
@@ -922,6 +925,10 @@ void ixia_server_set_method_threads(ixia_server_t *srv, const char *method, int 
 
 void ixia_server_set_workers(ixia_server_t *srv, int workers) {
   if (!srv->pool && workers > 0) srv->workers = workers;
+}
+
+void ixia_server_set_io_auto(ixia_server_t *srv, guint threads) {
+  if (!srv->pool && srv->io_auto && threads > 0) srv->n_io = MIN(threads, 64);
 }
 
 gboolean ixia_server_start(ixia_server_t *srv, ixia_error_t **err) {

@@ -41,6 +41,10 @@ int ixia_server_port(const ixia_server_t *srv);
  * only compute (no waiting on other servers) runs best with about as many
  * workers as cores, where each extra thread costs wake-ups. */
 void ixia_server_set_workers(ixia_server_t *srv, int workers);
+/* Before ixia_server_start: the I/O threads when server.io_threads is 0
+ * (automatic) instead of half the cores; a daemon whose cheap calls
+ * compute (an index shard's small searches) wants one per core. */
+void ixia_server_set_io_auto(ixia_server_t *srv, guint threads);
 /* Before ixia_server_start: calls of `method` run on a pool of their own
  * `threads` threads instead of server.workers. A small pool kept busy takes
  * its next call without sleeping, where a call handed to one of many idle

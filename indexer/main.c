@@ -42,6 +42,7 @@ int main(int argc, char **argv) {
   if (srv) {
     ixia_server_set_workers(srv, ixia_config_threads(cfg, "indexer.search_threads"));
     ixia_server_set_inline(srv, ixia_search_inline_call);
+    ixia_server_set_io_auto(srv, g_get_num_processors());
     ixia_indexer_set_server(ix, srv);
     gate = ixia_thrift_gate_new(auth, methods);
     ixia_thrift_gate_install(gate, srv);
