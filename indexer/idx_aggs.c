@@ -325,7 +325,8 @@ static gint64 bucket_of(ixia_idx_agg_t *A, anode_t *n, guint32 pb, guint64 key) 
   return b;
 }
 
-static gboolean add_pairs(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guint np);
+/* pr[i].pb < parents: the bucket count of n's parent (1 at the top). */
+static gboolean add_pairs(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guint np, guint32 parents);
 
 /* The column block of a field for the current block. */
 static const col_t *column(ixia_idx_agg_t *A, anode_t *n) {
@@ -423,7 +424,7 @@ static gboolean add_terms(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guin
   n->pairs = g_array_new(FALSE, FALSE, sizeof(apair_t));
   gboolean ok = TRUE;
   for (guint i = 0; ok && i < n->n_subs; i++)
-    ok = add_pairs(A, n->subs[i], (const apair_t *)(void *)pairs->data, pairs->len);
+    ok = add_pairs(A, n->subs[i], (const apair_t *)(void *)pairs->data, pairs->len, n->b_count->len);
   g_array_free(n->pairs, TRUE);
   n->pairs = pairs;
   return ok;
@@ -432,11 +433,10 @@ static gboolean add_terms(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guin
 /* A block with one value per slot: count, sum, min or max straight from
  * the array of first values. */
 static gboolean add_single(ixia_idx_agg_t *A, anode_t *n, const col_t *c, const apair_t *pr,
-                           guint np) {
+                           guint np, guint32 parents) {
   const ixia_agg_t *g = n->g;
   const double *v1 = c->v1.d;
-  guint32 top = 0;
-  for (guint i = 0; i < np; i++) top = MAX(top, pr[i].pb);
+  guint32 top = parents - 1;
   if (!metric_reserve(A, n, top)) return FALSE;
   guint64 *cnt = (guint64 *)(void *)n->n->data;
   if (n->fmin || n->fmax) {
@@ -549,7 +549,7 @@ static gboolean add_values(ixia_idx_agg_t *A, anode_t *n, const col_t *c, const 
   return TRUE;
 }
 
-static gboolean add_pairs(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guint np) {
+static gboolean add_pairs(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guint np, guint32 parents) {
   const ixia_agg_t *g = n->g;
   if (ixia_agg_is_bucket(g->kind)) return add_terms(A, n, pr, np);
   if (g->kind == IXIA_AGG_TOP_HITS) {
@@ -574,7 +574,7 @@ static gboolean add_pairs(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guin
   if (!c) return TRUE;
   if (!c->mstart && c->width == 8 && g->kind != IXIA_AGG_PERCENTILES &&
       g->kind != IXIA_AGG_CARDINALITY && g->kind != IXIA_AGG_STATS)
-    return add_single(A, n, c, pr, np);
+    return add_single(A, n, c, pr, np, parents);
   return add_values(A, n, c, pr, np) && (!n->fmin || add_values(A, n->fmin, c, pr, np)) &&
          (!n->fmax || add_values(A, n->fmax, c, pr, np));
 }
@@ -602,7 +602,7 @@ gboolean ixia_idx_agg_block(ixia_idx_agg_t *A, guint32 block, const guint64 *mas
   if (np == 0) return TRUE;
   memcpy(A->mask, mask, sizeof A->mask);
   for (guint i = 0; i < A->n_top; i++)
-    if (!add_pairs(A, A->top[i], (const apair_t *)(void *)A->top_pairs->data, A->top_pairs->len))
+    if (!add_pairs(A, A->top[i], (const apair_t *)(void *)A->top_pairs->data, A->top_pairs->len, 1))
       return FALSE;
   return TRUE;
 }

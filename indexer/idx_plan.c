@@ -31,6 +31,9 @@
  * candidate instead of reading one posting per value. */
 #include <math.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "idx.h"
 
@@ -859,10 +862,22 @@ static gboolean slot_ok(ixia_idx_t *idx, const pnode_t *p, const col_t *c, guint
 }
 
 /* The slots of one 64-slot word of doubles within [lo, hi], without
- * branches (the compiler vectorises it). */
+ * branches. SSE2 (every x86-64) compares two slots an instruction and
+ * moves their two result bits out at once; the compiler left the plain
+ * loop scalar, eight instructions a slot, 18% of a 30% aggregation's shard
+ * CPU. NaN is outside every range either way. */
 static inline guint64 range_word(const double *v, double lo, double hi) {
   guint64 keep = 0;
+#ifdef __SSE2__
+  __m128d l = _mm_set1_pd(lo), h = _mm_set1_pd(hi);
+  for (guint b = 0; b < 64; b += 2) {
+    __m128d x = _mm_loadu_pd(v + b);
+    __m128d in = _mm_and_pd(_mm_cmpge_pd(x, l), _mm_cmple_pd(x, h));
+    keep |= (guint64)_mm_movemask_pd(in) << b;
+  }
+#else
   for (guint b = 0; b < 64; b++) keep |= (guint64)((v[b] >= lo) & (v[b] <= hi)) << b;
+#endif
   return keep;
 }
 

@@ -121,22 +121,28 @@ double ixia_fsum_result(const ixia_fsum_t *s) {
   return hi;
 }
 
-gsize ixia_xsum_into(const ixia_xsum_t *x, ixia_fsum_t *s) {
-  s->special |= x->special;
-  /* Carries up, so that every chunk is in [-2^31, 2^31) (balanced digits:
-   * a negative sum does not become a huge top chunk minus a remainder): each
-   * chunk times its weight is then exactly a double, and no term is larger
-   * than the sum needs. */
-  gint64 c[IXIA_XSUM_CHUNKS];
-  memcpy(c, x->c, sizeof c);
+void ixia_xsum_carry(ixia_xsum_t *s) {
+  /* Balanced digits: a negative sum does not become a huge top chunk minus
+   * a remainder. The top chunk only grows by carries: 2^32 of them before
+   * it could overflow would need a sum far beyond any double. */
+  gint64 *c = s->c;
   for (guint i = 0; i + 1 < IXIA_XSUM_CHUNKS; i++) {
     gint64 carry = (c[i] + ((gint64)1 << 31)) >> 32; /* arithmetic: floor division */
     c[i] -= carry * ((gint64)1 << 32);
     c[i + 1] += carry;
   }
+  s->run = 0;
+}
+
+gsize ixia_xsum_into(const ixia_xsum_t *x, ixia_fsum_t *s) {
+  s->special |= x->special;
+  /* Every chunk in [-2^31, 2^31): each chunk times its weight is then
+   * exactly a double, and no term is larger than the sum needs. */
+  ixia_xsum_t y = *x;
+  ixia_xsum_carry(&y);
   gsize more = 0;
   for (guint i = 0; i < IXIA_XSUM_CHUNKS; i++)
-    if (c[i]) more += ixia_fsum_add(s, ldexp((double)c[i], (int)(32 * i) - 1074));
+    if (y.c[i]) more += ixia_fsum_add(s, ldexp((double)y.c[i], (int)(32 * i) - 1074));
   return more;
 }
 

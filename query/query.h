@@ -426,17 +426,25 @@ void ixia_fsum_clear(ixia_fsum_t *s);
 
 /* A superaccumulator (after Neal, "Fast exact summation using small and
  * large superaccumulators", 2015): the exact sum of many doubles as
- * integers, one per 32 bits of binary exponent. Adding a value is a few
- * integer operations with no branch on the data, which is what column
+ * integers, one per 32 bits of binary exponent. Adding a value is two
+ * integer additions with no branch on the data, which is what column
  * aggregations need (a Shewchuk partial sum compares and branches per
  * value); ixia_xsum_into gives the same exact value as ixia_fsum_t would,
- * for merging and for the wire. Zero-initialise. Valid for up to 2^31
- * values (each chunk takes a signed 32-bit piece per value). */
+ * for merging and for the wire. Zero-initialise. A value's mantissa,
+ * shifted to its place, lands as a 32-bit piece in one chunk and at most
+ * 52 bits in the next; every IXIA_XSUM_RUN additions the chunks carry into
+ * each other (ixia_xsum_carry), so no chunk can overflow however many
+ * values are added. */
 #define IXIA_XSUM_CHUNKS 69
+#define IXIA_XSUM_RUN 512
 typedef struct {
   gint64 c[IXIA_XSUM_CHUNKS]; /* value = sum of c[i] * 2^(32 i - 1074) */
   guint special;              /* infinities and NaN seen (as ixia_fsum_t) */
+  guint run;                  /* additions since the last carry */
 } ixia_xsum_t;
+
+/* Carries every chunk into [-2^31, 2^31), leaving the value as it is. */
+void ixia_xsum_carry(ixia_xsum_t *s);
 
 static inline void ixia_xsum_add(ixia_xsum_t *s, double x) {
   guint64 bits;
@@ -449,14 +457,14 @@ static inline void ixia_xsum_add(ixia_xsum_t *s, double x) {
   guint64 m = bits & G_GUINT64_CONSTANT(0xFFFFFFFFFFFFF);
   if (e) m |= G_GUINT64_CONSTANT(1) << 52;
   else e = 1;
-  guint pos = e - 1; /* the weight of m's lowest bit: 2^(pos - 1074) */
-  unsigned __int128 v = (unsigned __int128)m << (pos & 31);
+  guint pos = e - 1, sh = pos & 31; /* the weight of m's lowest bit: 2^(pos - 1074) */
   gint64 *c = s->c + (pos >> 5);
-  gint64 lo = (gint64)(guint32)v, mid = (gint64)(guint32)(v >> 32), hi = (gint64)(guint64)(v >> 64);
+  /* m << sh, up to 84 bits, as lo + hi * 2^32. */
+  gint64 lo = (gint64)(guint32)(m << sh), hi = (gint64)(m >> (32 - sh));
   gint64 neg = -(gint64)(bits >> 63); /* 0 or -1: conditional negation without a branch */
   c[0] += (lo ^ neg) - neg;
-  c[1] += (mid ^ neg) - neg;
-  c[2] += (hi ^ neg) - neg;
+  c[1] += (hi ^ neg) - neg;
+  if (G_UNLIKELY(++s->run == IXIA_XSUM_RUN)) ixia_xsum_carry(s);
 }
 /* Adds the exact value of x to s; returns the bytes s grew by. */
 gsize ixia_xsum_into(const ixia_xsum_t *x, ixia_fsum_t *s);
