@@ -182,12 +182,16 @@ guint64 ixia_points_count(ixia_points_t *p, guint64 lo, guint64 hi) {
   return n;
 }
 
-/* Sorts ids (LSD radix, three 11-bit passes with small count arrays):
- * roaring appends sorted ids in place, where unsorted ones cost a search
- * and a move each. */
+/* Sorts ids (LSD radix, 11-bit passes with small count arrays): roaring
+ * appends sorted ids in place, where unsorted ones cost a search and a
+ * move each. Only the passes the largest id needs run: two below 2^22
+ * documents (the third, over digits all zero, was a third of the sort of a
+ * narrow range's 1,000 ids). */
 static void sort_ids(guint32 *a, gsize n) {
+  guint32 any = 0;
+  for (gsize i = 0; i < n; i++) any |= a[i];
   guint32 *tmp = g_new(guint32, n), *src = a, *dst = tmp;
-  for (int shift = 0; shift < 33; shift += 11) {
+  for (int shift = 0; shift < 33 && (shift == 0 || any >> shift); shift += 11) {
     gsize count[2049] = {0};
     for (gsize i = 0; i < n; i++) count[((src[i] >> shift) & 2047) + 1]++;
     for (guint b = 0; b < 2048; b++) count[b + 1] += count[b];
@@ -196,8 +200,7 @@ static void sort_ids(guint32 *a, gsize n) {
     src = dst;
     dst = t;
   }
-  /* Three passes: the sorted ids are in tmp. */
-  memcpy(a, src, n * sizeof *a);
+  if (src != a) memcpy(a, src, n * sizeof *a);
   g_free(tmp);
 }
 
