@@ -158,9 +158,15 @@ static const ixia_option_t options[] = {
      "the row cache miss is answered on the I/O thread when its block is here, and otherwise "
      "waits for a worker thread and a block read; size it to the documents that are read. "
      "0 = an eighth of the memory (physical, or the cgroup's limit when lower), at least 256."},
-    {"store.row_cache_mb", IXIA_OPT_INT, "256", 0, 1048576,
-     "RocksDB row cache: whole documents by key, for gets and the hits of queries (a hit skips "
-     "the index and data block search). 0 = off."},
+    {"store.doc_cache_mb", IXIA_OPT_INT, "0", 0, 1048576,
+     "Document cache of ixia-query-api: stored documents by key, for gets and the hits of "
+     "queries, kept consistent by the store's writer (a write drops its keys before it reaches "
+     "RocksDB). A hit is one hash lookup, where RocksDB's read path cost about 2 us a document "
+     "with everything in memory. Size it to the documents that are read. 0 = an eighth of the "
+     "memory (physical, or the cgroup's limit when lower), at least 256."},
+    {"store.row_cache_mb", IXIA_OPT_INT, "0", 0, 1048576,
+     "RocksDB row cache: whole documents by key (a hit skips the index and data block search, "
+     "not RocksDB's read path). 0 = off: store.doc_cache_mb holds the same documents."},
     {"store.write_buffer_mb", IXIA_OPT_INT, "64", 1, 65536, "RocksDB memtable size."},
     {"store.disk_reserve_mb", IXIA_OPT_INT, "256", 0, 1048576,
      "Free space kept on the file system of store.path (flood-stage watermark). Below it, "

@@ -744,6 +744,10 @@ char *ixia_api_stats(ixia_api_t *api) {
                           (double)cs.invalidation_retries_dropped);
   cJSON_AddNumberToObject(o, "store_gets_from_memory", (double)ss.memory_gets);
   cJSON_AddNumberToObject(o, "store_gets_needing_disk", (double)ss.memory_gets_missed);
+  cJSON_AddNumberToObject(o, "store_doc_cache_hits", (double)ss.doc_cache_hits);
+  cJSON_AddNumberToObject(o, "store_doc_cache_misses", (double)ss.doc_cache_misses);
+  cJSON_AddNumberToObject(o, "store_doc_cache_bytes", (double)ss.doc_cache_bytes);
+  cJSON_AddNumberToObject(o, "store_doc_cache_max_bytes", (double)ss.doc_cache_max_bytes);
   cJSON_AddNumberToObject(o, "store_write_requests", (double)ss.write_requests);
   cJSON_AddNumberToObject(o, "store_write_ops", (double)ss.write_ops);
   cJSON_AddNumberToObject(o, "store_write_groups", (double)ss.write_groups);

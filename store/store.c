@@ -4,8 +4,10 @@
  * Requests queue for the writer, which takes all that wait, checks their
  * conditions against an overlay of the group's own edits, numbers every
  * edit with the sequence RocksDB will give it, and commits the group as one
- * synced write. Reads go straight to RocksDB from any thread; an expired
- * document reads as absent and a compaction filter removes it later. */
+ * synced write. Reads look in the document cache (doc_cache.c: the writer
+ * brackets each RocksDB write with it), then go to RocksDB from any thread;
+ * an expired document reads as absent and a compaction filter removes it
+ * later. */
 #include "store.h"
 
 #include <stdatomic.h>
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include "disk.h"
+#include "doc_cache.h"
 #include "json.h"
 #include "log.h"
 #include "record.h"
@@ -44,6 +47,7 @@ struct ixia_store {
   rocksdb_block_based_table_options_t *table_opts;
   rocksdb_cache_t *block_cache;
   rocksdb_cache_t *row_cache; /* NULL when store.row_cache_mb = 0 */
+  ixia_doccache_t *docs;      /* store.doc_cache_mb (doc_cache.c) */
   rocksdb_compactionfilter_t *ttl_filter;
   GAsyncQueue *queue;
   GThread *writer;
@@ -317,7 +321,21 @@ static void commit_group(ixia_store_t *s, GPtrArray *group) {
   }
   if (applied->len > 0) {
     char *rerr = NULL;
+    GHashTableIter it;
+    gpointer key;
+    g_hash_table_iter_init(&it, overlay);
+    while (g_hash_table_iter_next(&it, &key, NULL)) {
+      gsize klen;
+      const void *k = g_bytes_get_data(key, &klen);
+      ixia_doccache_write_begin(s->docs, k, klen);
+    }
     rocksdb_write(s->db, s->wopts, wb, &rerr);
+    g_hash_table_iter_init(&it, overlay);
+    while (g_hash_table_iter_next(&it, &key, NULL)) {
+      gsize klen;
+      const void *k = g_bytes_get_data(key, &klen);
+      ixia_doccache_write_end(s->docs, k, klen);
+    }
     if (rerr) {
       ixia_error_t *e = NULL;
       ixia_error_from_rocksdb(&e, rerr, "store write");
@@ -440,25 +458,42 @@ static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, cons
   GBytes *k = ixia_record_doc_key(ns, table, key, key_len);
   size_t klen, vlen = 0;
   const char *kd = g_bytes_get_data(k, &klen);
-  char *rerr = NULL;
-  char *raw = rocksdb_get_cf(s->db, ro, s->cf_default, kd, klen, &vlen, &rerr);
-  g_bytes_unref(k);
+  char *rerr = NULL, *raw = NULL;
+  guint64 ticket;
+  GBytes *cached = ixia_doccache_lookup(s->docs, kd, klen, &ticket);
+  if (cached) raw = (char *)g_bytes_get_data(cached, &vlen);
+  else raw = rocksdb_get_cf(s->db, ro, s->cf_default, kd, klen, &vlen, &rerr);
   *found = FALSE;
   if (in_memory) *in_memory = TRUE;
   /* RocksDB's Status::Incomplete: the block-cache tier cannot answer. */
   if (rerr && in_memory && g_str_has_prefix(rerr, "Result incomplete")) {
+    g_bytes_unref(k);
     rocksdb_free(rerr);
     *in_memory = FALSE;
     return TRUE;
   }
-  if (!ixia_error_from_rocksdb(err, rerr, "get")) return FALSE;
+  if (!ixia_error_from_rocksdb(err, rerr, "get")) {
+    g_bytes_unref(k);
+    return FALSE;
+  }
+  if (raw && !cached) {
+    /* Cached as stored: expiry is checked on every read either way. */
+    GBytes *b = ixia_doccache_insert(s->docs, kd, klen, raw, vlen, ticket);
+    if (b) {
+      rocksdb_free(raw);
+      cached = b;
+      raw = (char *)g_bytes_get_data(cached, &vlen);
+    }
+  }
+  g_bytes_unref(k);
   if (!raw) return TRUE;
   gint64 v = 0, expire_at = 0;
   const char *j;
   size_t jl;
   gboolean ok = ixia_record_parse_value(raw, vlen, &v, &expire_at, &j, &jl);
   if (!ok) {
-    rocksdb_free(raw);
+    if (cached) g_bytes_unref(cached);
+    else rocksdb_free(raw);
     return ixia_error_set(err, IXIA_EINTERNAL, "corrupt value for key '%.*s'", (int)MIN(key_len, 200), key);
   }
   if (!is_expired(expire_at)) {
@@ -468,7 +503,8 @@ static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, cons
     if (json) *json = ixia_memdup0(j, jl);
     if (json_len) *json_len = jl;
   }
-  rocksdb_free(raw);
+  if (cached) g_bytes_unref(cached);
+  else rocksdb_free(raw);
   return TRUE;
 }
 
@@ -492,18 +528,25 @@ gboolean ixia_store_get_in_memory(ixia_store_t *s, const char *ns, const char *t
 
 struct ixia_store_pins {
   guint n;
-  rocksdb_pinnableslice_t **vals;
+  rocksdb_pinnableslice_t **vals; /* what RocksDB answered, or NULL */
+  GBytes **held;                  /* what the document cache answered, or NULL */
 };
 
 void ixia_store_pins_free(ixia_store_pins_t *pins) {
   if (!pins) return;
-  for (guint i = 0; i < pins->n; i++) rocksdb_pinnableslice_destroy(pins->vals[i]);
+  for (guint i = 0; i < pins->n; i++) {
+    rocksdb_pinnableslice_destroy(pins->vals[i]);
+    if (pins->held[i]) g_bytes_unref(pins->held[i]);
+  }
   g_free(pins->vals);
+  g_free(pins->held);
   g_free(pins);
 }
 
-/* Both multi-gets: with pins, the values stay pinned and out borrows them;
- * without, each found document is copied. */
+/* Both multi-gets: the document cache first, one batched RocksDB multi-get
+ * for the rest. With pins, the values stay where they are (the cache's
+ * references, RocksDB's pinned slices) and out borrows them; without, each
+ * found document is copied. */
 static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, guint n,
                           const char *const *keys, const size_t *key_lens, ixia_store_doc_t *out,
                           ixia_store_pins_t **pins, ixia_error_t **err) {
@@ -531,28 +574,55 @@ static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, gu
   }
   g_bytes_unref(prefix);
   rocksdb_pinnableslice_t **vals = g_new0(rocksdb_pinnableslice_t *, n);
-  char **errs = g_new0(char *, n);
+  GBytes **held = g_new0(GBytes *, n);
+  guint64 *tickets = g_new(guint64, n);
+  /* The misses, compacted: their keys and where they go. */
+  const char **mkp = g_new(const char *, n);
+  size_t *mkl = g_new(size_t, n);
+  guint *mi = g_new(guint, n), nm = 0;
+  for (guint i = 0; i < n; i++) {
+    held[i] = ixia_doccache_lookup(s->docs, kp[i], kl[i], &tickets[i]);
+    if (!held[i]) {
+      mkp[nm] = kp[i];
+      mkl[nm] = kl[i];
+      mi[nm++] = i;
+    }
+  }
+  char **errs = g_new0(char *, MAX(nm, 1));
+  rocksdb_pinnableslice_t **mvals = g_new0(rocksdb_pinnableslice_t *, MAX(nm, 1));
   /* Batched: one pass through the memtables and each SST file's blocks for
    * all keys, values pinned in the block cache rather than copied. */
-  rocksdb_batched_multi_get_cf(s->db, s->ropts, s->cf_default, n, kp, kl, vals, errs, false);
+  if (nm) rocksdb_batched_multi_get_cf(s->db, s->ropts, s->cf_default, nm, mkp, mkl, mvals, errs, false);
   gboolean ok = TRUE;
-  for (guint i = 0; i < n; i++) {
-    if (errs[i]) {
-      if (ok) ok = ixia_error_from_rocksdb(err, errs[i], "multi-get");
-      else rocksdb_free(errs[i]);
-    } else if (ok && vals[i]) {
-      gint64 v = 0, expire_at = 0;
-      const char *j;
-      size_t jl, vl;
-      const char *val = rocksdb_pinnableslice_value(vals[i], &vl);
-      if (!ixia_record_parse_value(val, vl, &v, &expire_at, &j, &jl)) {
-        ok = ixia_error_set(err, IXIA_EINTERNAL, "corrupt value for key '%.*s'",
-                            (int)MIN(key_lens[i], 200), keys[i]);
-      } else if (!is_expired(expire_at)) {
-        out[i] = (ixia_store_doc_t){TRUE, v, expire_at, pins ? (char *)j : ixia_memdup0(j, jl), jl};
-      }
+  for (guint m = 0; m < nm; m++) {
+    guint i = mi[m];
+    if (errs[m]) {
+      if (ok) ok = ixia_error_from_rocksdb(err, errs[m], "multi-get");
+      else rocksdb_free(errs[m]);
+      continue;
     }
-    if (!pins) rocksdb_pinnableslice_destroy(vals[i]);
+    if (!mvals[m]) continue;
+    size_t vl;
+    const char *val = rocksdb_pinnableslice_value(mvals[m], &vl);
+    held[i] = ixia_doccache_insert(s->docs, kp[i], kl[i], val, vl, tickets[i]);
+    if (held[i]) rocksdb_pinnableslice_destroy(mvals[m]);
+    else vals[i] = mvals[m];
+  }
+  for (guint i = 0; ok && i < n; i++) {
+    size_t vl = 0;
+    const char *val = held[i] ? g_bytes_get_data(held[i], &vl)
+                      : vals[i] ? rocksdb_pinnableslice_value(vals[i], &vl)
+                                : NULL;
+    if (!val) continue;
+    gint64 v = 0, expire_at = 0;
+    const char *j;
+    size_t jl;
+    if (!ixia_record_parse_value(val, vl, &v, &expire_at, &j, &jl)) {
+      ok = ixia_error_set(err, IXIA_EINTERNAL, "corrupt value for key '%.*s'",
+                          (int)MIN(key_lens[i], 200), keys[i]);
+    } else if (!is_expired(expire_at)) {
+      out[i] = (ixia_store_doc_t){TRUE, v, expire_at, pins ? (char *)j : ixia_memdup0(j, jl), jl};
+    }
   }
   if (!ok)
     for (guint i = 0; i < n; i++) {
@@ -561,14 +631,24 @@ static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, gu
     }
   if (pins) {
     *pins = g_new(ixia_store_pins_t, 1);
-    **pins = (ixia_store_pins_t){n, vals};
+    **pins = (ixia_store_pins_t){n, vals, held};
   } else {
+    for (guint i = 0; i < n; i++) {
+      rocksdb_pinnableslice_destroy(vals[i]);
+      if (held[i]) g_bytes_unref(held[i]);
+    }
     g_free(vals);
+    g_free(held);
   }
   g_free(kbuf);
   g_free(kp);
   g_free(kl);
   g_free(errs);
+  g_free(mvals);
+  g_free(mkp);
+  g_free(mkl);
+  g_free(mi);
+  g_free(tickets);
   return ok;
 }
 
@@ -734,6 +814,12 @@ void ixia_store_get_stats(ixia_store_t *s, ixia_store_stats_t *out) {
   out->memory_gets = atomic_load_explicit(&s->stats.memory_gets, memory_order_relaxed);
   out->memory_gets_missed = atomic_load_explicit(&s->stats.memory_gets_missed, memory_order_relaxed);
   out->writes_refused_disk_full = atomic_load_explicit(&s->stats.writes_refused_disk_full, memory_order_relaxed);
+  ixia_doccache_stats_t d;
+  ixia_doccache_get_stats(s->docs, &d);
+  out->doc_cache_hits = d.hits;
+  out->doc_cache_misses = d.misses;
+  out->doc_cache_bytes = d.bytes;
+  out->doc_cache_max_bytes = d.max_bytes;
   /* Measured now, so an idle store shows space freed since its last write. */
   ixia_disk_reserve_check(s->disk, NULL);
   out->disk_free_bytes = ixia_disk_reserve_free(s->disk);
@@ -887,6 +973,8 @@ ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
   rocksdb_options_set_block_based_table_factory(s->opts, s->table_opts);
   rocksdb_options_set_memtable_prefix_bloom_size_ratio(s->opts, 0.05);
   rocksdb_options_set_memtable_whole_key_filtering(s->opts, 1);
+  gint64 doc_mb = ixia_config_int(cfg, "store.doc_cache_mb");
+  s->docs = ixia_doccache_new(doc_mb > 0 ? (guint64)doc_mb << 20 : MAX(memory_limit() / 8, G_GUINT64_CONSTANT(256) << 20));
   gint64 row_mb = ixia_config_int(cfg, "store.row_cache_mb");
   if (row_mb > 0) {
     s->row_cache = rocksdb_cache_create_lru((size_t)row_mb << 20);
@@ -920,8 +1008,10 @@ ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
   rocksdb_readoptions_set_read_tier(s->ropts_memory, 1 /* kBlockCacheTier */);
   s->queue = g_async_queue_new();
   s->writer = g_thread_new("ixia-store-writer", writer_main, s);
-  IXIA_INFO("store open at %s, latest version %" G_GINT64_FORMAT ", block cache %zu MiB", path,
-            ixia_store_latest_version(s), block_cache >> 20);
+  ixia_doccache_stats_t d;
+  ixia_doccache_get_stats(s->docs, &d);
+  IXIA_INFO("store open at %s, latest version %" G_GINT64_FORMAT ", block cache %zu MiB, document cache %" G_GUINT64_FORMAT " MiB",
+            path, ixia_store_latest_version(s), block_cache >> 20, d.max_bytes >> 20);
   return s;
 }
 
@@ -943,6 +1033,7 @@ void ixia_store_destroy(ixia_store_t *s) {
   if (s->table_opts) rocksdb_block_based_options_destroy(s->table_opts);
   if (s->block_cache) rocksdb_cache_destroy(s->block_cache);
   if (s->row_cache) rocksdb_cache_destroy(s->row_cache);
+  ixia_doccache_destroy(s->docs);
   if (s->ttl_filter) rocksdb_compactionfilter_destroy(s->ttl_filter);
   ixia_disk_reserve_destroy(s->disk);
   g_mutex_clear(&s->commit_lock);

@@ -72,6 +72,8 @@ typedef struct {
   _Atomic guint64 memory_gets;        /* reads that may only use memory (ixia_store_get_in_memory) */
   _Atomic guint64 memory_gets_missed; /* of those, the ones that needed the disk */
   _Atomic guint64 writes_refused_disk_full; /* requests refused under store.disk_reserve_mb */
+  /* The document cache (store.doc_cache_mb), filled in by get_stats */
+  guint64 doc_cache_hits, doc_cache_misses, doc_cache_bytes, doc_cache_max_bytes;
   gint64 disk_free_bytes;   /* free on store.path's file system, measured by get_stats; -1 unknown */
   gint64 disk_reserve_bytes; /* store.disk_reserve_mb in bytes; 0 = off */
   gboolean disk_full;       /* disk_free_bytes is under the reserve: writes are refused */

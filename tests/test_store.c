@@ -1,5 +1,6 @@
 /* Unit tests of store/: versions, conditions, upsert, atomic batches, TTL,
- * group commit, persistence. Runs on a real RocksDB in a temp dir. */
+ * group commit, persistence, the document cache. Runs on a real RocksDB in a temp dir. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "store.h"
@@ -317,6 +318,163 @@ static void test_key_encoding(void) {
   g_bytes_unref(k);
 }
 
+
+/* ---- the document cache ---- */
+
+static ixia_store_stats_t stats_now(ixia_store_t *st) {
+  ixia_store_stats_t s;
+  ixia_store_get_stats(st, &s);
+  return s;
+}
+
+/* A read fills the cache, the next read is a hit, and every write or
+ * delete is seen by the reads after it, single and multi-get alike. */
+static void test_doc_cache_serves_and_forgets(void) {
+  gint64 v1 = put("dc", "{\"n\":1}", -1, NULL);
+  g_free(get("dc", NULL));
+  ixia_store_stats_t a = stats_now(store);
+  gint64 v = 0;
+  char *json = get("dc", &v);
+  ixia_store_stats_t b = stats_now(store);
+  CU_ASSERT_STRING_EQUAL(json, "{\"n\":1}");
+  CU_ASSERT_EQUAL(v, v1);
+  CU_ASSERT_EQUAL(b.doc_cache_hits, a.doc_cache_hits + 1);
+  CU_ASSERT_TRUE(b.doc_cache_bytes > 0 && b.doc_cache_bytes <= b.doc_cache_max_bytes);
+  g_free(json);
+
+  gint64 v2 = put("dc", "{\"n\":2}", -1, NULL);
+  json = get("dc", &v);
+  CU_ASSERT_STRING_EQUAL(json, "{\"n\":2}");
+  CU_ASSERT_EQUAL(v, v2);
+  g_free(json);
+  const char *keys[] = {"dc", "nothing-here"};
+  size_t lens[] = {2, 12};
+  ixia_store_doc_t out[2];
+  ixia_store_pins_t *pins = NULL;
+  CU_ASSERT_TRUE(ixia_store_multi_get_pinned(store, "ns", "t", 2, keys, lens, out, &pins, NULL));
+  CU_ASSERT_TRUE(out[0].found && out[0].version == v2 && out[0].json_len == 7 &&
+                 memcmp(out[0].json, "{\"n\":2}", 7) == 0);
+  CU_ASSERT_FALSE(out[1].found);
+  ixia_store_pins_free(pins);
+
+  ixia_write_op_t del = {.kind = IXIA_WRITE_DELETE, .ns = "ns", .table = "t", .key = "dc",
+                         .key_len = 2, .expected_version = -1};
+  CU_ASSERT_TRUE(ixia_store_write(store, &del, 1, &v, NULL));
+  CU_ASSERT_PTR_NULL(get("dc", NULL));
+  CU_ASSERT_TRUE(ixia_store_multi_get(store, "ns", "t", 1, keys, lens, out, NULL));
+  CU_ASSERT_FALSE(out[0].found);
+}
+
+enum { HOT_KEYS = 4 };
+typedef struct {
+  _Atomic gint64 acked[HOT_KEYS]; /* the version each key's last acknowledged write got */
+  _Atomic gboolean done;
+  _Atomic guint64 reads, stale;
+} hot_t;
+
+static gpointer hot_writer(gpointer p) {
+  hot_t *h = p;
+  for (int i = 0; i < 3000; i++) {
+    char key[8], json[32];
+    int k = i % HOT_KEYS;
+    snprintf(key, sizeof key, "hot%d", k);
+    snprintf(json, sizeof json, "{\"i\":%d}", i);
+    gint64 v = put(key, json, -1, NULL);
+    if (v > 0) atomic_store(&h->acked[k], v);
+  }
+  atomic_store(&h->done, TRUE);
+  return NULL;
+}
+
+static gpointer hot_reader(gpointer p) {
+  hot_t *h = p;
+  GRand *r = g_rand_new();
+  while (!atomic_load(&h->done)) {
+    int k = g_rand_int_range(r, 0, HOT_KEYS);
+    char key[8];
+    snprintf(key, sizeof key, "hot%d", k);
+    gint64 before = atomic_load(&h->acked[k]), v = 0;
+    if (g_rand_boolean(r)) {
+      gboolean found = FALSE;
+      ixia_store_get(store, "ns", "t", key, strlen(key), &found, &v, NULL, NULL, NULL, NULL);
+    } else {
+      const char *keys[] = {key};
+      size_t lens[] = {strlen(key)};
+      ixia_store_doc_t out[1];
+      ixia_store_pins_t *pins = NULL;
+      if (ixia_store_multi_get_pinned(store, "ns", "t", 1, keys, lens, out, &pins, NULL) && out[0].found)
+        v = out[0].version;
+      ixia_store_pins_free(pins);
+    }
+    atomic_fetch_add(&h->reads, 1);
+    if (v < before) atomic_fetch_add(&h->stale, 1);
+  }
+  g_rand_free(r);
+  return NULL;
+}
+
+/* Writers and readers on a few hot keys: a read that starts after a write
+ * was acknowledged never returns an older version, whether the cache or
+ * RocksDB answers it. */
+static void test_doc_cache_never_stale(void) {
+  hot_t *h = g_new0(hot_t, 1);
+  ixia_store_stats_t a = stats_now(store);
+  GThread *w = g_thread_new("hot-w", hot_writer, h);
+  GThread *rd[3];
+  for (int i = 0; i < 3; i++) rd[i] = g_thread_new("hot-r", hot_reader, h);
+  g_thread_join(w);
+  for (int i = 0; i < 3; i++) g_thread_join(rd[i]);
+  ixia_store_stats_t b = stats_now(store);
+  printf("\n  hot keys: %" G_GUINT64_FORMAT " reads, %" G_GUINT64_FORMAT " cache hits, %" G_GUINT64_FORMAT " stale\n",
+         (guint64)atomic_load(&h->reads), b.doc_cache_hits - a.doc_cache_hits, (guint64)atomic_load(&h->stale));
+  CU_ASSERT_EQUAL(atomic_load(&h->stale), 0);
+  CU_ASSERT_TRUE(b.doc_cache_hits > a.doc_cache_hits);
+  g_free(h);
+}
+
+/* store.doc_cache_mb bounds the cache: reading far more documents than fit
+ * leaves it under its budget, and every read still answers right. */
+static void test_doc_cache_bounded(void) {
+  char *d = ixt_tmpdir();
+  char *path = g_build_filename(d, "store", NULL);
+  ixia_config_t *c = ixia_config_new();
+  ixia_config_set(c, "store.path", path, NULL);
+  ixia_config_set(c, "store.doc_cache_mb", "1", NULL);
+  ixia_error_t *e = NULL;
+  ixia_store_t *st = ixia_store_open(c, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(st);
+  char doc[1000];
+  memset(doc, 'x', sizeof doc);
+  memcpy(doc, "{\"s\":\"", 6);
+  memcpy(doc + sizeof doc - 3, "\"}", 3); /* ~1 KB each, 3 MB in all */
+  enum { N = 3000 };
+  for (int i = 0; i < N; i++) {
+    char key[16];
+    snprintf(key, sizeof key, "k%d", i);
+    ixia_write_op_t op = {.kind = IXIA_WRITE_PUT, .ns = "ns", .table = "t", .key = key,
+                          .key_len = strlen(key), .json = doc, .json_len = strlen(doc),
+                          .expected_version = -1};
+    gint64 v;
+    CU_ASSERT_TRUE(ixia_store_write(st, &op, 1, &v, NULL));
+  }
+  for (int round = 0; round < 2; round++)
+    for (int i = 0; i < N; i++) {
+      char key[16];
+      snprintf(key, sizeof key, "k%d", i);
+      gboolean found = FALSE;
+      size_t len = 0;
+      CU_ASSERT_TRUE(ixia_store_get(st, "ns", "t", key, strlen(key), &found, NULL, NULL, NULL, &len, NULL));
+      CU_ASSERT_TRUE(found && len == strlen(doc));
+    }
+  ixia_store_stats_t s = stats_now(st);
+  CU_ASSERT_EQUAL(s.doc_cache_max_bytes, 1 << 20);
+  CU_ASSERT_TRUE(s.doc_cache_bytes > 0 && s.doc_cache_bytes <= s.doc_cache_max_bytes);
+  ixia_store_destroy(st);
+  ixia_config_destroy(c);
+  g_free(path);
+  g_free(d);
+}
+
 int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("store", setup, teardown);
@@ -330,5 +488,8 @@ int main(void) {
   IXT_ADD(s, test_group_bytes_bounded);
   IXT_ADD(s, test_reopen_keeps_data_and_schemas);
   IXT_ADD(s, test_key_encoding);
+  IXT_ADD(s, test_doc_cache_serves_and_forgets);
+  IXT_ADD(s, test_doc_cache_never_stale);
+  IXT_ADD(s, test_doc_cache_bounded);
   return ixt_run();
 }

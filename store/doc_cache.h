@@ -1,0 +1,41 @@
+/* The store's document cache (doc_cache.c), private to store/: stored
+ * values by RocksDB key, in front of RocksDB's own lookups.
+ *
+ * Thread safety: every function may be called from any thread. Consistency
+ * with the store rests on the writer calling ixia_doccache_write_begin for
+ * every key of a group before its RocksDB write and ixia_doccache_write_end
+ * after it (whatever its outcome), and on readers inserting only with the
+ * ticket their lookup gave them: see doc_cache.c. */
+#pragma once
+
+#include <glib.h>
+
+typedef struct ixia_doccache ixia_doccache_t;
+
+typedef struct {
+  guint64 hits, misses, inserts, evictions, entries, bytes, max_bytes;
+} ixia_doccache_stats_t;
+
+/* A cache of at most max_bytes (values, keys and bookkeeping); NULL when
+ * max_bytes is 0. */
+ixia_doccache_t *ixia_doccache_new(guint64 max_bytes);
+void ixia_doccache_destroy(ixia_doccache_t *c);
+
+/* A miss's permission to insert what RocksDB answers next; NO_TICKET: a
+ * write of the key's stripe was under way, insert nothing. */
+#define IXIA_DOCCACHE_NO_TICKET G_MAXUINT64
+
+/* The stored value of key (a reference: g_bytes_unref it), or NULL with
+ * *ticket set for ixia_doccache_insert. NULL cache: always a miss. */
+GBytes *ixia_doccache_lookup(ixia_doccache_t *c, const void *key, gsize klen, guint64 *ticket);
+/* Caches value (copied) for key when no write of its stripe began since
+ * the lookup that gave ticket; returns the cached value (a reference) or
+ * NULL when it was not cached. */
+GBytes *ixia_doccache_insert(ixia_doccache_t *c, const void *key, gsize klen, const void *value,
+                             gsize vlen, guint64 ticket);
+
+/* Around the RocksDB write of a group, for each of its keys. */
+void ixia_doccache_write_begin(ixia_doccache_t *c, const void *key, gsize klen);
+void ixia_doccache_write_end(ixia_doccache_t *c, const void *key, gsize klen);
+
+void ixia_doccache_get_stats(ixia_doccache_t *c, ixia_doccache_stats_t *out);
