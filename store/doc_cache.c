@@ -29,9 +29,10 @@
 #include <string.h>
 
 #define NSTRIPES 64
-/* Bookkeeping per entry beyond the key and value bytes: the entry, the
- * GBytes, the hash table's slot. */
-#define ENTRY_OVERHEAD 112
+/* Bookkeeping per entry beyond the key and value bytes: the entry (64),
+ * the GBytes (~32), the hash table's three slot arrays (~24 at its load)
+ * and two allocations' headers and rounding. */
+#define ENTRY_OVERHEAD 192
 
 typedef struct {
   const guint8 *p;

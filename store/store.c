@@ -450,6 +450,16 @@ gboolean ixia_store_write(ixia_store_t *s, const ixia_write_op_t *ops, guint n, 
 
 /* One document through ro; *in_memory is FALSE when ro reads only memory
  * and the answer needs the disk. */
+/* Worth a place in the document cache: a value that parses and has not
+ * expired (a corrupt one would keep failing from there, an expired one
+ * would sit there until evicted). */
+static gboolean cacheable(const char *raw, size_t len) {
+  gint64 v, expire_at;
+  const char *j;
+  size_t jl;
+  return ixia_record_parse_value(raw, len, &v, &expire_at, &j, &jl) && !is_expired(expire_at);
+}
+
 static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, const char *ns,
                           const char *table, const char *key, size_t key_len, gboolean *in_memory,
                           gboolean *found, gint64 *version, gint64 *expire_out, char **json,
@@ -476,7 +486,7 @@ static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, cons
     g_bytes_unref(k);
     return FALSE;
   }
-  if (raw && !cached) {
+  if (raw && !cached && cacheable(raw, vlen)) {
     /* Cached as stored: expiry is checked on every read either way. */
     GBytes *b = ixia_doccache_insert(s->docs, kd, klen, raw, vlen, ticket);
     if (b) {
@@ -604,7 +614,7 @@ static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, gu
     if (!mvals[m]) continue;
     size_t vl;
     const char *val = rocksdb_pinnableslice_value(mvals[m], &vl);
-    held[i] = ixia_doccache_insert(s->docs, kp[i], kl[i], val, vl, tickets[i]);
+    held[i] = cacheable(val, vl) ? ixia_doccache_insert(s->docs, kp[i], kl[i], val, vl, tickets[i]) : NULL;
     if (held[i]) rocksdb_pinnableslice_destroy(mvals[m]);
     else vals[i] = mvals[m];
   }
