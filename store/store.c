@@ -496,7 +496,10 @@ static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, cons
     }
   }
   g_bytes_unref(k);
-  if (!raw) return TRUE;
+  if (!raw) {
+    if (cached) g_bytes_unref(cached); /* (an empty value: never cached, but never leaked) */
+    return TRUE;
+  }
   gint64 v = 0, expire_at = 0;
   const char *j;
   size_t jl;
