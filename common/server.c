@@ -898,8 +898,8 @@ ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int p
   srv->lim = ixia_wire_limits_from_config(cfg);
   srv->workers = (gint)ixia_config_int(cfg, "server.workers");
   srv->n_io = (guint)ixia_config_int(cfg, "server.io_threads");
-  if (srv->n_io == 0) srv->n_io = CLAMP(g_get_num_processors() / 2, 1, 64);
-  srv->io_auto = ixia_config_int(cfg, "server.io_threads") == 0;
+  srv->io_auto = srv->n_io == 0;
+  if (srv->io_auto) srv->n_io = CLAMP(g_get_num_processors() / 2, 1, 64);
   srv->request_timeout_us = ixia_config_int(cfg, "server.request_timeout_ms") * 1000;
   srv->idle_timeout_us = ixia_config_int(cfg, "server.idle_timeout_ms") * 1000;
   gint want = (gint)ixia_config_int(cfg, "server.max_connections");

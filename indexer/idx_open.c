@@ -140,7 +140,7 @@ static gboolean load_column_block(ixia_idx_t *idx, const char *k, size_t kl, con
     guint32 n;
     const void *vals = col_slot(c, s, &n);
     guint32 id = base + s;
-    if (n && cl->f->dv) ixia_docvals_set(cl->f->dv, id, vals, n);
+    if (n) ixia_docvals_set(cl->f->dv, id, vals, n); /* (no doc values: a no-op) */
     if (!cl->keys) continue;
     for (guint32 i = 0; i < n; i++) {
       guint64 key = num_key(((const double *)vals)[i]);
