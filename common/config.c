@@ -164,6 +164,10 @@ static const ixia_option_t options[] = {
      "RocksDB). A hit is one hash lookup, where RocksDB's read path cost about 2 us a document "
      "with everything in memory. Size it to the documents that are read. 0 = an eighth of the "
      "memory (physical, or the cgroup's limit when lower), at least 256."},
+    {"store.doc_cache_writes", IXIA_OPT_BOOL, "true", 0, 0,
+     "The store's writer puts each document it writes into the document cache (write-through), "
+     "so reads of recent writes, and of a whole load that fits store.doc_cache_mb, never miss "
+     "first. Off: only reads fill the cache (for write-mostly data that is seldom read back)."},
     {"store.row_cache_mb", IXIA_OPT_INT, "0", 0, 1048576,
      "RocksDB row cache: whole documents by key (a hit skips the index and data block search, "
      "not RocksDB's read path). 0 = off: store.doc_cache_mb holds the same documents."},

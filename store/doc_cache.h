@@ -34,8 +34,10 @@ GBytes *ixia_doccache_lookup(ixia_doccache_t *c, const void *key, gsize klen, gu
 GBytes *ixia_doccache_insert(ixia_doccache_t *c, const void *key, gsize klen, const void *value,
                              gsize vlen, guint64 ticket);
 
-/* Around the RocksDB write of a group, for each of its keys. */
+/* Around the RocksDB write of a group, for each of its keys. written: the
+ * value the write stored (a reference is taken), to cache as the key's
+ * newest; NULL for a delete, a failed write or no write-through. */
 void ixia_doccache_write_begin(ixia_doccache_t *c, const void *key, gsize klen);
-void ixia_doccache_write_end(ixia_doccache_t *c, const void *key, gsize klen);
+void ixia_doccache_write_end(ixia_doccache_t *c, const void *key, gsize klen, GBytes *written);
 
 void ixia_doccache_get_stats(ixia_doccache_t *c, ixia_doccache_stats_t *out);

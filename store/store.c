@@ -48,6 +48,7 @@ struct ixia_store {
   rocksdb_cache_t *block_cache;
   rocksdb_cache_t *row_cache; /* NULL when store.row_cache_mb = 0 */
   ixia_doccache_t *docs;      /* store.doc_cache_mb (doc_cache.c) */
+  gboolean doc_writes;        /* store.doc_cache_writes: the writer caches what it wrote */
   rocksdb_compactionfilter_t *ttl_filter;
   GAsyncQueue *queue;
   GThread *writer;
@@ -66,6 +67,22 @@ struct ixia_store {
 
 
 static gboolean is_expired(gint64 expire_at) { return ixia_record_expired(expire_at, ixia_time_now()); }
+
+/* Worth a place in the document cache: a value that parses and has not
+ * expired (a corrupt one would keep failing from there, an expired one
+ * would sit there until evicted). */
+static gboolean cacheable(const char *raw, size_t len) {
+  gint64 v, expire_at;
+  const char *j;
+  size_t jl;
+  return ixia_record_parse_value(raw, len, &v, &expire_at, &j, &jl) && !is_expired(expire_at);
+}
+
+static gboolean cacheable_bytes(GBytes *b) {
+  gsize len;
+  const char *raw = g_bytes_get_data(b, &len);
+  return cacheable(raw, len);
+}
 
 /* Expired documents are invisible to reads already; compaction reclaims
  * their space. */
@@ -330,11 +347,14 @@ static void commit_group(ixia_store_t *s, GPtrArray *group) {
       ixia_doccache_write_begin(s->docs, k, klen);
     }
     rocksdb_write(s->db, s->wopts, wb, &rerr);
+    gpointer ov;
     g_hash_table_iter_init(&it, overlay);
-    while (g_hash_table_iter_next(&it, &key, NULL)) {
+    while (g_hash_table_iter_next(&it, &key, &ov)) {
       gsize klen;
       const void *k = g_bytes_get_data(key, &klen);
-      ixia_doccache_write_end(s->docs, k, klen);
+      GBytes *v = ((overlay_entry_t *)ov)->value;
+      gboolean through = !rerr && s->doc_writes && v && cacheable_bytes(v);
+      ixia_doccache_write_end(s->docs, k, klen, through ? v : NULL);
     }
     if (rerr) {
       ixia_error_t *e = NULL;
@@ -450,15 +470,6 @@ gboolean ixia_store_write(ixia_store_t *s, const ixia_write_op_t *ops, guint n, 
 
 /* One document through ro; *in_memory is FALSE when ro reads only memory
  * and the answer needs the disk. */
-/* Worth a place in the document cache: a value that parses and has not
- * expired (a corrupt one would keep failing from there, an expired one
- * would sit there until evicted). */
-static gboolean cacheable(const char *raw, size_t len) {
-  gint64 v, expire_at;
-  const char *j;
-  size_t jl;
-  return ixia_record_parse_value(raw, len, &v, &expire_at, &j, &jl) && !is_expired(expire_at);
-}
 
 static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, const char *ns,
                           const char *table, const char *key, size_t key_len, gboolean *in_memory,
@@ -988,6 +999,7 @@ ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
   rocksdb_options_set_memtable_whole_key_filtering(s->opts, 1);
   gint64 doc_mb = ixia_config_int(cfg, "store.doc_cache_mb");
   s->docs = ixia_doccache_new(doc_mb > 0 ? (guint64)doc_mb << 20 : MAX(memory_limit() / 8, G_GUINT64_CONSTANT(256) << 20));
+  s->doc_writes = ixia_config_bool(cfg, "store.doc_cache_writes");
   gint64 row_mb = ixia_config_int(cfg, "store.row_cache_mb");
   if (row_mb > 0) {
     s->row_cache = rocksdb_cache_create_lru((size_t)row_mb << 20);

@@ -327,11 +327,11 @@ static ixia_store_stats_t stats_now(ixia_store_t *st) {
   return s;
 }
 
-/* A read fills the cache, the next read is a hit, and every write or
- * delete is seen by the reads after it, single and multi-get alike. */
+/* A write fills the cache (store.doc_cache_writes, on by default), so the
+ * first read is already a hit, and every write or delete is seen by the
+ * reads after it, single and multi-get alike. */
 static void test_doc_cache_serves_and_forgets(void) {
   gint64 v1 = put("dc", "{\"n\":1}", -1, NULL);
-  g_free(get("dc", NULL));
   ixia_store_stats_t a = stats_now(store);
   gint64 v = 0;
   char *json = get("dc", &v);
@@ -339,13 +339,17 @@ static void test_doc_cache_serves_and_forgets(void) {
   CU_ASSERT_STRING_EQUAL(json, "{\"n\":1}");
   CU_ASSERT_EQUAL(v, v1);
   CU_ASSERT_EQUAL(b.doc_cache_hits, a.doc_cache_hits + 1);
+  CU_ASSERT_EQUAL(b.doc_cache_misses, a.doc_cache_misses);
   CU_ASSERT_TRUE(b.doc_cache_bytes > 0 && b.doc_cache_bytes <= b.doc_cache_max_bytes);
   g_free(json);
 
   gint64 v2 = put("dc", "{\"n\":2}", -1, NULL);
+  a = stats_now(store);
   json = get("dc", &v);
+  b = stats_now(store);
   CU_ASSERT_STRING_EQUAL(json, "{\"n\":2}");
   CU_ASSERT_EQUAL(v, v2);
+  CU_ASSERT_EQUAL(b.doc_cache_hits, a.doc_cache_hits + 1);
   g_free(json);
   const char *keys[] = {"dc", "nothing-here"};
   size_t lens[] = {2, 12};
@@ -434,12 +438,13 @@ static void test_doc_cache_never_stale(void) {
 
 /* store.doc_cache_mb bounds the cache: reading far more documents than fit
  * leaves it under its budget, and every read still answers right. */
-static void test_doc_cache_bounded(void) {
+static void doc_cache_bounded(gboolean write_through) {
   char *d = ixt_tmpdir();
   char *path = g_build_filename(d, "store", NULL);
   ixia_config_t *c = ixia_config_new();
   ixia_config_set(c, "store.path", path, NULL);
   ixia_config_set(c, "store.doc_cache_mb", "1", NULL);
+  ixia_config_set(c, "store.doc_cache_writes", write_through ? "true" : "false", NULL);
   ixia_error_t *e = NULL;
   ixia_store_t *st = ixia_store_open(c, &e);
   CU_ASSERT_PTR_NOT_NULL_FATAL(st);
@@ -457,6 +462,25 @@ static void test_doc_cache_bounded(void) {
     gint64 v;
     CU_ASSERT_TRUE(ixia_store_write(st, &op, 1, &v, NULL));
   }
+  /* Written through: the last ~1 MB of writes is cached before any read;
+   * otherwise nothing is. */
+  ixia_store_stats_t w = stats_now(st);
+  printf("\n  after %d writes: %" G_GUINT64_FORMAT " bytes cached\n", N, w.doc_cache_bytes);
+  if (write_through) {
+    CU_ASSERT_TRUE(w.doc_cache_bytes > (1 << 20) / 2 && w.doc_cache_bytes <= (1 << 20));
+  } else {
+    CU_ASSERT_EQUAL(w.doc_cache_bytes, 0);
+  }
+  for (int i = N - 10; i < N; i++) {
+    char key[16];
+    snprintf(key, sizeof key, "k%d", i);
+    gboolean found = FALSE;
+    CU_ASSERT_TRUE(ixia_store_get(st, "ns", "t", key, strlen(key), &found, NULL, NULL, NULL, NULL, NULL));
+    CU_ASSERT_TRUE(found);
+  }
+  ixia_store_stats_t r = stats_now(st);
+  CU_ASSERT_EQUAL(r.doc_cache_hits - w.doc_cache_hits, write_through ? 10 : 0);
+  CU_ASSERT_EQUAL(r.doc_cache_misses - w.doc_cache_misses, write_through ? 0 : 10);
   for (int round = 0; round < 2; round++)
     for (int i = 0; i < N; i++) {
       char key[16];
@@ -475,6 +499,11 @@ static void test_doc_cache_bounded(void) {
   g_free(d);
 }
 
+static void test_doc_cache_bounded(void) { doc_cache_bounded(TRUE); }
+
+/* store.doc_cache_writes off: only reads fill the cache. */
+static void test_doc_cache_read_fill_only(void) { doc_cache_bounded(FALSE); }
+
 int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("store", setup, teardown);
@@ -491,5 +520,6 @@ int main(void) {
   IXT_ADD(s, test_doc_cache_serves_and_forgets);
   IXT_ADD(s, test_doc_cache_never_stale);
   IXT_ADD(s, test_doc_cache_bounded);
+  IXT_ADD(s, test_doc_cache_read_fill_only);
   return ixt_run();
 }
