@@ -21,6 +21,7 @@
 #include "json.h"
 #include "log.h"
 #include "record.h"
+#include "rocksdb_cache.h"
 #include "timeutil.h"
 
 typedef struct {
@@ -983,7 +984,7 @@ ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
   rocksdb_options_set_WAL_size_limit_MB(s->opts,
                                         (uint64_t)ixia_config_int(cfg, "store.wal_size_limit_mb"));
   size_t block_cache = block_cache_bytes(cfg);
-  s->block_cache = rocksdb_cache_create_lru(block_cache);
+  s->block_cache = ixia_rocksdb_block_cache_new(block_cache);
   s->table_opts = rocksdb_block_based_options_create();
   rocksdb_block_based_options_set_block_cache(s->table_opts, s->block_cache);
   rocksdb_block_based_options_set_filter_policy(s->table_opts,

@@ -11,6 +11,7 @@
 #include "disk.h"
 #include "error.h"
 #include "json.h"
+#include "rocksdb_cache.h"
 #include "schema.h"
 #include "support.h"
 #include "timeutil.h"
@@ -670,6 +671,23 @@ static void test_thrift_types_register_once(void) {
   g_object_unref(o);
 }
 
+/* Block caches split into shards of at least 32 MiB (a whole-key filter
+ * of a 64 MiB table is ~1.2 MiB; 4 MiB shards thrashed them), up to 64. */
+static void test_rocksdb_cache_shards(void) {
+  CU_ASSERT_EQUAL(ixia_rocksdb_cache_shard_bits((size_t)8 << 20), 0);
+  CU_ASSERT_EQUAL(ixia_rocksdb_cache_shard_bits((size_t)64 << 20), 1);
+  CU_ASSERT_EQUAL(ixia_rocksdb_cache_shard_bits((size_t)256 << 20), 3); /* index.block_cache_mb */
+  CU_ASSERT_EQUAL(ixia_rocksdb_cache_shard_bits((size_t)3 << 30), 6);
+  CU_ASSERT_EQUAL(ixia_rocksdb_cache_shard_bits((size_t)1 << 40), 6);
+  for (size_t mb = 32; mb <= 8192; mb *= 2) {
+    int bits = ixia_rocksdb_cache_shard_bits(mb << 20);
+    CU_ASSERT_TRUE(((mb << 20) >> bits) >= IXIA_ROCKSDB_CACHE_MIN_SHARD);
+  }
+  rocksdb_cache_t *c = ixia_rocksdb_block_cache_new((size_t)256 << 20);
+  CU_ASSERT_EQUAL(rocksdb_cache_get_capacity(c), (size_t)256 << 20);
+  rocksdb_cache_destroy(c);
+}
+
 int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("common", NULL, NULL);
@@ -693,5 +711,6 @@ int main(void) {
   IXT_ADD(s, test_error_first_wins);
   IXT_ADD(s, test_exit_codes);
   IXT_ADD(s, test_disk_reserve);
+  IXT_ADD(s, test_rocksdb_cache_shards);
   return ixt_run();
 }

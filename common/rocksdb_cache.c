@@ -1,0 +1,32 @@
+/* RocksDB block caches (rocksdb_cache.h): how a cache is split into shards.
+ *
+ * Why: RocksDB splits an LRU cache into up to 64 shards by key hash, down
+ * to 512 KiB each, and keeps index and filter blocks in the high-priority
+ * half of their shard. A table's whole-key bloom filter is one block of
+ * ~1.2 bytes a key: about 1.2 MiB for a 64 MiB table of a million keys.
+ * With the index shard's 256 MiB cache that made 64 shards of 4 MiB, 2 MiB
+ * for filters and indexes, so two large tables' filters in one shard
+ * pushed each other out, and every point read of the index (each document
+ * an index batch applies reads its old record) read and checksummed a
+ * whole filter from the file again: measured after a repair left three
+ * 70 MiB tables, 27% of the apply thread in copying the filter out of the
+ * page cache, 25% in its checksum, and put-to-searchable at 7-12 s instead
+ * of 20-30 ms. Shards of at least 32 MiB hold a dozen such filters each;
+ * at that size the shard mutex is still uncontended with the handful of
+ * threads a daemon reads with. */
+#include "rocksdb_cache.h"
+
+int ixia_rocksdb_cache_shard_bits(size_t bytes) {
+  int bits = 0;
+  while (bits < 6 && (bytes >> (bits + 1)) >= IXIA_ROCKSDB_CACHE_MIN_SHARD) bits++;
+  return bits;
+}
+
+rocksdb_cache_t *ixia_rocksdb_block_cache_new(size_t bytes) {
+  rocksdb_lru_cache_options_t *o = rocksdb_lru_cache_options_create();
+  rocksdb_lru_cache_options_set_capacity(o, bytes);
+  rocksdb_lru_cache_options_set_num_shard_bits(o, ixia_rocksdb_cache_shard_bits(bytes));
+  rocksdb_cache_t *c = rocksdb_cache_create_lru_opts(o);
+  rocksdb_lru_cache_options_destroy(o);
+  return c;
+}
