@@ -1,4 +1,7 @@
-/* RocksDB block caches (rocksdb_cache.h): how a cache is split into shards.
+/* RocksDB block caches that hold index and filter blocks
+ * (rocksdb_cache.h): how such a cache is split into shards. The truth
+ * store keeps those blocks with its table readers and RocksDB's own
+ * sharding; the index shards cache them (cache_index_and_filter_blocks). 
  *
  * Why: RocksDB splits an LRU cache into up to 64 shards by key hash, down
  * to 512 KiB each, and keeps index and filter blocks in the high-priority
@@ -22,7 +25,7 @@ int ixia_rocksdb_cache_shard_bits(size_t bytes) {
   return bits;
 }
 
-rocksdb_cache_t *ixia_rocksdb_block_cache_new(size_t bytes) {
+rocksdb_cache_t *ixia_rocksdb_cache_new(size_t bytes) {
   rocksdb_lru_cache_options_t *o = rocksdb_lru_cache_options_create();
   rocksdb_lru_cache_options_set_capacity(o, bytes);
   rocksdb_lru_cache_options_set_num_shard_bits(o, ixia_rocksdb_cache_shard_bits(bytes));

@@ -1,5 +1,5 @@
-/* RocksDB block caches for the truth store and the index shards
- * (rocksdb_cache.c): one place decides how a cache is split into shards.
+/* RocksDB block caches that hold index and filter blocks (the index
+ * shards'; rocksdb_cache.c): how such a cache is split into shards.
  *
  * Thread safety: both functions are pure or create a new object; call them
  * from any thread. */
@@ -19,6 +19,6 @@ int ixia_rocksdb_cache_shard_bits(size_t bytes);
 
 /* A new LRU block cache of `bytes`, split as above (the caller destroys it
  * with rocksdb_cache_destroy). */
-rocksdb_cache_t *ixia_rocksdb_block_cache_new(size_t bytes);
+rocksdb_cache_t *ixia_rocksdb_cache_new(size_t bytes);
 
 #endif

@@ -296,7 +296,7 @@ ixia_idx_t *ixia_idx_open(const char *path, const ixia_config_t *cfg, ixia_error
   rocksdb_options_set_write_buffer_size(idx->opts,
                                         (size_t)ixia_config_int(cfg, "index.write_buffer_mb") << 20);
   idx->block_cache =
-      ixia_rocksdb_block_cache_new((size_t)ixia_config_int(cfg, "index.block_cache_mb") << 20);
+      ixia_rocksdb_cache_new((size_t)ixia_config_int(cfg, "index.block_cache_mb") << 20);
   idx->table_opts = rocksdb_block_based_options_create();
   rocksdb_block_based_options_set_block_cache(idx->table_opts, idx->block_cache);
   /* Whole-key bloom filters: most point reads (document records, new

@@ -182,6 +182,7 @@ static void admit(ixia_doccache_t *c, stripe_t *st, entry_t *e) {
 GBytes *ixia_doccache_insert(ixia_doccache_t *c, const void *key, gsize klen, const void *value,
                              gsize vlen, guint64 ticket) {
   if (!c || ticket == IXIA_DOCCACHE_NO_TICKET) return NULL;
+  if (klen + vlen + ENTRY_OVERHEAD > c->stripe_bytes) return NULL; /* before copying it */
   /* Built outside the lock: the copy is the expensive part. */
   GBytes *copy = g_bytes_new(value, vlen);
   entry_t *e = entry_new(c, key, klen, copy);
@@ -215,7 +216,7 @@ void ixia_doccache_write_begin(ixia_doccache_t *c, const void *key, gsize klen) 
 void ixia_doccache_write_end(ixia_doccache_t *c, const void *key, gsize klen, GBytes *written) {
   if (!c) return;
   entry_t *e = written ? entry_new(c, key, klen, written) : NULL;
-  kref_t k = {key, klen, key_hash(key, klen)};
+  kref_t k = e ? e->k : (kref_t){key, klen, key_hash(key, klen)};
   stripe_t *st = stripe_of(c, &k);
   g_mutex_lock(&st->lock);
   g_assert(st->writing > 0);

@@ -5,7 +5,8 @@
  * conditions against an overlay of the group's own edits, numbers every
  * edit with the sequence RocksDB will give it, and commits the group as one
  * synced write. Reads look in the document cache (doc_cache.c: the writer
- * brackets each RocksDB write with it), then go to RocksDB from any thread;
+ * brackets each RocksDB write with it and caches what it wrote,
+ * store.doc_cache_writes), then go to RocksDB from any thread;
  * an expired document reads as absent and a compaction filter removes it
  * later. */
 #include "store.h"
@@ -21,7 +22,6 @@
 #include "json.h"
 #include "log.h"
 #include "record.h"
-#include "rocksdb_cache.h"
 #include "timeutil.h"
 
 typedef struct {
@@ -354,7 +354,9 @@ static void commit_group(ixia_store_t *s, GPtrArray *group) {
       gsize klen;
       const void *k = g_bytes_get_data(key, &klen);
       GBytes *v = ((overlay_entry_t *)ov)->value;
-      gboolean through = !rerr && s->doc_writes && v && cacheable_bytes(v);
+      /* Documents only: the cache is looked up by document keys alone. */
+      gboolean through = !rerr && s->doc_writes && v && klen && *(const char *)k == 'd' &&
+                         cacheable_bytes(v);
       ixia_doccache_write_end(s->docs, k, klen, through ? v : NULL);
     }
     if (rerr) {
@@ -471,7 +473,6 @@ gboolean ixia_store_write(ixia_store_t *s, const ixia_write_op_t *ops, guint n, 
 
 /* One document through ro; *in_memory is FALSE when ro reads only memory
  * and the answer needs the disk. */
-
 static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, const char *ns,
                           const char *table, const char *key, size_t key_len, gboolean *in_memory,
                           gboolean *found, gint64 *version, gint64 *expire_out, char **json,
@@ -984,7 +985,10 @@ ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
   rocksdb_options_set_WAL_size_limit_MB(s->opts,
                                         (uint64_t)ixia_config_int(cfg, "store.wal_size_limit_mb"));
   size_t block_cache = block_cache_bytes(cfg);
-  s->block_cache = ixia_rocksdb_block_cache_new(block_cache);
+  /* RocksDB's own sharding: the store's filter and index blocks live with
+   * their table readers (cache_index_and_filter_blocks off), so the thrash
+   * rocksdb_cache.c prevents in the index cannot happen here. */
+  s->block_cache = rocksdb_cache_create_lru(block_cache);
   s->table_opts = rocksdb_block_based_options_create();
   rocksdb_block_based_options_set_block_cache(s->table_opts, s->block_cache);
   rocksdb_block_based_options_set_filter_policy(s->table_opts,
