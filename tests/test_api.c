@@ -1061,6 +1061,7 @@ static gpointer hot_worker(gpointer data) {
       g_snprintf(json, sizeof json, "{\"price\": %d}", g_rand_int_range(r, 0, 1000));
       gint64 v = 0;
       if (!ixia_client_put(c, "shop", "products", key, json, -1, &v, &e)) {
+        fprintf(stderr, "\n  hot writer: put of %s failed: %s\n", key, e->message);
         atomic_fetch_add(&h->failures, 1);
         g_clear_pointer(&e, ixia_error_destroy);
         continue;
@@ -1074,6 +1075,7 @@ static gpointer hot_worker(gpointer data) {
       gint64 before = atomic_load_explicit(&h->acked[k], memory_order_seq_cst), got = 0;
       gboolean found = FALSE;
       if (!ixia_client_get(c, "shop", "products", key, NULL, &found, &got, NULL, &e)) {
+        fprintf(stderr, "\n  hot reader: get of %s failed: %s\n", key, e->message);
         atomic_fetch_add(&h->failures, 1);
         g_clear_pointer(&e, ixia_error_destroy);
         continue;
