@@ -1,7 +1,7 @@
 /* RocksDB block caches that hold index and filter blocks
  * (rocksdb_cache.h): how such a cache is split into shards. The truth
  * store keeps those blocks with its table readers and RocksDB's own
- * sharding; the index shards cache them (cache_index_and_filter_blocks). 
+ * sharding; the index shards cache them (cache_index_and_filter_blocks).
  *
  * Why: RocksDB splits an LRU cache into up to 64 shards by key hash, down
  * to 512 KiB each, and keeps index and filter blocks in the high-priority
