@@ -69,6 +69,9 @@ struct ixia_store {
 
 static gboolean is_expired(gint64 expire_at) { return ixia_record_expired(expire_at, ixia_time_now()); }
 
+/* A document's RocksDB key (record.h: 'd' ...), not a schema's. */
+static gboolean is_doc_key(const char *key, size_t len) { return len > 0 && key[0] == 'd'; }
+
 /* Worth a place in the document cache: a value that parses and has not
  * expired (a corrupt one would keep failing from there, an expired one
  * would sit there until evicted). */
@@ -93,7 +96,7 @@ static unsigned char ttl_filter(void *state, int level, const char *key, size_t 
   (void)state, (void)level, (void)new_value, (void)new_value_len;
   *value_changed = 0;
   gint64 expire_at = 0;
-  if (key_len > 0 && key[0] == 'd' &&
+  if (is_doc_key(key, key_len) &&
       ixia_record_parse_value(value, value_len, NULL, &expire_at, NULL, NULL))
     return is_expired(expire_at);
   return 0;
@@ -355,8 +358,7 @@ static void commit_group(ixia_store_t *s, GPtrArray *group) {
       const void *k = g_bytes_get_data(key, &klen);
       GBytes *v = ((overlay_entry_t *)ov)->value;
       /* Documents only: the cache is looked up by document keys alone. */
-      gboolean through = !rerr && s->doc_writes && v && klen && *(const char *)k == 'd' &&
-                         cacheable_bytes(v);
+      gboolean through = !rerr && s->doc_writes && v && is_doc_key(k, klen) && cacheable_bytes(v);
       ixia_doccache_write_end(s->docs, k, klen, through ? v : NULL);
     }
     if (rerr) {
