@@ -147,6 +147,7 @@ typedef struct {
    * reads `ids` without a lock (it is the only writer); everything grows
    * under dict_lock (write), and searches read under dict_lock (read). */
   GHashTable *ids; /* GBytes* -> value id + 1 */
+  GTree *order;    /* GBytes* -> value id + 1, in byte order: ranges and prefixes */
   GPtrArray *vals; /* GBytes* by value id */
   GArray *vv;      /* ixia_val_t by value id: views of vals */
   GArray *counts;  /* guint32 by value id: live documents holding the value */

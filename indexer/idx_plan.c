@@ -217,55 +217,39 @@ static gboolean bytes_pass(const ixia_filter_t *f, const guint8 *v, gsize len) {
   return TRUE;
 }
 
-/* Walks the sorted dictionary over a prefix or keyword range, listing up
- * to cap value ids (cap 0: all). FALSE on a RocksDB error; *more when it
- * stopped at the cap. */
-static gboolean walk_values(ixia_idx_search_t *s, pnode_t *p, guint cap, gboolean *more) {
+/* Walks the field's values in byte order over a prefix or keyword range,
+ * listing up to cap value ids (cap 0: all); *more when it stopped at the
+ * cap. Reads the in-memory dictionary under dict_lock, so it lists what
+ * term lookups see: the published batches. */
+static void walk_values(ixia_idx_search_t *s, pnode_t *p, guint cap, gboolean *more) {
   const ixia_filter_t *f = p->f;
-  GByteArray *start = g_byte_array_new();
-  guint8 pre = K_VALUE;
-  g_byte_array_append(start, &pre, 1);
-  ixia_bytes_append32(start, p->field->id);
   GBytes *from = f->kind == IXIA_F_PREFIX ? f->values->pdata[0] : f->lo;
   gsize from_len = 0;
   const guint8 *from_p = from ? g_bytes_get_data(from, &from_len) : NULL;
-  if (from_len) g_byte_array_append(start, from_p, (guint)from_len);
   if (!p->vids) p->vids = g_array_new(FALSE, FALSE, sizeof(guint32));
   g_array_set_size(p->vids, 0);
   *more = FALSE;
-  rocksdb_iterator_t *it = rocksdb_create_iterator(s->idx->db, s->idx->ropts);
-  gboolean ok = TRUE;
-  for (rocksdb_iter_seek(it, (const char *)start->data, start->len); rocksdb_iter_valid(it);
-       rocksdb_iter_next(it)) {
-    size_t kl, vl;
-    const char *k = rocksdb_iter_key(it, &kl);
-    if (kl < 5 || memcmp(k, start->data, 5) != 0) break;
-    const guint8 *val = (const guint8 *)k + 5;
-    gsize len = kl - 5;
+  g_rw_lock_reader_lock(&s->idx->dict_lock);
+  GTree *order = p->field->order;
+  GTreeNode *n = from ? g_tree_lower_bound(order, from) : g_tree_node_first(order);
+  for (; n; n = g_tree_node_next(n)) {
+    gsize len;
+    const guint8 *val = g_bytes_get_data(g_tree_node_key(n), &len);
     if (!bytes_pass(f, val, len)) {
-      /* Past the prefix or the upper bound: done; below an exclusive lower
+      /* Past the prefix or the upper bound: done; at an exclusive lower
        * bound: skip. */
       if (f->kind != IXIA_F_PREFIX && f->lo && ixia_val_cmp(val, len, from_p, from_len) == 0)
         continue;
-      break;
-    }
-    const char *v = rocksdb_iter_value(it, &vl);
-    if (vl != 8) {
-      ok = ixia_error_set(s->err, IXIA_EINTERNAL, "corrupt value dictionary in index");
       break;
     }
     if (cap && p->vids->len >= cap) {
       *more = TRUE;
       break;
     }
-    guint32 vid = ixia_bytes_get32(v);
+    guint32 vid = GPOINTER_TO_UINT(g_tree_node_value(n)) - 1;
     g_array_append_val(p->vids, vid);
   }
-  char *rerr = NULL;
-  rocksdb_iter_get_error(it, &rerr);
-  rocksdb_iter_destroy(it);
-  g_byte_array_free(start, TRUE);
-  return ixia_error_from_rocksdb(s->err, rerr, "index scan") && ok;
+  g_rw_lock_reader_unlock(&s->idx->dict_lock);
 }
 
 static gboolean plan_leaf(ixia_idx_search_t *s, pnode_t *p) {
@@ -326,7 +310,7 @@ static gboolean plan_leaf(ixia_idx_search_t *s, pnode_t *p) {
     case IXIA_F_PREFIX: {
       gboolean more = FALSE;
       /* Text has no column to compare bytes on: list every value. */
-      if (!walk_values(s, p, p->checkable ? WALK_CAP : 0, &more)) return FALSE;
+      walk_values(s, p, p->checkable ? WALK_CAP : 0, &more);
       p->by_bytes = more;
       g_rw_lock_reader_lock(&s->idx->dict_lock);
       for (guint i = 0; i < p->vids->len; i++)
@@ -526,7 +510,7 @@ static gboolean materialize_leaf(ixia_idx_search_t *s, pnode_t *p, roaring_bitma
   if (p->by_bytes) {
     /* Materializing a wide prefix: list every value after all. */
     gboolean more;
-    if (!walk_values(s, p, 0, &more)) return FALSE;
+    walk_values(s, p, 0, &more);
     p->by_bytes = FALSE;
   }
   if (needs_all(f)) {
