@@ -869,6 +869,25 @@ static inline guint64 range_word(const double *v, double lo, double hi) {
  * a match is as likely as not, so a branch mispredicts. */
 static inline guint64 vbits_word(const pnode_t *p, const guint32 *v, guint64 m) {
   guint64 keep = 0;
+#ifdef __SSE2__
+  /* A few value ids over a dense word: four slots compared at once, where
+   * the loop below spends ~8 instructions a slot (29% of the shard's CPU
+   * under NOT country = C, which checks every live slot). The sentinels
+   * equal no value id. */
+  guint nv = p->vids->len;
+  if (nv <= 4 && __builtin_popcountll(m) > 8) {
+    const guint32 *ids = (const guint32 *)(void *)p->vids->data;
+    __m128i t[4];
+    for (guint i = 0; i < nv; i++) t[i] = _mm_set1_epi32((int)ids[i]);
+    for (guint b = 0; b < 64; b += 4) {
+      __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(v + b));
+      __m128i eq = _mm_cmpeq_epi32(x, t[0]);
+      for (guint i = 1; i < nv; i++) eq = _mm_or_si128(eq, _mm_cmpeq_epi32(x, t[i]));
+      keep |= (guint64)_mm_movemask_ps(_mm_castsi128_ps(eq)) << b;
+    }
+    return keep & m;
+  }
+#endif
   for (guint64 k = m; k; k &= k - 1) {
     guint b = (guint)__builtin_ctzll(k);
     guint32 r = v[b] - p->vbits_lo;
