@@ -57,6 +57,9 @@
 /* A numeric range beside candidates: each point of the range marks a bit
  * (no sort, no bitmap built), each candidate probes one. */
 #define COST_POINT_MARK 2.0
+/* A candidate intersected with a term's cached posting in place: a gallop
+ * through an array container (a bit probe in a bitset container). */
+#define COST_GALLOP 3.0
 #define COST_BLOCK 150.0
 /* A candidate checked on doc values (idx_docvals.c), and a line of them
  * fetched from memory: dense candidates share lines, sparse ones cost a
@@ -674,6 +677,27 @@ static gboolean range_leaf(const pnode_t *k) {
   return k->kind == N_LEAF && k->field && k->field->numeric && k->f->kind == IXIA_F_RANGE;
 }
 
+/* A keyword or bool term: one posting. */
+static gboolean term_leaf(const pnode_t *k) {
+  return k->kind == N_LEAF && k->field && !k->field->numeric && k->checkable && !k->by_bytes &&
+         (k->f->kind == IXIA_F_TERM || k->f->kind == IXIA_F_IN) && k->vids && k->vids->len == 1;
+}
+
+/* A term's posting ANDed into the candidates in place, without the copy
+ * materializing it would make: a lookup in the posting cache, then per
+ * candidate a gallop through an array container or a bit probed in a
+ * bitset container. */
+static gboolean and_posting(ixia_idx_search_t *s, pnode_t *k, roaring_bitmap_t *out) {
+  blk_t *b = ixia_idx_posting(s->idx, K_POST, k->field->id, g_array_index(k->vids, guint32, 0), s->err);
+  if (!b) return FALSE;
+  k->how = "posting, intersected with the candidates";
+  k->probed = TRUE;
+  k->passed = roaring_bitmap_get_cardinality(b->bm);
+  roaring_bitmap_and_inplace(out, b->bm);
+  ixia_idx_blk_unref(b);
+  return ixia_idx_charge(s, k->passed) && ixia_idx_deadline(s);
+}
+
 static gboolean materialize_and(ixia_idx_search_t *s, pnode_t *p, roaring_bitmap_t *out,
                                 GPtrArray *checks) {
   GPtrArray *kids = kids_by_cost(p);
@@ -681,9 +705,10 @@ static gboolean materialize_and(ixia_idx_search_t *s, pnode_t *p, roaring_bitmap
   for (guint i = 0; ok && i < kids->len; i++) {
     pnode_t *k = kids->pdata[i];
     double cand = have ? (double)roaring_bitmap_get_cardinality(out) : (double)s->n_live;
-    gboolean probe = have && range_leaf(k);
-    double cost = probe ? k->est * COST_POINT_MARK + cand * COST_POSTING_ID + COST_POSTING
-                        : mat_cost(s, k);
+    gboolean probe = have && range_leaf(k), intersect = have && term_leaf(k);
+    double cost = probe       ? k->est * COST_POINT_MARK + cand * COST_POSTING_ID + COST_POSTING
+                  : intersect ? COST_POSTING + cand * COST_GALLOP
+                              : mat_cost(s, k);
     if (have && k->checkable && cost > check_cost(s, k, cand)) {
       g_ptr_array_add(checks, k);
       continue;
@@ -694,6 +719,11 @@ static gboolean materialize_and(ixia_idx_search_t *s, pnode_t *p, roaring_bitmap
       k->passed = ixia_points_filter(k->field->points, k->lo, k->hi, out);
       ok = ixia_idx_charge(s, k->passed);
       if (roaring_bitmap_is_empty(out)) break;
+      continue;
+    }
+    if (intersect) {
+      ok = and_posting(s, k, out);
+      if (!ok || roaring_bitmap_is_empty(out)) break;
       continue;
     }
     ok = materialize(s, k);

@@ -314,11 +314,14 @@ static void test_shapes(void) {
   CU_ASSERT_STRING_EQUAL(how_of(ex, "price"), check_how);
   cJSON_Delete(ex);
 
-  /* A wide term with a narrow range: the range leads. */
+  /* A wide term with a narrow range: the range leads, and the term's
+   * posting is intersected with its candidates in place (a gallop each,
+   * where a doc values check was a cache miss each). */
   s.price = (range_t){300, 302, FALSE, FALSE};
   ex = check("{\"and\": [{\"term\": {\"country\": \"GB\"}}, {\"range\": {\"price\": {\"gte\": 300, \"lte\": 302}}}]}",
              p_country_price, &s);
   CU_ASSERT_TRUE(led_by(ex, "price"));
+  CU_ASSERT_STRING_EQUAL(how_of(ex, "country"), "posting, intersected with the candidates");
   cJSON_Delete(ex);
 
   /* in of 100 values: one union of postings, read a chunk at a time for
