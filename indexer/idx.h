@@ -511,6 +511,10 @@ gboolean ixia_idx_check_ids(ixia_idx_search_t *s, GPtrArray *checks, const guint
                             gboolean *pass);
 /* The bits of bm in block `block`. */
 void ixia_idx_bm_block(const roaring_bitmap_t *bm, guint32 block, guint64 *out);
+/* set: ORs bm's ids into bits, a bitset over the id space (a container's
+ * 65,536 bits at a time: a run is a word fill, a bitset container a copy);
+ * !set: zeroes the 1,024 words of each of bm's containers. */
+void ixia_idx_bm_mark(const roaring_bitmap_t *bm, guint64 *bits, gboolean set);
 /* mask &= the bits of bm in block `block`; per bit when the mask has only a
  * few (a sorted page checks one candidate at a time). */
 void ixia_idx_bm_and_block(const roaring_bitmap_t *bm, guint32 block, guint64 *mask);

@@ -160,11 +160,10 @@ static void first_at_least(const ixia_points_t *p, guint64 k, guint *li, guint *
   }
 }
 
-guint64 ixia_points_count(ixia_points_t *p, guint64 lo, guint64 hi) {
-  if (lo > hi) return 0;
-  pthread_rwlock_rdlock(&p->lock);
+/* ixia_points_count with the lock held by the caller. */
+static guint64 count_points(const ixia_points_t *p, guint64 lo, guint64 hi) {
   guint64 n = 0;
-  if (p->leaves->len > 0) {
+  if (lo <= hi && p->leaves->len > 0) {
     guint la, ia, lb, ib;
     first_at_least(p, lo, &la, &ia);
     if (hi == G_MAXUINT64) {
@@ -178,6 +177,13 @@ guint64 ixia_points_count(ixia_points_t *p, guint64 lo, guint64 hi) {
     n -= ia;
     if (lb < p->leaves->len) n += ib;
   }
+  return n;
+}
+
+guint64 ixia_points_count(ixia_points_t *p, guint64 lo, guint64 hi) {
+  if (lo > hi) return 0;
+  pthread_rwlock_rdlock(&p->lock);
+  guint64 n = count_points(p, lo, hi);
   pthread_rwlock_unlock(&p->lock);
   return n;
 }
@@ -254,9 +260,9 @@ static void scratch_done(scratch_t *sc) {
  * points the range holds. */
 typedef void (*run_fn)(const guint32 *ids, guint n, void *ud);
 
-static guint64 each_run(ixia_points_t *p, guint64 lo, guint64 hi, run_fn fn, void *ud) {
+/* each_run with the lock held by the caller. */
+static guint64 walk_runs(const ixia_points_t *p, guint64 lo, guint64 hi, run_fn fn, void *ud) {
   guint64 n = 0;
-  pthread_rwlock_rdlock(&p->lock);
   if (p->leaves->len > 0) {
     guint li, at;
     first_at_least(p, lo, &li, &at);
@@ -273,6 +279,12 @@ static guint64 each_run(ixia_points_t *p, guint64 lo, guint64 hi, run_fn fn, voi
       if (last) break;
     }
   }
+  return n;
+}
+
+static guint64 each_run(ixia_points_t *p, guint64 lo, guint64 hi, run_fn fn, void *ud) {
+  pthread_rwlock_rdlock(&p->lock);
+  guint64 n = walk_runs(p, lo, hi, fn, ud);
   pthread_rwlock_unlock(&p->lock);
   return n;
 }
@@ -309,6 +321,56 @@ static void mark_run(const guint32 *ids, guint n, void *ud) {
     if (ids[i] <= m->top) m->bits[ids[i] >> 6] |= G_GUINT64_CONSTANT(1) << (ids[i] & 63);
 }
 
+typedef struct {
+  const guint64 *bits;
+  guint32 top;
+  guint32 *hits; /* room for every point of the range */
+  gsize n;
+} probe_t;
+
+/* 64 probes into one word of hit flags, then the hits: the loads do not
+ * wait on each other (appending as each one landed made every probe wait
+ * for the one before). An id past the candidates probes bit top + 1, which
+ * no candidate sets. */
+static void probe_run(const guint32 *ids, guint n, void *ud) {
+  probe_t *pr = ud;
+  const guint64 *bits = pr->bits;
+  guint32 top1 = pr->top + 1;
+  for (guint i = 0; i < n; i += 64) {
+    guint m = MIN(64, n - i);
+    guint64 hit = 0;
+    for (guint j = 0; j < m; j++) {
+      guint32 id = ids[i + j], b = id < top1 ? id : top1;
+      hit |= ((bits[b >> 6] >> (b & 63)) & 1) << j;
+    }
+    for (; hit; hit &= hit - 1) pr->hits[pr->n++] = ids[i + (guint)__builtin_ctzll(hit)];
+  }
+}
+
+/* Candidates fewer than the range's points: the candidates mark the
+ * bitset (a container at a time) and each point of the range probes it,
+ * a load where a mark is a read-modify-write. The points that hit come in
+ * value order, so they are sorted (and a document with two values in the
+ * range comes twice, which the bitmap absorbs). */
+static guint64 filter_by_points(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bitmap_t *cand,
+                                guint64 *bits, guint32 top, scratch_t *sc) {
+  ixia_idx_bm_mark(cand, bits, TRUE);
+  /* Room for every point of the range, counted under the walk's lock. */
+  pthread_rwlock_rdlock(&p->lock);
+  g_array_set_size(sc->ids, (guint)count_points(p, lo, hi));
+  probe_t pr = {bits, top, (guint32 *)(void *)sc->ids->data, 0};
+  guint64 n = walk_runs(p, lo, hi, probe_run, &pr);
+  pthread_rwlock_unlock(&p->lock);
+  ixia_idx_bm_mark(cand, bits, FALSE);
+  guint32 *h = pr.hits;
+  if (pr.n > 256) sort_ids(h, pr.n);
+  else if (pr.n > 1) qsort(h, pr.n, sizeof *h, u32_cmp);
+  roaring_bitmap_clear(cand);
+  if (pr.n) roaring_bitmap_add_many(cand, pr.n, h);
+  scratch_done(sc);
+  return n;
+}
+
 guint64 ixia_points_filter(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bitmap_t *cand) {
   if (lo > hi || roaring_bitmap_is_empty(cand)) {
     roaring_bitmap_clear(cand);
@@ -318,17 +380,22 @@ guint64 ixia_points_filter(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bit
   /* The range's ids mark a bitset as wide as the candidates' id space;
    * each candidate then probes one bit. */
   guint32 top = roaring_bitmap_maximum(cand);
-  gsize words = (gsize)(top >> 6) + 1;
+  /* Whole containers of 65,536 ids (ixia_idx_bm_mark), and a word more
+   * for bit top + 1, which probes past top read. */
+  gsize words = (((gsize)(top >> 16) + 1) << 10) + 1;
   if (sc->words < words) {
     g_free(sc->bits);
     sc->words = MAX(words, 2 * sc->words);
     sc->bits = g_new0(guint64, sc->words);
   }
   guint64 *bits = sc->bits;
+  guint64 in_range = ixia_points_count(p, lo, hi);
+  if (roaring_bitmap_get_cardinality(cand) < in_range)
+    return filter_by_points(p, lo, hi, cand, bits, top, sc);
   /* A range that marks a good part of the words is marked in place and the
    * bitset cleared whole afterwards; a smaller one is copied out so that
    * exactly its words are cleared (the points may change in between). */
-  gboolean dense = ixia_points_count(p, lo, hi) >= words / 4;
+  gboolean dense = in_range >= words / 4;
   guint64 n;
   const guint32 *a = NULL;
   marks_t m = {bits, top};

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "idx.h" /* the points of numeric fields, tested directly below */
 #include "index.h"
 #include "json.h"
 #include "support.h"
@@ -1609,6 +1610,75 @@ static void bench(guint n) {
   ixia_idx_destroy(idx);
 }
 
+/* Numeric points against a brute-force list of (key, id) pairs: random
+ * adds and removes with many equal keys and documents with several values,
+ * then ranges of every width collected, counted and used as a filter on
+ * candidate sets both smaller than the range (the candidates mark, the
+ * points probe) and larger (the points mark, the candidates probe), the
+ * largest candidate always in play. */
+static void test_points_vs_brute_force(void) {
+  GRand *r = g_rand_new_with_seed(7);
+  ixia_points_t *p = ixia_points_new();
+  GHashTable *set = g_hash_table_new(NULL, NULL); /* key << 20 | id */
+  guint small = 0, large = 0;
+  for (int round = 0; round < 40; round++) {
+    ixia_point_change_t ch[400];
+    for (guint i = 0; i < G_N_ELEMENTS(ch); i++) {
+      guint64 key = g_rand_int_range(r, 0, 8) == 0 ? 500 : (guint64)g_rand_int_range(r, 0, 1001);
+      /* ids in two zones, the second at the end of the first container */
+      guint32 id = (guint32)g_rand_int_range(r, 0, 10000) + (g_rand_boolean(r) ? 60000 : 0);
+      gboolean add = round < 10 || g_rand_int_range(r, 0, 3) > 0;
+      if (i > 0 && g_rand_int_range(r, 0, 4) == 0) key = ch[i - 1].key + 1, id = ch[i - 1].id; /* two values */
+      ch[i] = (ixia_point_change_t){key, id, add};
+      gpointer pk = GSIZE_TO_POINTER((gsize)(key << 20 | id));
+      if (add) g_hash_table_add(set, pk);
+      else g_hash_table_remove(set, pk);
+    }
+    ixia_points_update(p, ch, G_N_ELEMENTS(ch));
+    for (int q = 0; q < 40; q++) {
+      guint64 lo = (guint64)g_rand_int_range(r, 0, 1001), hi = lo + (guint64)g_rand_int_range(r, 0, 1001 - (gint32)lo);
+      if (q == 0) lo = 0, hi = G_MAXUINT64;
+      roaring_bitmap_t *want = roaring_bitmap_create(), *cand = roaring_bitmap_create();
+      guint64 points = 0;
+      GHashTableIter it;
+      gpointer kk;
+      g_hash_table_iter_init(&it, set);
+      while (g_hash_table_iter_next(&it, &kk, NULL)) {
+        guint64 key = GPOINTER_TO_SIZE(kk) >> 20;
+        if (key >= lo && key <= hi) roaring_bitmap_add(want, (guint32)(GPOINTER_TO_SIZE(kk) & 0xfffff)), points++;
+      }
+      /* candidates: a sparse draw (array container), a dense one (bitset)
+       * or runs, plus the range's largest id */
+      int every = q % 2 ? 2 : 500;
+      for (guint32 id = 0; id < 70000; id = id == 9999 ? 60000 : id + 1)
+        if (g_rand_int_range(r, 0, every) == 0) roaring_bitmap_add(cand, id);
+      if (q % 3 == 0) {
+        guint32 from = (guint32)g_rand_int_range(r, 0, 9000) + (g_rand_boolean(r) ? 60000 : 0);
+        roaring_bitmap_add_range(cand, from, from + (guint32)g_rand_int_range(r, 1, 1000));
+        roaring_bitmap_run_optimize(cand);
+      }
+      if (!roaring_bitmap_is_empty(want)) roaring_bitmap_add(cand, roaring_bitmap_maximum(want));
+      if (roaring_bitmap_get_cardinality(cand) < points) small++;
+      else large++;
+      roaring_bitmap_t *got = roaring_bitmap_create();
+      CU_ASSERT_EQUAL(ixia_points_collect(p, lo, hi, got), points);
+      CU_ASSERT_TRUE(roaring_bitmap_equals(got, want));
+      CU_ASSERT_EQUAL(ixia_points_count(p, lo, hi), points);
+      roaring_bitmap_t *expect = roaring_bitmap_and(cand, want);
+      CU_ASSERT_EQUAL(ixia_points_filter(p, lo, hi, cand), points);
+      CU_ASSERT_TRUE(roaring_bitmap_equals(cand, expect));
+      roaring_bitmap_free(want);
+      roaring_bitmap_free(cand);
+      roaring_bitmap_free(got);
+      roaring_bitmap_free(expect);
+    }
+  }
+  CU_ASSERT_TRUE(small > 200 && large > 200); /* both filter paths ran */
+  g_hash_table_destroy(set);
+  ixia_points_destroy(p);
+  g_rand_free(r);
+}
+
 int main(void) {
   dir = ixt_tmpdir();
   cfg = ixia_config_new();
@@ -1627,6 +1697,7 @@ int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("index", NULL, NULL);
   IXT_ADD(s, test_merge_operands);
+  IXT_ADD(s, test_points_vs_brute_force);
   IXT_ADD(s, test_random_vs_brute_force);
   IXT_ADD(s, test_delete_removes_everywhere);
   IXT_ADD(s, test_hit_records_follow_writes);
