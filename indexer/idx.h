@@ -383,8 +383,9 @@ guint64 ixia_points_count(ixia_points_t *p, guint64 lo, guint64 hi);
 /* Adds the ids of points with lo <= key <= hi to out; returns how many. */
 guint64 ixia_points_collect(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bitmap_t *out);
 /* Keeps in cand only the ids of points with lo <= key <= hi; returns how
- * many points the range holds. For a range beside a smaller candidate set
- * (a selective term AND a range): no sort and no bitmap of the range. */
+ * many points the range holds. For a range beside a candidate set (a term
+ * AND a range): no bitmap of the range is built; the range's points and
+ * the candidates meet in a bitset, the smaller side marking it. */
 guint64 ixia_points_filter(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bitmap_t *cand);
 /* Up to max points in order, copied out: ascending from (key, id) on, or
  * with desc descending from it down; inclusive says whether the point
@@ -511,9 +512,10 @@ gboolean ixia_idx_check_ids(ixia_idx_search_t *s, GPtrArray *checks, const guint
                             gboolean *pass);
 /* The bits of bm in block `block`. */
 void ixia_idx_bm_block(const roaring_bitmap_t *bm, guint32 block, guint64 *out);
-/* set: ORs bm's ids into bits, a bitset over the id space (a container's
- * 65,536 bits at a time: a run is a word fill, a bitset container a copy);
- * !set: zeroes the 1,024 words of each of bm's containers. */
+/* set: sets bm's ids in bits, a bitset over the id space that is zero in
+ * bm's containers (65,536 bits each, written a container at a time: a run
+ * is a word fill, a bitset container a copy); !set: zeroes the 1,024 words
+ * of each of bm's containers. */
 void ixia_idx_bm_mark(const roaring_bitmap_t *bm, guint64 *bits, gboolean set);
 /* mask &= the bits of bm in block `block`; per bit when the mask has only a
  * few (a sorted page checks one candidate at a time). */

@@ -10,8 +10,9 @@
  * thread and persisted with the dictionary entry. The ordered view (a
  * balanced tree) is what keyword ranges and prefixes walk: a RocksDB
  * iterator over the same entries cost an iterator, a seek and a step per
- * value, 40% of the shard's CPU under a prefix matching 100 brands. Numeric fields have no
- * dictionary: their points (idx_points.c) answer equality and ranges.
+ * value, 40% of the shard's CPU under a prefix matching 100 brands.
+ * Numeric fields have no dictionary: their points (idx_points.c) answer
+ * equality and ranges.
  *
  * An entry is never freed while the index is open, so views handed to
  * aggregations (ixia_val_t) stay valid without a lock once taken. */

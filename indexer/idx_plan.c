@@ -55,10 +55,12 @@
 #define COST_CHECK 5.0
 #define COST_LINE 80.0
 /* A numeric range beside candidates: each point of the range marks a bit
- * (no sort, no bitmap built), each candidate probes one. */
+ * and each candidate probes one, or (fewer candidates than points) the
+ * other way round; no bitmap of the range is built. */
 #define COST_POINT_MARK 2.0
-/* A candidate intersected with a term's cached posting in place: a gallop
- * through an array container (a bit probe in a bitset container). */
+/* A candidate intersected with a term's cached posting in place: a step
+ * of a merge or a gallop through an array container, or a bit probed in a
+ * bitset container. */
 #define COST_GALLOP 3.0
 #define COST_BLOCK 150.0
 /* A candidate checked on doc values (idx_docvals.c), and a line of them
@@ -95,7 +97,7 @@ struct pnode {
   roaring_bitmap_t *bm; /* materialized set, when read from the index */
   const char *how;
   gboolean lead;
-  gboolean probed; /* a range that filtered the candidates through its points */
+  gboolean probed; /* read against the candidates: a range's points, or a term's posting */
   guint64 checked, passed;
 };
 
@@ -220,11 +222,17 @@ static gboolean bytes_pass(const ixia_filter_t *f, const guint8 *v, gsize len) {
   return TRUE;
 }
 
+/* Values walked under one hold of dict_lock: a walk over a text field's
+ * whole vocabulary must not hold off the apply thread's publish. */
+#define WALK_STRETCH 256
+
 /* Walks the field's values in byte order over a prefix or keyword range,
- * listing up to cap value ids (cap 0: all); *more when it stopped at the
- * cap. Reads the in-memory dictionary under dict_lock, so it lists what
- * term lookups see: the published batches. */
-static void walk_values(ixia_idx_search_t *s, pnode_t *p, guint cap, gboolean *more) {
+ * listing up to cap value ids (cap 0: all) and adding their document
+ * counts to *count; *more when it stopped at the cap. Reads the in-memory
+ * dictionary under dict_lock, so it lists what term lookups see: the
+ * published batches; a long walk lets go of the lock every WALK_STRETCH
+ * values and goes on after the last value it listed. */
+static void walk_values(ixia_idx_search_t *s, pnode_t *p, guint cap, gboolean *more, double *count) {
   const ixia_filter_t *f = p->f;
   GBytes *from = f->kind == IXIA_F_PREFIX ? f->values->pdata[0] : f->lo;
   gsize from_len = 0;
@@ -232,27 +240,43 @@ static void walk_values(ixia_idx_search_t *s, pnode_t *p, guint cap, gboolean *m
   if (!p->vids) p->vids = g_array_new(FALSE, FALSE, sizeof(guint32));
   g_array_set_size(p->vids, 0);
   *more = FALSE;
-  g_rw_lock_reader_lock(&s->idx->dict_lock);
   GTree *order = p->field->order;
-  GTreeNode *n = from ? g_tree_lower_bound(order, from) : g_tree_node_first(order);
-  for (; n; n = g_tree_node_next(n)) {
-    gsize len;
-    const guint8 *val = g_bytes_get_data(g_tree_node_key(n), &len);
-    if (!bytes_pass(f, val, len)) {
-      /* Past the prefix or the upper bound: done; at an exclusive lower
-       * bound: skip. */
-      if (f->kind != IXIA_F_PREFIX && f->lo && ixia_val_cmp(val, len, from_p, from_len) == 0)
-        continue;
-      break;
+  GBytes *last = NULL; /* the last value listed, a reference held across a release */
+  gboolean done = FALSE;
+  while (!done) {
+    g_rw_lock_reader_lock(&s->idx->dict_lock);
+    GTreeNode *n = last   ? g_tree_upper_bound(order, last)
+                   : from ? g_tree_lower_bound(order, from)
+                          : g_tree_node_first(order);
+    done = TRUE;
+    for (guint stretch = 0; n; n = g_tree_node_next(n), stretch++) {
+      gsize len;
+      GBytes *key = g_tree_node_key(n);
+      const guint8 *val = g_bytes_get_data(key, &len);
+      if (!bytes_pass(f, val, len)) {
+        /* Past the prefix or the upper bound: done; at an exclusive lower
+         * bound: skip. */
+        if (f->kind != IXIA_F_PREFIX && f->lo && ixia_val_cmp(val, len, from_p, from_len) == 0)
+          continue;
+        break;
+      }
+      if (cap && p->vids->len >= cap) {
+        *more = TRUE;
+        break;
+      }
+      if (stretch == WALK_STRETCH) {
+        done = FALSE;
+        break;
+      }
+      guint32 vid = GPOINTER_TO_UINT(g_tree_node_value(n)) - 1;
+      g_array_append_val(p->vids, vid);
+      if (count) *count += count_of(p->field, vid);
+      if (last) g_bytes_unref(last);
+      last = g_bytes_ref(key);
     }
-    if (cap && p->vids->len >= cap) {
-      *more = TRUE;
-      break;
-    }
-    guint32 vid = GPOINTER_TO_UINT(g_tree_node_value(n)) - 1;
-    g_array_append_val(p->vids, vid);
+    g_rw_lock_reader_unlock(&s->idx->dict_lock);
   }
-  g_rw_lock_reader_unlock(&s->idx->dict_lock);
+  if (last) g_bytes_unref(last);
 }
 
 static gboolean plan_leaf(ixia_idx_search_t *s, pnode_t *p) {
@@ -313,12 +337,8 @@ static gboolean plan_leaf(ixia_idx_search_t *s, pnode_t *p) {
     case IXIA_F_PREFIX: {
       gboolean more = FALSE;
       /* Text has no column to compare bytes on: list every value. */
-      walk_values(s, p, p->checkable ? WALK_CAP : 0, &more);
+      walk_values(s, p, p->checkable ? WALK_CAP : 0, &more, &p->est);
       p->by_bytes = more;
-      g_rw_lock_reader_lock(&s->idx->dict_lock);
-      for (guint i = 0; i < p->vids->len; i++)
-        p->est += count_of(fld, g_array_index(p->vids, guint32, i));
-      g_rw_lock_reader_unlock(&s->idx->dict_lock);
       g_array_sort(p->vids, u32_cmp);
       /* Unknown beyond the walk: assume half the live documents. */
       if (more) p->est = MAX(p->est, (double)s->n_live / 2);
@@ -513,7 +533,7 @@ static gboolean materialize_leaf(ixia_idx_search_t *s, pnode_t *p, roaring_bitma
   if (p->by_bytes) {
     /* Materializing a wide prefix: list every value after all. */
     gboolean more;
-    walk_values(s, p, 0, &more);
+    walk_values(s, p, 0, &more, NULL);
     p->by_bytes = FALSE;
   }
   if (needs_all(f)) {
@@ -685,9 +705,11 @@ static gboolean term_leaf(const pnode_t *k) {
 
 /* A term's posting ANDed into the candidates in place, without the copy
  * materializing it would make: a lookup in the posting cache, then per
- * candidate a gallop through an array container or a bit probed in a
- * bitset container. */
-static gboolean and_posting(ixia_idx_search_t *s, pnode_t *k, roaring_bitmap_t *out) {
+ * container of candidates a merge with the posting's (a gallop when one
+ * side is much the smaller, a bit probe when the posting's is a bitset).
+ * What it touches, and is charged to query.max_postings, is the smaller
+ * side. */
+static gboolean and_posting(ixia_idx_search_t *s, pnode_t *k, roaring_bitmap_t *out, guint64 cand) {
   blk_t *b = ixia_idx_posting(s->idx, K_POST, k->field->id, g_array_index(k->vids, guint32, 0), s->err);
   if (!b) return FALSE;
   k->how = "posting, intersected with the candidates";
@@ -695,7 +717,7 @@ static gboolean and_posting(ixia_idx_search_t *s, pnode_t *k, roaring_bitmap_t *
   k->passed = roaring_bitmap_get_cardinality(b->bm);
   roaring_bitmap_and_inplace(out, b->bm);
   ixia_idx_blk_unref(b);
-  return ixia_idx_charge(s, k->passed) && ixia_idx_deadline(s);
+  return ixia_idx_charge(s, MIN(k->passed, cand)) && ixia_idx_deadline(s);
 }
 
 static gboolean materialize_and(ixia_idx_search_t *s, pnode_t *p, roaring_bitmap_t *out,
@@ -722,7 +744,7 @@ static gboolean materialize_and(ixia_idx_search_t *s, pnode_t *p, roaring_bitmap
       continue;
     }
     if (intersect) {
-      ok = and_posting(s, k, out);
+      ok = and_posting(s, k, out, (guint64)cand);
       if (!ok || roaring_bitmap_is_empty(out)) break;
       continue;
     }

@@ -335,12 +335,12 @@ typedef struct {
 static void probe_run(const guint32 *ids, guint n, void *ud) {
   probe_t *pr = ud;
   const guint64 *bits = pr->bits;
-  guint32 top1 = pr->top + 1;
+  guint64 top1 = (guint64)pr->top + 1;
   for (guint i = 0; i < n; i += 64) {
     guint m = MIN(64, n - i);
     guint64 hit = 0;
     for (guint j = 0; j < m; j++) {
-      guint32 id = ids[i + j], b = id < top1 ? id : top1;
+      guint64 id = ids[i + j], b = id < top1 ? id : top1;
       hit |= ((bits[b >> 6] >> (b & 63)) & 1) << j;
     }
     for (; hit; hit &= hit - 1) pr->hits[pr->n++] = ids[i + (guint)__builtin_ctzll(hit)];
@@ -377,11 +377,10 @@ guint64 ixia_points_filter(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bit
     return 0;
   }
   scratch_t *sc = scratch();
-  /* The range's ids mark a bitset as wide as the candidates' id space;
-   * each candidate then probes one bit. */
+  /* A bitset as wide as the candidates' id space: whole containers of
+   * 65,536 ids (ixia_idx_bm_mark), and a word more for bit top + 1, which
+   * probes past top read. */
   guint32 top = roaring_bitmap_maximum(cand);
-  /* Whole containers of 65,536 ids (ixia_idx_bm_mark), and a word more
-   * for bit top + 1, which probes past top read. */
   gsize words = (((gsize)(top >> 16) + 1) << 10) + 1;
   if (sc->words < words) {
     g_free(sc->bits);
@@ -392,10 +391,12 @@ guint64 ixia_points_filter(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bit
   guint64 in_range = ixia_points_count(p, lo, hi);
   if (roaring_bitmap_get_cardinality(cand) < in_range)
     return filter_by_points(p, lo, hi, cand, bits, top, sc);
+  /* Otherwise the range's ids mark the bitset and each candidate probes
+   * one bit. */
   /* A range that marks a good part of the words is marked in place and the
    * bitset cleared whole afterwards; a smaller one is copied out so that
    * exactly its words are cleared (the points may change in between). */
-  gboolean dense = in_range >= words / 4;
+  gboolean dense = in_range >= ((gsize)(top >> 6) + 1) / 4;
   guint64 n;
   const guint32 *a = NULL;
   marks_t m = {bits, top};

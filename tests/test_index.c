@@ -1,8 +1,10 @@
-/* Unit tests of indexer/index.c on a real RocksDB in a temp dir: posting
- * maintenance through the merge operator, apply + search against a brute
- * force evaluation of the same documents (filters, totals, paging,
- * aggregations), idempotent and out-of-order replays, deletes, positions,
- * failed events and query limits.
+/* Unit tests of the index library (indexer/index.h) on a real RocksDB in a
+ * temp dir: posting maintenance through the merge operator, apply + search
+ * against a brute force evaluation of the same documents (filters, totals,
+ * paging, aggregations), idempotent and out-of-order replays, deletes,
+ * positions, failed events and query limits; and the numeric points
+ * (idx_points.c, through the library's private header) against a
+ * brute-force list of their pairs.
  *
  * IXIA_INDEX_BENCH=N runs a micro-benchmark instead: N generated ~1 KB
  * product documents applied in batches of 1,000, then one aggregation over
@@ -1657,7 +1659,14 @@ static void test_points_vs_brute_force(void) {
         roaring_bitmap_add_range(cand, from, from + (guint32)g_rand_int_range(r, 1, 1000));
         roaring_bitmap_run_optimize(cand);
       }
-      if (!roaring_bitmap_is_empty(want)) roaring_bitmap_add(cand, roaring_bitmap_maximum(want));
+      if (q % 4 == 1) {
+        /* candidates that stop at the end of the first container, below
+         * points of the range in the next: those probe bit top + 1 */
+        roaring_bitmap_remove_range(cand, 65536, 1u << 20);
+        roaring_bitmap_add(cand, 65535);
+      } else if (!roaring_bitmap_is_empty(want)) {
+        roaring_bitmap_add(cand, roaring_bitmap_maximum(want));
+      }
       if (roaring_bitmap_get_cardinality(cand) < points) small++;
       else large++;
       roaring_bitmap_t *got = roaring_bitmap_create();
@@ -1675,6 +1684,33 @@ static void test_points_vs_brute_force(void) {
   }
   CU_ASSERT_TRUE(small > 200 && large > 200); /* both filter paths ran */
   g_hash_table_destroy(set);
+  ixia_points_destroy(p);
+
+  /* Fewer candidates than points, the candidates in a bitset container
+   * and in runs: 30,000 points over ids 0..29,999, every id in range. */
+  p = ixia_points_new();
+  ixia_point_change_t *all = g_new(ixia_point_change_t, 30000);
+  for (guint32 id = 0; id < 30000; id++)
+    all[id] = (ixia_point_change_t){(guint64)g_rand_int_range(r, 0, 100), id, TRUE};
+  ixia_points_update(p, all, 30000);
+  for (int kind = 0; kind < 2; kind++) {
+    roaring_bitmap_t *cand = roaring_bitmap_create();
+    if (kind == 0) {
+      for (guint32 id = 0; id < 20000; id += 3) roaring_bitmap_add(cand, id); /* 6,667 in one container */
+    } else {
+      roaring_bitmap_add_range(cand, 1000, 9000);
+      roaring_bitmap_add_range(cand, 25000, 26000);
+      roaring_bitmap_run_optimize(cand);
+    }
+    roaring_bitmap_t *expect = roaring_bitmap_create();
+    for (guint32 id = 0; id < 30000; id++)
+      if (all[id].key <= 49 && roaring_bitmap_contains(cand, id)) roaring_bitmap_add(expect, id);
+    CU_ASSERT_EQUAL(ixia_points_filter(p, 0, 49, cand), ixia_points_count(p, 0, 49));
+    CU_ASSERT_TRUE(roaring_bitmap_equals(cand, expect));
+    roaring_bitmap_free(cand);
+    roaring_bitmap_free(expect);
+  }
+  g_free(all);
   ixia_points_destroy(p);
   g_rand_free(r);
 }

@@ -256,6 +256,16 @@ static gboolean p_brand_in(const model_t *m, const void *a) {
   const shape_arg_t *s = a;
   return m->brand >= s->brand && m->brand < s->brand + 100;
 }
+static gboolean p_brand_span(const model_t *m, const void *a) {
+  const shape_arg_t *s = a;
+  return m->brand >= s->brand && m->brand < s->brand + 1500;
+}
+static gboolean p_brand_span_or_cat(const model_t *m, const void *a) {
+  return p_brand_span(m, a) || m->cat == ((const shape_arg_t *)a)->cat;
+}
+static gboolean p_country_price_cat(const model_t *m, const void *a) {
+  return p_country_price(m, a) && m->cat == ((const shape_arg_t *)a)->cat;
+}
 static gboolean p_not_country(const model_t *m, const void *a) {
   return m->country != ((const shape_arg_t *)a)->country;
 }
@@ -323,6 +333,24 @@ static void test_shapes(void) {
   CU_ASSERT_TRUE(led_by(ex, "price"));
   CU_ASSERT_STRING_EQUAL(how_of(ex, "country"), "posting, intersected with the candidates");
   cJSON_Delete(ex);
+  /* The same with an in of one value, beside a second term. */
+  s.cat = 7;
+  ex = check("{\"and\": [{\"in\": {\"country\": [\"GB\"]}}, {\"range\": {\"price\": {\"gte\": 300, \"lte\": 302}}},"
+             " {\"term\": {\"cat\": \"c07\"}}]}",
+             p_country_price_cat, &s);
+  CU_ASSERT_STRING_EQUAL(how_of(ex, "country"), "posting, intersected with the candidates");
+  cJSON_Delete(ex);
+
+  /* A keyword range over 1,500 of the 2,000 brands (past the 1,024 values
+   * a walk lists, and walked in stretches of 256 under the dictionary's
+   * lock): compared as bytes on the candidates, alone and inside an OR. */
+  s.brand = 100;
+  ex = check("{\"range\": {\"brand\": {\"gte\": \"b0100\", \"lt\": \"b1600\"}}}", p_brand_span, &s);
+  CU_ASSERT_STRING_EQUAL(driver(ex), "live documents");
+  cJSON_Delete(ex);
+  cJSON_Delete(check("{\"or\": [{\"range\": {\"brand\": {\"gte\": \"b0100\", \"lt\": \"b1600\"}}},"
+                     " {\"term\": {\"cat\": \"c07\"}}]}",
+                     p_brand_span_or_cat, &s));
 
   /* in of 100 values: one union of postings, read a chunk at a time for
    * a page. */
