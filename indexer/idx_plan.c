@@ -927,7 +927,7 @@ static inline guint64 vbits_word(const pnode_t *p, const guint32 *v, guint64 m) 
    * under NOT country = C, which checks every live slot). The sentinels
    * equal no value id. */
   guint nv = p->vids->len;
-  if (nv <= 4 && __builtin_popcountll(m) > 8) {
+  if (nv >= 1 && nv <= 4 && __builtin_popcountll(m) > 8) {
     const guint32 *ids = (const guint32 *)(void *)p->vids->data;
     __m128i t[4];
     for (guint i = 0; i < nv; i++) t[i] = _mm_set1_epi32((int)ids[i]);

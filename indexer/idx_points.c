@@ -392,10 +392,9 @@ guint64 ixia_points_filter(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bit
   if (roaring_bitmap_get_cardinality(cand) < in_range)
     return filter_by_points(p, lo, hi, cand, bits, top, sc);
   /* Otherwise the range's ids mark the bitset and each candidate probes
-   * one bit. */
-  /* A range that marks a good part of the words is marked in place and the
-   * bitset cleared whole afterwards; a smaller one is copied out so that
-   * exactly its words are cleared (the points may change in between). */
+   * one bit. A range that marks a good part of the words is marked in place
+   * and the bitset cleared whole afterwards; a smaller one is copied out so
+   * that exactly its words are cleared (the points may change in between). */
   gboolean dense = in_range >= ((gsize)(top >> 6) + 1) / 4;
   guint64 n;
   const guint32 *a = NULL;
