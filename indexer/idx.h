@@ -512,10 +512,9 @@ gboolean ixia_idx_check_ids(ixia_idx_search_t *s, GPtrArray *checks, const guint
                             gboolean *pass);
 /* The bits of bm in block `block`. */
 void ixia_idx_bm_block(const roaring_bitmap_t *bm, guint32 block, guint64 *out);
-/* set: sets bm's ids in bits, a bitset over the id space that is zero in
- * bm's containers (65,536 bits each, written a container at a time: a run
- * is a word fill, a bitset container a copy); !set: zeroes the 1,024 words
- * of each of bm's containers. */
+/* set: ORs bm's ids into bits, a bitset over the id space (65,536 bits a
+ * container, a container at a time: a run is a word fill); !set: zeroes
+ * the 1,024 words of each of bm's containers. */
 void ixia_idx_bm_mark(const roaring_bitmap_t *bm, guint64 *bits, gboolean set);
 /* mask &= the bits of bm in block `block`; per bit when the mask has only a
  * few (a sorted page checks one candidate at a time). */

@@ -143,30 +143,6 @@ void ixia_idx_bm_block(const roaring_bitmap_t *bm, guint32 block, guint64 *out) 
   container_block(c, type, block & 63, out);
 }
 
-void ixia_idx_bm_mark(const roaring_bitmap_t *bm, guint64 *bits, gboolean set) {
-  const roaring_array_t *ra = &bm->high_low_container;
-  for (gint32 i = 0; i < ra->size; i++) {
-    guint64 *out = bits + ((gsize)ra->keys[i] << 10); /* 65,536 bits a container */
-    if (!set) {
-      memset(out, 0, 1024 * sizeof *out);
-      continue;
-    }
-    guint8 type;
-    const void *c = container_at(bm, i, &type);
-    if (type == RB_BITSET) {
-      memcpy(out, ((const rb_bitset_t *)c)->words, 1024 * sizeof *out);
-    } else if (type == RB_ARRAY) {
-      const rb_array_t *a = c;
-      for (gint32 j = 0; j < a->cardinality; j++)
-        out[a->values[j] >> 6] |= G_GUINT64_CONSTANT(1) << (a->values[j] & 63);
-    } else if (type == RB_RUN) {
-      const rb_run_t *r = c;
-      for (gint32 j = 0; j < r->n_runs; j++)
-        set_range(out, r->runs[j].value, (guint32)r->runs[j].value + r->runs[j].length + 1);
-    }
-  }
-}
-
 /* Below this many bits in the mask, asking the bitmap per bit (a binary
  * search in one container) is cheaper than expanding the whole block. */
 #define FEW_BITS 8
@@ -263,6 +239,20 @@ static void chunk_or(const void *c, guint8 type, guint64 *words) {
     const rb_run_t *r = c;
     for (gint32 i = 0; i < r->n_runs; i++)
       set_range(words, r->runs[i].value, (guint32)r->runs[i].value + r->runs[i].length + 1);
+  }
+}
+
+void ixia_idx_bm_mark(const roaring_bitmap_t *bm, guint64 *bits, gboolean set) {
+  const roaring_array_t *ra = &bm->high_low_container;
+  for (gint32 i = 0; i < ra->size; i++) {
+    guint64 *out = bits + ((gsize)ra->keys[i] << 10); /* 65,536 bits a container */
+    if (!set) {
+      memset(out, 0, 1024 * sizeof *out);
+      continue;
+    }
+    guint8 type;
+    const void *c = container_at(bm, i, &type);
+    chunk_or(c, type, out);
   }
 }
 
