@@ -51,6 +51,8 @@
 #include "thrift_util.h"
 #include "wire.h"
 
+/* Bytes asked of one recv while no frame larger than this is under way. */
+#define RECV_CHUNK 65536u
 /* How often an I/O thread looks for timed-out connections. */
 #define TICK_MS 250
 /* Connections accepted per wake-up of one I/O thread (fairness). */
@@ -84,6 +86,7 @@ typedef struct {
   gint64 frame_start;  /* µs: first byte of the incomplete frame, 0 = none */
   gint64 since;        /* µs: accepted, last answer sent, or writing began */
   gboolean readable;   /* input may be waiting in the socket */
+  gboolean rdhup;      /* the peer shut down its side: read on to the end */
   gboolean gone;       /* the peer hung up or the socket failed (I/O thread) */
   gboolean send_failed; /* the worker could not send the answer (worker) */
   gboolean close_after; /* close once the answer is out */
@@ -108,6 +111,7 @@ struct io_thread {
   GQueue ready;       /* connections that used up their turn with input left */
   GPtrArray *closed;  /* conn_t * closed during this epoll batch: events of
                          the same batch may still name them */
+  guint8 rbuf[RECV_CHUNK]; /* receives of up to RECV_CHUNK bytes land here first */
 };
 
 struct ixia_server {
@@ -544,7 +548,13 @@ static gboolean advance(conn_t *c, gint64 now) {
         continue; /* pipelined frames: the next one, or read on */
       }
     }
-    if (!c->readable) return TRUE;
+    if (!c->readable) {
+      if (c->in && c->in_pos == c->in->len) { /* idle: hold nothing */
+        g_clear_pointer(&c->in, g_byte_array_unref);
+        c->in_pos = 0;
+      }
+      return TRUE;
+    }
     /* Compact the buffer, then read towards the frame's end. */
     if (!c->in) c->in = g_byte_array_new();
     if (c->in_pos > 0) {
@@ -553,14 +563,27 @@ static gboolean advance(conn_t *c, gint64 now) {
       c->in_pos = 0;
     }
     /* Grow with the bytes that arrive, not with what a header announces:
-     * a client announcing huge frames pins little memory. */
-    guint want = have >= 4 ? MIN(4 + size - have, MAX(65536u, c->in->len)) : 65536u;
+     * a client announcing huge frames pins little memory. Small reads land
+     * in the thread's buffer and only what came is kept (a request is a
+     * few dozen bytes: no 64 KiB buffer a connection). */
+    guint want = have >= 4 ? MIN(4 + size - have, MAX(RECV_CHUNK, c->in->len)) : RECV_CHUNK;
     guint len = c->in->len;
-    g_byte_array_set_size(c->in, len + want);
-    ssize_t r = recv(c->fd, c->in->data + len, want, 0);
-    g_byte_array_set_size(c->in, len + (guint)MAX(r, 0));
+    ssize_t r;
+    if (want <= RECV_CHUNK) {
+      r = recv(c->fd, c->io->rbuf, want, 0);
+      if (r > 0) g_byte_array_append(c->in, c->io->rbuf, (guint)r);
+    } else {
+      g_byte_array_set_size(c->in, len + want);
+      r = recv(c->fd, c->in->data + len, want, 0);
+      g_byte_array_set_size(c->in, len + (guint)MAX(r, 0));
+    }
     if (r > 0) {
       if (!c->frame_start) c->frame_start = now;
+      /* Fewer bytes than asked: the socket is drained, and edge-triggered
+       * epoll reports the next bytes that come, so the recv that would
+       * only say EAGAIN is saved (one syscall a request). Not once the
+       * peer has shut down: its end is read to the 0. */
+      if ((guint)r < want && !c->rdhup) c->readable = FALSE;
       continue;
     }
     if (r < 0 && errno == EINTR) continue;
@@ -610,6 +633,7 @@ static void on_conn_event(conn_t *c, guint32 events, gint64 now) {
   if (c->closed) return;
   if (events & (EPOLLERR | EPOLLHUP)) c->gone = TRUE;
   if (events & (EPOLLIN | EPOLLRDHUP)) c->readable = TRUE;
+  if (events & EPOLLRDHUP) c->rdhup = TRUE;
   if (c->state == CONN_RUNNING) return; /* a worker owns it: recorded only */
   gboolean keep = !c->gone;
   if (keep && c->state == CONN_WRITING && (events & EPOLLOUT)) keep = flush_out(c, now);

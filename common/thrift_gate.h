@@ -33,6 +33,19 @@ void ixia_thrift_gate_install(ixia_thrift_gate_t *g, ixia_server_t *srv);
 /* After the server is stopped. */
 void ixia_thrift_gate_destroy(ixia_thrift_gate_t *g);
 
+/* A call the service answers straight from its frame, after the key check
+ * and before the processor: a hot call whose generated decoding costs more
+ * than its work (wire.h, the get call). fn appends a whole answer (without
+ * frame header) to out and returns TRUE, or returns FALSE, out untouched,
+ * to leave the frame to the processor. An answer over server.max_frame_bytes
+ * is replaced by the processor's TOO_LARGE error. Set before the server
+ * starts; at most IXIA_THRIFT_GATE_MAX_FAST calls. */
+#define IXIA_THRIFT_GATE_MAX_FAST 4
+typedef gboolean (*ixia_thrift_fast_fn)(gpointer user, const guint8 *frame, guint32 size,
+                                        GByteArray *out);
+void ixia_thrift_gate_set_fast(ixia_thrift_gate_t *g, const char *method, ixia_thrift_fast_fn fn,
+                               gpointer user);
+
 /* The principal of the connection whose call runs on this thread
  * (borrowed), NULL when it has not authenticated or outside a call. */
 const ixia_principal_t *ixia_thrift_gate_principal(void);

@@ -732,6 +732,98 @@ gboolean ixia_wire_call_string(const guint8 *frame, gsize len, gint16 id, const 
   return FALSE;
 }
 
+/* Copies the string at *p (i32 length, bytes) to scratch with a NUL;
+ * *at is its offset there. FALSE when it runs past the frame or holds a
+ * NUL (c_glib's reader would cut it there: left to the processor). */
+static gboolean get_string(const guint8 *frame, gsize len, gsize *p, GByteArray *scratch,
+                           gsize *at) {
+  if (len - *p < 4) return FALSE;
+  guint32 n = ixia_bytes_get32(frame + *p);
+  *p += 4;
+  if (n > len - *p || memchr(frame + *p, 0, n)) return FALSE;
+  const guint8 nul = 0;
+  *at = scratch->len;
+  g_byte_array_append(scratch, frame + *p, n);
+  g_byte_array_append(scratch, &nul, 1);
+  *p += n;
+  return TRUE;
+}
+
+gboolean ixia_wire_read_get(const guint8 *frame, gsize len, GByteArray *scratch,
+                            ixia_wire_get_t *call) {
+  const char *name;
+  guint32 name_len;
+  if (!ixia_wire_peek_call(frame, len, &name, &name_len, &call->seqid) || frame[2] != 0 ||
+      frame[3] != T_CALL || name_len != 3 || memcmp(name, "get", 3) != 0)
+    return FALSE;
+  g_byte_array_set_size(scratch, 0);
+  gsize p = 12 + name_len;
+  gsize at[3], fat[IXIA_WIRE_GET_MAX_FIELDS];
+  gboolean have[4] = {FALSE, FALSE, FALSE, FALSE};
+  guint32 nf = 0;
+  guint32 max_fields = MIN(IXIA_WIRE_GET_MAX_FIELDS, ixia_wire_limits().max_items);
+  for (;;) {
+    if (p >= len) return FALSE;
+    guint8 type = frame[p++];
+    if (type == T_STOP) break;
+    if (len - p < 2) return FALSE;
+    gint16 id = (gint16)((frame[p] << 8) | frame[p + 1]);
+    p += 2;
+    if (id < 1 || id > 4 || have[id - 1]) return FALSE;
+    have[id - 1] = TRUE;
+    if (id <= 3) {
+      if (type != T_STRING || !get_string(frame, len, &p, scratch, &at[id - 1])) return FALSE;
+      if (id == 3) call->key_len = scratch->len - 1 - at[2];
+      continue;
+    }
+    /* 4: list<string> fields */
+    if (type != T_LIST || len - p < 5 || frame[p] != T_STRING) return FALSE;
+    nf = ixia_bytes_get32(frame + p + 1);
+    p += 5;
+    if (nf > max_fields) return FALSE;
+    for (guint32 i = 0; i < nf; i++)
+      if (!get_string(frame, len, &p, scratch, &fat[i])) return FALSE;
+  }
+  if (p != len || !have[0] || !have[1] || !have[2]) return FALSE;
+  /* Pointers last: the appends may have moved the array. */
+  const char *base = (const char *)scratch->data;
+  call->ns = base + at[0];
+  call->table = base + at[1];
+  call->key = base + at[2];
+  for (guint32 i = 0; i < nf; i++) call->fields[i] = base + fat[i];
+  call->fields[nf] = NULL;
+  return TRUE;
+}
+
+void ixia_wire_append_get_reply(GByteArray *out, gint32 seqid, gboolean found, const char *key,
+                                gsize key_len, gint64 version, const char *json, gsize json_len) {
+  /* header (12 + "get"), result field 0, Document { bool 1, string 2,
+   * i64 3, string 4 }, two stops */
+  gsize start = out->len;
+  g_byte_array_set_size(out, (guint)(start + 15 + 3 + 4 + 7 + key_len + 11 + 7 + json_len + 2));
+  guint8 *w = out->data + start;
+  ixia_bytes_put32(w, 0x80010000u | T_REPLY);
+  ixia_bytes_put32(w + 4, 3);
+  memcpy(w + 8, "get", 3);
+  ixia_bytes_put32(w + 11, (guint32)seqid);
+  w += 15;
+  *w++ = T_STRUCT, *w++ = 0, *w++ = 0;
+  *w++ = T_BOOL, *w++ = 0, *w++ = 1, *w++ = found ? 1 : 0;
+  *w++ = T_STRING, *w++ = 0, *w++ = 2;
+  ixia_bytes_put32(w, (guint32)key_len);
+  memcpy(w + 4, key, key_len);
+  w += 4 + key_len;
+  *w++ = T_I64, *w++ = 0, *w++ = 3;
+  ixia_bytes_put64(w, (guint64)version);
+  w += 8;
+  *w++ = T_STRING, *w++ = 0, *w++ = 4;
+  ixia_bytes_put32(w, (guint32)json_len);
+  if (json_len) memcpy(w + 4, json, json_len);
+  w += 4 + json_len;
+  *w++ = T_STOP, *w++ = T_STOP;
+  g_assert(w == out->data + out->len);
+}
+
 gint32 ixia_wire_answer_error_code(const guint8 *answer, gsize len) {
   if (len < 12 || answer[0] != 0x80 || answer[1] != 0x01) return 0;
   guint32 n;

@@ -118,6 +118,12 @@ guint ixia_api_max_get_keys(const ixia_api_t *api);
 /* A Thrift processor serving api (borrowed; must outlive the processor). */
 ThriftProcessor *ixia_api_processor_new(ixia_api_t *api);
 
+/* get answered straight from its request frame, before the processor
+ * (ixia_thrift_gate_set_fast; processor: one from ixia_api_processor_new*):
+ * FALSE leaves the frame to the processor. Any thread. */
+gboolean ixia_api_answer_get(gpointer processor, const guint8 *frame, guint32 size,
+                             GByteArray *out);
+
 /* The calls ixia-query-api tries on its I/O threads (ixia_server_set_inline):
  * gets and multi-gets (answered from the store's memory, deferred to a
  * worker when a disk read or memcached is needed), stats, getSchema, and

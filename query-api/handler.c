@@ -10,6 +10,7 @@
 #include "thrift_gate.h"
 #include "thrift_util.h"
 #include "truthscan.h"
+#include "wire.h"
 
 typedef struct {
   IxiaIxiaHandler parent;
@@ -183,6 +184,31 @@ static gboolean h_get(IxiaIxiaIf *iface, IxiaDocument **ret, const gchar *ns, co
   gboolean ok = fill_doc(api_of(iface), *ret, ns, table, key, f, &err);
   g_free(f);
   return ok ? TRUE : ixia_error_to_thrift(xe, err);
+}
+
+/* get answered from its frame (wire.h: the generated coding cost more than
+ * the get): the same checks and answer as h_get. */
+gboolean ixia_api_answer_get(gpointer processor, const guint8 *frame, guint32 size,
+                             GByteArray *out) {
+  static __thread GByteArray *scratch;
+  if (!scratch) scratch = g_byte_array_new(); /* per thread, for the process's life */
+  ixia_wire_get_t call;
+  if (!ixia_wire_read_get(frame, size, scratch, &call)) return FALSE;
+  IxiaApiHandler *h = (IxiaApiHandler *)((IxiaIxiaProcessor *)processor)->handler;
+  ixia_error_t *err = NULL;
+  gboolean found = FALSE;
+  gint64 version = 0;
+  char *json = NULL;
+  if (ixia_access_allow(h->auth, ixia_thrift_gate_principal(), IXIA_ACT_READ, call.ns, &err) &&
+      ixia_api_get(h->api, call.ns, call.table, call.key, call.fields[0] ? call.fields : NULL,
+                   &found, &version, &json, &err))
+    ixia_wire_append_get_reply(out, call.seqid, found, call.key, call.key_len, version,
+                               json ? json : "", json ? strlen(json) : 0);
+  else
+    ixia_wire_append_error(out, "get", 3, call.seqid, (gint32)err->code, err->message);
+  ixia_error_destroy(err);
+  g_free(json);
+  return TRUE;
 }
 
 static gboolean h_multi_get(IxiaIxiaIf *iface, GPtrArray **ret, const gchar *ns,
