@@ -266,6 +266,18 @@ static void ixia_wire_socket_class_init(IxiaWireSocketClass *klass) {
   G_OBJECT_CLASS(klass)->finalize = socket_finalize;
 }
 
+gboolean ixia_wire_socket_call(ThriftTransport *t, const guint8 *msg, gsize len,
+                               const guint8 **answer, gsize *answer_len, GError **error) {
+  IxiaWireSocket *s = (IxiaWireSocket *)t;
+  if (len > G_MAXUINT32 || !socket_write(t, (const gpointer)msg, (guint32)len, error) ||
+      !socket_flush(t, error) || !socket_fill(s, error))
+    return FALSE;
+  s->in_message = TRUE; /* received, not yet read: a recv_* may read it */
+  *answer = s->parent.parent.buf->data;
+  *answer_len = s->parent.parent.buf->len;
+  return TRUE;
+}
+
 ThriftTransport *ixia_wire_socket_new(int fd, const ixia_wire_limits_t *lim) {
   IxiaWireSocket *s = g_object_new(ixia_wire_socket_get_type(), "buf_size", lim->max_frame, NULL);
   s->fd = fd;
@@ -822,6 +834,71 @@ void ixia_wire_append_get_reply(GByteArray *out, gint32 seqid, gboolean found, c
   w += 4 + json_len;
   *w++ = T_STOP, *w++ = T_STOP;
   g_assert(w == out->data + out->len);
+}
+
+static void put_string(GByteArray *out, guint8 id, const char *v, gsize n) {
+  const guint8 field[3] = {T_STRING, 0, id};
+  g_byte_array_append(out, field, 3);
+  ixia_bytes_append32(out, (guint32)n);
+  g_byte_array_append(out, (const guint8 *)v, (guint)n);
+}
+
+void ixia_wire_append_get_call(GByteArray *out, const char *ns, const char *table,
+                               const char *key, const char *const *fields) {
+  ixia_bytes_append32(out, 0x80010000u | T_CALL);
+  ixia_bytes_append32(out, 3);
+  g_byte_array_append(out, (const guint8 *)"get", 3);
+  ixia_bytes_append32(out, 0);
+  put_string(out, 1, ns, strlen(ns));
+  put_string(out, 2, table, strlen(table));
+  put_string(out, 3, key, strlen(key));
+  guint32 n = 0;
+  while (fields && fields[n]) n++;
+  const guint8 list[4] = {T_LIST, 0, 4, T_STRING}, stop = T_STOP;
+  g_byte_array_append(out, list, 4);
+  ixia_bytes_append32(out, n);
+  for (guint32 i = 0; i < n; i++) {
+    ixia_bytes_append32(out, (guint32)strlen(fields[i]));
+    g_byte_array_append(out, (const guint8 *)fields[i], (guint)strlen(fields[i]));
+  }
+  g_byte_array_append(out, &stop, 1);
+}
+
+/* A field header of type `type` and id `id` at a[*p], with `need` more
+ * bytes after it; *p moves past the header. */
+static gboolean field_at(const guint8 *a, gsize len, gsize *p, guint8 type, guint8 id, gsize need) {
+  if (len - *p < 3 + need || a[*p] != type || a[*p + 1] != 0 || a[*p + 2] != id) return FALSE;
+  *p += 3;
+  return TRUE;
+}
+
+gboolean ixia_wire_read_get_reply(const guint8 *a, gsize len, gboolean *found, gint64 *version,
+                                  const char **json, gsize *json_len) {
+  const char *name;
+  guint32 name_len;
+  gint32 seqid;
+  if (!ixia_wire_peek_call(a, len, &name, &name_len, &seqid) || a[2] != 0 || a[3] != T_REPLY ||
+      name_len != 3 || memcmp(name, "get", 3) != 0)
+    return FALSE;
+  gsize p = 15;
+  if (!field_at(a, len, &p, T_STRUCT, 0, 0) || !field_at(a, len, &p, T_BOOL, 1, 1)) return FALSE;
+  *found = a[p++] != 0;
+  if (!field_at(a, len, &p, T_STRING, 2, 4)) return FALSE;
+  guint32 n = ixia_bytes_get32(a + p);
+  p += 4;
+  if (n > len - p) return FALSE;
+  p += n;
+  if (!field_at(a, len, &p, T_I64, 3, 8)) return FALSE;
+  *version = (gint64)ixia_bytes_get64(a + p);
+  p += 8;
+  if (!field_at(a, len, &p, T_STRING, 4, 4)) return FALSE;
+  n = ixia_bytes_get32(a + p);
+  p += 4;
+  if (n > len - p) return FALSE;
+  *json = (const char *)a + p;
+  *json_len = n;
+  p += n;
+  return len - p == 2 && a[p] == T_STOP && a[p + 1] == T_STOP;
 }
 
 gint32 ixia_wire_answer_error_code(const guint8 *answer, gsize len) {

@@ -73,6 +73,12 @@ guint32 ixia_frame_buffer_remaining(ThriftMemoryBuffer *buf);
  * receives the whole response frame (at most lim->max_frame bytes, else an
  * error naming server.max_frame_bytes) and later reads come from memory. */
 ThriftTransport *ixia_wire_socket_new(int fd, const ixia_wire_limits_t *lim);
+/* One call on such a transport without a protocol: sends msg (a whole
+ * message) as one frame and receives the answer's frame. *answer points
+ * into the transport (valid until its next call) and is also left to be
+ * read as the next message, so a generated recv_* can decode it instead. */
+gboolean ixia_wire_socket_call(ThriftTransport *t, const guint8 *msg, gsize len,
+                               const guint8 **answer, gsize *answer_len, GError **error);
 
 /* ---- protocols ---- */
 
@@ -141,6 +147,16 @@ gboolean ixia_wire_read_get(const guint8 *frame, gsize len, GByteArray *scratch,
  * frame header, appended to out. */
 void ixia_wire_append_get_reply(GByteArray *out, gint32 seqid, gboolean found, const char *key,
                                 gsize key_len, gint64 version, const char *json, gsize json_len);
+/* The client's side: the call (sequence id 0, as the generated client
+ * sends it), without frame header, appended to out; fields may be NULL. */
+void ixia_wire_append_get_call(GByteArray *out, const char *ns, const char *table,
+                               const char *key, const char *const *fields);
+/* A successful answer of the shape ixia_wire_append_get_reply writes: TRUE
+ * with *json borrowed from answer (not NUL-terminated). FALSE for any other
+ * answer (an IxiaError, another writer's field order): read it with the
+ * generated recv_get. */
+gboolean ixia_wire_read_get_reply(const guint8 *answer, gsize len, gboolean *found,
+                                  gint64 *version, const char **json, gsize *json_len);
 
 /* The IxiaError code an answer frame (without header) carries, 0 when it
  * is not an IxiaError answer. */

@@ -190,8 +190,10 @@ static gboolean h_get(IxiaIxiaIf *iface, IxiaDocument **ret, const gchar *ns, co
  * the get): the same checks and answer as h_get. */
 gboolean ixia_api_answer_get(gpointer processor, const guint8 *frame, guint32 size,
                              GByteArray *out) {
-  static __thread GByteArray *scratch;
-  if (!scratch) scratch = g_byte_array_new(); /* per thread, for the process's life */
+  /* Per thread, freed when the thread ends (worker threads come and go). */
+  static GPrivate scratch_key = G_PRIVATE_INIT((GDestroyNotify)g_byte_array_unref);
+  GByteArray *scratch = g_private_get(&scratch_key);
+  if (!scratch) g_private_set(&scratch_key, scratch = g_byte_array_new());
   ixia_wire_get_t call;
   if (!ixia_wire_read_get(frame, size, scratch, &call)) return FALSE;
   IxiaApiHandler *h = (IxiaApiHandler *)((IxiaIxiaProcessor *)processor)->handler;
