@@ -620,6 +620,16 @@ static void test_hostile_http(void) {
   CU_ASSERT_TRUE(st >= 400 && st < 500);
   g_string_free(big, TRUE);
   CU_ASSERT_TRUE(healthy());
+  /* headers near http.max_header_bytes (16 KiB by default): 12,000 bytes
+   * are served, 20,000 refused with 431 */
+  for (int n = 12000; n <= 20000; n += 8000) {
+    GString *h = g_string_new("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ");
+    for (int i = 0; i < n; i++) g_string_append_c(h, 'a');
+    g_string_append(h, "\r\n\r\n");
+    CU_ASSERT_EQUAL(raw_status(h->str, h->len, 10000), n == 12000 ? 200 : 431);
+    g_string_free(h, TRUE);
+  }
+  CU_ASSERT_TRUE(healthy());
   /* a body over http.max_body_bytes (set to 64 KiB for this stack) */
   GString *body = g_string_new("{\"a\": \"");
   for (int i = 0; i < 100000; i++) g_string_append_c(body, 'x');
