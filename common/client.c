@@ -36,6 +36,7 @@ struct ixia_client {
   ixia_thrift_conn_t conn;
   IxiaIxiaIf *iface;
   GByteArray *call; /* the get call, coded by hand (wire.h) */
+  gint32 get_seq;   /* sequence id of the last get (the generated calls send 0) */
 };
 
 static ixia_client_timeouts_t timeouts = {
@@ -358,19 +359,36 @@ gboolean ixia_client_get(ixia_client_t *c, const char *ns, const char *table, co
                          ixia_error_t **err) {
   if (!ns || !table || !key)
     return ixia_error_set(err, IXIA_EINVAL, "get: ns, table and key are required");
+  c->get_seq = c->get_seq >= G_MAXINT32 - 1 ? 1 : c->get_seq + 1;
   g_byte_array_set_size(c->call, 0);
-  ixia_wire_append_get_call(c->call, ns, table, key, fields);
+  ixia_wire_append_get_call(c->call, c->get_seq, ns, table, key, fields);
   const guint8 *answer;
   gsize answer_len;
   GError *gerr = NULL;
   if (!ixia_wire_socket_call(c->conn.transport, c->call->data, c->call->len, &answer, &answer_len,
                              &gerr))
     return ixia_client_check(c, FALSE, NULL, gerr, err);
+  /* The answer of an earlier get this client gave up on (its I/O timeout)
+   * may come first: skipped, it would read as this key's document. */
+  for (guint skipped = 0;; skipped++) {
+    const char *name;
+    guint32 name_len;
+    gint32 seq;
+    if (!ixia_wire_peek_call(answer, answer_len, &name, &name_len, &seq) || seq == 0 ||
+        seq == c->get_seq)
+      break;
+    if (skipped == 64)
+      return ixia_error_set(err, IXIA_EUNAVAILABLE,
+                            "ixia API at %s: no answer to this get among the next 64", c->address);
+    if (!ixia_wire_socket_next(c->conn.transport, &answer, &answer_len, &gerr))
+      return ixia_client_check(c, FALSE, NULL, gerr, err);
+  }
   gboolean f;
   gint64 v;
   const char *j;
   gsize jl;
   if (ixia_wire_read_get_reply(answer, answer_len, &f, &v, &j, &jl)) {
+    thrift_transport_read_end(c->conn.transport, NULL); /* the answer is read */
     if (found) *found = f;
     if (version) *version = v;
     if (json) *json = f ? ixia_memdup0(j, jl) : NULL;

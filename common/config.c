@@ -70,8 +70,10 @@ static const ixia_option_t options[] = {
      "Most open HTTP connections of a daemon; beyond it a new connection gets 503 and is closed."},
     {"http.max_header_bytes", IXIA_OPT_INT, "16384", 4096, 16777216,
      "Memory for one HTTP connection's request line and headers; a request with more is refused "
-     "(431) and its connection closed. libmicrohttpd zeroes this memory for every request, so it "
-     "costs CPU on each one (measured: 8-9% of a cached get's CPU at 65536, 3-4% at 16384)."},
+     "(431) and its connection closed. It is libmicrohttpd's whole memory for a connection (also "
+     "its read buffer: request bodies arrive in pieces of at most this size, and the answer's "
+     "headers), zeroed for every request, so it costs CPU on each one (measured: 8-9% of a "
+     "cached get's CPU at 65536, 3-4% at 16384)."},
     {"http.max_body_bytes", IXIA_OPT_INT, "4194304", 1024, 1024LL * MIB,
      "Largest HTTP request body (except _bulk): a larger one gets 413 TOO_LARGE."},
     {"http.max_bulk_bytes", IXIA_OPT_INT, "67108864", 1024, 4096LL * MIB,

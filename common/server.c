@@ -4,9 +4,11 @@
  * Connections belong to a few I/O threads (server.io_threads), each with
  * its own epoll set. An I/O thread accepts, reads bytes until it holds one
  * whole frame (framed transport, size checked from the header before the
- * body is read), and hands the connection to the worker pool
- * (server.workers). A worker decodes the frame through the bounded
- * protocols of wire.h, runs the processor, writes the answer straight to
+ * body is read), and runs it itself when the service calls it cheap
+ * (ixia_server_set_inline), or hands the connection to the worker pool
+ * (server.workers). The frame goes through the hooks (a gate may answer it
+ * from its bytes) or the bounded protocols of wire.h and the processor;
+ * the answer is written straight to
  * the socket (non-blocking) and gives the connection back to its I/O
  * thread through a queue and an eventfd; whatever did not fit in the
  * socket is sent by the I/O thread when the socket drains.
@@ -343,13 +345,20 @@ static void call_release(ixia_server_call_t *call);
  * over (the observe hook then runs when it is answered). */
 static const GByteArray *serve(ixia_server_t *srv, conn_t *c, const guint8 *frame, guint32 size,
                                ixia_server_call_t **later) {
-  static __thread GByteArray *gated;
+  /* The gate's answers (whole get answers among them): per thread, freed
+   * with it (pool workers come and go), let go of after a large one. */
+  static GPrivate gated_key = G_PRIVATE_INIT((GDestroyNotify)g_byte_array_unref);
+  GByteArray *gated = g_private_get(&gated_key);
+  if (gated && gated->len > (1u << 20)) {
+    g_byte_array_unref(gated);
+    g_private_set(&gated_key, gated = NULL);
+  }
   serving_t sv = {c, srv, frame, size, NULL};
   tl_state = &c->hook_state;
   gint64 t0 = srv->hooks.observe ? g_get_monotonic_time() : 0;
   const GByteArray *out = NULL;
   if (srv->hooks.gate) {
-    if (!gated) gated = g_byte_array_new();
+    if (!gated) g_private_set(&gated_key, gated = g_byte_array_new());
     g_byte_array_set_size(gated, 0);
     if (srv->hooks.gate(srv->hooks.user, frame, size, gated)) out = gated;
   }
@@ -503,8 +512,10 @@ static int dispatch(conn_t *c, guint32 size, gint64 now) {
 /* Reads until the socket is drained or one whole frame is held, and runs
  * that frame. Epoll is edge-triggered: stopping earlier with input left
  * would wait for an edge that never comes, so a connection whose frame is
- * run keeps `readable` and is read on once its answer is out. FALSE when
- * the connection must be closed. */
+ * run keeps `readable` and is read on once its answer is out; a recv that
+ * returns fewer bytes than asked drained the socket (the next bytes bring a
+ * new edge), so it clears `readable` without the recv that would say
+ * EAGAIN. FALSE when the connection must be closed. */
 static gboolean advance(conn_t *c, gint64 now) {
   ixia_server_t *srv = c->io->srv;
   guint answered = 0;

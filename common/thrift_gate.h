@@ -12,6 +12,12 @@
  * generated code keep working once they authenticate), a key is hashed
  * once per connection instead of once per call, and a key travels once.
  *
+ * Fast calls. A service may answer a hot call straight from its frame
+ * (ixia_thrift_gate_set_fast), after the key check. Such a function runs
+ * outside the processor: ixia_server_call_later is not available to it,
+ * and on an I/O thread it must not block (ixia_server_defer, then the
+ * frame runs again on a worker).
+ *
  * Metrics. Every answered frame is timed into
  * ixia_request_duration_seconds{call, transport="thrift"} and an IxiaError
  * answer counted into ixia_request_errors_total by code. Method names come

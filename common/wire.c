@@ -266,16 +266,25 @@ static void ixia_wire_socket_class_init(IxiaWireSocketClass *klass) {
   G_OBJECT_CLASS(klass)->finalize = socket_finalize;
 }
 
-gboolean ixia_wire_socket_call(ThriftTransport *t, const guint8 *msg, gsize len,
-                               const guint8 **answer, gsize *answer_len, GError **error) {
+gboolean ixia_wire_socket_next(ThriftTransport *t, const guint8 **answer, gsize *answer_len,
+                               GError **error) {
   IxiaWireSocket *s = (IxiaWireSocket *)t;
-  if (len > G_MAXUINT32 || !socket_write(t, (const gpointer)msg, (guint32)len, error) ||
-      !socket_flush(t, error) || !socket_fill(s, error))
-    return FALSE;
+  socket_read_end(t, NULL);
+  if (!socket_fill(s, error)) return FALSE;
   s->in_message = TRUE; /* received, not yet read: a recv_* may read it */
   *answer = s->parent.parent.buf->data;
   *answer_len = s->parent.parent.buf->len;
   return TRUE;
+}
+
+gboolean ixia_wire_socket_call(ThriftTransport *t, const guint8 *msg, gsize len,
+                               const guint8 **answer, gsize *answer_len, GError **error) {
+  IxiaWireSocket *s = (IxiaWireSocket *)t;
+  g_byte_array_set_size(s->out, 4); /* nothing of a call that failed half-written */
+  if (len > G_MAXUINT32 || !socket_write(t, (const gpointer)msg, (guint32)len, error) ||
+      !socket_flush(t, error))
+    return FALSE;
+  return ixia_wire_socket_next(t, answer, answer_len, error);
 }
 
 ThriftTransport *ixia_wire_socket_new(int fd, const ixia_wire_limits_t *lim) {
@@ -765,7 +774,10 @@ gboolean ixia_wire_read_get(const guint8 *frame, gsize len, GByteArray *scratch,
                             ixia_wire_get_t *call) {
   const char *name;
   guint32 name_len;
-  if (!ixia_wire_peek_call(frame, len, &name, &name_len, &call->seqid) || frame[2] != 0 ||
+  /* A get is a few hundred bytes (names of 64, keys of limits.max_key_bytes):
+   * a larger frame is left to the processor, so scratch stays small. */
+  if (len > IXIA_WIRE_GET_MAX_FRAME ||
+      !ixia_wire_peek_call(frame, len, &name, &name_len, &call->seqid) || frame[2] != 0 ||
       frame[3] != T_CALL || name_len != 3 || memcmp(name, "get", 3) != 0)
     return FALSE;
   g_byte_array_set_size(scratch, 0);
@@ -843,12 +855,12 @@ static void put_string(GByteArray *out, guint8 id, const char *v, gsize n) {
   g_byte_array_append(out, (const guint8 *)v, (guint)n);
 }
 
-void ixia_wire_append_get_call(GByteArray *out, const char *ns, const char *table,
+void ixia_wire_append_get_call(GByteArray *out, gint32 seqid, const char *ns, const char *table,
                                const char *key, const char *const *fields) {
   ixia_bytes_append32(out, 0x80010000u | T_CALL);
   ixia_bytes_append32(out, 3);
   g_byte_array_append(out, (const guint8 *)"get", 3);
-  ixia_bytes_append32(out, 0);
+  ixia_bytes_append32(out, (guint32)seqid);
   put_string(out, 1, ns, strlen(ns));
   put_string(out, 2, table, strlen(table));
   put_string(out, 3, key, strlen(key));

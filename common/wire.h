@@ -25,8 +25,10 @@
  * protocol methods are the only place where untrusted lengths enter. The
  * fuzz targets (tests/fuzz/) drive these protocols through the generated readers
  * and the real handlers. One exception, measured: the API's get call (below),
- * whose generated coding cost more than the get; its hand-coded reader is
- * checked against the generated writer and fuzzed with the rest.
+ * whose generated coding cost more than the get; its hand-coded readers (the
+ * call on the server, the answer in the client) check every length against
+ * the bytes left, are checked against the generated code, and are fuzzed
+ * (tests/fuzz/api_frame.c feeds every frame to both).
  *
  * Ownership: every constructor returns a new GObject reference
  * (g_object_unref it). Thread safety: an object is used by one thread at a
@@ -79,6 +81,10 @@ ThriftTransport *ixia_wire_socket_new(int fd, const ixia_wire_limits_t *lim);
  * read as the next message, so a generated recv_* can decode it instead. */
 gboolean ixia_wire_socket_call(ThriftTransport *t, const guint8 *msg, gsize len,
                                const guint8 **answer, gsize *answer_len, GError **error);
+/* The next frame on such a transport, the same way (an answer that came
+ * after its caller gave up is skipped with it). */
+gboolean ixia_wire_socket_next(ThriftTransport *t, const guint8 **answer, gsize *answer_len,
+                               GError **error);
 
 /* ---- protocols ---- */
 
@@ -132,6 +138,7 @@ gboolean ixia_wire_call_string(const guint8 *frame, gsize len, gint16 id, const 
  * after the arguments) is left to the generated processor, which answers it
  * as it always did. Lengths are checked against the frame before use. */
 #define IXIA_WIRE_GET_MAX_FIELDS 64
+#define IXIA_WIRE_GET_MAX_FRAME 65536
 typedef struct {
   gint32 seqid;
   const char *ns, *table, *key; /* NUL-terminated copies in the scratch array */
@@ -147,9 +154,10 @@ gboolean ixia_wire_read_get(const guint8 *frame, gsize len, GByteArray *scratch,
  * frame header, appended to out. */
 void ixia_wire_append_get_reply(GByteArray *out, gint32 seqid, gboolean found, const char *key,
                                 gsize key_len, gint64 version, const char *json, gsize json_len);
-/* The client's side: the call (sequence id 0, as the generated client
- * sends it), without frame header, appended to out; fields may be NULL. */
-void ixia_wire_append_get_call(GByteArray *out, const char *ns, const char *table,
+/* The client's side: the call, without frame header, appended to out;
+ * fields may be NULL. The generated client sends sequence id 0; the server
+ * echoes whatever it gets. */
+void ixia_wire_append_get_call(GByteArray *out, gint32 seqid, const char *ns, const char *table,
                                const char *key, const char *const *fields);
 /* A successful answer of the shape ixia_wire_append_get_reply writes: TRUE
  * with *json borrowed from answer (not NUL-terminated). FALSE for any other

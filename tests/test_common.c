@@ -1,13 +1,17 @@
 /* Unit tests of common/: config, JSON limits, schemas, errors, and the
  * generated Thrift types' registration. */
+#include <arpa/inet.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "bytes.h"
+#include "client.h"
 #include "ixia_ixia_types.h"
 #include "disk.h"
 #include "error.h"
@@ -696,7 +700,8 @@ static void test_rocksdb_cache_shards(void) {
 /* ---- the get call coded by hand (wire.h) ---- */
 
 /* A get call as the generated code writes it: the message header, then the
- * generated argument struct. fields NULL: the list left unset. */
+ * generated argument struct (whose writer always writes the field list,
+ * empty when fields is NULL). */
 static GByteArray *get_call(guint8 type, const char *ns, const char *table, const char *key,
                             const char *const *fields, gint32 seqid) {
   IxiaIxiaGetArgs *a = g_object_new(IXIA_TYPE_IXIA_GET_ARGS, NULL);
@@ -804,6 +809,34 @@ static void test_wire_get_by_hand(void) {
     if (memcmp(f->data + i, "aXb", 3) == 0) f->data[i + 1] = 0;
   CU_ASSERT_FALSE(read_get(f, &call)); /* c_glib would cut the key at the NUL */
   g_byte_array_unref(f);
+  /* Arguments of other types (read as "missing" by the generated reader):
+   * ns as an i32, the fields as a set, a list of i32. */
+  const guint8 ns_i32[] = {0x80, 1, 0, T_CALL, 0, 0, 0, 3, 'g', 'e', 't', 0, 0, 0, 1,
+                           T_I32, 0, 1, 0, 0, 0, 7, T_STRING, 0, 2, 0, 0, 0, 1, 't',
+                           T_STRING, 0, 3, 0, 0, 0, 1, 'k', T_STOP};
+  const guint8 set_fields[] = {0x80, 1, 0, T_CALL, 0, 0, 0, 3, 'g', 'e', 't', 0, 0, 0, 1,
+                               T_STRING, 0, 1, 0, 0, 0, 1, 's', T_STRING, 0, 2, 0, 0, 0, 1, 't',
+                               T_STRING, 0, 3, 0, 0, 0, 1, 'k', T_SET, 0, 4, T_STRING, 0, 0, 0, 0,
+                               T_STOP};
+  const guint8 i32_list[] = {0x80, 1, 0, T_CALL, 0, 0, 0, 3, 'g', 'e', 't', 0, 0, 0, 1,
+                             T_STRING, 0, 1, 0, 0, 0, 1, 's', T_STRING, 0, 2, 0, 0, 0, 1, 't',
+                             T_STRING, 0, 3, 0, 0, 0, 1, 'k', T_LIST, 0, 4, T_I32, 0, 0, 0, 1,
+                             0, 0, 0, 9, T_STOP};
+  const struct { const guint8 *b; gsize n; } typed[] = {
+      {ns_i32, sizeof ns_i32}, {set_fields, sizeof set_fields}, {i32_list, sizeof i32_list}};
+  for (guint i = 0; i < G_N_ELEMENTS(typed); i++) {
+    f = g_byte_array_new();
+    g_byte_array_append(f, typed[i].b, (guint)typed[i].n);
+    CU_ASSERT_FALSE(read_get(f, &call));
+    g_byte_array_unref(f);
+  }
+  /* A frame over IXIA_WIRE_GET_MAX_FRAME (a 70,000-byte key): the
+   * processor's (its "key is over limits.max_key_bytes" error). */
+  char *long_key = g_strnfill(70000, 'k');
+  f = get_call(T_CALL, "shop", "products", long_key, NULL, 1);
+  CU_ASSERT_FALSE(read_get(f, &call));
+  g_byte_array_unref(f);
+  g_free(long_key);
   GPtrArray *many = g_ptr_array_new_with_free_func(g_free);
   for (guint i = 0; i <= IXIA_WIRE_GET_MAX_FIELDS; i++) g_ptr_array_add(many, g_strdup_printf("f%u", i));
   g_ptr_array_add(many, NULL);
@@ -817,7 +850,7 @@ static void test_wire_get_by_hand(void) {
   for (guint i = 1; i < G_N_ELEMENTS(cases); i++) {
     GByteArray *want = get_call(T_CALL, "shop", "products", "p:1 ü", cases[i], 0);
     GByteArray *mine = g_byte_array_new();
-    ixia_wire_append_get_call(mine, "shop", "products", "p:1 ü", i == 1 ? NULL : cases[i]);
+    ixia_wire_append_get_call(mine, 0, "shop", "products", "p:1 ü", i == 1 ? NULL : cases[i]);
     CU_ASSERT_EQUAL(mine->len, want->len);
     CU_ASSERT_TRUE(mine->len == want->len && memcmp(mine->data, want->data, want->len) == 0);
     g_byte_array_unref(mine);
@@ -878,6 +911,77 @@ static void test_wire_get_by_hand(void) {
   g_byte_array_unref(e);
 }
 
+/* A server on a loopback port that answers each get twice: first as if it
+ * were the answer of an earlier get (another sequence id, an older
+ * document), then with its own answer. */
+static gboolean recv_exact(int fd, guint8 *p, gsize n) {
+  while (n > 0) {
+    ssize_t r = recv(fd, p, n, 0);
+    if (r <= 0) return FALSE;
+    p += r, n -= (gsize)r;
+  }
+  return TRUE;
+}
+
+static gpointer late_answer_server(gpointer data) {
+  int lfd = GPOINTER_TO_INT(data);
+  int fd = accept(lfd, NULL, NULL);
+  guint8 hdr[4];
+  GByteArray *out = g_byte_array_new();
+  while (fd >= 0 && recv_exact(fd, hdr, 4)) {
+    guint32 n = ixia_bytes_get32(hdr);
+    guint8 *frame = g_malloc(n);
+    const char *name;
+    guint32 name_len;
+    gint32 seq;
+    if (!recv_exact(fd, frame, n) || !ixia_wire_peek_call(frame, n, &name, &name_len, &seq)) {
+      g_free(frame);
+      break;
+    }
+    for (int i = name_len == 3 ? 0 : 1; i < 2; i++) {
+      g_byte_array_set_size(out, 4);
+      if (name_len != 3) ixia_wire_append_void_reply(out, name, name_len, seq); /* authenticate */
+      else if (i == 0) ixia_wire_append_get_reply(out, seq + 7, TRUE, "k", 1, 1, "{\"old\": 1}", 10);
+      else ixia_wire_append_get_reply(out, seq, TRUE, "k", 1, 2, "{\"new\": 2}", 10);
+      ixia_bytes_put32(out->data, out->len - 4);
+      CU_ASSERT_EQUAL(send(fd, out->data, out->len, MSG_NOSIGNAL), (ssize_t)out->len);
+    }
+    g_free(frame);
+  }
+  g_byte_array_unref(out);
+  if (fd >= 0) close(fd);
+  return NULL;
+}
+
+static void test_client_skips_late_answers(void) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t alen = sizeof a;
+  CU_ASSERT_TRUE_FATAL(lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 &&
+                       listen(lfd, 1) == 0 && getsockname(lfd, (struct sockaddr *)&a, &alen) == 0);
+  GThread *t = g_thread_new("late-answers", late_answer_server, GINT_TO_POINTER(lfd));
+  char *addr = g_strdup_printf("127.0.0.1:%d", ntohs(a.sin_port));
+  ixia_error_t *err = NULL;
+  ixia_client_t *c = ixia_client_new(addr, &err);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+  for (int round = 0; round < 3; round++) {
+    gboolean found = FALSE;
+    gint64 version = 0;
+    char *json = NULL;
+    CU_ASSERT_TRUE(ixia_client_get(c, "shop", "products", "k", NULL, &found, &version, &json, &err));
+    CU_ASSERT_TRUE(found);
+    CU_ASSERT_EQUAL(version, 2); /* never the older document of the other answer */
+    CU_ASSERT_STRING_EQUAL(json ? json : "", "{\"new\": 2}");
+    g_free(json);
+    if (err) fprintf(stderr, "  get: %s\n", err->message);
+    g_clear_pointer(&err, ixia_error_destroy);
+  }
+  ixia_client_destroy(c);
+  g_thread_join(t);
+  close(lfd);
+  g_free(addr);
+}
+
 int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("common", NULL, NULL);
@@ -903,5 +1007,6 @@ int main(void) {
   IXT_ADD(s, test_disk_reserve);
   IXT_ADD(s, test_rocksdb_cache_shards);
   IXT_ADD(s, test_wire_get_by_hand);
+  IXT_ADD(s, test_client_skips_late_answers);
   return ixt_run();
 }
