@@ -133,10 +133,11 @@ gboolean ixia_wire_call_string(const guint8 *frame, gsize len, gint16 id, const 
  * ~8 us of the ~30 us of API CPU a cached get took, measured with perf),
  * so ixia-query-api reads get's arguments and writes its answer here. The
  * bytes are the generated code's (tests/test_common.c checks both ways);
- * any frame this reader does not take whole (another shape, an unknown or
- * repeated field, a NUL inside a string, more fields than it holds, bytes
- * after the arguments) is left to the generated processor, which answers it
- * as it always did. Lengths are checked against the frame before use. */
+ * any frame this reader does not take whole (another shape or type, an
+ * unknown or repeated field, a NUL inside a string, more fields than it
+ * holds, bytes after the arguments, a frame over IXIA_WIRE_GET_MAX_FRAME)
+ * is left to the generated processor, which answers it as it always did.
+ * Lengths are checked against the frame before use. */
 #define IXIA_WIRE_GET_MAX_FIELDS 64
 #define IXIA_WIRE_GET_MAX_FRAME 65536
 typedef struct {
