@@ -599,9 +599,8 @@ static gboolean advance(conn_t *c, gint64 now) {
     }
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      c->readable = FALSE;
-      if (c->in->len == 0) g_clear_pointer(&c->in, g_byte_array_unref); /* idle: hold nothing */
-      return TRUE;
+      c->readable = FALSE; /* drained: the check above lets an idle buffer go */
+      continue;
     }
     return FALSE; /* closed by the peer (any whole frame was run before) or failed */
   }

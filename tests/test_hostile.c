@@ -591,6 +591,15 @@ static void test_large_answers(void) {
   CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "server.max_frame_bytes=1048576"));
   ixia_error_destroy(e), e = NULL;
   ixia_client_destroy(c);
+  /* The same for a get (coded by hand in the client): a 200 KB document
+   * over a 128 KiB limit. */
+  small.max_frame = 128 << 10;
+  ixia_wire_set_limits(&small);
+  c = ixia_client_new(S.api.addr, &e);
+  CU_ASSERT_FALSE(ixia_client_get(c, "hx", "t", "big000", NULL, NULL, NULL, NULL, &e));
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "server.max_frame_bytes=131072"));
+  ixia_error_destroy(e), e = NULL;
+  ixia_client_destroy(c);
   g_ptr_array_unref(docs);
   ixia_wire_set_limits(&saved);
   CU_ASSERT_TRUE(api_serves());
