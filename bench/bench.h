@@ -26,6 +26,7 @@
 #include "client.h"
 #include "config.h"
 #include "error.h"
+#include "answer.h"
 #include "hdr.h"
 
 #define IXIA_BENCH_NS "bench"
@@ -121,6 +122,9 @@ char *ixia_bench_stat_str(ixia_client_t *c, const char *field, ixia_error_t **er
 
 /* Runs a query; *resp is the parsed response (cJSON_Delete it). */
 gboolean ixia_bench_query(ixia_client_t *c, const char *request, cJSON **resp, ixia_error_t **err);
+/* Runs a timed query and reads its answer as ixia_bench_answer_read does. */
+gboolean ixia_bench_query_summary(ixia_client_t *c, const char *request, ixia_bench_answer_t *a,
+                                  ixia_error_t **err);
 /* Number of documents of the bench table matched by filter_json (NULL: all),
  * or -1 with err set. Used to check that query works before timing it. */
 gint64 ixia_bench_count(ixia_client_t *c, const char *filter_json, ixia_error_t **err);

@@ -111,6 +111,18 @@ gboolean ixia_bench_query(ixia_client_t *c, const char *request, cJSON **resp, i
   return TRUE;
 }
 
+gboolean ixia_bench_query_summary(ixia_client_t *c, const char *request, ixia_bench_answer_t *a,
+                                  ixia_error_t **err) {
+  char *json = NULL;
+  if (!ixia_client_query(c, request, &json, err)) return FALSE;
+  gboolean ok = ixia_bench_answer_read(json, a);
+  if (!ok)
+    ixia_error_set(err, IXIA_EINTERNAL, "query response without hits or total, or not JSON: %.200s",
+                   json);
+  g_free(json);
+  return ok;
+}
+
 gint64 ixia_bench_count(ixia_client_t *c, const char *filter_json, ixia_error_t **err) {
   char *req = g_strdup_printf("{\"namespace\":\"" IXIA_BENCH_NS "\",\"table\":\"" IXIA_BENCH_TABLE
                               "\"%s%s,\"limit\":0}",

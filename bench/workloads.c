@@ -273,21 +273,12 @@ static gboolean query_prepare(ixia_bench_run_t *r, gpointer *state, char **skip,
  * worker's extra counters 0, 1 and 2. */
 static gboolean query_op(ixia_bench_worker_t *w, ixia_client_t *c, const char *request,
                          ixia_error_t **err) {
-  cJSON *resp = NULL;
-  if (!ixia_bench_query(c, request, &resp, err)) return FALSE;
-  const cJSON *hits = cJSON_GetObjectItemCaseSensitive(resp, "hits");
-  const cJSON *total = cJSON_GetObjectItemCaseSensitive(resp, "total");
-  const cJSON *took = cJSON_GetObjectItemCaseSensitive(resp, "took_ms");
-  gboolean ok = cJSON_IsArray(hits) && cJSON_IsNumber(total);
-  if (ok) {
-    w->extra[0] += (guint64)cJSON_GetArraySize(hits);
-    w->extra[1] += (guint64)total->valuedouble;
-    if (cJSON_IsNumber(took)) w->extra[2] += (guint64)(took->valuedouble * 1000);
-  } else {
-    ixia_error_set(err, IXIA_EINTERNAL, "query response without hits or total");
-  }
-  cJSON_Delete(resp);
-  return ok;
+  ixia_bench_answer_t a;
+  if (!ixia_bench_query_summary(c, request, &a, err)) return FALSE;
+  w->extra[0] += a.hits;
+  w->extra[1] += (guint64)a.total;
+  w->extra[2] += (guint64)(a.took_ms * 1000);
+  return TRUE;
 }
 
 static void query_report(ixia_bench_run_t *r, const ixia_bench_worker_t *tot, cJSON *out) {

@@ -1,9 +1,11 @@
-/* Unit tests of ixia-bench's histogram and generators: percentiles against
- * exact sorted samples, merging, Zipf frequencies, document shape. */
+/* Unit tests of ixia-bench's histogram, generators and answer reader:
+ * percentiles against exact sorted samples, merging, Zipf frequencies,
+ * document shape, answers read as text against cJSON's tree. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <string.h>
 
+#include "answer.h"
 #include "data.h"
 #include "hdr.h"
 #include "support.h"
@@ -204,6 +206,45 @@ static void test_doc_shape(void) {
   g_hash_table_destroy(cats);
 }
 
+/* A timed query's answer, read as text, says what cJSON's tree of it says;
+ * anything else is refused. */
+static void test_answer_read(void) {
+  static const struct {
+    const char *json;
+    gboolean ok;
+    guint hits;
+    double total, took;
+  } cases[] = {
+      {"{\"hits\":[{\"key\":\"a\",\"fields\":{\"title\":\"x, [y]\"}},{\"key\":\"b\"}],"
+       "\"total\":1021,\"total_relation\":\"eq\",\"took_ms\":0.607}",
+       TRUE, 2, 1021, 0.607},
+      {" { \"took_ms\" : 2 , \"total\" : 1e4 , \"hits\" : [ ] } ", TRUE, 0, 10000, 2},
+      {"{\"hits\":[],\"total\":0}", TRUE, 0, 0, 0},
+      {"{\"total\":5}", FALSE, 0, 0, 0},                               /* no hits */
+      {"{\"hits\":[]}", FALSE, 0, 0, 0},                               /* no total */
+      {"{\"hits\":[1,2],\"total\":2}", FALSE, 0, 0, 0},              /* a hit that is no object */
+      {"{\"hits\":{},\"total\":2}", FALSE, 0, 0, 0},                 /* hits not an array */
+      {"{\"hits\":[],\"total\":\"7\"}", FALSE, 0, 0, 0},           /* total a string */
+      {"{\"hits\":[],\"total\":7x}", FALSE, 0, 0, 0},                /* a bad number */
+      {"{\"hits\":[],\"hits\":[{}],\"total\":1}", FALSE, 0, 0, 0}, /* hits twice */
+      {"{\"hits\":[{}],\"total\":1", FALSE, 0, 0, 0},                /* cut short */
+      {"[]", FALSE, 0, 0, 0},
+      {"", FALSE, 0, 0, 0},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    ixia_bench_answer_t a;
+    gboolean ok = ixia_bench_answer_read(cases[i].json, &a);
+    CU_ASSERT_EQUAL(ok, cases[i].ok);
+    if (!ok || !cases[i].ok) continue;
+    cJSON *tree = cJSON_Parse(cases[i].json);
+    CU_ASSERT_EQUAL(a.hits, (guint)cJSON_GetArraySize(cJSON_GetObjectItem(tree, "hits")));
+    CU_ASSERT_EQUAL(a.hits, cases[i].hits);
+    CU_ASSERT_DOUBLE_EQUAL(a.total, cases[i].total, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(a.took_ms, cases[i].took, 1e-9);
+    cJSON_Delete(tree);
+  }
+}
+
 int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("bench", NULL, NULL);
@@ -214,5 +255,6 @@ int main(void) {
   IXT_ADD(s, test_bucket_bounds);
   IXT_ADD(s, test_zipf_frequencies);
   IXT_ADD(s, test_doc_shape);
+  IXT_ADD(s, test_answer_read);
   return ixt_run();
 }
