@@ -1,6 +1,6 @@
 /* The store's document cache (doc_cache.h): stored values by RocksDB key,
  * so that a get or a page of query hits finds a hot document with one hash
- * lookup instead of RocksDB's read path.
+ * probe instead of RocksDB's read path.
  *
  * Why: RocksDB's row cache answers a key only after the read path has
  * picked each level's file and checked its bloom filter, and builds a
@@ -8,10 +8,25 @@
  * MultiGet (about 2.2 us a key) with every document in memory. Here a hit
  * costs a stripe lock and a hash probe.
  *
- * Shape: NSTRIPES stripes chosen by the key's hash, each a hash table, an
- * LRU list and a byte budget (max_bytes / NSTRIPES), under its own mutex.
- * Values are refcounted GBytes, so a reader keeps a value after the lock
- * is released and an eviction or a write cannot pull it away.
+ * Shape: NSTRIPES stripes chosen by the key's hash, each an open-addressing
+ * table, a FIFO of its entries and a byte budget (max_bytes / NSTRIPES),
+ * under its own mutex. An entry holds its key and value in one allocation
+ * and is refcounted: a reader gets a GBytes view of the value that keeps
+ * the entry alive after the lock is released, so an eviction or a write
+ * cannot pull it away.
+ *
+ * Why so: with a million documents cached, a page of 100 hits is bound by
+ * memory latency, not instructions. GLib's hash table (hashes, keys and
+ * values in three arrays), an LRU list relinked on every hit (its two
+ * neighbours) and a GBytes apart from its data cost seven to nine cache
+ * misses a hit: 24% of the API's CPU under a page of 100 (g_hash_table_lookup,
+ * g_list_remove_link, the key compare). Here a slot holds the hash beside
+ * the entry pointer, a hit only sets the entry's `referenced` bit (second-
+ * chance FIFO, which approximates LRU: an entry read since it last reached
+ * the FIFO's end is moved back to its start instead of being evicted), and
+ * ixia_doccache_lookup_many probes a whole page in three passes that
+ * prefetch the slots, then the entries, before reading them, so the misses
+ * of different keys overlap instead of queueing.
  *
  * Consistency: the cache never holds a value older than what RocksDB holds
  * once a write has returned. A stripe counts writes under way (`writing`)
@@ -31,32 +46,40 @@
  * load that fits the budget, are answered from here without a first miss. */
 #include "doc_cache.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #define NSTRIPES 64
-/* Bookkeeping per entry beyond the key and value bytes: the entry (64),
- * the GBytes (~32), the hash table's three slot arrays (~24 at its load)
- * and two allocations' headers and rounding. */
-#define ENTRY_OVERHEAD 192
+/* Bookkeeping per entry beyond the key and value bytes: the entry's header
+ * (64), its share of the slot array (16 bytes a slot at a load of at most
+ * one half, so up to 32), and the allocator's rounding. */
+#define ENTRY_OVERHEAD 128
+/* A stripe's table starts with this many slots and doubles at half full. */
+#define MIN_SLOTS 16
 
 typedef struct {
-  const guint8 *p;
-  gsize len;
+  GList link; /* in the stripe's fifo: head = newest */
   guint64 hash;
-} kref_t;
-
-typedef struct {
-  kref_t k; /* k.p points into key[] */
-  GBytes *val;
-  GList link; /* in the stripe's lru, head = most recent */
   gsize cost;
-  guint8 key[];
+  gatomicrefcount refs; /* the stripe's, while cached, and one per view */
+  guint32 klen, vlen;
+  gboolean referenced; /* read since it last passed the fifo's tail */
+  guint8 bytes[];      /* the key, then the value */
 } entry_t;
 
 typedef struct {
+  guint64 hash;
+  entry_t *e; /* NULL: empty */
+} slot_t;
+
+typedef struct {
   GMutex lock;
-  GHashTable *map; /* kref_t* (the entry's own) -> entry_t* */
-  GQueue lru;
+  /* Written under the lock; read without it only to prefetch (see
+   * lookup_many), hence atomic. */
+  _Atomic(slot_t *) slots;
+  _Atomic gsize mask; /* slots - 1, a power of two minus one */
+  gsize count;
+  GQueue fifo;
   guint64 bytes, gen;
   guint writing;
   guint64 hits, misses, inserts, evictions;
@@ -80,17 +103,83 @@ static guint64 key_hash(const guint8 *p, gsize n) {
   return h ^ (h >> 33);
 }
 
-static guint kref_hash(gconstpointer k) { return (guint)((const kref_t *)k)->hash; }
+/* The stripe is chosen by the high half of the hash, the slot by the low
+ * half, so the two are independent. */
+static stripe_t *stripe_of(ixia_doccache_t *c, guint64 hash) { return &c->stripes[(hash >> 32) % NSTRIPES]; }
 
-static gboolean kref_equal(gconstpointer a, gconstpointer b) {
-  const kref_t *x = a, *y = b;
-  return x->hash == y->hash && x->len == y->len && memcmp(x->p, y->p, x->len) == 0;
+static void entry_unref(gpointer p) {
+  entry_t *e = p;
+  if (g_atomic_ref_count_dec(&e->refs)) g_free(e);
 }
 
-static void entry_free(entry_t *e) {
-  g_bytes_unref(e->val);
-  g_free(e);
+/* A view of e's value that holds a reference to e. */
+static GBytes *entry_view(entry_t *e) {
+  g_atomic_ref_count_inc(&e->refs);
+  return g_bytes_new_with_free_func(e->bytes + e->klen, e->vlen, entry_unref, e);
 }
+
+/* ---- the table: linear probing, deletion by backward shift ---- */
+
+/* Under st's lock: the slot index holding key, or -1. */
+static gssize table_find(const stripe_t *st, guint64 hash, const void *key, gsize klen) {
+  slot_t *slots = atomic_load_explicit(&st->slots, memory_order_relaxed);
+  gsize mask = atomic_load_explicit(&st->mask, memory_order_relaxed);
+  for (gsize i = hash & mask;; i = (i + 1) & mask) {
+    const slot_t *s = &slots[i];
+    if (!s->e) return -1;
+    if (s->hash == hash && s->e->klen == klen && memcmp(s->e->bytes, key, klen) == 0) return (gssize)i;
+  }
+}
+
+/* Under st's lock: places e in the first free slot of its probe sequence
+ * (the caller knows its key is absent). */
+static void table_place(slot_t *slots, gsize mask, entry_t *e) {
+  gsize i = e->hash & mask;
+  while (slots[i].e) i = (i + 1) & mask;
+  slots[i] = (slot_t){e->hash, e};
+}
+
+static void table_add(stripe_t *st, entry_t *e) {
+  slot_t *slots = atomic_load_explicit(&st->slots, memory_order_relaxed);
+  gsize mask = atomic_load_explicit(&st->mask, memory_order_relaxed);
+  if ((st->count + 1) * 2 > mask + 1) {
+    gsize nmask = (mask + 1) * 2 - 1;
+    slot_t *ns = g_new0(slot_t, nmask + 1);
+    for (gsize i = 0; i <= mask; i++)
+      if (slots[i].e) table_place(ns, nmask, slots[i].e);
+    atomic_store_explicit(&st->slots, ns, memory_order_relaxed);
+    atomic_store_explicit(&st->mask, nmask, memory_order_relaxed);
+    /* A reader prefetching without the lock may still hold the old array's
+     * address: prefetching freed memory is harmless, reading it is not, and
+     * nothing reads slots without the lock. */
+    g_free(slots);
+    slots = ns;
+    mask = nmask;
+  }
+  table_place(slots, mask, e);
+  st->count++;
+}
+
+/* Empties slot i and moves later members of its cluster back, so every
+ * probe sequence stays unbroken without tombstones. */
+static void table_remove_at(stripe_t *st, gsize i) {
+  slot_t *slots = atomic_load_explicit(&st->slots, memory_order_relaxed);
+  gsize mask = atomic_load_explicit(&st->mask, memory_order_relaxed);
+  gsize hole = i;
+  for (gsize j = (i + 1) & mask; slots[j].e; j = (j + 1) & mask) {
+    gsize home = slots[j].hash & mask;
+    /* j's entry may fill the hole when its home is not in (hole, j]. */
+    gboolean stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+    if (!stays) {
+      slots[hole] = slots[j];
+      hole = j;
+    }
+  }
+  slots[hole] = (slot_t){0, NULL};
+  st->count--;
+}
+
+/* ---- stripes ---- */
 
 ixia_doccache_t *ixia_doccache_new(guint64 max_bytes) {
   if (max_bytes == 0) return NULL;
@@ -98,9 +187,11 @@ ixia_doccache_t *ixia_doccache_new(guint64 max_bytes) {
   c->max_bytes = max_bytes;
   c->stripe_bytes = MAX(max_bytes / NSTRIPES, 1);
   for (guint i = 0; i < NSTRIPES; i++) {
-    g_mutex_init(&c->stripes[i].lock);
-    c->stripes[i].map = g_hash_table_new(kref_hash, kref_equal);
-    g_queue_init(&c->stripes[i].lru);
+    stripe_t *st = &c->stripes[i];
+    g_mutex_init(&st->lock);
+    atomic_init(&st->slots, g_new0(slot_t, MIN_SLOTS));
+    atomic_init(&st->mask, (gsize)MIN_SLOTS - 1);
+    g_queue_init(&st->fifo);
   }
   return c;
 }
@@ -109,41 +200,46 @@ void ixia_doccache_destroy(ixia_doccache_t *c) {
   if (!c) return;
   for (guint i = 0; i < NSTRIPES; i++) {
     stripe_t *st = &c->stripes[i];
-    for (GList *l = st->lru.head; l;) {
+    for (GList *l = st->fifo.head; l;) {
       GList *next = l->next;
-      entry_free(l->data);
+      entry_unref(l->data);
       l = next;
     }
-    g_hash_table_destroy(st->map);
+    g_free(atomic_load(&st->slots));
     g_mutex_clear(&st->lock);
   }
   g_free(c);
 }
 
-static stripe_t *stripe_of(ixia_doccache_t *c, const kref_t *k) {
-  return &c->stripes[(k->hash >> 32) % NSTRIPES];
+/* Under st's lock: the entry in slot i leaves the cache. */
+static void drop_at(stripe_t *st, gsize i) {
+  slot_t *slots = atomic_load_explicit(&st->slots, memory_order_relaxed);
+  entry_t *e = slots[i].e;
+  table_remove_at(st, i);
+  g_queue_unlink(&st->fifo, &e->link);
+  st->bytes -= e->cost;
+  entry_unref(e);
 }
 
-static void drop(stripe_t *st, entry_t *e) {
-  g_hash_table_remove(st->map, &e->k);
-  g_queue_unlink(&st->lru, &e->link);
-  st->bytes -= e->cost;
-  entry_free(e);
+/* Under st's lock: a hit. */
+static GBytes *hit(stripe_t *st, gsize i) {
+  slot_t *slots = atomic_load_explicit(&st->slots, memory_order_relaxed);
+  entry_t *e = slots[i].e;
+  e->referenced = TRUE;
+  st->hits++;
+  return entry_view(e);
 }
 
 GBytes *ixia_doccache_lookup(ixia_doccache_t *c, const void *key, gsize klen, guint64 *ticket) {
   *ticket = IXIA_DOCCACHE_NO_TICKET;
   if (!c) return NULL;
-  kref_t k = {key, klen, key_hash(key, klen)};
-  stripe_t *st = stripe_of(c, &k);
+  guint64 h = key_hash(key, klen);
+  stripe_t *st = stripe_of(c, h);
   g_mutex_lock(&st->lock);
-  entry_t *e = g_hash_table_lookup(st->map, &k);
+  gssize i = table_find(st, h, key, klen);
   GBytes *v = NULL;
-  if (e) {
-    g_queue_unlink(&st->lru, &e->link);
-    g_queue_push_head_link(&st->lru, &e->link);
-    v = g_bytes_ref(e->val);
-    st->hits++;
+  if (i >= 0) {
+    v = hit(st, (gsize)i);
   } else {
     if (st->writing == 0) *ticket = st->gen;
     st->misses++;
@@ -152,29 +248,101 @@ GBytes *ixia_doccache_lookup(ixia_doccache_t *c, const void *key, gsize klen, gu
   return v;
 }
 
-/* An entry for key holding val (a reference taken), built outside any
- * lock; NULL when it could never fit a stripe. */
-static entry_t *entry_new(ixia_doccache_t *c, const void *key, gsize klen, GBytes *val) {
-  gsize cost = klen + g_bytes_get_size(val) + ENTRY_OVERHEAD;
-  if (cost > c->stripe_bytes) return NULL;
-  entry_t *e = g_malloc(sizeof *e + klen);
-  memcpy(e->key, key, klen);
-  e->k = (kref_t){e->key, klen, key_hash(key, klen)};
-  e->val = g_bytes_ref(val);
+/* Keys probed together: enough to overlap the misses, few enough that the
+ * lines prefetched by the first pass are still cached in the third. */
+#define PROBE_GROUP 32
+
+static void lookup_group(ixia_doccache_t *c, guint n, const char *const *keys, const size_t *klens,
+                         GBytes **out, guint64 *tickets) {
+  guint64 hs[PROBE_GROUP];
+  /* Pass 1: the home slot of every key (the array's address read without
+   * the lock: a stale one only wastes the prefetch). */
+  for (guint i = 0; i < n; i++) {
+    hs[i] = key_hash((const guint8 *)keys[i], klens[i]);
+    stripe_t *st = stripe_of(c, hs[i]);
+    slot_t *slots = atomic_load_explicit(&st->slots, memory_order_relaxed);
+    gsize mask = atomic_load_explicit(&st->mask, memory_order_relaxed);
+    __builtin_prefetch(&slots[hs[i] & mask]);
+  }
+  /* Pass 2: the entries those slots point at (key and the value's start). */
+  for (guint i = 0; i < n; i++) {
+    stripe_t *st = stripe_of(c, hs[i]);
+    g_mutex_lock(&st->lock);
+    slot_t *slots = atomic_load_explicit(&st->slots, memory_order_relaxed);
+    gsize mask = atomic_load_explicit(&st->mask, memory_order_relaxed);
+    for (gsize j = hs[i] & mask; slots[j].e; j = (j + 1) & mask)
+      if (slots[j].hash == hs[i]) {
+        __builtin_prefetch(slots[j].e);
+        __builtin_prefetch((const char *)slots[j].e + 64);
+        break;
+      }
+    g_mutex_unlock(&st->lock);
+  }
+  /* Pass 3: the lookups themselves, from cached lines. */
+  for (guint i = 0; i < n; i++) {
+    stripe_t *st = stripe_of(c, hs[i]);
+    tickets[i] = IXIA_DOCCACHE_NO_TICKET;
+    out[i] = NULL;
+    g_mutex_lock(&st->lock);
+    gssize j = table_find(st, hs[i], keys[i], klens[i]);
+    if (j >= 0) {
+      out[i] = hit(st, (gsize)j);
+    } else {
+      if (st->writing == 0) tickets[i] = st->gen;
+      st->misses++;
+    }
+    g_mutex_unlock(&st->lock);
+  }
+}
+
+void ixia_doccache_lookup_many(ixia_doccache_t *c, guint n, const char *const *keys,
+                               const size_t *klens, GBytes **out, guint64 *tickets) {
+  if (!c) {
+    for (guint i = 0; i < n; i++) out[i] = NULL, tickets[i] = IXIA_DOCCACHE_NO_TICKET;
+    return;
+  }
+  for (guint i = 0; i < n; i += PROBE_GROUP)
+    lookup_group(c, MIN(n - i, PROBE_GROUP), keys + i, klens + i, out + i, tickets + i);
+}
+
+/* An entry for key holding a copy of the value, built outside any lock;
+ * NULL when it could never fit a stripe. */
+static entry_t *entry_new(ixia_doccache_t *c, const void *key, gsize klen, const void *value,
+                          gsize vlen) {
+  gsize cost = klen + vlen + ENTRY_OVERHEAD;
+  if (cost > c->stripe_bytes || klen > G_MAXUINT32 || vlen > G_MAXUINT32) return NULL;
+  entry_t *e = g_malloc(sizeof *e + klen + vlen);
+  memcpy(e->bytes, key, klen);
+  if (vlen) memcpy(e->bytes + klen, value, vlen);
   e->link = (GList){e, NULL, NULL};
+  e->hash = key_hash(key, klen);
   e->cost = cost;
+  g_atomic_ref_count_init(&e->refs);
+  e->klen = (guint32)klen;
+  e->vlen = (guint32)vlen;
+  e->referenced = FALSE;
   return e;
 }
 
-/* Under st's lock: e becomes the most recent entry, the least recent ones
- * make room. */
+/* Under st's lock: e (absent until now) becomes the newest entry; the
+ * oldest entries not read since they last reached the fifo's end make
+ * room, the read ones going back to its start. */
 static void admit(ixia_doccache_t *c, stripe_t *st, entry_t *e) {
-  g_hash_table_insert(st->map, &e->k, e);
-  g_queue_push_head_link(&st->lru, &e->link);
+  table_add(st, e);
+  g_queue_push_head_link(&st->fifo, &e->link);
   st->bytes += e->cost;
   st->inserts++;
   while (st->bytes > c->stripe_bytes) {
-    drop(st, st->lru.tail->data);
+    entry_t *old = st->fifo.tail->data;
+    /* e itself is never the one to go (it fits the budget alone): it can
+     * reach the tail when the entries before it went back to the start. */
+    if (old->referenced || old == e) {
+      old->referenced = FALSE;
+      g_queue_unlink(&st->fifo, &old->link);
+      g_queue_push_head_link(&st->fifo, &old->link);
+      continue;
+    }
+    drop_at(st, (gsize)table_find(st, old->hash, old->bytes, old->klen));
     st->evictions++;
   }
 }
@@ -182,49 +350,51 @@ static void admit(ixia_doccache_t *c, stripe_t *st, entry_t *e) {
 GBytes *ixia_doccache_insert(ixia_doccache_t *c, const void *key, gsize klen, const void *value,
                              gsize vlen, guint64 ticket) {
   if (!c || ticket == IXIA_DOCCACHE_NO_TICKET) return NULL;
-  if (klen + vlen + ENTRY_OVERHEAD > c->stripe_bytes) return NULL; /* before copying it */
   /* Built outside the lock: the copy is the expensive part. */
-  GBytes *copy = g_bytes_new(value, vlen);
-  entry_t *e = entry_new(c, key, klen, copy);
-  g_bytes_unref(copy);
+  entry_t *e = entry_new(c, key, klen, value, vlen);
   if (!e) return NULL;
-  stripe_t *st = stripe_of(c, &e->k);
+  stripe_t *st = stripe_of(c, e->hash);
   GBytes *out = NULL;
   g_mutex_lock(&st->lock);
-  if (st->gen == ticket && st->writing == 0 && !g_hash_table_contains(st->map, &e->k)) {
+  if (st->gen == ticket && st->writing == 0 && table_find(st, e->hash, key, klen) < 0) {
     admit(c, st, e);
-    out = g_bytes_ref(e->val);
+    out = entry_view(e);
     e = NULL;
   }
   g_mutex_unlock(&st->lock);
-  if (e) entry_free(e);
+  if (e) entry_unref(e);
   return out;
 }
 
 void ixia_doccache_write_begin(ixia_doccache_t *c, const void *key, gsize klen) {
   if (!c) return;
-  kref_t k = {key, klen, key_hash(key, klen)};
-  stripe_t *st = stripe_of(c, &k);
+  guint64 h = key_hash(key, klen);
+  stripe_t *st = stripe_of(c, h);
   g_mutex_lock(&st->lock);
   st->writing++;
   st->gen++;
-  entry_t *e = g_hash_table_lookup(st->map, &k);
-  if (e) drop(st, e);
+  gssize i = table_find(st, h, key, klen);
+  if (i >= 0) drop_at(st, (gsize)i);
   g_mutex_unlock(&st->lock);
 }
 
 void ixia_doccache_write_end(ixia_doccache_t *c, const void *key, gsize klen, GBytes *written) {
   if (!c) return;
-  entry_t *e = written ? entry_new(c, key, klen, written) : NULL;
-  kref_t k = e ? e->k : (kref_t){key, klen, key_hash(key, klen)};
-  stripe_t *st = stripe_of(c, &k);
+  entry_t *e = NULL;
+  if (written) {
+    gsize vlen;
+    const void *v = g_bytes_get_data(written, &vlen);
+    e = entry_new(c, key, klen, v, vlen);
+  }
+  guint64 h = e ? e->hash : key_hash(key, klen);
+  stripe_t *st = stripe_of(c, h);
   g_mutex_lock(&st->lock);
   g_assert(st->writing > 0);
   /* The writer's own value is the newest there is: no ticket needed, and
    * no reader cached the key while the write was under way. */
   if (e) {
-    entry_t *old = g_hash_table_lookup(st->map, &e->k);
-    if (old) drop(st, old);
+    gssize i = table_find(st, h, key, klen);
+    if (i >= 0) drop_at(st, (gsize)i);
     admit(c, st, e);
   }
   st->writing--;
@@ -242,7 +412,7 @@ void ixia_doccache_get_stats(ixia_doccache_t *c, ixia_doccache_stats_t *out) {
     out->misses += st->misses;
     out->inserts += st->inserts;
     out->evictions += st->evictions;
-    out->entries += g_hash_table_size(st->map);
+    out->entries += st->count;
     out->bytes += st->bytes;
     g_mutex_unlock(&st->lock);
   }

@@ -28,6 +28,11 @@ void ixia_doccache_destroy(ixia_doccache_t *c);
 /* The stored value of key (a reference: g_bytes_unref it), or NULL with
  * *ticket set for ixia_doccache_insert. NULL cache: always a miss. */
 GBytes *ixia_doccache_lookup(ixia_doccache_t *c, const void *key, gsize klen, guint64 *ticket);
+/* ixia_doccache_lookup of n keys at once, out[i] and tickets[i] for
+ * keys[i]: the same answers, with the cache misses of different keys
+ * overlapped (a page of query hits). */
+void ixia_doccache_lookup_many(ixia_doccache_t *c, guint n, const char *const *keys,
+                               const size_t *klens, GBytes **out, guint64 *tickets);
 /* Caches value (copied) for key when no write of its stripe began since
  * the lookup that gave ticket; returns the cached value (a reference) or
  * NULL when it was not cached. */
@@ -35,7 +40,7 @@ GBytes *ixia_doccache_insert(ixia_doccache_t *c, const void *key, gsize klen, co
                              gsize vlen, guint64 ticket);
 
 /* Around the RocksDB write of a group, for each of its keys. written: the
- * value the write stored (a reference is taken), to cache as the key's
+ * value the write stored (copied), to cache as the key's
  * newest; NULL for a delete, a failed write or no write-through. */
 void ixia_doccache_write_begin(ixia_doccache_t *c, const void *key, gsize klen);
 void ixia_doccache_write_end(ixia_doccache_t *c, const void *key, gsize klen, GBytes *written);

@@ -608,8 +608,8 @@ static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, gu
   const char **mkp = g_new(const char *, n);
   size_t *mkl = g_new(size_t, n);
   guint *mi = g_new(guint, n), nm = 0;
+  ixia_doccache_lookup_many(s->docs, n, kp, kl, held, tickets);
   for (guint i = 0; i < n; i++) {
-    held[i] = ixia_doccache_lookup(s->docs, kp[i], kl[i], &tickets[i]);
     if (!held[i]) {
       mkp[nm] = kp[i];
       mkl[nm] = kl[i];

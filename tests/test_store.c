@@ -3,6 +3,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "doc_cache.h"
 #include "store.h"
 #include "support.h"
 #include "timeutil.h"
@@ -530,6 +531,124 @@ static void test_doc_cache_bounded(void) { doc_cache_bounded(TRUE); }
 /* store.doc_cache_writes off: only reads fill the cache. */
 static void test_doc_cache_read_fill_only(void) { doc_cache_bounded(FALSE); }
 
+/* The cache alone against a model, through every path that changes it
+ * (misses filled with tickets, writes through, deletes, evictions under a
+ * small budget, page lookups): a hit always answers the key's newest value,
+ * a key is never cached twice (a write drops the only copy: afterwards it
+ * misses), a write under way refuses the ticket, and the byte and entry
+ * counts add up. Many keys share a stripe, so probe chains form and
+ * deletions move entries back along them. */
+static void test_doc_cache_against_model(void) {
+  enum { KEYS = 3000, OPS = 60000 };
+  ixia_doccache_t *dc = ixia_doccache_new(128 << 10); /* 2 KiB a stripe: evictions */
+  char *model[KEYS] = {0}; /* the newest value written, NULL: none */
+  char keys[KEYS][16];
+  size_t klens[KEYS];
+  for (int i = 0; i < KEYS; i++) klens[i] = (size_t)g_snprintf(keys[i], sizeof keys[i], "doc/%d", i);
+  GRand *r = g_rand_new_with_seed(7);
+  guint64 hits = 0;
+  for (int op = 0; op < OPS; op++) {
+    int k = g_rand_int_range(r, 0, KEYS);
+    int what = g_rand_int_range(r, 0, 10);
+    if (what < 3) { /* a write, through or not, or a delete */
+      char *v = g_rand_boolean(r) ? g_strdup_printf("v%d-%d", k, op) : NULL;
+      GBytes *b = v ? g_bytes_new(v, strlen(v)) : NULL;
+      ixia_doccache_write_begin(dc, keys[k], klens[k]);
+      guint64 t;
+      GBytes *during = ixia_doccache_lookup(dc, keys[k], klens[k], &t);
+      CU_ASSERT_PTR_NULL(during);
+      CU_ASSERT_EQUAL(t, IXIA_DOCCACHE_NO_TICKET);
+      ixia_doccache_write_end(dc, keys[k], klens[k], g_rand_boolean(r) ? b : NULL);
+      if (b) g_bytes_unref(b);
+      g_free(model[k]);
+      model[k] = v;
+      if (!v) { /* a delete: the key is gone from the cache */
+        GBytes *after = ixia_doccache_lookup(dc, keys[k], klens[k], &t);
+        CU_ASSERT_PTR_NULL(after);
+        if (after) g_bytes_unref(after);
+      }
+    } else if (what < 8) { /* a read that fills a miss */
+      guint64 t;
+      GBytes *got = ixia_doccache_lookup(dc, keys[k], klens[k], &t);
+      if (got) {
+        hits++;
+        gsize n;
+        const char *d = g_bytes_get_data(got, &n);
+        CU_ASSERT_TRUE(model[k] && n == strlen(model[k]) && memcmp(d, model[k], n) == 0);
+        g_bytes_unref(got);
+      } else if (model[k]) {
+        GBytes *in = ixia_doccache_insert(dc, keys[k], klens[k], model[k], strlen(model[k]), t);
+        CU_ASSERT_PTR_NOT_NULL(in);
+        if (in) g_bytes_unref(in);
+      }
+    } else { /* a page of keys, as a query's hits read them */
+      const char *pk[40];
+      size_t pl[40];
+      GBytes *out[40];
+      guint64 tk[40];
+      int idx[40];
+      for (int i = 0; i < 40; i++) {
+        idx[i] = g_rand_int_range(r, 0, KEYS);
+        pk[i] = keys[idx[i]];
+        pl[i] = klens[idx[i]];
+      }
+      ixia_doccache_lookup_many(dc, 40, pk, pl, out, tk);
+      for (int i = 0; i < 40; i++) {
+        char *m = model[idx[i]];
+        if (out[i]) {
+          hits++;
+          gsize n;
+          const char *d = g_bytes_get_data(out[i], &n);
+          CU_ASSERT_TRUE(m && n == strlen(m) && memcmp(d, m, n) == 0);
+          CU_ASSERT_EQUAL(tk[i], IXIA_DOCCACHE_NO_TICKET);
+          g_bytes_unref(out[i]);
+        } else {
+          CU_ASSERT_NOT_EQUAL(tk[i], IXIA_DOCCACHE_NO_TICKET);
+        }
+      }
+    }
+  }
+  ixia_doccache_stats_t st;
+  ixia_doccache_get_stats(dc, &st);
+  printf("\n  model: %" G_GUINT64_FORMAT " hits, %" G_GUINT64_FORMAT " entries, %" G_GUINT64_FORMAT
+         " evictions\n", hits, st.entries, st.evictions);
+  CU_ASSERT_TRUE(hits > OPS / 10 && st.evictions > 0);
+  CU_ASSERT_TRUE(st.bytes <= st.max_bytes);
+  /* Every key once more: cached keys answer their newest value; then a
+   * write of each drops it, and nothing is left behind. */
+  guint64 cached = 0;
+  for (int k = 0; k < KEYS; k++) {
+    guint64 t;
+    GBytes *got = ixia_doccache_lookup(dc, keys[k], klens[k], &t);
+    if (got) {
+      cached++;
+      gsize n;
+      const char *d = g_bytes_get_data(got, &n);
+      CU_ASSERT_TRUE(model[k] && n == strlen(model[k]) && memcmp(d, model[k], n) == 0);
+    }
+    ixia_doccache_write_begin(dc, keys[k], klens[k]);
+    ixia_doccache_write_end(dc, keys[k], klens[k], NULL);
+    /* A view taken before the write still reads its value. */
+    if (got) {
+      gsize n;
+      const char *d = g_bytes_get_data(got, &n);
+      CU_ASSERT_TRUE(n == strlen(model[k]) && memcmp(d, model[k], n) == 0);
+      g_bytes_unref(got);
+    }
+    GBytes *after = ixia_doccache_lookup(dc, keys[k], klens[k], &t);
+    CU_ASSERT_PTR_NULL(after);
+    if (after) g_bytes_unref(after);
+  }
+  CU_ASSERT_EQUAL(cached, st.entries);
+  ixia_doccache_get_stats(dc, &st);
+  CU_ASSERT_EQUAL(st.entries, 0);
+  CU_ASSERT_EQUAL(st.bytes, 0);
+  for (int k = 0; k < KEYS; k++) g_free(model[k]);
+  g_rand_free(r);
+  ixia_doccache_destroy(dc);
+  ixia_doccache_destroy(NULL);
+}
+
 int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("store", setup, teardown);
@@ -547,5 +666,6 @@ int main(void) {
   IXT_ADD(s, test_doc_cache_never_stale);
   IXT_ADD(s, test_doc_cache_bounded);
   IXT_ADD(s, test_doc_cache_read_fill_only);
+  IXT_ADD(s, test_doc_cache_against_model);
   return ixt_run();
 }
