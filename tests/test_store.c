@@ -531,6 +531,13 @@ static void test_doc_cache_bounded(void) { doc_cache_bounded(TRUE); }
 /* store.doc_cache_writes off: only reads fill the cache. */
 static void test_doc_cache_read_fill_only(void) { doc_cache_bounded(FALSE); }
 
+/* Whether a cached value reads as the model's value m. */
+static gboolean same_value(GBytes *got, const char *m) {
+  gsize n;
+  const char *d = g_bytes_get_data(got, &n);
+  return m && n == strlen(m) && memcmp(d, m, n) == 0;
+}
+
 /* The cache alone against a model, through every path that changes it
  * (misses filled with tickets, writes through, deletes, evictions under a
  * small budget, page lookups): a hit always answers the key's newest value,
@@ -572,9 +579,7 @@ static void test_doc_cache_against_model(void) {
       GBytes *got = ixia_doccache_lookup(dc, keys[k], klens[k], &t);
       if (got) {
         hits++;
-        gsize n;
-        const char *d = g_bytes_get_data(got, &n);
-        CU_ASSERT_TRUE(model[k] && n == strlen(model[k]) && memcmp(d, model[k], n) == 0);
+        CU_ASSERT_TRUE(same_value(got, model[k]));
         g_bytes_unref(got);
       } else if (model[k]) {
         GBytes *in = ixia_doccache_insert(dc, keys[k], klens[k], model[k], strlen(model[k]), t);
@@ -597,9 +602,7 @@ static void test_doc_cache_against_model(void) {
         char *m = model[idx[i]];
         if (out[i]) {
           hits++;
-          gsize n;
-          const char *d = g_bytes_get_data(out[i], &n);
-          CU_ASSERT_TRUE(m && n == strlen(m) && memcmp(d, m, n) == 0);
+          CU_ASSERT_TRUE(same_value(out[i], m));
           CU_ASSERT_EQUAL(tk[i], IXIA_DOCCACHE_NO_TICKET);
           g_bytes_unref(out[i]);
         } else {
@@ -622,17 +625,13 @@ static void test_doc_cache_against_model(void) {
     GBytes *got = ixia_doccache_lookup(dc, keys[k], klens[k], &t);
     if (got) {
       cached++;
-      gsize n;
-      const char *d = g_bytes_get_data(got, &n);
-      CU_ASSERT_TRUE(model[k] && n == strlen(model[k]) && memcmp(d, model[k], n) == 0);
+      CU_ASSERT_TRUE(same_value(got, model[k]));
     }
     ixia_doccache_write_begin(dc, keys[k], klens[k]);
     ixia_doccache_write_end(dc, keys[k], klens[k], NULL);
     /* A view taken before the write still reads its value. */
     if (got) {
-      gsize n;
-      const char *d = g_bytes_get_data(got, &n);
-      CU_ASSERT_TRUE(n == strlen(model[k]) && memcmp(d, model[k], n) == 0);
+      CU_ASSERT_TRUE(same_value(got, model[k]));
       g_bytes_unref(got);
     }
     GBytes *after = ixia_doccache_lookup(dc, keys[k], klens[k], &t);
