@@ -19,6 +19,15 @@
  * 65,536 ids from the postings when it reaches it (unionit_t), so a page
  * that fills early reads a few chunks.
  *
+ * Sparse candidates (a selective lead and a check on a wide clause, like
+ * brand = X AND a 50% price range: 500 candidates over 1,000 blocks) are
+ * not walked block by block: a block holding one candidate cost a lookup
+ * of its doc values block and a cache miss on the slot, one after the
+ * other (ixia_idx_check_block was 27% of the shard under brand-wide). The
+ * candidates are read as ids a chunk at a time and checked together
+ * (ixia_idx_check_ids prefetches every slot of a chunk first), with the
+ * same counting, cursor and early stop as the block walk.
+ *
  * Hits are resolved to key and version with one multi-get of their id
  * records. */
 #include <stdatomic.h>
@@ -440,6 +449,61 @@ void ixia_idx_hits_clear(GArray *hits) {
 
 /* ------------------------------------------------------------ search */
 
+/* Candidates per block below which the lead is walked as ids (see the top
+ * of the file), and the ids checked together. */
+#define SPARSE_PER_BLOCK 4
+#define SPARSE_CHUNK 512
+
+static gboolean lead_is_sparse(const roaring_bitmap_t *lead) {
+  guint64 n = roaring_bitmap_get_cardinality(lead);
+  if (n == 0) return FALSE;
+  guint64 span = ((guint64)roaring_bitmap_maximum(lead) >> BLOCK_BITS) -
+                 ((guint64)roaring_bitmap_minimum(lead) >> BLOCK_BITS) + 1;
+  return n < span * SPARSE_PER_BLOCK;
+}
+
+typedef struct {
+  guint64 total, blocks;
+  gboolean exact;
+} sparse_out_t;
+
+/* The block walk's loop for sparse candidates: every candidate checked
+ * (ixia_idx_check_ids), matches counted, those after the cursor taken up
+ * to limit, stopping once the page is full and the total has reached
+ * track_total_hits. */
+static gboolean sparse_walk(ixia_idx_search_t *s, const ixia_idx_exec_t *ex, guint limit, gint64 after,
+                            guint64 track, GArray *ids, sparse_out_t *out) {
+  roaring_uint32_iterator_t it;
+  roaring_init_iterator(ex->lead, &it);
+  guint32 buf[SPARSE_CHUNK];
+  gboolean pass[SPARSE_CHUNK];
+  guint32 last_block = G_MAXUINT32;
+  *out = (sparse_out_t){0, 0, TRUE};
+  for (;;) {
+    guint n = roaring_read_uint32_iterator(&it, buf, SPARSE_CHUNK);
+    if (n == 0) return TRUE;
+    if (!ixia_idx_deadline(s)) return FALSE;
+    if (!ixia_idx_check_ids(s, ex->checks, buf, n, pass)) return FALSE;
+    for (guint i = 0; i < n; i++) {
+      if (buf[i] >> BLOCK_BITS != last_block) out->blocks++, last_block = buf[i] >> BLOCK_BITS;
+      if (!pass[i]) continue;
+      out->total++;
+      if (ids->len < limit && (gint64)buf[i] > after) g_array_append_val(ids, buf[i]);
+      if (ids->len >= limit && out->total >= track) {
+        /* Page full and total good enough: stop, unless that was the end. */
+        if (i + 1 < n || it.has_value) out->exact = FALSE;
+        return TRUE;
+      }
+    }
+    /* Past the total to track: skip the candidates before the cursor. */
+    if (out->total >= track && after >= 0 && ids->len == 0 && it.has_value &&
+        (gint64)it.current_value <= after) {
+      roaring_move_uint32_iterator_equalorlarger(&it, (guint32)MIN(after + 1, (gint64)G_MAXUINT32));
+      out->exact = FALSE;
+    }
+  }
+}
+
 gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_search_opts_t *o,
                          const ixia_query_limits_t *lim, GArray *hits, ixia_aggs_t *aggs,
                          ixia_idx_result_t *res, ixia_error_t **err) {
@@ -497,12 +561,22 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
                 : candidates;
     counted = TRUE;
   }
+  gboolean walked = FALSE;
+  if (ok && ex.lead && !uit && !agg && !walk_sorter && !counted && ex.checks && ex.checks->len &&
+      lead_is_sparse(ex.lead)) {
+    sparse_out_t so;
+    ok = sparse_walk(&s, &ex, limit, after, q->track_total_hits, ids, &so);
+    total = so.total;
+    blocks = so.blocks;
+    exact = so.exact;
+    walked = TRUE;
+  }
   blkit_t it = {set, 0, 0};
   if (ok && counted && !agg && after >= 0)
     cands_skip_to(&it, uit, (guint32)MIN(after + 1, (gint64)G_MAXUINT32) >> BLOCK_BITS);
   guint32 block;
   guint64 mask[BLOCK_WORDS];
-  while (ok && set && cands_next(&it, uit, &block, mask)) {
+  while (ok && set && !walked && cands_next(&it, uit, &block, mask)) {
     if (++blocks % 64 == 0 && !ixia_idx_deadline(&s)) {
       ok = FALSE;
       break;
@@ -559,7 +633,8 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
     if (o->explain) {
       cJSON *e = cJSON_CreateObject();
       cJSON_AddNumberToObject(e, "live", (double)s.n_live);
-      cJSON_AddStringToObject(e, "driver", ex.lead       ? "candidates from the index"
+      cJSON_AddStringToObject(e, "driver", walked        ? "candidates from the index, checked as ids"
+                                           : ex.lead       ? "candidates from the index"
                                            : ex.postings ? "union of postings, a chunk at a time"
                                                          : "live documents");
       cJSON_AddNumberToObject(e, "candidates", (double)candidates);

@@ -445,6 +445,44 @@ static void test_early_stop(void) {
   ixia_query_destroy(q);
   g_array_free(want_in, TRUE);
   g_string_free(in, TRUE);
+  /* Sparse candidates (a term of ~100 documents over 196 blocks, a wide
+   * range checked on them) are checked as ids, a chunk at a time, with the
+   * block walk's early stop and cursor: the first page stops at the
+   * tracked total, later pages start at the cursor, past the tracked total
+   * too, and an exact total counts every match. */
+  shape_arg_t sb = {.brand = 1234, .price = {100, 350, FALSE, FALSE}};
+  GArray *want_sp = brute(p_brand_price, &sb);
+  CU_ASSERT_TRUE_FATAL(want_sp->len > 30);
+  const char *sparse = "{\"and\": [{\"term\": {\"brand\": \"b1234\"}}, {\"range\": {\"price\": {\"gte\": 100, \"lte\": 350}}}]}";
+  q = parse(sparse, ", \"track_total_hits\": true");
+  o = (ixia_idx_search_opts_t){.after_id = -1, .limit = 100};
+  CU_ASSERT_TRUE(ixia_idx_search(idx, q, &o, &lim, hits, NULL, &res, NULL));
+  CU_ASSERT_TRUE(res.total_exact);
+  CU_ASSERT_EQUAL(res.total, want_sp->len);
+  CU_ASSERT_EQUAL_FATAL(hits->len, want_sp->len);
+  gint64 *sp_ids = g_new(gint64, hits->len);
+  for (guint i = 0; i < hits->len; i++) {
+    ixia_idx_hit_t *h = &g_array_index(hits, ixia_idx_hit_t, i);
+    CU_ASSERT_EQUAL((guint32)atoi(h->key + 1), g_array_index(want_sp, guint32, i));
+    sp_ids[i] = h->id;
+  }
+  ixia_idx_hits_clear(hits);
+  ixia_query_destroy(q);
+  q = parse(sparse, ", \"track_total_hits\": 5");
+  static const gint64 from[] = {-1, 2, 10, 25}; /* the cursor: after the from[i]-th match */
+  for (guint k = 0; k < G_N_ELEMENTS(from); k++) {
+    o = (ixia_idx_search_opts_t){.after_id = from[k] < 0 ? -1 : sp_ids[from[k]], .limit = 3};
+    CU_ASSERT_TRUE(ixia_idx_search(idx, q, &o, &lim, hits, NULL, &res, NULL));
+    CU_ASSERT_EQUAL(hits->len, 3);
+    for (guint i = 0; i < hits->len; i++)
+      CU_ASSERT_EQUAL(g_array_index(hits, ixia_idx_hit_t, i).id, sp_ids[from[k] + 1 + (gint64)i]);
+    CU_ASSERT_FALSE(res.total_exact);
+    CU_ASSERT_TRUE(res.total >= 3 && res.total < want_sp->len);
+    ixia_idx_hits_clear(hits);
+  }
+  ixia_query_destroy(q);
+  g_free(sp_ids);
+  g_array_free(want_sp, TRUE);
   /* A term needs no counting: its total is exact at once. */
   q = parse("{\"term\": {\"country\": \"GB\"}}", ", \"track_total_hits\": 10");
   o = (ixia_idx_search_opts_t){.after_id = -1, .limit = 10};
