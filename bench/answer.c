@@ -12,11 +12,15 @@
 
 #include "json.h"
 
-/* A number member's token, read strictly (the walk does not check scalars). */
+/* A number member's token, read strictly: JSON's number grammar (the walk
+ * does not check scalars, and strtod alone takes hex, inf, nan and a "+"). */
 static gboolean answer_number(const char *v, const char *vend, double *out) {
   char buf[64];
   gsize n = (gsize)(vend - v);
   if (n == 0 || n >= sizeof buf) return FALSE;
+  if (!(g_ascii_isdigit(v[0]) || (v[0] == '-' && n > 1 && g_ascii_isdigit(v[1])))) return FALSE;
+  for (gsize i = 0; i < n; i++)
+    if (!g_ascii_isdigit(v[i]) && !strchr("-+.eE", v[i])) return FALSE;
   memcpy(buf, v, n);
   buf[n] = '\0';
   char *end = NULL;
@@ -26,7 +30,7 @@ static gboolean answer_number(const char *v, const char *vend, double *out) {
 
 gboolean ixia_bench_answer_read(const char *json, ixia_bench_answer_t *a) {
   *a = (ixia_bench_answer_t){0};
-  gboolean hits_seen = FALSE, total_seen = FALSE;
+  gboolean hits_seen = FALSE, total_seen = FALSE, took_seen = FALSE;
   ixia_json_walk_t w;
   const char *k, *kend, *v, *vend;
   int r;
@@ -47,7 +51,8 @@ gboolean ixia_bench_answer_read(const char *json, ixia_bench_answer_t *a) {
       if (total_seen || !answer_number(v, vend, &a->total)) return FALSE;
       total_seen = TRUE;
     } else if (ixia_json_key_is(k, kend, "took_ms")) {
-      if (!answer_number(v, vend, &a->took_ms)) return FALSE;
+      if (took_seen || !answer_number(v, vend, &a->took_ms)) return FALSE;
+      took_seen = TRUE;
     }
   }
   return r == 0 && hits_seen && total_seen;

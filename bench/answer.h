@@ -12,7 +12,8 @@ typedef struct {
 } ixia_bench_answer_t;
 
 /* Reads json (NUL-terminated); FALSE when it is not an object with one
- * "hits" array of objects and one numeric "total". */
+ * "hits" array of objects, one numeric "total" and at most one numeric
+ * "took_ms". */
 gboolean ixia_bench_answer_read(const char *json, ixia_bench_answer_t *a);
 
 #endif

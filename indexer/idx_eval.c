@@ -25,8 +25,9 @@
  * of its doc values block and a cache miss on the slot, one after the
  * other (ixia_idx_check_block was 27% of the shard under brand-wide). The
  * candidates are read as ids a chunk at a time and checked together
- * (ixia_idx_check_ids prefetches every slot of a chunk first), with the
- * same counting, cursor and early stop as the block walk.
+ * (ixia_idx_check_ids prefetches the slots of a chunk's column checks
+ * first), with the block walk's counting, cursor and early stop decided at
+ * the same block boundaries, so totals and their relation are the same.
  *
  * Hits are resolved to key and version with one multi-get of their id
  * records. */
@@ -35,6 +36,7 @@
 
 #include "idx.h"
 #include "json.h"
+#include "testhook.h"
 
 /* ------------------------------------------------ roaring, block by block */
 
@@ -449,10 +451,14 @@ void ixia_idx_hits_clear(GArray *hits) {
 
 /* ------------------------------------------------------------ search */
 
-/* Candidates per block below which the lead is walked as ids (see the top
- * of the file), and the ids checked together. */
+/* Candidates per block, on average over the blocks the lead spans, below
+ * which it is walked as ids (see the top of the file); the most ids checked
+ * together, and the first chunk's size when few are wanted. */
 #define SPARSE_PER_BLOCK 4
 #define SPARSE_CHUNK 512
+#define SPARSE_FIRST 32
+/* A chunk is completed to the end of its last block: up to a block more. */
+#define SPARSE_BUF (SPARSE_CHUNK + BLOCK_SLOTS)
 
 static gboolean lead_is_sparse(const roaring_bitmap_t *lead) {
   guint64 n = roaring_bitmap_get_cardinality(lead);
@@ -467,39 +473,56 @@ typedef struct {
   gboolean exact;
 } sparse_out_t;
 
-/* The block walk's loop for sparse candidates: every candidate checked
- * (ixia_idx_check_ids), matches counted, those after the cursor taken up
- * to limit, stopping once the page is full and the total has reached
- * track_total_hits. */
+/* The block walk's loop for sparse candidates, with its results: chunks of
+ * ids end at block boundaries, and the block walk's decisions (stop once the
+ * page is full and the total has reached track_total_hits, the total then a
+ * lower bound when any candidate is left; skip to the cursor's block once
+ * the total is reached and no hit is taken yet) are made at the end of each
+ * block, as it makes them. Chunks grow from what the page and the total
+ * need, so an early stop checks (and charges query.max_postings for) few
+ * more candidates than the block walk would. */
 static gboolean sparse_walk(ixia_idx_search_t *s, const ixia_idx_exec_t *ex, guint limit, gint64 after,
                             guint64 track, GArray *ids, sparse_out_t *out) {
   roaring_uint32_iterator_t it;
   roaring_init_iterator(ex->lead, &it);
-  guint32 buf[SPARSE_CHUNK];
-  gboolean pass[SPARSE_CHUNK];
-  guint32 last_block = G_MAXUINT32;
+  guint32 buf[SPARSE_BUF];
+  gboolean pass[SPARSE_BUF];
+  guint64 need = MAX((guint64)limit, track);
+  guint want = (guint)CLAMP(need, SPARSE_FIRST, SPARSE_CHUNK);
+  guint32 cursor_block = (guint32)((after + 1) >> BLOCK_BITS);
   *out = (sparse_out_t){0, 0, TRUE};
   for (;;) {
-    guint n = roaring_read_uint32_iterator(&it, buf, SPARSE_CHUNK);
+    guint n = roaring_read_uint32_iterator(&it, buf, want);
     if (n == 0) return TRUE;
+    while (n < SPARSE_BUF && it.has_value && it.current_value >> BLOCK_BITS == buf[n - 1] >> BLOCK_BITS) {
+      buf[n++] = it.current_value;
+      roaring_advance_uint32_iterator(&it);
+    }
+    want = MIN(want * 2, SPARSE_CHUNK);
     if (!ixia_idx_deadline(s)) return FALSE;
     if (!ixia_idx_check_ids(s, ex->checks, buf, n, pass)) return FALSE;
-    for (guint i = 0; i < n; i++) {
-      if (buf[i] >> BLOCK_BITS != last_block) out->blocks++, last_block = buf[i] >> BLOCK_BITS;
-      if (!pass[i]) continue;
-      out->total++;
-      if (ids->len < limit && (gint64)buf[i] > after) g_array_append_val(ids, buf[i]);
+    for (guint i = 0; i < n;) {
+      guint32 block = buf[i] >> BLOCK_BITS;
+      guint j = i;
+      for (; j < n && buf[j] >> BLOCK_BITS == block; j++) {
+        if (!pass[j]) continue;
+        out->total++;
+        if (ids->len < limit && (gint64)buf[j] > after) g_array_append_val(ids, buf[j]);
+      }
+      out->blocks++;
       if (ids->len >= limit && out->total >= track) {
         /* Page full and total good enough: stop, unless that was the end. */
-        if (i + 1 < n || it.has_value) out->exact = FALSE;
+        if (j < n || it.has_value) out->exact = FALSE;
         return TRUE;
       }
-    }
-    /* Past the total to track: skip the candidates before the cursor. */
-    if (out->total >= track && after >= 0 && ids->len == 0 && it.has_value &&
-        (gint64)it.current_value <= after) {
-      roaring_move_uint32_iterator_equalorlarger(&it, (guint32)MIN(after + 1, (gint64)G_MAXUINT32));
-      out->exact = FALSE;
+      i = j;
+      /* Past the total to track: skip the blocks before the cursor. */
+      if (out->total >= track && after >= 0 && ids->len == 0 && block + 1 < cursor_block) {
+        out->exact = FALSE;
+        while (i < n && buf[i] >> BLOCK_BITS < cursor_block) i++;
+        if (i == n && it.has_value && it.current_value >> BLOCK_BITS < cursor_block)
+          roaring_move_uint32_iterator_equalorlarger(&it, cursor_block << BLOCK_BITS);
+      }
     }
   }
 }
@@ -562,8 +585,9 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
     counted = TRUE;
   }
   gboolean walked = FALSE;
+  /* (The block walk only, for the tests that compare the two.) */
   if (ok && ex.lead && !uit && !agg && !walk_sorter && !counted && ex.checks && ex.checks->len &&
-      lead_is_sparse(ex.lead)) {
+      lead_is_sparse(ex.lead) && !ixia_test_hook("BLOCK_WALK_ONLY", 0)) {
     sparse_out_t so;
     ok = sparse_walk(&s, &ex, limit, after, q->track_total_hits, ids, &so);
     total = so.total;

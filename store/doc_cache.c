@@ -51,10 +51,12 @@
 
 #define NSTRIPES 64
 /* Bookkeeping per entry beyond the key and value bytes: the entry's header
- * (64), its share of the slot array (16 bytes a slot at a load of at most
- * one half, so up to 32), and the allocator's rounding. */
-#define ENTRY_OVERHEAD 128
-/* A stripe's table starts with this many slots and doubles at half full. */
+ * (56) and the allocator's rounding. The slot arrays are counted as they
+ * are (a stripe's bytes include its table). */
+#define ENTRY_OVERHEAD 80
+/* A stripe's table starts with this many slots, doubles at half full and
+ * shrinks to a quarter full below an eighth, so it holds between 2 and 8
+ * slots (32 to 128 bytes) per entry once it has grown. */
 #define MIN_SLOTS 16
 
 typedef struct {
@@ -139,29 +141,36 @@ static void table_place(slot_t *slots, gsize mask, entry_t *e) {
   slots[i] = (slot_t){e->hash, e};
 }
 
-static void table_add(stripe_t *st, entry_t *e) {
+/* Under st's lock: the table rebuilt with nmask + 1 slots; the stripe's
+ * bytes follow the array's size. */
+static void table_resize(stripe_t *st, gsize nmask) {
   slot_t *slots = atomic_load_explicit(&st->slots, memory_order_relaxed);
   gsize mask = atomic_load_explicit(&st->mask, memory_order_relaxed);
+  slot_t *ns = g_new0(slot_t, nmask + 1);
+  for (gsize i = 0; i <= mask; i++)
+    if (slots[i].e) table_place(ns, nmask, slots[i].e);
+  atomic_store_explicit(&st->slots, ns, memory_order_relaxed);
+  atomic_store_explicit(&st->mask, nmask, memory_order_relaxed);
+  /* A reader prefetching without the lock may still hold the old array's
+   * address: prefetching freed memory is harmless, reading it is not, and
+   * nothing reads slots without the lock. */
+  g_free(slots);
+  st->bytes = st->bytes - (mask + 1) * sizeof(slot_t) + (nmask + 1) * sizeof(slot_t);
+}
+
+static void table_add(stripe_t *st, entry_t *e) {
+  gsize mask = atomic_load_explicit(&st->mask, memory_order_relaxed);
   if ((st->count + 1) * 2 > mask + 1) {
-    gsize nmask = (mask + 1) * 2 - 1;
-    slot_t *ns = g_new0(slot_t, nmask + 1);
-    for (gsize i = 0; i <= mask; i++)
-      if (slots[i].e) table_place(ns, nmask, slots[i].e);
-    atomic_store_explicit(&st->slots, ns, memory_order_relaxed);
-    atomic_store_explicit(&st->mask, nmask, memory_order_relaxed);
-    /* A reader prefetching without the lock may still hold the old array's
-     * address: prefetching freed memory is harmless, reading it is not, and
-     * nothing reads slots without the lock. */
-    g_free(slots);
-    slots = ns;
-    mask = nmask;
+    table_resize(st, (mask + 1) * 2 - 1);
+    mask = atomic_load_explicit(&st->mask, memory_order_relaxed);
   }
-  table_place(slots, mask, e);
+  table_place(atomic_load_explicit(&st->slots, memory_order_relaxed), mask, e);
   st->count++;
 }
 
 /* Empties slot i and moves later members of its cluster back, so every
- * probe sequence stays unbroken without tombstones. */
+ * probe sequence stays unbroken without tombstones; a table left under an
+ * eighth full shrinks to a quarter. */
 static void table_remove_at(stripe_t *st, gsize i) {
   slot_t *slots = atomic_load_explicit(&st->slots, memory_order_relaxed);
   gsize mask = atomic_load_explicit(&st->mask, memory_order_relaxed);
@@ -177,6 +186,11 @@ static void table_remove_at(stripe_t *st, gsize i) {
   }
   slots[hole] = (slot_t){0, NULL};
   st->count--;
+  if (mask + 1 > MIN_SLOTS && st->count * 8 < mask + 1) {
+    gsize n = MIN_SLOTS;
+    while (n < st->count * 4) n *= 2;
+    table_resize(st, n - 1);
+  }
 }
 
 /* ---- stripes ---- */
@@ -191,6 +205,7 @@ ixia_doccache_t *ixia_doccache_new(guint64 max_bytes) {
     g_mutex_init(&st->lock);
     atomic_init(&st->slots, g_new0(slot_t, MIN_SLOTS));
     atomic_init(&st->mask, (gsize)MIN_SLOTS - 1);
+    st->bytes = MIN_SLOTS * sizeof(slot_t);
     g_queue_init(&st->fifo);
   }
   return c;
@@ -260,9 +275,11 @@ static void lookup_group(ixia_doccache_t *c, guint n, const char *const *keys, c
   for (guint i = 0; i < n; i++) {
     hs[i] = key_hash((const guint8 *)keys[i], klens[i]);
     stripe_t *st = stripe_of(c, hs[i]);
-    slot_t *slots = atomic_load_explicit(&st->slots, memory_order_relaxed);
+    /* The address is computed as an integer: the array and the mask are
+     * read apart and may not match, and a prefetch never faults. */
+    guintptr slots = (guintptr)atomic_load_explicit(&st->slots, memory_order_relaxed);
     gsize mask = atomic_load_explicit(&st->mask, memory_order_relaxed);
-    __builtin_prefetch(&slots[hs[i] & mask]);
+    __builtin_prefetch((const void *)(slots + (hs[i] & mask) * sizeof(slot_t)));
   }
   /* Pass 2: the entries those slots point at (key and the value's start). */
   for (guint i = 0; i < n; i++) {
@@ -310,7 +327,9 @@ void ixia_doccache_lookup_many(ixia_doccache_t *c, guint n, const char *const *k
 static entry_t *entry_new(ixia_doccache_t *c, const void *key, gsize klen, const void *value,
                           gsize vlen) {
   gsize cost = klen + vlen + ENTRY_OVERHEAD;
-  if (cost > c->stripe_bytes || klen > G_MAXUINT32 || vlen > G_MAXUINT32) return NULL;
+  /* It must fit a stripe beside the smallest table. */
+  if (cost + MIN_SLOTS * sizeof(slot_t) > c->stripe_bytes || klen > G_MAXUINT32 || vlen > G_MAXUINT32)
+    return NULL;
   entry_t *e = g_malloc(sizeof *e + klen + vlen);
   memcpy(e->bytes, key, klen);
   if (vlen) memcpy(e->bytes + klen, value, vlen);
@@ -332,7 +351,10 @@ static void admit(ixia_doccache_t *c, stripe_t *st, entry_t *e) {
   g_queue_push_head_link(&st->fifo, &e->link);
   st->bytes += e->cost;
   st->inserts++;
-  while (st->bytes > c->stripe_bytes) {
+  /* A scan that finds every entry read since its last pass sends them all
+   * back before it evicts one: O(entries) under the lock now and then, O(1)
+   * amortised (each pass clears a mark). */
+  while (st->bytes > c->stripe_bytes && st->fifo.length > 1) {
     entry_t *old = st->fifo.tail->data;
     /* e itself is never the one to go (it fits the budget alone): it can
      * reach the tail when the entries before it went back to the start. */
@@ -342,7 +364,9 @@ static void admit(ixia_doccache_t *c, stripe_t *st, entry_t *e) {
       g_queue_push_head_link(&st->fifo, &old->link);
       continue;
     }
-    drop_at(st, (gsize)table_find(st, old->hash, old->bytes, old->klen));
+    gssize i = table_find(st, old->hash, old->bytes, old->klen);
+    g_assert(i >= 0); /* every entry of the fifo is in the table */
+    drop_at(st, (gsize)i);
     st->evictions++;
   }
 }

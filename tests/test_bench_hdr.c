@@ -228,6 +228,11 @@ static void test_answer_read(void) {
       {"{\"hits\":[],\"total\":7x}", FALSE, 0, 0, 0},                /* a bad number */
       {"{\"hits\":[],\"hits\":[{}],\"total\":1}", FALSE, 0, 0, 0}, /* hits twice */
       {"{\"hits\":[{}],\"total\":1", FALSE, 0, 0, 0},                /* cut short */
+      {"{\"hits\":[],\"total\":0x10}", FALSE, 0, 0, 0},            /* not JSON's numbers */
+      {"{\"hits\":[],\"total\":inf}", FALSE, 0, 0, 0},
+      {"{\"hits\":[],\"total\":+1}", FALSE, 0, 0, 0},
+      {"{\"hits\":[],\"total\":1,\"took_ms\":1,\"took_ms\":2}", FALSE, 0, 0, 0},
+      {"{\"hits\":[],\"total\":-0.5e1,\"took_ms\":1E-3}", TRUE, 0, -5, 0.001},
       {"[]", FALSE, 0, 0, 0},
       {"", FALSE, 0, 0, 0},
   };
