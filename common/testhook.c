@@ -7,6 +7,8 @@
  *                                 ask memcached first (the cache tests)
  *   IXIA_TEST_SEARCH_DELAY_MS     indexer: every search call sleeps this long
  *                                 first (a slow shard, for allow_partial)
+ *   IXIA_TEST_BLOCK_WALK_ONLY     indexer: sparse candidates are walked block
+ *                                 by block too (tests compare the two walks)
  *   IXIA_TEST_CLOCK_FILE          every process: the path of a file holding a
  *                                 shift in whole seconds that the test rewrites;
  *                                 the process's expiry clock (ixia_time_now)
