@@ -541,7 +541,8 @@ static void test_sparse_walk_is_the_block_walk(void) {
           sparse_seen += strcmp(sp.driver, "candidates from the index, checked as ids") == 0;
           CU_ASSERT_STRING_NOT_EQUAL(bw.driver, "candidates from the index, checked as ids");
           gboolean same = sp.total == bw.total && sp.exact == bw.exact && sp.ids->len == bw.ids->len &&
-                          memcmp(sp.ids->data, bw.ids->data, sp.ids->len * sizeof(gint64)) == 0;
+                          (sp.ids->len == 0 ||
+                           memcmp(sp.ids->data, bw.ids->data, sp.ids->len * sizeof(gint64)) == 0);
           if (!same)
             fprintf(stderr, "\nfilter %u track %s limit %u after %" G_GINT64_FORMAT ": sparse %" G_GUINT64_FORMAT
                     " %s %u hits, block %" G_GUINT64_FORMAT " %s %u hits\n",
