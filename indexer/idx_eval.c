@@ -520,8 +520,11 @@ static gboolean sparse_walk(ixia_idx_search_t *s, const ixia_idx_exec_t *ex, gui
       if (out->total >= track && after >= 0 && ids->len == 0 && block + 1 < cursor_block) {
         out->exact = FALSE;
         while (i < n && buf[i] >> BLOCK_BITS < cursor_block) i++;
-        if (i == n && it.has_value && it.current_value >> BLOCK_BITS < cursor_block)
+        if (i == n && it.has_value && it.current_value >> BLOCK_BITS < cursor_block) {
+          /* A cursor at the last id leaves no block at or after its own. */
+          if (cursor_block > G_MAXUINT32 >> BLOCK_BITS) return TRUE;
           roaring_move_uint32_iterator_equalorlarger(&it, cursor_block << BLOCK_BITS);
+        }
       }
     }
   }

@@ -528,7 +528,7 @@ static void test_sparse_walk_is_the_block_walk(void) {
     page_t all = one_page(filters[f], "true", 1000, -1);
     g_unsetenv("IXIA_TEST_BLOCK_WALK_ONLY");
     CU_ASSERT_TRUE(all.ids->len >= 10);
-    gint64 cursors[6] = {-1, 0, 0, 0, 0, 190000};
+    gint64 cursors[7] = {-1, 0, 0, 0, 0, 190000, G_MAXUINT32}; /* (the last: past every id) */
     for (guint c = 1; c < 5 && all.ids->len; c++)
       cursors[c] = g_array_index(all.ids, gint64, MIN(all.ids->len - 1, (c * c * all.ids->len) / 20));
     for (guint t = 0; t < G_N_ELEMENTS(tracks); t++)
