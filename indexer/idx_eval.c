@@ -468,6 +468,21 @@ static gboolean lead_is_sparse(const roaring_bitmap_t *lead) {
   return n < span * SPARSE_PER_BLOCK;
 }
 
+/* The two decisions a walk takes at the end of each block; the sparse walk
+ * and the block walk take them at the same points, so their totals and the
+ * totals' relation agree. Stop: the page is full and the total good enough
+ * (counted: exact from the start). */
+static gboolean walk_done(guint hits, guint limit, gboolean counted, guint64 total, guint64 track) {
+  return hits >= limit && (counted || total >= track);
+}
+
+/* Skip: past the total to track with no hit taken yet, the blocks before
+ * the cursor's are not read. The block to go on from, or 0: no skip. */
+static guint32 walk_skip_to(guint64 total, guint64 track, guint hits, gint64 after, guint32 next_block) {
+  guint32 cursor_block = (guint32)((after + 1) >> BLOCK_BITS);
+  return total >= track && after >= 0 && hits == 0 && next_block < cursor_block ? cursor_block : 0;
+}
+
 typedef struct {
   guint64 total, blocks;
   gboolean exact;
@@ -489,7 +504,6 @@ static gboolean sparse_walk(ixia_idx_search_t *s, const ixia_idx_exec_t *ex, gui
   gboolean pass[SPARSE_BUF];
   guint64 need = MAX((guint64)limit, track);
   guint want = (guint)CLAMP(need, SPARSE_FIRST, SPARSE_CHUNK);
-  guint32 cursor_block = (guint32)((after + 1) >> BLOCK_BITS);
   *out = (sparse_out_t){0, 0, TRUE};
   for (;;) {
     guint n = roaring_read_uint32_iterator(&it, buf, want);
@@ -510,20 +524,20 @@ static gboolean sparse_walk(ixia_idx_search_t *s, const ixia_idx_exec_t *ex, gui
         if (ids->len < limit && (gint64)buf[j] > after) g_array_append_val(ids, buf[j]);
       }
       out->blocks++;
-      if (ids->len >= limit && out->total >= track) {
-        /* Page full and total good enough: stop, unless that was the end. */
+      if (walk_done(ids->len, limit, FALSE, out->total, track)) {
+        /* Stop, unless that was the end. */
         if (j < n || it.has_value) out->exact = FALSE;
         return TRUE;
       }
       i = j;
-      /* Past the total to track: skip the blocks before the cursor. */
-      if (out->total >= track && after >= 0 && ids->len == 0 && block + 1 < cursor_block) {
+      guint32 skip = walk_skip_to(out->total, track, ids->len, after, block + 1);
+      if (skip) {
         out->exact = FALSE;
-        while (i < n && buf[i] >> BLOCK_BITS < cursor_block) i++;
-        if (i == n && it.has_value && it.current_value >> BLOCK_BITS < cursor_block) {
+        while (i < n && buf[i] >> BLOCK_BITS < skip) i++;
+        if (i == n && it.has_value && it.current_value >> BLOCK_BITS < skip) {
           /* A cursor at the last id leaves no block at or after its own. */
-          if (cursor_block > G_MAXUINT32 >> BLOCK_BITS) return TRUE;
-          roaring_move_uint32_iterator_equalorlarger(&it, cursor_block << BLOCK_BITS);
+          if (skip > G_MAXUINT32 >> BLOCK_BITS) return TRUE;
+          roaring_move_uint32_iterator_equalorlarger(&it, skip << BLOCK_BITS);
         }
       }
     }
@@ -619,18 +633,18 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
       }
     if (agg) ok = ixia_idx_agg_block(agg, block, mask);
     if (walk_sorter && ok) ok = ixia_idx_sort_block(walk_sorter, block, mask);
-    if (!agg && !walk_sorter && ids->len >= limit && (counted || total >= q->track_total_hits)) {
-      /* Page full and total good enough: stop, unless that was the end. */
+    if (!agg && !walk_sorter && walk_done(ids->len, limit, counted, total, q->track_total_hits)) {
+      /* Stop, unless that was the end. */
       guint32 b2;
       guint64 m2[BLOCK_WORDS];
       if (!counted && cands_next(&it, uit, &b2, m2)) exact = FALSE;
       break;
     }
-    /* Past the total to track: skip the blocks before the cursor. */
-    guint32 cursor_block = (guint32)((after + 1) >> BLOCK_BITS);
-    if (!agg && !counted && total >= q->track_total_hits && after >= 0 && ids->len == 0 &&
-        (uit ? uit->next : it.next) < cursor_block) {
-      cands_skip_to(&it, uit, cursor_block);
+    guint32 skip = agg || counted ? 0
+                                  : walk_skip_to(total, q->track_total_hits, ids->len, after,
+                                                 uit ? uit->next : it.next);
+    if (skip) {
+      cands_skip_to(&it, uit, skip);
       exact = FALSE;
     }
   }

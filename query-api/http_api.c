@@ -139,10 +139,8 @@ static void doc_json(GString *s, const char *key, gboolean found, gint64 version
   if (found) {
     /* The document is appended, not formatted: through printf's %s a
      * kilobyte of JSON cost a few % of a get's CPU. */
-    char v[G_ASCII_DTOSTR_BUF_SIZE];
-    g_snprintf(v, sizeof v, "%" G_GINT64_FORMAT, version);
     g_string_append(s, ", \"version\": ");
-    g_string_append(s, v);
+    ixia_json_append_int(s, version);
     g_string_append(s, ", \"doc\": ");
     g_string_append(s, json);
   }
