@@ -177,10 +177,10 @@ int ixia_bench_cdc_lag(const char *api, const char *brokers, const char *topic, 
   }
   printf("{\"workload\":\"cdc-lag\",\"rate\":%.0f,\"seconds\":%.1f,\"puts\":%" G_GUINT64_FORMAT
          ",\"errors\":%" G_GUINT64_FORMAT ",\"events_seen\":%" G_GUINT64_FORMAT ",\"missing\":%u,"
-         "\"lag_p50_ms\":%.2f,\"lag_p99_ms\":%.2f,\"lag_p999_ms\":%.2f,\"ack_to_sink_p50_ms\":%.0f}\n",
+         "\"lag_p50_ms\":%.2f,\"lag_p99_ms\":%.2f,\"lag_p999_ms\":%.2f,\"ack_to_sink_p50_ms\":%.0f,\"ack_to_sink_p99_ms\":%.0f}\n",
          rate, seconds, sent, errors, ixia_hdr_count(lags), missing,
          ixia_hdr_value_at(lags, 50) / 1000.0, ixia_hdr_value_at(lags, 99) / 1000.0,
-         ixia_hdr_value_at(lags, 99.9) / 1000.0, ixia_hdr_value_at(to_sink, 50) / 1000.0);
+         ixia_hdr_value_at(lags, 99.9) / 1000.0, ixia_hdr_value_at(to_sink, 50) / 1000.0, ixia_hdr_value_at(to_sink, 99) / 1000.0);
   fflush(stdout);
   int rc = !connected || errors || missing ? 1 : 0;
   ixia_hdr_destroy(lags);

@@ -38,6 +38,7 @@ typedef struct {
   guint64 events_published; /* edits acknowledged by sinks since start */
   guint64 calls;
   guint64 failures;
+  guint64 wal_reads;      /* shipments read from the WAL because the in-memory tail could not serve them */
   gboolean gap;
   gint64 gap_missing_from; /* first missing version */
   gint64 gap_available_from; /* first version the WAL still holds */

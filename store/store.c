@@ -57,6 +57,11 @@ struct ixia_store {
   ixia_store_commit_cb commit_cb;
   gpointer commit_cb_user;
   GMutex commit_lock; /* with commit_cond: wakes ixia_store_wait_newer */
+  /* Under commit_lock: the newest version the commit callback has been
+   * given. RocksDB's own sequence moves when the write returns, before the
+   * callback runs, so a follower woken by it could find the callback's
+   * tail without the group and fall back to reading the WAL. */
+  gint64 announced;
   GMutex write_lock;  /* held by the writer around each group; a checkpoint takes it to pause writes */
   GCond commit_cond;
   guint max_group_ops;
@@ -384,6 +389,7 @@ static void commit_group(ixia_store_t *s, GPtrArray *group) {
         const char *data = rocksdb_writebatch_data(wb, &len);
         s->commit_cb((gint64)base + 1, data, len, s->commit_cb_user);
       }
+      s->announced = (gint64)seq;
       g_cond_broadcast(&s->commit_cond);
       g_mutex_unlock(&s->commit_lock);
       atomic_fetch_add_explicit(&s->stats.write_ops, seq - base, memory_order_relaxed);
@@ -773,12 +779,13 @@ gint64 ixia_store_latest_version(ixia_store_t *s) {
 gint64 ixia_store_wait_newer(ixia_store_t *s, gint64 after, gint64 timeout_ms) {
   gint64 deadline = g_get_monotonic_time() + timeout_ms * 1000;
   g_mutex_lock(&s->commit_lock);
-  gint64 latest;
-  while ((latest = ixia_store_latest_version(s)) <= after &&
-         g_cond_wait_until(&s->commit_cond, &s->commit_lock, deadline)) {
+  while (s->announced <= after && g_cond_wait_until(&s->commit_cond, &s->commit_lock, deadline)) {
   }
+  gint64 announced = s->announced;
   g_mutex_unlock(&s->commit_lock);
-  return ixia_store_latest_version(s);
+  /* Nothing announced in timeout_ms: report what RocksDB holds, so that a
+   * version the callback never saw is still found (in the WAL). */
+  return announced > after ? announced : ixia_store_latest_version(s);
 }
 
 void ixia_store_set_commit_cb(ixia_store_t *s, ixia_store_commit_cb cb, gpointer user) {
@@ -1038,6 +1045,7 @@ ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
   s->ropts = rocksdb_readoptions_create();
   s->ropts_memory = rocksdb_readoptions_create();
   rocksdb_readoptions_set_read_tier(s->ropts_memory, 1 /* kBlockCacheTier */);
+  s->announced = ixia_store_latest_version(s); /* what the WAL holds from earlier runs */
   s->queue = g_async_queue_new();
   s->writer = g_thread_new("ixia-store-writer", writer_main, s);
   ixia_doccache_stats_t d;

@@ -161,9 +161,11 @@ gboolean ixia_store_scan(ixia_store_t *store, const char *ns, const char *table,
 
 /* The newest version (RocksDB sequence number) in the store. */
 gint64 ixia_store_latest_version(ixia_store_t *store);
-/* Blocks until the store holds a version newer than `after` or timeout_ms
- * passes; returns the latest version. Lets the replication source follow
- * writes without polling. */
+/* Blocks until a version newer than `after` has been committed and given
+ * to the commit callback (below), or timeout_ms passes; returns the newest
+ * such version, or after a timeout the store's latest version. Lets the
+ * replication source follow writes without polling, and find each group
+ * in its callback's tail when woken. */
 gint64 ixia_store_wait_newer(ixia_store_t *store, gint64 after, gint64 timeout_ms);
 /* Called by the writer thread after each committed group with the WAL
  * record it wrote: the version of its first edit and the RocksDB WriteBatch

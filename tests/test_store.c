@@ -271,6 +271,80 @@ static void test_group_bytes_bounded(void) {
   g_free(d);
 }
 
+/* The replication source sleeps in ixia_store_wait_newer and then takes the
+ * groups the commit callback queued. A version it is woken for must already
+ * have been given to the callback: RocksDB's sequence moves before the
+ * callback runs (the writer updates the document cache in between), and a
+ * follower that trusted it found the callback's queue without the group and
+ * read the WAL instead (30-50 ms a time under load). Writers race a follower
+ * that checks every wake; the old wait failed this in two runs of three. */
+static void note_commit(gint64 first, const char *batch, size_t len, gpointer user) {
+  (void)batch;
+  (void)len;
+  atomic_store((_Atomic gint64 *)user, first); /* a group's first version: enough to order */
+}
+
+typedef struct {
+  ixia_store_t *st;
+  int id;
+} follow_writer_t;
+
+static gpointer follow_writer(gpointer p) {
+  follow_writer_t *w = p;
+  for (int i = 0; i < 3000; i++) {
+    char key[32];
+    snprintf(key, sizeof key, "f%d-%d", w->id, i % 64);
+    ixia_write_op_t op = {.kind = IXIA_WRITE_PUT, .ns = "ns", .table = "t", .key = key,
+                          .key_len = strlen(key), .json = "{}", .json_len = 2, .expected_version = -1};
+    gint64 v;
+    CU_ASSERT_TRUE(ixia_store_write(w->st, &op, 1, &v, NULL));
+  }
+  return NULL;
+}
+
+static void test_wait_newer_after_callback(void) {
+  char *d = ixt_tmpdir();
+  ixia_config_t *c = ixia_config_new();
+  char *path = g_build_filename(d, "follow", NULL);
+  ixia_config_set(c, "store.path", path, NULL);
+  ixia_config_set(c, "store.sync", "false", NULL); /* short groups: more wakes */
+  ixia_store_t *st = ixia_store_open(c, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(st);
+  _Atomic gint64 announced = 0;
+  ixia_store_set_commit_cb(st, note_commit, (gpointer)&announced);
+  enum { W = 4 };
+  follow_writer_t w[W];
+  GThread *th[W];
+  for (int i = 0; i < W; i++) {
+    w[i] = (follow_writer_t){st, i};
+    th[i] = g_thread_new("fw", follow_writer, &w[i]);
+  }
+  gint64 after = 0, wakes = 0, early = 0;
+  while (after < W * 3000) {
+    gint64 v = ixia_store_wait_newer(st, after, 5000);
+    if (v <= after) break; /* timed out: the writers are stuck */
+    wakes++;
+    /* Groups end where a wake can end (`after` is one's last version), so
+     * the callback has seen v's group only if its newest first version is
+     * past `after`. */
+    if (atomic_load(&announced) <= after) early++;
+    after = v;
+  }
+  for (int i = 0; i < W; i++) g_thread_join(th[i]);
+  CU_ASSERT_EQUAL(after, W * 3000);
+  CU_ASSERT_EQUAL(early, 0);
+  printf("\n  %" G_GINT64_FORMAT " wakes, %" G_GINT64_FORMAT " before the callback\n", wakes, early);
+  /* With nothing new, it waits out its timeout and reports the latest. */
+  gint64 t0 = g_get_monotonic_time();
+  CU_ASSERT_EQUAL(ixia_store_wait_newer(st, after, 50), after);
+  CU_ASSERT_TRUE(g_get_monotonic_time() - t0 >= 50000);
+  ixia_store_set_commit_cb(st, NULL, NULL);
+  ixia_store_destroy(st);
+  ixia_config_destroy(c);
+  g_free(path);
+  g_free(d);
+}
+
 static void schema_cb(const char *ns, const char *table, const char *json, size_t len,
                       gint64 version, gpointer user) {
   (void)len;
@@ -665,6 +739,7 @@ int main(void) {
   IXT_ADD(s, test_batch_is_atomic);
   IXT_ADD(s, test_ttl);
   IXT_ADD(s, test_group_commit);
+  IXT_ADD(s, test_wait_newer_after_callback);
   IXT_ADD(s, test_group_bytes_bounded);
   IXT_ADD(s, test_reopen_keeps_data_and_schemas);
   IXT_ADD(s, test_key_encoding);
