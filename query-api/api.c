@@ -771,6 +771,7 @@ char *ixia_api_stats(ixia_api_t *api) {
   cJSON_AddNumberToObject(o, "replication_calls", (double)rs.calls);
   cJSON_AddNumberToObject(o, "replication_failures", (double)rs.failures);
   cJSON_AddNumberToObject(o, "replication_wal_reads", (double)rs.wal_reads);
+  cJSON_AddNumberToObject(o, "replication_reconnects", (double)rs.reconnects);
   /* A Kafka outage shows here at once, long before a call times out. */
   cJSON_AddNumberToObject(o, "replication_pending_edits", (double)MAX(rs.latest - rs.checkpoint, 0));
   cJSON_AddNumberToObject(o, "replication_pending_age_ms", (double)rs.pending_age_ms);

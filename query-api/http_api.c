@@ -782,6 +782,7 @@ static const ixia_prom_stat_t STAT_METRICS[] = {
     {"replication_pending_age_ms", "ixia_replication_lag_seconds", "gauge", "Age of the oldest commit not yet in Kafka; 0 when caught up.", 0.001},
     {"replication_events_published", "ixia_replication_events_published_total", "counter", "Edits acknowledged by sinks since start.", 0},
     {"replication_failures", "ixia_replication_failures_total", "counter", "Failed shipments to sinks.", 0},
+    {"replication_reconnects", "ixia_replication_reconnects_total", "counter", "Shipments made again at once on a new connection: the kept one was closed (a sink's idle timeout).", 0},
     {"replication_wal_reads", "ixia_replication_wal_reads_total", "counter", "Shipments read from the WAL files rather than from memory (after a restart, a failure or a backlog over 64 MiB).", 0},
     {"replication_gap", "ixia_replication_gap", "gauge", "1 when the WAL lost versions not yet shipped (rebuild needed).", 0},
     {"queries", "ixia_queries_total", "counter", "Queries run.", 0},

@@ -36,7 +36,8 @@ struct ixia_replication {
   gint64 checkpoint;  /* last version a sink acknowledged */
   gint64 persisted;   /* the version in REPLICATION_CHECKPOINT */
   guint64 events_published, calls, failures, checkpoint_failures;
-  guint64 wal_reads; /* shipments the tail could not serve */
+  guint64 wal_reads;  /* shipments the tail could not serve */
+  guint64 reconnects; /* kept connections found closed, the call made again at once */
   char *checkpoint_error; /* why the last save failed; NULL once one succeeds */
   gboolean gap;
   gint64 gap_missing_from, gap_available_from;
@@ -231,31 +232,49 @@ static gboolean take_from_tail(ixia_replication_t *r, gint64 checkpoint, wal_rea
   return out->batches->len > 0;
 }
 
+/* A call on a kept connection that fails in the transport sooner than this
+ * is taken for a connection the sink closed while it idled
+ * (server.idle_timeout_ms) and made again at once on a new one. */
+#define STALE_CONN_US (1000 * 1000)
+
 static gboolean ship(ixia_replication_t *r, GPtrArray *batches, ixia_error_t **err) {
-  if (!connect_sink(r, err)) return FALSE;
-  gint64 acked = 0;
-  IxiaIxiaError *xe = NULL;
-  GError *gerr = NULL;
-  gboolean ok = ixia_replication_sink_if_replicate(r->client, &acked, batches, &xe, &gerr);
-  IxiaWalBatch *last_batch = batches->len ? g_ptr_array_index(batches, batches->len - 1) : NULL;
-  if (ok && !xe && last_batch && acked != batch_last(last_batch)) {
-    /* Only what the sink says it published may move the checkpoint. */
-    ixia_error_set(err, IXIA_EINTERNAL,
-                   "sink %s acknowledged up to version %" G_GINT64_FORMAT ", expected %" G_GINT64_FORMAT,
-                   r->sinks[r->current], acked, batch_last(last_batch));
-    ok = FALSE;
+  for (int attempt = 0;; attempt++) {
+    gboolean kept = r->client != NULL;
+    if (!connect_sink(r, err)) return FALSE;
+    gint64 acked = 0, t0 = g_get_monotonic_time();
+    IxiaIxiaError *xe = NULL;
+    GError *gerr = NULL;
+    gboolean ok = ixia_replication_sink_if_replicate(r->client, &acked, batches, &xe, &gerr);
+    if (!ok && !xe && kept && attempt == 0 && g_get_monotonic_time() - t0 < STALE_CONN_US) {
+      /* Shipping is at least once: if the sink did publish, the events
+       * go twice and consumers drop the repeats by version. */
+      if (gerr) g_error_free(gerr);
+      disconnect(r);
+      g_mutex_lock(&r->lock);
+      r->reconnects++;
+      g_mutex_unlock(&r->lock);
+      continue;
+    }
+    IxiaWalBatch *last_batch = batches->len ? g_ptr_array_index(batches, batches->len - 1) : NULL;
+    if (ok && !xe && last_batch && acked != batch_last(last_batch)) {
+      /* Only what the sink says it published may move the checkpoint. */
+      ixia_error_set(err, IXIA_EINTERNAL,
+                     "sink %s acknowledged up to version %" G_GINT64_FORMAT ", expected %" G_GINT64_FORMAT,
+                     r->sinks[r->current], acked, batch_last(last_batch));
+      ok = FALSE;
+    }
+    if (xe) {
+      ixia_error_set(err, (ixia_code_t)xe->code, "sink %s: %s", r->sinks[r->current], xe->message);
+      g_object_unref(xe);
+      ok = FALSE;
+    } else if (!ok) {
+      ixia_error_set(err, IXIA_EUNAVAILABLE, "sink %s: %s", r->sinks[r->current],
+                     gerr ? gerr->message : "call failed");
+      disconnect(r); /* the connection's state is unknown now */
+    }
+    if (gerr) g_error_free(gerr);
+    return ok;
   }
-  if (xe) {
-    ixia_error_set(err, (ixia_code_t)xe->code, "sink %s: %s", r->sinks[r->current], xe->message);
-    g_object_unref(xe);
-    ok = FALSE;
-  } else if (!ok) {
-    ixia_error_set(err, IXIA_EUNAVAILABLE, "sink %s: %s", r->sinks[r->current],
-                   gerr ? gerr->message : "call failed");
-    disconnect(r); /* the connection's state is unknown now */
-  }
-  if (gerr) g_error_free(gerr);
-  return ok;
 }
 
 /* Consecutive reads that found nothing past the checkpoint although the
@@ -506,6 +525,7 @@ void ixia_replication_get_stats(ixia_replication_t *r, ixia_replication_stats_t 
   out->persisted = r->persisted;
   out->checkpoint_failures = r->checkpoint_failures;
   out->wal_reads = r->wal_reads;
+  out->reconnects = r->reconnects;
   out->checkpoint_error = g_strdup(r->checkpoint_error);
   gint64 now = g_get_monotonic_time();
   out->latest = ixia_store_latest_version(r->store);

@@ -26,8 +26,8 @@ static const char *SCHEMA =
 
 /* The pipeline without index shards: memcached, three brokers, the sink and
  * the API, with the table's schema applied. */
-static gboolean stack_start(ixt_stack_t *s, const char *const *api_sets) {
-  const char *sink_sets[] = {"sink.delivery_timeout_ms=15000", "kafka.message_timeout_ms=10000", NULL};
+static gboolean stack_start_sink(ixt_stack_t *s, const char *const *api_sets, const char *sink_extra) {
+  const char *sink_sets[] = {"sink.delivery_timeout_ms=15000", "kafka.message_timeout_ms=10000", sink_extra, NULL};
   ixt_stack_opts_t o = {.api_sets = api_sets, .sink_sets = sink_sets, .brokers = 3};
   if (!ixt_stack_start_opts(s, 0, &o)) return FALSE;
   ixia_error_t *e = NULL;
@@ -37,6 +37,10 @@ static gboolean stack_start(ixt_stack_t *s, const char *const *api_sets) {
   ixia_error_destroy(e);
   ixia_client_destroy(c);
   return ok;
+}
+
+static gboolean stack_start(ixt_stack_t *s, const char *const *api_sets) {
+  return stack_start_sink(s, api_sets, NULL);
 }
 
 static void stack_stop(ixt_stack_t *s) { CU_ASSERT_TRUE(ixt_stack_stop(s)); }
@@ -347,6 +351,30 @@ static void test_produce_errors(void) {
   stack_stop(&s);
 }
 
+/* The sink closes a connection that idled past server.idle_timeout_ms; the
+ * next shipment finds it closed, and is made again at once on a new one,
+ * not failed and retried after a back-off. */
+static void test_sink_closes_idle_connection(void) {
+  ixt_stack_t s;
+  CU_ASSERT_TRUE_FATAL(stack_start_sink(&s, NULL, "server.idle_timeout_ms=300"));
+  ixia_client_t *c = ixia_client_new(s.api.addr, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+  for (int round = 0; round < 3; round++) {
+    CU_ASSERT_TRUE(wait_replicated(s.api.addr, 30));
+    g_usleep(1500000); /* idle: the sink closes the source's connection */
+    char key[16];
+    snprintf(key, sizeof key, "idle%d", round);
+    CU_ASSERT_TRUE(ixia_client_put(c, NS, TABLE, key, "{\"n\":1}", -1, NULL, NULL));
+  }
+  CU_ASSERT_TRUE(wait_replicated(s.api.addr, 30));
+  cJSON *o = stats(s.api.addr);
+  CU_ASSERT_EQUAL(stat_num(o, "replication_failures"), 0);
+  CU_ASSERT_TRUE(stat_num(o, "replication_reconnects") >= 3);
+  cJSON_Delete(o);
+  ixia_client_destroy(c);
+  stack_stop(&s);
+}
+
 static void test_wal_gap(void) {
   /* No WAL retention and tiny memtables: flushed WAL files are deleted at
    * once. The sink address is dead at first, so nothing ships before the
@@ -414,6 +442,7 @@ int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("cdc", NULL, NULL);
   IXT_ADD(s, test_steady_state);
+  IXT_ADD(s, test_sink_closes_idle_connection);
   IXT_ADD(s, test_sink_killed);
   IXT_ADD(s, test_query_api_killed);
   IXT_ADD(s, test_broker_down);
