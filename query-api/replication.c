@@ -36,8 +36,8 @@ struct ixia_replication {
   gint64 checkpoint;  /* last version a sink acknowledged */
   gint64 persisted;   /* the version in REPLICATION_CHECKPOINT */
   guint64 events_published, calls, failures, checkpoint_failures;
-  guint64 wal_reads;  /* shipments the tail could not serve */
-  guint64 reconnects; /* kept connections found closed, the call made again at once */
+  guint64 wal_reads;  /* reads of the WAL files: the tail did not continue the checkpoint */
+  guint64 reconnects; /* calls that succeeded at once on a new connection after the kept one failed */
   char *checkpoint_error; /* why the last save failed; NULL once one succeeds */
   gboolean gap;
   gint64 gap_missing_from, gap_available_from;
@@ -123,6 +123,12 @@ static gboolean connect_sink(ixia_replication_t *r, ixia_error_t **err) {
     return FALSE;
   }
   g_mutex_lock(&r->lock);
+  if (atomic_load(&r->stopping)) {
+    /* destroy interrupted the connection it saw; it would not see this one. */
+    g_mutex_unlock(&r->lock);
+    ixia_thrift_conn_close(&conn);
+    return ixia_error_set(err, IXIA_EUNAVAILABLE, "replication is stopping");
+  }
   r->conn = conn;
   g_mutex_unlock(&r->lock);
   r->client = g_object_new(IXIA_TYPE_REPLICATION_SINK_CLIENT, "input_protocol", r->conn.protocol,
@@ -234,7 +240,9 @@ static gboolean take_from_tail(ixia_replication_t *r, gint64 checkpoint, wal_rea
 
 /* A call on a kept connection that fails in the transport sooner than this
  * is taken for a connection the sink closed while it idled
- * (server.idle_timeout_ms) and made again at once on a new one. */
+ * (server.idle_timeout_ms) and made again at once on a new one (a sink that
+ * closed it for another reason, e.g. a frame over its limit, refuses the
+ * second call the same way, which then fails as usual). */
 #define STALE_CONN_US (1000 * 1000)
 
 static gboolean ship(ixia_replication_t *r, GPtrArray *batches, ixia_error_t **err) {
@@ -245,15 +253,18 @@ static gboolean ship(ixia_replication_t *r, GPtrArray *batches, ixia_error_t **e
     IxiaIxiaError *xe = NULL;
     GError *gerr = NULL;
     gboolean ok = ixia_replication_sink_if_replicate(r->client, &acked, batches, &xe, &gerr);
-    if (!ok && !xe && kept && attempt == 0 && g_get_monotonic_time() - t0 < STALE_CONN_US) {
+    if (!ok && !xe && kept && attempt == 0 && g_get_monotonic_time() - t0 < STALE_CONN_US &&
+        !atomic_load(&r->stopping)) {
       /* Shipping is at least once: if the sink did publish, the events
        * go twice and consumers drop the repeats by version. */
       if (gerr) g_error_free(gerr);
       disconnect(r);
+      continue;
+    }
+    if (ok && attempt > 0) {
       g_mutex_lock(&r->lock);
       r->reconnects++;
       g_mutex_unlock(&r->lock);
-      continue;
     }
     IxiaWalBatch *last_batch = batches->len ? g_ptr_array_index(batches, batches->len - 1) : NULL;
     if (ok && !xe && last_batch && acked != batch_last(last_batch)) {

@@ -16,6 +16,7 @@
  *
  * A call that fails at once on a kept connection (the sink closed it while
  * it idled: server.idle_timeout_ms) is made again at once on a new one.
+ *
  * Failures: an unreachable or failing sink is retried with exponential
  * back-off (replication.retry_min_ms .. retry_max_ms), rotating through
  * replication.sinks; writers never wait for replication. If the WAL no longer
@@ -40,8 +41,8 @@ typedef struct {
   guint64 events_published; /* edits acknowledged by sinks since start */
   guint64 calls;
   guint64 failures;
-  guint64 wal_reads;      /* shipments read from the WAL because the in-memory tail could not serve them */
-  guint64 reconnects;     /* calls made again at once on a new connection: the kept one was closed (an idle timeout) */
+  guint64 wal_reads;      /* reads of the WAL files, made when the in-memory tail does not continue the checkpoint */
+  guint64 reconnects;     /* calls that succeeded when made again at once on a new connection (the kept one was closed: an idle timeout) */
   gboolean gap;
   gint64 gap_missing_from; /* first missing version */
   gint64 gap_available_from; /* first version the WAL still holds */

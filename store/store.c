@@ -783,9 +783,15 @@ gint64 ixia_store_wait_newer(ixia_store_t *s, gint64 after, gint64 timeout_ms) {
   }
   gint64 announced = s->announced;
   g_mutex_unlock(&s->commit_lock);
-  /* Nothing announced in timeout_ms: report what RocksDB holds, so that a
-   * version the callback never saw is still found (in the WAL). */
-  return announced > after ? announced : ixia_store_latest_version(s);
+  if (announced > after) return announced;
+  /* Nothing announced in timeout_ms. A group may sit between its write and
+   * its announcement: let it finish (the writer holds write_lock across
+   * both), then report what RocksDB holds, so that only a version the
+   * callback never saw (written around the writer) is left to the WAL. */
+  g_mutex_lock(&s->write_lock);
+  gint64 latest = ixia_store_latest_version(s);
+  g_mutex_unlock(&s->write_lock);
+  return latest;
 }
 
 void ixia_store_set_commit_cb(ixia_store_t *s, ixia_store_commit_cb cb, gpointer user) {
