@@ -595,20 +595,14 @@ static void test_gets_from_memory_and_pipelining(void) {
  * with one I/O thread, 1,000 gets sent at once on one connection (45 KB:
  * within what the socket takes without waiting for the server) and then one
  * get on another, the lone get is answered while most of the 1,000 are still
- * to come (a connection gets a few frames per turn). */
-static void test_pipelining_client_shares_its_thread(void) {
-  ixt_api_t one = {0};
-  const char *sets[] = {"server.io_threads=1", "cache.get_path=memcached", NULL};
-  CU_ASSERT_TRUE_FATAL(start_api_from_memory(&one, "one-io", sets));
-  ixia_client_t *c = connect_to(one.addr);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-  put_doc(c, "f", "{\"category\": \"f\"}");
-  double inline0 = stat_of(c, "requests_inline");
-
-  int a = raw_connect_port(one.port), b = raw_connect_port(one.port);
+ * to come (a connection gets a few frames per turn). One round: how many of
+ * the 1,000 answers were out when the lone one arrived (-1: not measured);
+ * *got counts the 1,000 answered in order. */
+static int pipelined_round(int port, int *got) {
+  const int n = 1000;
+  int a = raw_connect_port(port), b = raw_connect_port(port);
   CU_ASSERT_TRUE_FATAL(a >= 0 && b >= 0);
   GByteArray *frames = g_byte_array_new();
-  const int n = 1000;
   for (int i = 0; i < n; i++) append_get_frame(frames, "f", (guint32)i);
   GByteArray *lone = g_byte_array_new();
   append_get_frame(lone, "f", 77777);
@@ -624,28 +618,48 @@ static void test_pipelining_client_shares_its_thread(void) {
   CU_ASSERT_TRUE(memmem(body, size, "\"category\":\"f\"", 14) != NULL);
   g_free(body);
   /* Every pipelined answer still comes, in order. */
-  int got = 0, answered_before = -1;
+  int answered_before = -1;
   guint total = 0;
+  *got = 0;
   for (int i = 0; i < n; i++) {
     if (!recv_all(a, hdr, 4)) break;
     size = (guint32)hdr[0] << 24 | (guint32)hdr[1] << 16 | (guint32)hdr[2] << 8 | hdr[3];
     body = g_malloc(size);
     gboolean ok = recv_all(a, body, size);
     guint32 seqid = ok ? (guint32)body[11] << 24 | (guint32)body[12] << 16 | (guint32)body[13] << 8 | body[14] : 0;
-    got += ok && seqid == (guint32)i;
+    *got += ok && seqid == (guint32)i;
     total += 4 + size;
     if (answered_before < 0 && total >= (guint)queued) answered_before = i + 1;
     g_free(body);
   }
-  CU_ASSERT_EQUAL(got, n);
-  if (answered_before >= n / 2)
-    fprintf(stderr, "the lone get waited for %d of the %d pipelined ones\n", answered_before, n);
-  CU_ASSERT_TRUE(answered_before >= 0 && answered_before < n / 2);
-  CU_ASSERT_TRUE(stat_of(c, "requests_inline") - inline0 >= n);
   close(a);
   close(b);
   g_byte_array_unref(frames);
   g_byte_array_unref(lone);
+  return answered_before;
+}
+
+static void test_pipelining_client_shares_its_thread(void) {
+  ixt_api_t one = {0};
+  const char *sets[] = {"server.io_threads=1", "cache.get_path=memcached", NULL};
+  CU_ASSERT_TRUE_FATAL(start_api_from_memory(&one, "one-io", sets));
+  ixia_client_t *c = connect_to(one.addr);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+  put_doc(c, "f", "{\"category\": \"f\"}");
+  double inline0 = stat_of(c, "requests_inline");
+  /* The test's two sends are not atomic: descheduled between them (a busy
+   * machine), it hands the server the 1,000 long before the lone get. An
+   * unfair server fails every round; up to three are run. */
+  const int n = 1000;
+  int rounds = 0, answered_before = -1, got = 0;
+  for (; rounds < 3; rounds++) {
+    answered_before = pipelined_round(one.port, &got);
+    CU_ASSERT_EQUAL(got, n);
+    if (answered_before >= 0 && answered_before < n / 2) break;
+    fprintf(stderr, "the lone get waited for %d of the %d pipelined ones\n", answered_before, n);
+  }
+  CU_ASSERT_TRUE(answered_before >= 0 && answered_before < n / 2);
+  CU_ASSERT_TRUE(stat_of(c, "requests_inline") - inline0 >= n);
   ixia_client_destroy(c);
   CU_ASSERT_TRUE(ixt_api_stop(&one));
 }
