@@ -37,12 +37,18 @@ static int teardown(void) {
   return 0;
 }
 
-static gint64 put(const char *key, const char *json, gint64 expected, ixia_error_t **err) {
+/* A put of ns/t/key into st; its version, or -1. */
+static gint64 put_to(ixia_store_t *st, const char *key, const char *json, gint64 expected,
+                     ixia_error_t **err) {
   ixia_write_op_t op = {.kind = IXIA_WRITE_PUT, .ns = "ns", .table = "t", .key = key,
                         .key_len = strlen(key), .json = json, .json_len = strlen(json),
                         .expected_version = expected};
   gint64 v = 0;
-  return ixia_store_write(store, &op, 1, &v, err) ? v : -1;
+  return ixia_store_write(st, &op, 1, &v, err) ? v : -1;
+}
+
+static gint64 put(const char *key, const char *json, gint64 expected, ixia_error_t **err) {
+  return put_to(store, key, json, expected, err);
 }
 
 /* The stored JSON of key, or NULL. */
@@ -230,11 +236,7 @@ static gpointer big_writer(gpointer p) {
   for (int i = 0; i < 20; i++) {
     char key[32];
     snprintf(key, sizeof key, "big%d-%d", a->id, i);
-    ixia_write_op_t op = {.kind = IXIA_WRITE_PUT, .ns = "ns", .table = "t", .key = key,
-                          .key_len = strlen(key), .json = a->doc, .json_len = strlen(a->doc),
-                          .expected_version = -1};
-    gint64 v;
-    CU_ASSERT_TRUE(ixia_store_write(a->store, &op, 1, &v, NULL));
+    CU_ASSERT_TRUE(put_to(a->store, key, a->doc, -1, NULL) > 0);
   }
   return NULL;
 }
@@ -294,10 +296,7 @@ static gpointer follow_writer(gpointer p) {
   for (int i = 0; i < 3000; i++) {
     char key[32];
     snprintf(key, sizeof key, "f%d-%d", w->id, i % 64);
-    ixia_write_op_t op = {.kind = IXIA_WRITE_PUT, .ns = "ns", .table = "t", .key = key,
-                          .key_len = strlen(key), .json = "{}", .json_len = 2, .expected_version = -1};
-    gint64 v;
-    CU_ASSERT_TRUE(ixia_store_write(w->st, &op, 1, &v, NULL));
+    CU_ASSERT_TRUE(put_to(w->st, key, "{}", -1, NULL) > 0);
   }
   return NULL;
 }
@@ -552,11 +551,7 @@ static void doc_cache_bounded(gboolean write_through) {
   for (int i = 0; i < N; i++) {
     char key[16];
     snprintf(key, sizeof key, "k%d", i);
-    ixia_write_op_t op = {.kind = IXIA_WRITE_PUT, .ns = "ns", .table = "t", .key = key,
-                          .key_len = strlen(key), .json = doc, .json_len = strlen(doc),
-                          .expected_version = -1};
-    gint64 v;
-    CU_ASSERT_TRUE(ixia_store_write(st, &op, 1, &v, NULL));
+    CU_ASSERT_TRUE(put_to(st, key, doc, -1, NULL) > 0);
   }
   /* Written through: the last ~1 MB of writes is cached before any read;
    * otherwise nothing is. */
