@@ -294,8 +294,10 @@ static const ixia_option_t options[] = {
      "0 = twice the cores, at least 4: searches only compute, and threads beyond the cores "
      "cost wake-ups (measured: 128 workers 3,010 queries/s, 4 workers 3,770 on 2 cores). Keep "
      "it above the number of concurrent min_version searches, which wait. A page of at most "
-     "100 hits with no sort, aggregation or exact total is answered on the I/O thread that "
-     "read it (server.io_threads), without a hand-off to these threads."},
+     "100 hits with no aggregation or exact total is answered on the I/O thread that read it "
+     "(server.io_threads), without a hand-off to these threads; a sorted one only when its "
+     "first key is a number whose nearest few thousand values settle the page (otherwise it "
+     "moves here)."},
     {"index.max_values_per_field", IXIA_OPT_INT, "1000", 1, 1000000,
      "Most distinct values (or text tokens) one document may have in one indexed field; more "
      "sends the event to the failed-updates log."},

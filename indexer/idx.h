@@ -544,13 +544,17 @@ gboolean ixia_idx_sort_block(ixia_idx_sort_t *S, guint32 block, const guint64 *m
  * (a numeric first key, values last). */
 gboolean ixia_idx_sort_points_ok(const ixia_idx_sort_t *S);
 /* Reads the page that way, or when the points do not settle it, by
- * offering every match of set (with the plan's checks); *used says which. */
+ * offering every match of set (with the plan's checks); *used says which.
+ * A bounded sort gives up instead of offering every match. */
 gboolean ixia_idx_sort_points(ixia_idx_sort_t *S, const roaring_bitmap_t *set, gboolean *used);
 /* The page: hits (key, version, id, sort values) in order; *as_of and
  * *epoch say which positions it used. */
 gboolean ixia_idx_sort_finish(ixia_idx_sort_t *S, const roaring_bitmap_t *set, GArray *hits,
                               guint64 *epoch, guint64 *as_of);
 void ixia_idx_sort_free(ixia_idx_sort_t *S);
+/* A bounded sort (o->bounded) that gave up: its page is not there, and
+ * the search is run again unbounded. FALSE for NULL. */
+gboolean ixia_idx_sort_gave_up(const ixia_idx_sort_t *S);
 /* top_hits: the best k of the documents offered, by keys (ties by key);
  * ixia_idx_sort_finish gives them (set unused). */
 ixia_idx_sort_t *ixia_idx_topk_new(ixia_idx_search_t *s, const ixia_sort_key_t *keys, guint nk,

@@ -578,6 +578,8 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
    * page comes from the sort field's points afterwards. */
   gboolean by_points = sorter && !agg && ixia_idx_sort_points_ok(sorter);
   ixia_idx_sort_t *walk_sorter = by_points ? NULL : sorter;
+  /* A bounded search that cannot read its page from the points stops here. */
+  gboolean gave_up = ixia_idx_sort_gave_up(sorter) || (o->bounded && agg);
   guint limit = hits && !sorter ? o->limit : 0;
   gint64 after = MAX(o->after_id, -1);
   GArray *ids = g_array_new(FALSE, FALSE, sizeof(guint32));
@@ -603,7 +605,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   }
   gboolean walked = FALSE;
   /* (The block walk only, for the tests that compare the two.) */
-  if (ok && ex.lead && !uit && !agg && !walk_sorter && !counted && ex.checks && ex.checks->len &&
+  if (ok && !gave_up && ex.lead && !uit && !agg && !walk_sorter && !counted && ex.checks && ex.checks->len &&
       lead_is_sparse(ex.lead) && !ixia_test_hook("BLOCK_WALK_ONLY", 0)) {
     sparse_out_t so;
     ok = sparse_walk(&s, &ex, limit, after, q->track_total_hits, ids, &so);
@@ -617,7 +619,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
     cands_skip_to(&it, uit, (guint32)MIN(after + 1, (gint64)G_MAXUINT32) >> BLOCK_BITS);
   guint32 block;
   guint64 mask[BLOCK_WORDS];
-  while (ok && set && !walked && cands_next(&it, uit, &block, mask)) {
+  while (ok && !gave_up && set && !walked && cands_next(&it, uit, &block, mask)) {
     if (++blocks % 64 == 0 && !ixia_idx_deadline(&s)) {
       ok = FALSE;
       break;
@@ -654,10 +656,11 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   }
   if (ok && agg) ok = ixia_idx_agg_finish(agg);
   gboolean points_used = FALSE;
-  if (ok && by_points) ok = ixia_idx_sort_points(sorter, set, &points_used);
-  if (ok && sorter) ok = ixia_idx_sort_finish(sorter, set, hits, &res->as_of_epoch, &res->as_of);
-  else if (ok && hits) ok = ixia_idx_resolve_hits(idx, (const guint32 *)(void *)ids->data, ids->len, hits, err);
-  if (ok && hits && !sorter && q->scoring && hits->len) {
+  if (ok && by_points && !gave_up) ok = ixia_idx_sort_points(sorter, set, &points_used);
+  if (ok && sorter && !gave_up) ok = ixia_idx_sort_finish(sorter, set, hits, &res->as_of_epoch, &res->as_of);
+  else if (ok && hits && !sorter) ok = ixia_idx_resolve_hits(idx, (const guint32 *)(void *)ids->data, ids->len, hits, err);
+  gave_up = gave_up || ixia_idx_sort_gave_up(sorter);
+  if (ok && !gave_up && hits && !sorter && q->scoring && hits->len) {
     /* Unsorted hits of a query with match clauses still show their score. */
     ixia_idx_scorer_t *sc = ixia_idx_scorer_new(&s, &ok);
     for (guint i = 0; ok && i < hits->len; i++) {
@@ -666,7 +669,10 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
     }
     ixia_idx_scorer_free(sc);
   }
-  if (ok) {
+  if (ok && gave_up) {
+    memset(res, 0, sizeof *res);
+    res->gave_up = TRUE;
+  } else if (ok) {
     res->total = total;
     res->total_exact = exact;
     atomic_thread_fence(memory_order_acquire); /* every read above before the re-read */

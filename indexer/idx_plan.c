@@ -34,6 +34,10 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX2_PATH 1
+#endif
 
 #include "idx.h"
 
@@ -917,6 +921,34 @@ static inline guint64 range_word(const double *v, double lo, double hi) {
   return keep;
 }
 
+#ifdef HAVE_AVX2_PATH
+/* vbits_word for a dense word on a CPU with AVX2 (the build targets
+ * plain x86-64, so the CPU is asked): eight slots a step, their value
+ * ids gathered into the leaf's bitset. A range of 15 keywords over 30% of
+ * a table spent ~0.9 ns a slot in the loop below, 30% of the shard's CPU
+ * on sorted pages that count to track_total_hits. Out-of-range ids (the
+ * sentinels too) read word 0 and are masked off. */
+__attribute__((target("avx2"))) static guint64 vbits_word_avx2(const pnode_t *p, const guint32 *v) {
+  const __m256i lo = _mm256_set1_epi32((int)p->vbits_lo);
+  const __m256i sign = _mm256_set1_epi32(G_MININT32);
+  const __m256i n = _mm256_set1_epi32((int)(p->vbits_n ^ 0x80000000u));
+  const __m256i low5 = _mm256_set1_epi32(31), one = _mm256_set1_epi32(1);
+  const int *bits = (const int *)(const void *)p->vbits;
+  guint64 keep = 0;
+  for (guint b = 0; b < 64; b += 8) {
+    __m256i r = _mm256_sub_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(v + b)), lo);
+    /* r < vbits_n, unsigned, as a signed compare with the sign bits flipped */
+    __m256i in = _mm256_cmpgt_epi32(n, _mm256_xor_si256(r, sign));
+    r = _mm256_and_si256(r, in);
+    __m256i w = _mm256_i32gather_epi32(bits, _mm256_srli_epi32(r, 5), 4);
+    __m256i bit = _mm256_and_si256(_mm256_srlv_epi32(w, _mm256_and_si256(r, low5)), one);
+    __m256i hit = _mm256_and_si256(_mm256_cmpeq_epi32(bit, one), in);
+    keep |= (guint64)(guint32)_mm256_movemask_ps(_mm256_castsi256_ps(hit)) << b;
+  }
+  return keep;
+}
+#endif
+
 /* The slots of m whose value id is in the leaf's bitset, without branches:
  * a match is as likely as not, so a branch mispredicts. */
 static inline guint64 vbits_word(const pnode_t *p, const guint32 *v, guint64 m) {
@@ -939,6 +971,10 @@ static inline guint64 vbits_word(const pnode_t *p, const guint32 *v, guint64 m) 
     }
     return keep & m;
   }
+#endif
+#ifdef HAVE_AVX2_PATH
+  /* (__builtin_cpu_supports reads a flag libgcc set at start-up.) */
+  if (__builtin_popcountll(m) > 16 && __builtin_cpu_supports("avx2")) return vbits_word_avx2(p, v) & m;
 #endif
   for (guint64 k = m; k; k &= k - 1) {
     guint b = (guint)__builtin_ctzll(k);

@@ -42,6 +42,11 @@
 /* Tie groups up to this size are resolved with a multi-get of their id
  * records; larger ones walk the table's records in key order. */
 #define MULTIGET_MAX 4096
+/* A bounded search (on an I/O thread) gives up past these: points walked,
+ * documents changed since as_of, members of a tie group resolved by key. */
+#define BOUNDED_POINTS 4096
+#define BOUNDED_OVERLAY 1024
+#define BOUNDED_GROUP 256
 
 typedef struct {
   guint8 has;
@@ -88,6 +93,8 @@ struct ixia_idx_sort {
   guint64 accepted;          /* documents offered that are after the cursor */
   ixia_idx_scorer_t *scorer; /* when the query scores: _score keys and hits' scores */
   gboolean ok;               /* FALSE once scoring failed (err set) */
+  gboolean bounded;          /* o->bounded: give up rather than read much */
+  gboolean gave_up;          /* it did: the page is not there */
 };
 
 /* ------------------------------------------------------------ values */
@@ -268,6 +275,7 @@ ixia_idx_sort_t *ixia_idx_sort_new(ixia_idx_search_t *s, const ixia_idx_search_o
   gpointer key;
   g_hash_table_iter_init(&it, S->overlay);
   while (g_hash_table_iter_next(&it, &key, NULL)) roaring_bitmap_add(S->overlay_ids, GPOINTER_TO_UINT(key));
+
   if (o->after) {
     /* The cursor's values as this shard compares them: keyword bytes are
      * the cursor's own (compared, never looked up). */
@@ -291,8 +299,14 @@ ixia_idx_sort_t *ixia_idx_sort_new(ixia_idx_search_t *s, const ixia_idx_search_o
     S->after_key = g_strndup(o->after->key, o->after->key_len);
     S->after_key_len = o->after->key_len;
   }
+  /* Bounded: only a walk of the first key's points near the page. */
+  S->bounded = o->bounded;
+  if (S->bounded && (!ixia_idx_sort_points_ok(S) || g_hash_table_size(S->overlay) > BOUNDED_OVERLAY))
+    S->gave_up = TRUE;
   return S;
 }
+
+gboolean ixia_idx_sort_gave_up(const ixia_idx_sort_t *S) { return S && S->gave_up; }
 
 void ixia_idx_sort_free(ixia_idx_sort_t *S) {
   if (!S) return;
@@ -413,21 +427,23 @@ gboolean ixia_idx_sort_points_ok(const ixia_idx_sort_t *S) {
          (!S->has_after || S->after.v[0].has);
 }
 
-/* The matches among ids (POINTS_CHUNK at most, any order) into pass: the
+/* Which of ids (POINTS_CHUNK at most, any order) match, into pass[i]: the
  * members of the candidate set, then their checks (ixia_idx_check_ids:
  * points come in value order, so their ids are scattered over the table,
  * and building a bitmap of the chunk to walk its blocks cost more than
  * the checks). */
-static gboolean chunk_matches(ixia_idx_sort_t *S, const guint32 *ids, guint n, roaring_bitmap_t *pass) {
+static gboolean chunk_matches(ixia_idx_sort_t *S, const guint32 *ids, guint n, gboolean *pass) {
   const roaring_bitmap_t *set = S->ex->lead ? S->ex->lead : S->s->live->bm;
   guint32 in[POINTS_CHUNK];
+  guint at[POINTS_CHUNK];
   gboolean ok_ids[POINTS_CHUNK];
   guint m = 0;
-  for (guint i = 0; i < n; i++)
-    if (roaring_bitmap_contains(set, ids[i])) in[m++] = ids[i];
+  for (guint i = 0; i < n; i++) {
+    pass[i] = FALSE;
+    if (roaring_bitmap_contains(set, ids[i])) in[m] = ids[i], at[m++] = i;
+  }
   if (!ixia_idx_check_ids(S->s, S->ex->checks, in, m, ok_ids)) return FALSE;
-  for (guint i = 0; i < m; i++)
-    if (ok_ids[i]) roaring_bitmap_add(pass, in[i]);
+  for (guint i = 0; i < m; i++) pass[at[i]] = ok_ids[i];
   return TRUE;
 }
 
@@ -447,6 +463,7 @@ static gboolean points_walk(ixia_idx_sort_t *S, gboolean *done) {
   ixia_points_t *pts = k0->f->points;
   gboolean desc = k0->k->desc;
   guint64 key = desc ? G_MAXUINT64 : 0, budget = ixia_points_size(pts) / 4 + 4096, visited = 0;
+  if (S->bounded) budget = BOUNDED_POINTS;
   guint32 id = desc ? G_MAXUINT32 : 0;
   if (S->has_after) key = S->after.v[0].num, id = desc ? G_MAXUINT32 : 0;
   gboolean inclusive = TRUE, ok = TRUE, have_key = FALSE, stop = FALSE;
@@ -456,16 +473,16 @@ static gboolean points_walk(ixia_idx_sort_t *S, gboolean *done) {
   S->slack = POINTS_SLACK;
   guint64 want = (guint64)S->k + S->slack;
   guint chunk = (guint)MIN(2 * want, POINTS_CHUNK);
-  roaring_bitmap_t *seen = roaring_bitmap_create(), *pass = roaring_bitmap_create();
+  roaring_bitmap_t *seen = roaring_bitmap_create();
+  gboolean pass[POINTS_CHUNK];
   while (ok && !stop) {
     guint n = ixia_points_next(pts, desc, key, id, inclusive, keys, ids, chunk);
     if (n == 0) break; /* every point seen: the documents without a value may be needed */
     inclusive = FALSE;
     key = keys[n - 1], id = ids[n - 1];
     if ((visited += n) > budget) break;
-    roaring_bitmap_clear(pass);
     ok = chunk_matches(S, ids, n, pass) && ixia_idx_deadline(S->s);
-    passed += roaring_bitmap_get_cardinality(pass);
+    for (guint i = 0; i < n; i++) passed += pass[i];
     if (S->need_dict) g_rw_lock_reader_lock(&S->s->idx->dict_lock);
     for (guint i = 0; ok && i < n; i++) {
       if (have_key && keys[i] != cur && S->accepted >= want) {
@@ -474,17 +491,26 @@ static gboolean points_walk(ixia_idx_sort_t *S, gboolean *done) {
       }
       cur = keys[i], have_key = TRUE;
       /* A multi-valued document first meets the walk at its sort value. */
-      if (!roaring_bitmap_contains(pass, ids[i]) || roaring_bitmap_contains(seen, ids[i]) ||
-          roaring_bitmap_contains(S->overlay_ids, ids[i]))
+      if (!pass[i] || roaring_bitmap_contains(S->overlay_ids, ids[i]) || !roaring_bitmap_add_checked(seen, ids[i]))
         continue;
-      roaring_bitmap_add(seen, ids[i]);
-      if (S->need_dict) g_rw_lock_reader_unlock(&S->s->idx->dict_lock);
-      load_columns(S, ids[i] >> BLOCK_BITS, &ok);
-      if (S->need_dict) g_rw_lock_reader_lock(&S->s->idx->dict_lock);
-      if (!ok) break;
       cand_t c;
       c.id = ids[i];
-      fill(S, &c, ids[i] & (BLOCK_SLOTS - 1), NULL, 0);
+      /* The first key's value is the point's, and the column blocks are
+       * read only for the other keys (a document changed since the walk
+       * began is offered again by fix_late). A walk from the end meets a
+       * document first at its sort value (its smallest ascending, largest
+       * descending); one from a cursor may meet a document with several
+       * values at a later one, so that one's value comes from its column. */
+      guint64 raw;
+      guint from = !S->has_after || (ixia_docvals_get(k0->f->dv, ids[i], &raw) && raw != DV_MISSING8);
+      if (from) c.v[0] = (sval_t){1, keys[i], NULL, 0};
+      if (S->nk > from) {
+        if (S->need_dict) g_rw_lock_reader_unlock(&S->s->idx->dict_lock);
+        load_columns(S, ids[i] >> BLOCK_BITS, &ok);
+        if (S->need_dict) g_rw_lock_reader_lock(&S->s->idx->dict_lock);
+        if (!ok) break;
+        fill(S, &c, ids[i] & (BLOCK_SLOTS - 1), NULL, from);
+      }
       offer(S, &c);
     }
     if (S->need_dict) g_rw_lock_reader_unlock(&S->s->idx->dict_lock);
@@ -495,7 +521,6 @@ static gboolean points_walk(ixia_idx_sort_t *S, gboolean *done) {
     chunk = (guint)CLAMP((double)missing / rate * 1.25 + 8, 16, POINTS_CHUNK);
   }
   roaring_bitmap_free(seen);
-  roaring_bitmap_free(pass);
   if (!ok || !stop) return ok && S->ok;
   /* The documents changed since as_of, by their old values. */
   roaring_uint32_iterator_t *it = roaring_create_iterator(S->overlay_ids);
@@ -522,6 +547,10 @@ gboolean ixia_idx_sort_points(ixia_idx_sort_t *S, const roaring_bitmap_t *set, g
   gboolean ok = points_walk(S, &done);
   *used = ok && done;
   if (!ok || done) return ok;
+  if (S->bounded) {
+    S->gave_up = TRUE;
+    return TRUE;
+  }
   /* The points did not settle the page: every match, block by block. */
   S->accepted = 0;
   S->slack = SLACK;
@@ -675,6 +704,10 @@ static gboolean fix_late(ixia_idx_sort_t *S, const roaring_bitmap_t *set) {
     roaring_bitmap_andnot_inplace(S->tied_after, late);
     if (removed > S->slack && attempt < 3) {
       roaring_bitmap_free(late);
+      if (S->bounded) {
+        S->gave_up = TRUE;
+        return TRUE;
+      }
       S->slack = SLACK;
       if (!rewalk(S, set)) return FALSE;
       continue;
@@ -746,8 +779,12 @@ gboolean ixia_idx_sort_finish(ixia_idx_sort_t *S, const roaring_bitmap_t *set, G
                               guint64 *epoch, guint64 *as_of) {
   *epoch = S->epoch;
   *as_of = S->as_of;
-  if (S->k == 0) return TRUE;
+  if (S->k == 0 || S->gave_up) return TRUE;
   if (!S->no_history && !fix_late(S, set)) return FALSE;
+  if (S->gave_up || (S->bounded && roaring_bitmap_get_cardinality(S->tied_after) > BOUNDED_GROUP)) {
+    S->gave_up = TRUE;
+    return TRUE;
+  }
   gboolean ok = TRUE;
   /* 1. Those tied with the cursor, keys after the cursor's. */
   GArray *first = g_array_new(FALSE, FALSE, sizeof(keyed_t));
@@ -761,7 +798,10 @@ gboolean ixia_idx_sort_finish(ixia_idx_sort_t *S, const roaring_bitmap_t *set, G
     const cand_t *last = &g_array_index(S->cand, cand_t, n - 1);
     while (lo > 0 && cand_cmp(S, &g_array_index(S->cand, cand_t, lo - 1), last) == 0) lo--;
     while (hi < S->cand->len && cand_cmp(S, &g_array_index(S->cand, cand_t, hi), last) == 0) hi++;
-    if (hi > n) {
+    if (hi > n && S->bounded && hi - lo > BOUNDED_GROUP) {
+      S->gave_up = TRUE;
+      ok = FALSE; /* (nothing appended; TRUE again below) */
+    } else if (hi > n) {
       roaring_bitmap_t *g = roaring_bitmap_create();
       for (guint i = lo; i < hi; i++) roaring_bitmap_add(g, g_array_index(S->cand, cand_t, i).id);
       ok = group_by_key(S, g, NULL, 0, n - lo, boundary);
@@ -811,5 +851,5 @@ gboolean ixia_idx_sort_finish(ixia_idx_sort_t *S, const roaring_bitmap_t *set, G
   ixia_idx_hits_clear(res);
   g_array_free(res, TRUE);
   g_array_free(ids, TRUE);
-  return ok && S->ok;
+  return (ok || S->gave_up) && S->ok;
 }

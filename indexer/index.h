@@ -128,6 +128,11 @@ typedef struct {
    * session), else as of now. */
   const ixia_idx_after_t *after;
   guint64 as_of_epoch, as_of;
+  /* On an I/O thread: a sorted search that would read more than a page's
+   * worth (no points for its first key, a points walk or a tie group past
+   * a few thousand, many documents changed since as_of, a walk again over
+   * every match) stops early with res->gave_up instead. */
+  gboolean bounded;
 } ixia_idx_search_opts_t;
 
 typedef struct {
@@ -142,6 +147,8 @@ typedef struct {
                           hit's version is the one whose values matched. FALSE:
                           a hit may pair the values before a change with the
                           version after it (re-check hits against the store) */
+  gboolean gave_up;    /* o->bounded and the search needed more: nothing else
+                          is set and no hit appended; run it again unbounded */
 } ixia_idx_result_t;
 
 /* Evaluates q on this shard: res->total matching documents (exact up to

@@ -160,6 +160,26 @@ static gboolean sort_position(const search_req_t *r, const ixia_query_t *q, GPtr
   return TRUE;
 }
 
+/* A value's bytes as a quoted base64 string: numbers (8 bytes) and short
+ * keywords in a buffer on the stack, longer ones through GLib's. */
+static void append_base64(GString *out, const guchar *p, gsize n) {
+  char buf[4 * (64 / 3 + 1) + 8];
+  if (n > 64) {
+    char *t = g_base64_encode(p, n);
+    g_string_append_c(out, '"');
+    g_string_append(out, t);
+    g_string_append_c(out, '"');
+    g_free(t);
+    return;
+  }
+  gint state = 0, save = 0;
+  gsize len = g_base64_encode_step(p, n, FALSE, buf, &state, &save);
+  len += g_base64_encode_close(FALSE, buf + len, &state, &save);
+  g_string_append_c(out, '"');
+  g_string_append_len(out, buf, (gssize)len);
+  g_string_append_c(out, '"');
+}
+
 /* The hits array as JSON text: a page of 100 printed through cJSON (one
  * object per hit, a round-trip check per number) was 11% of the indexer's
  * CPU on sorted pages. Sort values are base64 (no escaping needed). */
@@ -185,9 +205,7 @@ static void append_hits(GString *out, const ixia_query_t *q, const GArray *hits)
         }
         gsize n;
         const guchar *p = g_bytes_get_data(b, &n);
-        char *t = g_base64_encode(n ? p : (const guchar *)"", n);
-        g_string_append_printf(out, "\"%s\"", t);
-        g_free(t);
+        append_base64(out, n ? p : (const guchar *)"", n);
       }
       g_string_append_c(out, ']');
     }
@@ -206,16 +224,18 @@ gboolean ixia_search_inline_call(const char *method, guint32 len) {
 }
 
 /* Whether a search may run on the I/O thread that read it. A page of at
- * most INLINE_MAX_LIMIT hits, with no sort, no aggregation and no total
- * beyond query.track_total_hits, stops early and costs tens to hundreds of
+ * most INLINE_MAX_LIMIT hits, with no aggregation and no total beyond
+ * query.track_total_hits, stops early and costs tens to hundreds of
  * microseconds: answering it where it was read saves handing it to a
  * worker and back (two thread wake-ups, the shard's main fixed cost per
- * query). Anything that may wait (a sync search catching up, expiries due,
- * a schema to learn from the API) or read much (sorted pages and
- * aggregations read every match) goes to a worker, which runs the call
+ * query). A sorted page runs bounded there (ixia_idx_search_opts_t): one
+ * that would read more than its first key's points near the page gives
+ * up and goes to a worker. Anything that may wait (a sync search catching
+ * up, expiries due, a schema to learn from the API) or read much
+ * (aggregations read every match) goes to a worker, which runs the call
  * again from the start. */
 static gboolean stays_inline(IxiaShardHandler *h, const ixia_query_t *q, guint limit) {
-  return !q->n_aggs && !q->n_sort && limit <= INLINE_MAX_LIMIT &&
+  return !q->n_aggs && limit <= INLINE_MAX_LIMIT &&
          q->track_total_hits <= h->lim.track_total_hits && !ixia_indexer_expiry_due(h->ix);
 }
 
@@ -296,13 +316,24 @@ static char *run_search(IxiaShardHandler *h, const char *json, gboolean *deferre
   ixia_aggs_t *aggs = q->n_aggs ? ixia_aggs_new(q, &h->lim) : NULL;
   GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
   ixia_idx_search_opts_t so = {.after_id = r.after_id, .limit = limit,
-                               .deadline_us = deadline_us, .explain = q->explain};
+                               .deadline_us = deadline_us, .explain = q->explain, .bounded = on_io};
   ixia_idx_result_t res;
   GPtrArray *after_values = g_ptr_array_new_with_free_func(bytes_unref0);
   ixia_idx_after_t after = {0};
   gboolean has_after = FALSE;
-  if (sort_position(&r, q, after_values, &after, &has_after, &so, err) &&
-      ixia_idx_search(idx, q, &so, &h->lim, hits, aggs, &res, err)) {
+  gboolean searched = sort_position(&r, q, after_values, &after, &has_after, &so, err) &&
+                      ixia_idx_search(idx, q, &so, &h->lim, hits, aggs, &res, err);
+  if (searched && res.gave_up) {
+    /* Too much for an I/O thread: a worker runs it again from the start. */
+    ixia_idx_hits_clear(hits);
+    g_array_free(hits, TRUE);
+    g_ptr_array_free(after_values, TRUE);
+    cJSON_Delete(req);
+    ixia_aggs_destroy(aggs);
+    ixia_query_destroy(q);
+    return defer_call(deferred);
+  }
+  if (searched) {
     /* Written as text, hits first: cJSON's printer checks each number's
      * round trip with sscanf (5% of the shard's CPU at pages of 10 hits,
      * for the response's few members). Only the explanation and the

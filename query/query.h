@@ -68,6 +68,9 @@ int ixia_val_cmp(const guint8 *a, gsize alen, const guint8 *b, gsize blen);
 
 /* JSON of an encoded value of a field type (string, number or bool). */
 cJSON *ixia_val_to_json(ixia_field_type_t type, const guint8 *p, guint32 len);
+/* The same value appended to out as JSON text (a keyword's bytes escaped
+ * whole, NUL included). */
+void ixia_val_append_json(GString *out, ixia_field_type_t type, const guint8 *p, gsize len);
 
 /* ---- text analysis (analyze.c) ----
  *
@@ -339,6 +342,8 @@ int ixia_sort_cmp_one(const ixia_sort_key_t *k, const guint8 *a, gsize alen, gbo
 
 /* The JSON a hit shows for one sort value (number, string, bool or null). */
 cJSON *ixia_sort_value_json(const ixia_sort_key_t *k, GBytes *v);
+/* The same as text, for a value present (its encoded bytes). */
+void ixia_sort_value_append(GString *out, const ixia_sort_key_t *k, const guint8 *p, gsize len);
 
 /* ---- aggregations ---- */
 

@@ -70,3 +70,7 @@ cJSON *ixia_sort_value_json(const ixia_sort_key_t *k, GBytes *v) {
   const guint8 *p = g_bytes_get_data(v, &n);
   return ixia_val_to_json(k->field ? k->field->type : IXIA_FIELD_DOUBLE, p, (guint32)n);
 }
+
+void ixia_sort_value_append(GString *out, const ixia_sort_key_t *k, const guint8 *p, gsize len) {
+  ixia_val_append_json(out, k->field ? k->field->type : IXIA_FIELD_DOUBLE, p, len);
+}

@@ -229,6 +229,32 @@ cJSON *ixia_val_to_json(ixia_field_type_t type, const guint8 *p, guint32 len) {
   return cJSON_CreateNull();
 }
 
+void ixia_val_append_json(GString *out, ixia_field_type_t type, const guint8 *p, gsize len) {
+  switch (type) {
+    case IXIA_FIELD_KEYWORD:
+    case IXIA_FIELD_TEXT:
+      ixia_json_append_string(out, len ? (const char *)p : "", len);
+      return;
+    case IXIA_FIELD_LONG:
+    case IXIA_FIELD_DOUBLE:
+    case IXIA_FIELD_TIMESTAMP:
+      if (len == IXIA_NUM_BYTES) {
+        char num[32];
+        ixia_json_format_number(ixia_num_decode(p), num);
+        g_string_append(out, num);
+        return;
+      }
+      break;
+    case IXIA_FIELD_BOOL:
+      if (len == 1) {
+        g_string_append(out, p[0] ? "true" : "false");
+        return;
+      }
+      break;
+  }
+  g_string_append(out, "null");
+}
+
 int ixia_val_cmp(const guint8 *a, gsize alen, const guint8 *b, gsize blen) {
   int c = MIN(alen, blen) ? memcmp(a, b, MIN(alen, blen)) : 0; /* an empty value may be NULL */
   if (c) return c;

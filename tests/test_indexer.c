@@ -457,9 +457,10 @@ static void test_apply_search_replay(void) {
   CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(first, "key")), "k009");
   cJSON_Delete(sp);
 
-  /* A short page is answered on the server's I/O thread; a sorted page
-   * (like sync searches and aggregations) moves to its workers: the
-   * status's server counters say which. */
+  /* A short page is answered on the server's I/O thread, and so is a
+   * sorted one read from its first key's points; a page sorted by a
+   * keyword (like sync searches and aggregations) moves to its workers:
+   * the status's server counters say which. */
   cJSON *st0 = status(&s);
   CU_ASSERT_PTR_NOT_NULL_FATAL(st0);
   const cJSON *sv0 = cJSON_GetObjectItemCaseSensitive(st0, "server");
@@ -476,10 +477,17 @@ static void test_apply_search_replay(void) {
   first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(pg, "hits"), 0);
   CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(first, "key")), "k009");
   cJSON_Delete(pg);
+  pg = search_raw(&s,
+                  "{\"query\":{\"namespace\":\"shop\",\"table\":\"products\","
+                  "\"sort\":[{\"category\":\"asc\"}]},\"limit\":3}",
+                  &se);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(pg);
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(pg, "hits")), 3);
+  cJSON_Delete(pg);
   cJSON *st1 = status(&s);
   CU_ASSERT_PTR_NOT_NULL_FATAL(st1);
   const cJSON *sv1 = cJSON_GetObjectItemCaseSensitive(st1, "server");
-  CU_ASSERT_EQUAL(num(sv1, "requests_inline"), inline0 + 1);
+  CU_ASSERT_EQUAL(num(sv1, "requests_inline"), inline0 + 2);
   CU_ASSERT_EQUAL(num(sv1, "requests_deferred"), deferred0 + 1);
   cJSON_Delete(st0);
   cJSON_Delete(st1);
