@@ -456,9 +456,11 @@ void ixia_idx_history_add(ixia_idx_history_t *h, guint64 seq, guint32 id, const 
                           guint n, gboolean was_live);
 /* Every document changed after as_of (of this epoch), id -> hstate_t*: its
  * state as of as_of. NULL with IXIA_EINVAL when entries after as_of were
- * dropped, or the epoch is another open's. */
+ * dropped, or the epoch is another open's. With max_changes > 0, a walk
+ * that meets more changes than that stops and sets *over (the table is
+ * then incomplete): a bounded search gives up before reading them all. */
 GHashTable *ixia_idx_history_since(ixia_idx_history_t *h, guint64 epoch, guint64 as_of,
-                                   ixia_error_t **err);
+                                   guint64 max_changes, gboolean *over, ixia_error_t **err);
 
 /* ---- idx_plan.c / idx_eval.c / idx_aggs.c ---- */
 

@@ -120,7 +120,8 @@ static void hstate_free(gpointer p) {
 }
 
 GHashTable *ixia_idx_history_since(ixia_idx_history_t *h, guint64 epoch, guint64 as_of,
-                                   ixia_error_t **err) {
+                                   guint64 max_changes, gboolean *over, ixia_error_t **err) {
+  if (over) *over = FALSE;
   g_mutex_lock(&h->lock);
   if (epoch != h->epoch || as_of < h->horizon) {
     gboolean restarted = epoch != h->epoch;
@@ -136,9 +137,14 @@ GHashTable *ixia_idx_history_since(ixia_idx_history_t *h, guint64 epoch, guint64
   GHashTable *out = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, hstate_free);
   /* Newest first: the first entry after as_of is met last, so each
    * document ends with the state it had at as_of. */
+  guint64 seen = 0;
   for (GList *l = h->entries.tail; l; l = l->prev) {
     hentry_t *e = l->data;
     if (e->seq <= as_of) break;
+    if (max_changes && ++seen > max_changes) {
+      if (over) *over = TRUE;
+      break;
+    }
     hstate_t *s = g_hash_table_lookup(out, GUINT_TO_POINTER(e->id));
     if (!s) {
       s = g_new0(hstate_t, 1);

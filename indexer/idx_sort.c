@@ -43,7 +43,8 @@
  * records; larger ones walk the table's records in key order. */
 #define MULTIGET_MAX 4096
 /* A bounded search (on an I/O thread) gives up past these: points walked,
- * documents changed since as_of, members of a tie group resolved by key. */
+ * changes since as_of (twice that once a walk has run), members of a tie
+ * group resolved by key. */
 #define BOUNDED_POINTS 4096
 #define BOUNDED_OVERLAY 1024
 #define BOUNDED_GROUP 256
@@ -265,7 +266,12 @@ ixia_idx_sort_t *ixia_idx_sort_new(ixia_idx_search_t *s, const ixia_idx_search_o
     S->epoch = o->as_of_epoch;
     S->as_of = o->as_of;
   }
-  S->overlay = ixia_idx_history_since(idx->history, S->epoch, S->as_of, s->err);
+  /* Bounded: more changes since as_of than it would read gives up at once,
+   * before they are all gathered (the history may hold hundreds of
+   * thousands, walked under its lock). */
+  gboolean over = FALSE;
+  S->overlay = ixia_idx_history_since(idx->history, S->epoch, S->as_of, o->bounded ? BOUNDED_OVERLAY : 0,
+                                      &over, s->err);
   if (!S->overlay) {
     ixia_idx_sort_free(S);
     return NULL;
@@ -301,8 +307,7 @@ ixia_idx_sort_t *ixia_idx_sort_new(ixia_idx_search_t *s, const ixia_idx_search_o
   }
   /* Bounded: only a walk of the first key's points near the page. */
   S->bounded = o->bounded;
-  if (S->bounded && (!ixia_idx_sort_points_ok(S) || g_hash_table_size(S->overlay) > BOUNDED_OVERLAY))
-    S->gave_up = TRUE;
+  if (S->bounded && (over || !ixia_idx_sort_points_ok(S))) S->gave_up = TRUE;
   return S;
 }
 
@@ -456,7 +461,8 @@ static gboolean chunk_matches(ixia_idx_sort_t *S, const guint32 *ids, guint n, g
  * candidates wanted, the next what the pass rate says is still missing
  * plus a quarter. Documents changed since as_of are offered by their old
  * values, apart. Gives up (a full walk then) when the walk grows past a
- * quarter of the points. */
+ * quarter of the points, or for a bounded search past BOUNDED_POINTS (the
+ * search then gives up instead). */
 static gboolean points_walk(ixia_idx_sort_t *S, gboolean *done) {
   *done = FALSE;
   const skey_t *k0 = &S->keys[0];
@@ -678,8 +684,16 @@ static gboolean rewalk(ixia_idx_sort_t *S, const roaring_bitmap_t *set) {
  * have seen their new values; they are positioned by their old ones. */
 static gboolean fix_late(ixia_idx_sort_t *S, const roaring_bitmap_t *set) {
   for (int attempt = 0;; attempt++) {
-    GHashTable *now = ixia_idx_history_since(S->s->idx->history, S->epoch, S->as_of, S->s->err);
+    gboolean over = FALSE;
+    GHashTable *now = ixia_idx_history_since(S->s->idx->history, S->epoch, S->as_of,
+                                             S->bounded ? 2 * BOUNDED_OVERLAY : 0, &over, S->s->err);
     if (!now) return FALSE;
+    if (over) {
+      /* Bounded, and many changes published during the walk. */
+      g_hash_table_destroy(now);
+      S->gave_up = TRUE;
+      return TRUE;
+    }
     roaring_bitmap_t *late = roaring_bitmap_create();
     GHashTableIter it;
     gpointer key;

@@ -129,9 +129,11 @@ typedef struct {
   const ixia_idx_after_t *after;
   guint64 as_of_epoch, as_of;
   /* On an I/O thread: a sorted search that would read more than a page's
-   * worth (no points for its first key, a points walk or a tie group past
-   * a few thousand, many documents changed since as_of, a walk again over
-   * every match) stops early with res->gave_up instead. */
+   * worth stops early with res->gave_up instead: a first key that is not a
+   * number with missing values last (or a cursor among the documents
+   * without a value), a points walk past 4,096 points, more than 1,024
+   * changes since as_of, a tie group of more than 256 to order by key, a
+   * walk over every match. */
   gboolean bounded;
 } ixia_idx_search_opts_t;
 

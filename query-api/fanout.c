@@ -159,8 +159,9 @@ static gboolean read_sort(ahits_t *a, const char *v, const char *ve, ahit_t *h, 
   int r;
   while ((r = ixia_json_elements_next(&w, &x, &xe)) > 0) {
     char *b64 = (char *)read_string(a->strs, x, xe);
-    asval_t sv = {NULL, 0, b64 != NULL};
-    if (b64) sv.p = g_base64_decode_inplace(b64, &sv.len);
+    asval_t sv = {(const guint8 *)b64, 0, b64 != NULL};
+    /* (GLib refuses to decode "", an empty keyword's value: it stays empty.) */
+    if (b64 && *b64) sv.p = g_base64_decode_inplace(b64, &sv.len);
     g_array_append_val(a->svals, sv);
     h->n_sort++;
   }

@@ -68,8 +68,7 @@ int ixia_val_cmp(const guint8 *a, gsize alen, const guint8 *b, gsize blen);
 
 /* JSON of an encoded value of a field type (string, number or bool). */
 cJSON *ixia_val_to_json(ixia_field_type_t type, const guint8 *p, guint32 len);
-/* The same value appended to out as JSON text (a keyword's bytes escaped
- * whole, NUL included). */
+/* The same value appended to out as JSON text. */
 void ixia_val_append_json(GString *out, ixia_field_type_t type, const guint8 *p, gsize len);
 
 /* ---- text analysis (analyze.c) ----

@@ -1683,7 +1683,8 @@ static void test_sorted_bounded(void) {
     g_snprintf(key, sizeof key, "k%05u", i);
     guint cat = (i * 7) % 50;
     in_range += cat < 15;
-    g_snprintf(doc, sizeof doc, "{\"price\": %u, \"cat\": \"c%02u\", \"qty\": %u}", (i * 37) % 1000, cat, i % 2);
+    g_snprintf(doc, sizeof doc, "{\"price\": %u, \"cat\": \"c%02u\", \"qty\": %u, \"v\": {\"n\": %u}}",
+               (i * 37) % 1000, cat, i % 2, i % 10);
     g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, key, 2 + i, doc));
   }
   GRand *rng = g_rand_new_with_seed(5);
@@ -1697,8 +1698,13 @@ static void test_sorted_bounded(void) {
       /* 1 in 50 passes: 100 hits need ~5,000 points, past the bound */
       {"{\"term\": {\"cat\": \"c07\"}}", "[{\"price\": \"desc\"}]", TRUE},
       {"{\"range\": {\"cat\": {\"lt\": \"c15\"}}}", "[{\"cat\": \"asc\"}]", TRUE},
-      /* qty is 0 or 1: the page ends inside a tie of ~1,350 */
+      /* qty is 0 or 1: the ~4,500 points of qty 1 are past the points walked */
       {"{\"range\": {\"cat\": {\"lt\": \"c15\"}}}", "[{\"qty\": \"desc\"}]", TRUE},
+      /* v.n is i % 10: 360 matches share the top value, so the page ends
+       * inside a tie of more than 256 to order by key (900 points walked) */
+      {"{\"range\": {\"cat\": {\"lt\": \"c15\"}}}", "[{\"v.n\": \"desc\"}]", TRUE},
+      /* the same with price after it: no tie at the boundary */
+      {"{\"range\": {\"cat\": {\"lt\": \"c15\"}}}", "[{\"v.n\": \"desc\"}, {\"price\": \"asc\"}]", FALSE},
   };
   for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
     char *json = g_strdup_printf("{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": %s, "
@@ -1720,6 +1726,53 @@ static void test_sorted_bounded(void) {
     g_free(full);
     g_free(json);
   }
+  /* Paging through the tie of 360: cursors inside it are tied with more
+   * than 256 matches, and every page is still the unbounded one
+   * (next_page compares them). */
+  pager_t p = {idx, parse(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": "
+                               "{\"range\": {\"cat\": {\"lt\": \"c15\"}}}, \"sort\": [{\"v.n\": \"desc\"}]}"),
+               NULL, NULL, 0, 0, 0, 0};
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p.q);
+  GPtrArray *got = g_ptr_array_new_with_free_func(g_free);
+  for (int page = 0; page < 5; page++) {
+    ixia_error_t *e = NULL;
+    CU_ASSERT_TRUE(next_page(&p, 100, got, &e));
+    ixia_error_destroy(e);
+  }
+  /* The first four pages end in the tie or start from a cursor in it. */
+  CU_ASSERT_TRUE(p.gave_up >= 4 && p.bounded_pages >= 1);
+  GHashTable *seen = g_hash_table_new(g_str_hash, g_str_equal);
+  for (guint i = 0; i < got->len; i++) CU_ASSERT_TRUE(g_hash_table_add(seen, got->pdata[i]));
+  CU_ASSERT_EQUAL(got->len, 500);
+  g_hash_table_destroy(seen);
+  g_ptr_array_free(got, TRUE);
+  pager_clear(&p);
+
+  /* A cursor with more than 1,024 changes since its first page gives up
+   * before gathering them; the page from a worker is still right. */
+  pager_t q = {idx, parse(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": "
+                               "{\"range\": {\"cat\": {\"lt\": \"c15\"}}}, \"sort\": [{\"price\": \"desc\"}]}"),
+               NULL, NULL, 0, 0, 0, 0};
+  CU_ASSERT_PTR_NOT_NULL_FATAL(q.q);
+  got = g_ptr_array_new_with_free_func(g_free);
+  ixia_error_t *e = NULL;
+  CU_ASSERT_TRUE(next_page(&q, 100, got, &e));
+  CU_ASSERT_TRUE(q.bounded_pages == 1 && q.gave_up == 0);
+  GPtrArray *upd = g_ptr_array_new_with_free_func(tev_free);
+  for (guint i = 0; i < 1100; i++) {
+    char key[16], doc[96];
+    g_snprintf(key, sizeof key, "k%05u", (i * 13) % n);
+    g_snprintf(doc, sizeof doc, "{\"price\": %u, \"cat\": \"c%02u\", \"qty\": 7}", (i * 37) % 1000, (i * 7) % 50);
+    g_ptr_array_add(upd, tev_new(IXIA_IDX_PUT, key, 20000 + i, doc));
+  }
+  CU_ASSERT_TRUE_FATAL(apply_all(idx, upd, rng));
+  CU_ASSERT_TRUE(next_page(&q, 100, got, &e));
+  CU_ASSERT_TRUE(q.bounded_pages == 1 && q.gave_up == 1);
+  CU_ASSERT_EQUAL(got->len, 200);
+  ixia_error_destroy(e);
+  g_ptr_array_free(upd, TRUE);
+  g_ptr_array_free(got, TRUE);
+  pager_clear(&q);
   g_rand_free(rng);
   g_ptr_array_free(evs, TRUE);
   ixia_idx_destroy(idx);
