@@ -178,7 +178,8 @@ static void fill(sides_t *s, GRand *r, guint n, guint changes) {
     set_put(s->index, key, v);
   }
   for (guint i = 0; i < changes; i++) {
-    g_snprintf(key, sizeof key, "k%07u", g_rand_int_range(r, 0, (gint32)(4 * n)));
+    /* (With no keys, the changes all fall on one key.) */
+    g_snprintf(key, sizeof key, "k%07u", g_rand_int_range(r, 0, (gint32)MAX(4 * n, 1)));
     switch (g_rand_int_range(r, 0, 4)) {
       case 0: g_tree_remove(s->index, key); set_put(s->truth, key, 5); break;   /* missing */
       case 1: g_tree_remove(s->truth, key); set_put(s->index, key, 6); break;   /* extra */
