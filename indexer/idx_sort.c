@@ -281,7 +281,6 @@ ixia_idx_sort_t *ixia_idx_sort_new(ixia_idx_search_t *s, const ixia_idx_search_o
   gpointer key;
   g_hash_table_iter_init(&it, S->overlay);
   while (g_hash_table_iter_next(&it, &key, NULL)) roaring_bitmap_add(S->overlay_ids, GPOINTER_TO_UINT(key));
-
   if (o->after) {
     /* The cursor's values as this shard compares them: keyword bytes are
      * the cursor's own (compared, never looked up). */

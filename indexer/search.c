@@ -327,17 +327,9 @@ static char *run_search(IxiaShardHandler *h, const char *json, gboolean *deferre
   gboolean has_after = FALSE;
   gboolean searched = sort_position(&r, q, after_values, &after, &has_after, &so, err) &&
                       ixia_idx_search(idx, q, &so, &h->lim, hits, aggs, &res, err);
-  if (searched && res.gave_up) {
-    /* Too much for an I/O thread: a worker runs it again from the start. */
-    ixia_idx_hits_clear(hits);
-    g_array_free(hits, TRUE);
-    g_ptr_array_free(after_values, TRUE);
-    cJSON_Delete(req);
-    ixia_aggs_destroy(aggs);
-    ixia_query_destroy(q);
-    return defer_call(deferred);
-  }
-  if (searched) {
+  /* Too much for an I/O thread: a worker runs it again from the start. */
+  gboolean gave_up = searched && res.gave_up;
+  if (searched && !gave_up) {
     /* Written as text, hits first: cJSON's printer checks each number's
      * round trip with sscanf (5% of the shard's CPU at pages of 10 hits,
      * for the response's few members). Only the explanation and the
@@ -400,7 +392,7 @@ static char *run_search(IxiaShardHandler *h, const char *json, gboolean *deferre
   cJSON_Delete(req); /* r's members point into it */
   ixia_aggs_destroy(aggs);
   ixia_query_destroy(q);
-  return out;
+  return gave_up ? defer_call(deferred) : out;
 }
 
 static gboolean h_search(IxiaSearchIf *iface, gchar **ret, const gchar *request_json,
