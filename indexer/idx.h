@@ -42,6 +42,14 @@
 #include "index.h"
 #include "log.h"
 
+/* Loops with an AVX2 variant: the build targets plain x86-64, so such a
+ * variant is compiled with target("avx2") and chosen at run time with
+ * __builtin_cpu_supports (a flag libgcc sets at start-up). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX2_PATH 1
+#endif
+
 /* ---------------------------------------------------------------- layout */
 
 #define K_META 'M'   /* "Mv" max version; "Mf" format; "Mp" + partition: next offset */

@@ -34,11 +34,6 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define HAVE_AVX2_PATH 1
-#endif
-
 #include "idx.h"
 
 /* Dictionary values a prefix or keyword range lists before it switches to
@@ -973,7 +968,6 @@ static inline guint64 vbits_word(const pnode_t *p, const guint32 *v, guint64 m) 
   }
 #endif
 #ifdef HAVE_AVX2_PATH
-  /* (__builtin_cpu_supports reads a flag libgcc set at start-up.) */
   if (__builtin_popcountll(m) > 16 && __builtin_cpu_supports("avx2")) return vbits_word_avx2(p, v) & m;
 #endif
   for (guint64 k = m; k; k &= k - 1) {

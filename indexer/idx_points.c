@@ -328,6 +328,33 @@ typedef struct {
   gsize n;
 } probe_t;
 
+#ifdef HAVE_AVX2_PATH
+/* probe_run on a CPU with AVX2: eight probes a step, their words gathered
+ * four at a time. The scalar loop spent ~1 ns a probe, a third of the
+ * shard's CPU under category = X AND a 4% price range (20k candidates
+ * probed by 40k points); the gathers take about half of that. Ids are
+ * clamped to top + 1 as in the scalar loop, so top must be below
+ * G_MAXUINT32 (the caller checks). Returns where it stopped. */
+__attribute__((target("avx2"))) static guint probe_avx2(const guint32 *ids, guint n, probe_t *pr) {
+  const long long *bits = (const long long *)(const void *)pr->bits;
+  const __m128i top1 = _mm_set1_epi32((int)(pr->top + 1)), low6 = _mm_set1_epi32(63);
+  guint i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128i a = _mm_min_epu32(_mm_loadu_si128((const __m128i *)(const void *)(ids + i)), top1);
+    __m128i b = _mm_min_epu32(_mm_loadu_si128((const __m128i *)(const void *)(ids + i + 4)), top1);
+    __m256i wa = _mm256_i32gather_epi64(bits, _mm_srli_epi32(a, 6), 8);
+    __m256i wb = _mm256_i32gather_epi64(bits, _mm_srli_epi32(b, 6), 8);
+    /* Each id's bit moved to the sign bit, where movemask finds it. */
+    wa = _mm256_sllv_epi64(wa, _mm256_cvtepu32_epi64(_mm_andnot_si128(a, low6)));
+    wb = _mm256_sllv_epi64(wb, _mm256_cvtepu32_epi64(_mm_andnot_si128(b, low6)));
+    guint hit = (guint)_mm256_movemask_pd(_mm256_castsi256_pd(wa)) |
+                (guint)_mm256_movemask_pd(_mm256_castsi256_pd(wb)) << 4;
+    for (; hit; hit &= hit - 1) pr->hits[pr->n++] = ids[i + (guint)__builtin_ctz(hit)];
+  }
+  return i;
+}
+#endif
+
 /* 64 probes into one word of hit flags, then the hits: the loads do not
  * wait on each other (appending as each one landed made every probe wait
  * for the one before). An id past the candidates probes bit top + 1, which
@@ -336,7 +363,11 @@ static void probe_run(const guint32 *ids, guint n, void *ud) {
   probe_t *pr = ud;
   const guint64 *bits = pr->bits;
   guint64 top1 = (guint64)pr->top + 1;
-  for (guint i = 0; i < n; i += 64) {
+  guint i = 0;
+#ifdef HAVE_AVX2_PATH
+  if (n >= 8 && pr->top < G_MAXUINT32 && __builtin_cpu_supports("avx2")) i = probe_avx2(ids, n, pr);
+#endif
+  for (; i < n; i += 64) {
     guint m = MIN(64, n - i);
     guint64 hit = 0;
     for (guint j = 0; j < m; j++) {
