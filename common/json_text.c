@@ -20,6 +20,9 @@
  * follow). */
 #include <math.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "json.h"
 
@@ -29,15 +32,30 @@ static const char *ws(const char *p, const char *e) {
 }
 
 /* p at an opening quote: the byte after the closing one, or NULL. A
- * quote ends the string unless an odd run of backslashes precedes it. */
+ * backslash escapes the byte after it. Sixteen bytes a step are searched
+ * for a quote or a backslash at once, inline: a stored document's strings
+ * are mostly a few bytes long, and a call to memchr per string was 16% of
+ * the query API's CPU on pages of 100 hits (two members of ~1 KB
+ * documents projected, a dozen strings walked past per document). */
 static const char *skip_string(const char *p, const char *e) {
-  for (const char *from = p + 1; from < e;) {
-    const char *q = memchr(from, '"', (size_t)(e - from));
-    if (!q) return NULL;
-    const char *b = q;
-    while (b > p + 1 && b[-1] == '\\') b--;
-    if ((q - b) % 2 == 0) return q + 1;
-    from = q + 1;
+  const char *s = p + 1;
+#ifdef __SSE2__
+  const __m128i quote = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\');
+  while (e - s >= 16) {
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)s);
+    unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bs)));
+    if (!m) {
+      s += 16;
+      continue;
+    }
+    s += __builtin_ctz(m);
+    if (*s == '"') return s + 1;
+    s += 2; /* the backslash and the byte it escapes */
+  }
+#endif
+  for (; s < e; s++) {
+    if (*s == '"') return s + 1;
+    if (*s == '\\' && ++s == e) break;
   }
   return NULL;
 }

@@ -409,6 +409,60 @@ static void test_json_project_flat(void) {
   CU_ASSERT_STRING_EQUAL(buf, "9223372036854775807");
 }
 
+/* Strings of every length up to 70 with escapes anywhere (the scanner
+ * takes sixteen bytes a step, so escapes fall on each side of a step's
+ * edge): the text projection agrees with the tree, and a document cut
+ * short inside its last member does not find it, without reading past its
+ * end (the copy is
+ * exactly as long as the cut, for the sanitizers). */
+static void test_json_project_strings(void) {
+  static const char *const esc[] = {"\\\"", "\\\\", "\\n", "\\u0041", "\\/"};
+  GRand *r = g_rand_new_with_seed(7);
+  for (int round = 0; round < 400; round++) {
+    GString *d = g_string_new("{");
+    char names[4][8];
+    for (int m = 0; m < 4; m++) {
+      g_snprintf(names[m], sizeof names[m], "m%d", m);
+      g_string_append_printf(d, "%s\"%s\":\"", m ? "," : "", names[m]);
+      gint len = g_rand_int_range(r, 0, 71);
+      for (gint i = 0; i < len; i++) {
+        if (g_rand_int_range(r, 0, 6) == 0) g_string_append(d, esc[g_rand_int_range(r, 0, G_N_ELEMENTS(esc))]);
+        else g_string_append_c(d, (char)('a' + g_rand_int_range(r, 0, 26)));
+      }
+      g_string_append_c(d, '"');
+    }
+    g_string_append_c(d, '}');
+    cJSON *doc = cJSON_Parse(d->str);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+    const char *want_paths[2] = {names[g_rand_int_range(r, 0, 4)], names[3]};
+    gboolean all = FALSE;
+    cJSON *want = ixia_json_project(doc, want_paths, 2, &all);
+    char *a = ixia_json_print(want);
+    GString *out = g_string_new(NULL);
+    CU_ASSERT_TRUE(ixia_json_project_text(d->str, d->len, want_paths, 2, out, &all));
+    cJSON *got = cJSON_Parse(out->str);
+    char *b = ixia_json_print(got);
+    if (!b || strcmp(a, b) != 0) fprintf(stderr, "doc %s: tree %s, text %s\n", d->str, a, out->str);
+    CU_ASSERT_TRUE(b && strcmp(a, b) == 0);
+    /* Cut short before the last member's closing quote: it is never found. */
+    for (gsize cut = 1; cut < d->len - 1; cut += 1 + (gsize)g_rand_int_range(r, 0, 3)) {
+      char *part = g_memdup2(d->str, cut);
+      g_string_truncate(out, 0);
+      const char *last[1] = {names[3]};
+      CU_ASSERT_FALSE(ixia_json_project_text(part, cut, last, 1, out, &all) && all);
+      g_free(part);
+    }
+    g_free(a);
+    g_free(b);
+    cJSON_Delete(got);
+    cJSON_Delete(want);
+    cJSON_Delete(doc);
+    g_string_free(out, TRUE);
+    g_string_free(d, TRUE);
+  }
+  g_rand_free(r);
+}
+
 static const char *SCHEMA =
     "{\"namespace\":\"shop\",\"table\":\"products\",\"cache_ttl_seconds\":60,"
     "\"indexes\":[{\"field\":\"category\",\"type\":\"keyword\"},{\"field\":\"price\",\"type\":\"double\"},"
@@ -998,6 +1052,7 @@ int main(void) {
   IXT_ADD(s, test_time);
   IXT_ADD(s, test_json_path_arrays);
   IXT_ADD(s, test_json_project_flat);
+  IXT_ADD(s, test_json_project_strings);
   IXT_ADD(s, test_schema_parse);
   IXT_ADD(s, test_schema_check_doc);
   IXT_ADD(s, test_schema_evolution);
