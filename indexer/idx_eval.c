@@ -402,33 +402,56 @@ static gboolean multi_get_hits(ixia_idx_t *idx, const guint32 *ids, const guint 
 }
 
 /* Resolves ids to keys and versions, in order: from the cached id records
- * of their blocks (idx_cache.c), the rest with one batched multi-get. */
+ * of their blocks (idx_cache.c), the rest with one batched multi-get.
+ *
+ * Three passes, so that the cache misses of different hits overlap rather
+ * than queue: the blocks are looked up and each hit's slot in its block's
+ * offsets prefetched, then each record is located and prefetched, then the
+ * records are read. The hits of a page are mostly each in a block of their
+ * own, and reading a record where it was located took two misses in a row
+ * (its offset, then its bytes). */
 gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GArray *hits,
                                ixia_error_t **err) {
   if (n == 0) return TRUE;
   ixia_idx_hit_t *out = g_new0(ixia_idx_hit_t, n);
   guint *rest = g_new(guint, n), n_rest = 0;
-  blk_t *b = NULL;
+  const recs_t **rs = g_new0(const recs_t *, n); /* hit i's records, NULL: not cached */
+  GPtrArray *held = g_ptr_array_new();           /* blk_t*, one reference each */
   guint32 block = G_MAXUINT32;
+  const recs_t *r = NULL;
   gboolean ok = TRUE;
   for (guint i = 0; ok && i < n; i++) {
     if (ids[i] >> BLOCK_BITS != block) {
-      ixia_idx_blk_unref(b);
       block = ids[i] >> BLOCK_BITS;
       ixia_error_t *e = NULL;
-      b = ixia_idx_records(idx, block, &e);
+      blk_t *b = ixia_idx_records(idx, block, &e);
       if (e) ok = ixia_error_propagate(err, e);
+      if (b) g_ptr_array_add(held, b);
+      r = b ? b->recs : NULL;
     }
-    if (!b) {
+    rs[i] = r;
+    if (r) {
+      guint slot = ids[i] & (BLOCK_SLOTS - 1);
+      __builtin_prefetch(&r->off[slot]);
+      __builtin_prefetch(&r->len[slot]);
+    }
+  }
+  for (guint i = 0; ok && i < n; i++) {
+    guint slot = ids[i] & (BLOCK_SLOTS - 1);
+    if (rs[i] && rs[i]->len[slot]) __builtin_prefetch(rs[i]->arena->data + rs[i]->off[slot]);
+  }
+  for (guint i = 0; ok && i < n; i++) {
+    if (!rs[i]) {
       rest[n_rest++] = i;
       continue;
     }
-    const recs_t *r = b->recs;
     guint slot = ids[i] & (BLOCK_SLOTS - 1);
-    ok = ok && hit_of(ids[i], r->len[slot] ? (const char *)r->arena->data + r->off[slot] : NULL, r->len[slot],
-                      &out[i], err);
+    guint32 len = rs[i]->len[slot];
+    ok = hit_of(ids[i], len ? (const char *)rs[i]->arena->data + rs[i]->off[slot] : NULL, len, &out[i], err);
   }
-  ixia_idx_blk_unref(b);
+  for (guint i = 0; i < held->len; i++) ixia_idx_blk_unref(held->pdata[i]);
+  g_ptr_array_free(held, TRUE);
+  g_free(rs);
   if (ok) ok = multi_get_hits(idx, ids, rest, n_rest, out, err);
   for (guint i = 0; i < n; i++) {
     if (ok) g_array_append_val(hits, out[i]);
