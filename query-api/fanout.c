@@ -134,8 +134,21 @@ static const char *read_string(GStringChunk *strs, const char *v, const char *ve
   return out;
 }
 
-/* An integer [v, ve), also written as an integral double. */
+/* An integer [v, ve), also written as an integral double. Up to 18
+ * digits are read here (g_ascii_strtoll was 2.6% of the API's CPU under
+ * pages of 100 hits: two integers a hit); longer or other forms go
+ * through GLib. */
 static gboolean read_int(const char *v, const char *ve, gint64 *out) {
+  const char *p = v + (v < ve && *v == '-');
+  if (p < ve && ve - p <= 18) {
+    gint64 x = 0;
+    const char *d = p;
+    while (d < ve && *d >= '0' && *d <= '9') x = x * 10 + (*d++ - '0');
+    if (d == ve) {
+      *out = p > v ? -x : x;
+      return TRUE;
+    }
+  }
   char *end;
   gint64 i = g_ascii_strtoll(v, &end, 10);
   if (end == ve && end > v) {
