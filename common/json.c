@@ -47,7 +47,7 @@ gboolean ixia_json_check_depth(const char *text, size_t len, int max_depth,
 
 char *ixia_memdup0(const char *text, size_t len) {
   char *copy = g_malloc(len + 1);
-  memcpy(copy, text, len);
+  if (len) memcpy(copy, text, len); /* text may be NULL when len is 0 (an empty value) */
   copy[len] = 0;
   return copy;
 }

@@ -351,7 +351,7 @@ bucket_t *ixia_aggs_bucket_get(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t 
   b = g_malloc0(size);
   b->subs = (agg_state_t *)(b + 1);
   guint8 *kb = (guint8 *)b->subs + subs_bytes;
-  memcpy(kb, p, len);
+  if (len) memcpy(kb, p, len); /* an empty keyword's value has no bytes (p may be NULL) */
   b->key = (term_key_t){hash, len, kb};
   for (guint i = 0; i < g->n_subs; i++) ixia_aggs_state_init(a, g->subs[i], &b->subs[i]);
   g_hash_table_add(st->u.buckets, b);
