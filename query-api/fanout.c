@@ -9,6 +9,7 @@
  * position (and, for sorted pages, the last hit's sort values). */
 #include "fanout.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -150,7 +151,9 @@ static gboolean read_int(const char *v, const char *ve, gint64 *out) {
     }
   }
   char *end;
+  errno = 0;
   gint64 i = g_ascii_strtoll(v, &end, 10);
+  if (errno == ERANGE) return FALSE;
   if (end == ve && end > v) {
     *out = i;
     return TRUE;
@@ -599,12 +602,6 @@ static gboolean call_settled(const call_t *c) {
   return !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c->response, "settled"));
 }
 
-/* Re-reads the page's hits from the truth store in one multi-get and
- * appends, comma-separated, those that still exist and still match: a hit
- * whose stored version is the one its shard indexed matched there, so
- * under a filter without "not" it is not evaluated again (see
- * ixia_query_filter_monotone), unless its shard's answer was not settled.
- * Returns the number appended. */
 /* How far ahead of the document being projected the next ones' first
  * bytes are fetched. The documents come from the cache or RocksDB's block
  * cache, scattered over memory: projecting a member walks the text from
@@ -615,9 +612,18 @@ static gboolean call_settled(const call_t *c) {
 
 static inline void prefetch_doc(const ixia_store_doc_t *d) {
   if (!d->found) return;
-  for (size_t o = 0; o < MIN(d->json_len, PREFETCH_BYTES); o += 64) __builtin_prefetch(d->json + o);
+  /* Every line the first PREFETCH_BYTES touch, wherever the text starts. */
+  const char *end = d->json + MIN(d->json_len, PREFETCH_BYTES);
+  for (const char *p = (const char *)((guintptr)d->json & ~(guintptr)63); p < end; p += 64)
+    __builtin_prefetch(p);
 }
 
+/* Re-reads the page's hits from the truth store in one multi-get and
+ * appends, comma-separated, those that still exist and still match: a hit
+ * whose stored version is the one its shard indexed matched there, so
+ * under a filter without "not" it is not evaluated again (see
+ * ixia_query_filter_monotone), unless its shard's answer was not settled.
+ * Returns the number appended. */
 static guint verify_hits(ixia_fanout_t *s, const ixia_query_t *q, const GArray *cands,
                          GString *out, guint *stale_by_shard, ixia_error_t **err) {
   guint n = cands->len, kept = 0;
@@ -633,6 +639,7 @@ static guint verify_hits(ixia_fanout_t *s, const ixia_query_t *q, const GArray *
   GPtrArray *paths = NULL; /* the filter's, once a hit needs a re-check */
   ixia_store_pins_t *pins = NULL; /* docs[i].json borrows from it */
   if (ixia_store_multi_get_pinned(s->store, q->ns, q->table, n, keys, lens, docs, &pins, err)) {
+    for (guint i = 0; i < MIN(n, PREFETCH_DOCS); i++) prefetch_doc(&docs[i]);
     for (guint i = 0; i < n; i++) {
       if (i + PREFETCH_DOCS < n) prefetch_doc(&docs[i + PREFETCH_DOCS]);
       const ixia_store_doc_t *d = &docs[i];
