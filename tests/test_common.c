@@ -413,8 +413,7 @@ static void test_json_project_flat(void) {
  * takes sixteen bytes a step, so escapes fall on each side of a step's
  * edge): the text projection agrees with the tree, and a document cut
  * short inside its last member does not find it, without reading past its
- * end (the copy is
- * exactly as long as the cut, for the sanitizers). */
+ * end (the copy is exactly as long as the cut, for the sanitizers). */
 static void test_json_project_strings(void) {
   static const char *const esc[] = {"\\\"", "\\\\", "\\n", "\\u0041", "\\/"};
   GRand *r = g_rand_new_with_seed(7);
