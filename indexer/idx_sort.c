@@ -427,7 +427,7 @@ gboolean ixia_idx_sort_points_ok(const ixia_idx_sort_t *S) {
   const skey_t *k0 = &S->keys[0];
   /* The first key a numeric field with values last; a cursor inside the
    * documents without a value leaves nothing for the points to find. */
-  return S->k > 0 && !k0->score && k0->f && k0->f->numeric && !k0->k->missing_first &&
+  return S->k > 0 && ixia_sort_key_walkable(k0->k) && k0->f && k0->f->numeric &&
          (!S->has_after || S->after.v[0].has);
 }
 

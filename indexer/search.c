@@ -237,8 +237,7 @@ gboolean ixia_search_inline_call(const char *method, guint32 len) {
 static gboolean stays_inline(IxiaShardHandler *h, const ixia_query_t *q, guint limit) {
   /* A sort whose first key is not a number with missing values last would
    * only give up after planning: it goes at once. */
-  const ixia_sort_key_t *k0 = q->n_sort ? &q->sort[0] : NULL;
-  if (k0 && (!k0->field || !ixia_field_type_numeric(k0->field->type) || k0->missing_first)) return FALSE;
+  if (q->n_sort && !ixia_sort_key_walkable(&q->sort[0])) return FALSE;
   return !q->n_aggs && limit <= INLINE_MAX_LIMIT &&
          q->track_total_hits <= h->lim.track_total_hits && !ixia_indexer_expiry_due(h->ix);
 }

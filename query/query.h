@@ -151,6 +151,13 @@ typedef struct {
   gboolean missing_first;
 } ixia_sort_key_t;
 
+/* Whether a sort key is a number with missing values last: the order in
+ * which a shard walks the field's range index for a page (idx_sort.c), so
+ * that such a page can be answered on the shard's I/O thread (search.c). */
+static inline gboolean ixia_sort_key_walkable(const ixia_sort_key_t *k) {
+  return k->field && ixia_field_type_numeric(k->field->type) && !k->missing_first;
+}
+
 #define IXIA_MAX_SORT_KEYS 8
 
 typedef enum {
