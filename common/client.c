@@ -288,6 +288,7 @@ void ixia_shard_client_destroy(ixia_shard_client_t *c) {
 
 IxiaSearchIf *ixia_shard_client_iface(ixia_shard_client_t *c) { return c->iface; }
 const char *ixia_shard_client_address(const ixia_shard_client_t *c) { return c->address; }
+int ixia_shard_client_fd(const ixia_shard_client_t *c) { return c->conn.fd; }
 
 gboolean ixia_shard_client_check(ixia_shard_client_t *c, gboolean ok, IxiaIxiaError *xe,
                                  GError *gerr, ixia_error_t **err) {

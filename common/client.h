@@ -142,6 +142,10 @@ ixia_shard_client_t *ixia_shard_client_new(const char *hostport, gint64 io_timeo
 void ixia_shard_client_destroy(ixia_shard_client_t *c);
 IxiaSearchIf *ixia_shard_client_iface(ixia_shard_client_t *c);
 const char *ixia_shard_client_address(const ixia_shard_client_t *c);
+/* The connection's socket (blocking, with the I/O timeout), for a caller
+ * that sends a whole call and reads its whole answer itself (wire.h's
+ * string calls) between calls made through the client. */
+int ixia_shard_client_fd(const ixia_shard_client_t *c);
 /* As ixia_client_check, naming the shard in transport errors. */
 gboolean ixia_shard_client_check(ixia_shard_client_t *c, gboolean ok, IxiaIxiaError *xe,
                                  GError *gerr, ixia_error_t **err);

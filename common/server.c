@@ -11,7 +11,12 @@
  * the answer is written straight to
  * the socket (non-blocking) and gives the connection back to its I/O
  * thread through a queue and an eventfd; whatever did not fit in the
- * socket is sent by the I/O thread when the socket drains.
+ * socket is sent by the I/O thread when the socket drains. A call run on an
+ * I/O thread that waits on another server (the API's queries to its
+ * shards) takes its call over, hands the other socket to the thread as a
+ * watch (readable, deadline, server stopping) and is finished by the
+ * watch's callback on the same thread, which gives the connection back
+ * without the eventfd.
  *
  * Ownership is simple on purpose: a connection is touched by exactly one
  * thread at a time, its I/O thread while reading or writing, one worker
@@ -77,7 +82,11 @@ typedef enum { CONN_READING, CONN_RUNNING, CONN_WRITING } conn_state_t;
 
 typedef struct io_thread io_t;
 
+/* What an epoll event names: the first member of conn_t and of a watch. */
+enum { EV_CONN = 0, EV_WATCH = 1 };
+
 typedef struct {
+  guint8 kind;         /* EV_CONN */
   int fd;
   io_t *io;
   conn_state_t state;
@@ -113,6 +122,8 @@ struct io_thread {
   GQueue ready;       /* connections that used up their turn with input left */
   GPtrArray *closed;  /* conn_t * closed during this epoll batch: events of
                          the same batch may still name them */
+  GQueue watches;     /* ixia_server_watch_t * of this thread */
+  GPtrArray *ended;   /* watches ended during this pass, freed after it */
   guint8 rbuf[RECV_CHUNK]; /* receives of up to RECV_CHUNK bytes land here first */
 };
 
@@ -180,6 +191,8 @@ static __thread serving_t *tl_serving;
 
 /* Set while an I/O thread runs a call itself (see ixia_server_set_inline). */
 static __thread gboolean tl_on_io, tl_deferred;
+/* The I/O thread this thread is (NULL on every other thread). */
+static __thread io_t *tl_io;
 /* The state slot of the connection whose call runs on this thread. */
 static __thread gpointer *tl_state;
 
@@ -290,9 +303,11 @@ static void wake(io_t *io) {
   (void)w; /* a full counter still wakes the thread */
 }
 
+/* On the connection's own I/O thread (a call answered from a watch) the
+ * thread drains its queue before it next waits: no wake-up is needed. */
 static void hand_back(conn_t *c) {
   g_async_queue_push(c->io->done, c);
-  wake(c->io);
+  if (tl_io != c->io) wake(c->io);
 }
 
 const GByteArray *ixia_server_serve_frame(ThriftProcessor *processor,
@@ -746,13 +761,87 @@ static void expire(io_t *io, gint64 now) {
   }
 }
 
+/* ---------- watches (other sockets on an I/O thread) ---------- */
+
+struct ixia_server_watch {
+  guint8 kind; /* EV_WATCH */
+  io_t *io;
+  int fd;
+  gint64 deadline; /* µs, monotonic */
+  ixia_server_watch_fn fn;
+  gpointer ud;
+  gboolean ended;
+  GList link; /* in io->watches */
+};
+
+gboolean ixia_server_can_watch(void) { return tl_io != NULL && tl_on_io; }
+
+ixia_server_watch_t *ixia_server_watch(int fd, gint64 deadline_us, ixia_server_watch_fn fn,
+                                       gpointer ud) {
+  io_t *io = tl_io;
+  if (!io) return NULL;
+  ixia_server_watch_t *w = g_new0(ixia_server_watch_t, 1);
+  *w = (ixia_server_watch_t){EV_WATCH, io, fd, deadline_us, fn, ud, FALSE, {w, NULL, NULL}};
+  /* Level-triggered: an answer that came in pieces is reported until it
+   * has been read whole. */
+  struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = w};
+  if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    g_free(w);
+    return NULL;
+  }
+  g_queue_push_tail_link(&io->watches, &w->link);
+  return w;
+}
+
+void ixia_server_watch_end(ixia_server_watch_t *w) {
+  if (!w || w->ended) return;
+  w->ended = TRUE;
+  epoll_ctl(w->io->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+  g_queue_unlink(&w->io->watches, &w->link);
+  /* Freed after the pass: an event of the same batch may still name it. */
+  g_ptr_array_add(w->io->ended, w);
+}
+
+/* Fires ev on w; a watch that timed out or sees the server stop is over. */
+static void watch_fire(ixia_server_watch_t *w, ixia_server_watch_event_t ev) {
+  w->fn(w, ev, w->ud);
+  if (ev != IXIA_SERVER_WATCH_READABLE) ixia_server_watch_end(w);
+}
+
+/* Watches past their deadlines time out (one firing may end others, so
+ * the list is searched again after each). */
+static void watch_expire(io_t *io, gint64 now) {
+  for (gboolean fired = TRUE; fired;) {
+    fired = FALSE;
+    for (GList *l = io->watches.head; l && !fired; l = l->next) {
+      ixia_server_watch_t *w = l->data;
+      if (w->deadline <= now) {
+        watch_fire(w, IXIA_SERVER_WATCH_TIMEOUT);
+        fired = TRUE;
+      }
+    }
+  }
+}
+
+/* How long epoll may wait: until the next tick or the nearest watch
+ * deadline, and not at all while connections wait for their turn or were
+ * given back on this thread without a wake-up (hand_back). */
+static int wait_ms(io_t *io, gint64 now) {
+  if (io->ready.length || g_async_queue_length(io->done) > 0) return 0;
+  gint64 until = TICK_MS * 1000;
+  for (GList *l = io->watches.head; l; l = l->next)
+    until = MIN(until, ((ixia_server_watch_t *)l->data)->deadline - now);
+  return until <= 0 ? 0 : (int)((until + 999) / 1000);
+}
+
 static gpointer io_main(gpointer data) {
   io_t *io = data;
   ixia_server_t *srv = io->srv;
+  tl_io = io;
   struct epoll_event evs[256];
   gint64 next_tick = g_get_monotonic_time() + TICK_MS * 1000;
   while (!atomic_load(&srv->stopping)) {
-    int n = epoll_wait(io->epfd, evs, G_N_ELEMENTS(evs), io->ready.length ? 0 : TICK_MS);
+    int n = epoll_wait(io->epfd, evs, G_N_ELEMENTS(evs), wait_ms(io, g_get_monotonic_time()));
     guint waiting = io->ready.length; /* queued before this pass */
     if (n < 0 && errno != EINTR) {
       IXIA_ERROR("epoll_wait: %s", g_strerror(errno));
@@ -775,10 +864,17 @@ static gpointer io_main(gpointer data) {
           gint v = GPOINTER_TO_INT(in);
           add_conn(io, ABS(v) - 1, v < 0, now);
         }
+      } else if (*(const guint8 *)p == EV_WATCH) {
+        ixia_server_watch_t *w = p;
+        if (!w->ended) watch_fire(w, IXIA_SERVER_WATCH_READABLE);
       } else {
         on_conn_event(p, evs[i].events, now);
       }
     }
+    if (io->watches.length) watch_expire(io, now);
+    /* Calls answered on this thread (from a watch) gave their connections
+     * back without a wake-up. */
+    for (conn_t *c; (c = g_async_queue_try_pop(io->done));) finish_request(c, now);
     /* One more turn for each connection that had used up its last one
      * before this pass (those queued during it wait for the next). */
     for (guint k = waiting; k > 0 && io->ready.head; k--) {
@@ -792,7 +888,12 @@ static gpointer io_main(gpointer data) {
       next_tick = now + TICK_MS * 1000;
     }
     g_ptr_array_set_size(io->closed, 0);
+    g_ptr_array_set_size(io->ended, 0);
   }
+  /* Stopping: every watch is told, so the calls waiting on them answer. */
+  while (io->watches.head) watch_fire(io->watches.head->data, IXIA_SERVER_WATCH_STOPPING);
+  g_ptr_array_set_size(io->ended, 0);
+  tl_io = NULL;
   return NULL;
 }
 
@@ -983,7 +1084,9 @@ gboolean ixia_server_start(ixia_server_t *srv, ixia_error_t **err) {
     io->done = g_async_queue_new();
     io->incoming = g_async_queue_new();
     io->closed = g_ptr_array_new_with_free_func(conn_free);
+    io->ended = g_ptr_array_new_with_free_func(g_free);
     g_queue_init(&io->conns);
+    g_queue_init(&io->watches);
     io->epfd = epoll_create1(EPOLL_CLOEXEC);
     io->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     struct epoll_event wake = {.events = EPOLLIN, .data.ptr = &wake_marker};
@@ -1043,6 +1146,7 @@ void ixia_server_destroy(ixia_server_t *srv) {
     if (io->done) g_async_queue_unref(io->done);
     if (io->incoming) g_async_queue_unref(io->incoming);
     if (io->closed) g_ptr_array_unref(io->closed);
+    if (io->ended) g_ptr_array_unref(io->ended);
   }
   g_free(srv->io);
   g_mutex_clear(&srv->calls_lock);

@@ -102,6 +102,32 @@ typedef struct ixia_server_call ixia_server_call_t;
 ixia_server_call_t *ixia_server_call_later(void);
 void ixia_server_call_answer(ixia_server_call_t *call, ThriftStruct *result);
 
+/* Watches: a call run on an I/O thread that waits on another socket (the
+ * API's calls to its index shards) hands the socket to the thread and
+ * returns, after taking its call over (ixia_server_call_later); the thread
+ * serves its other connections meanwhile and runs fn on its own thread
+ * when fd has bytes to read (READABLE, level-triggered: again on every
+ * pass until they are read or the watch ends), when deadline_us
+ * (monotonic) passes first (TIMEOUT), or when the server stops (STOPPING).
+ * After TIMEOUT and STOPPING the watch is over (freed after fn returns);
+ * otherwise fn ends it with ixia_server_watch_end, on the same thread, when
+ * it has what it waited for. fn must not block: it runs where other
+ * connections wait for their turn. The fd stays the caller's.
+ * ixia_server_watch returns NULL off an I/O thread (ixia_server_can_watch
+ * is FALSE: a worker, or the HTTP port's loop) or when epoll refuses fd. */
+typedef struct ixia_server_watch ixia_server_watch_t;
+typedef enum {
+  IXIA_SERVER_WATCH_READABLE,
+  IXIA_SERVER_WATCH_TIMEOUT,
+  IXIA_SERVER_WATCH_STOPPING
+} ixia_server_watch_event_t;
+typedef void (*ixia_server_watch_fn)(ixia_server_watch_t *w, ixia_server_watch_event_t ev,
+                                     gpointer ud);
+gboolean ixia_server_can_watch(void);
+ixia_server_watch_t *ixia_server_watch(int fd, gint64 deadline_us, ixia_server_watch_fn fn,
+                                       gpointer ud);
+void ixia_server_watch_end(ixia_server_watch_t *w);
+
 gboolean ixia_server_start(ixia_server_t *srv, ixia_error_t **err);
 /* Stops accepting, closes open connections and waits for workers. */
 void ixia_server_stop(ixia_server_t *srv);

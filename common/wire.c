@@ -913,6 +913,89 @@ gboolean ixia_wire_read_get_reply(const guint8 *a, gsize len, gboolean *found, g
   return len - p == 2 && a[p] == T_STOP && a[p + 1] == T_STOP;
 }
 
+void ixia_wire_append_string_call(GByteArray *out, const char *method, gint32 seqid,
+                                  const char *arg, gsize arg_len) {
+  ixia_bytes_append32(out, 0x80010000u | T_CALL);
+  ixia_bytes_append32(out, (guint32)strlen(method));
+  g_byte_array_append(out, (const guint8 *)method, (guint)strlen(method));
+  ixia_bytes_append32(out, (guint32)seqid);
+  put_string(out, 1, arg, arg_len);
+  const guint8 stop = T_STOP;
+  g_byte_array_append(out, &stop, 1);
+}
+
+/* A string at a[*p] (length, bytes); *p moves past it. */
+static gboolean string_at(const guint8 *a, gsize len, gsize *p, const char **v, gsize *n) {
+  if (len - *p < 4) return FALSE;
+  guint32 l = ixia_bytes_get32(a + *p);
+  if (l > len - *p - 4) return FALSE;
+  *v = (const char *)a + *p + 4;
+  *n = l;
+  *p += 4 + (gsize)l;
+  return TRUE;
+}
+
+/* The fields of a struct holding only i32s and strings (an IxiaError, a
+ * TApplicationException) at a[*p], up to its stop: field 1 and 2 as ids
+ * i32_id and str_id say. */
+static gboolean small_struct_at(const guint8 *a, gsize len, gsize *p, guint8 i32_id, guint8 str_id,
+                                gint32 *i32, const char **str, gsize *str_len) {
+  for (;;) {
+    if (*p >= len) return FALSE;
+    guint8 type = a[(*p)++];
+    if (type == T_STOP) return TRUE;
+    if (len - *p < 2 || a[*p] != 0) return FALSE;
+    guint8 id = a[*p + 1];
+    *p += 2;
+    if (type == T_I32) {
+      if (len - *p < 4) return FALSE;
+      if (id == i32_id) *i32 = (gint32)ixia_bytes_get32(a + *p);
+      *p += 4;
+    } else if (type == T_STRING) {
+      const char *v;
+      gsize n;
+      if (!string_at(a, len, p, &v, &n)) return FALSE;
+      if (id == str_id) *str = v, *str_len = n;
+    } else {
+      return FALSE;
+    }
+  }
+}
+
+int ixia_wire_read_string_reply(const guint8 *a, gsize len, const char *method, const char **value,
+                                gsize *value_len, gint32 *code, const char **msg, gsize *msg_len) {
+  const char *name;
+  guint32 name_len;
+  gint32 seqid;
+  *msg = NULL;
+  *msg_len = 0;
+  *code = 0;
+  if (!ixia_wire_peek_call(a, len, &name, &name_len, &seqid) || a[2] != 0 ||
+      (a[3] != T_REPLY && a[3] != T_EXCEPTION) || name_len != strlen(method) ||
+      memcmp(name, method, name_len) != 0)
+    return IXIA_WIRE_REPLY_BAD;
+  gsize p = 12 + name_len;
+  if (a[3] == T_EXCEPTION)
+    return small_struct_at(a, len, &p, 2, 1, code, msg, msg_len) ? IXIA_WIRE_REPLY_EXCEPTION
+                                                                : IXIA_WIRE_REPLY_BAD;
+  int got = IXIA_WIRE_REPLY_BAD;
+  for (;;) {
+    if (p >= len) return IXIA_WIRE_REPLY_BAD;
+    guint8 type = a[p++];
+    if (type == T_STOP) return got;
+    if (len - p < 2 || a[p] != 0) return IXIA_WIRE_REPLY_BAD;
+    guint8 id = a[p + 1];
+    p += 2;
+    if (type == T_STRING && id == 0 && string_at(a, len, &p, value, value_len)) {
+      got = IXIA_WIRE_REPLY_OK;
+    } else if (type == T_STRUCT && id == 1 && small_struct_at(a, len, &p, 1, 2, code, msg, msg_len)) {
+      got = IXIA_WIRE_REPLY_ERROR;
+    } else {
+      return IXIA_WIRE_REPLY_BAD;
+    }
+  }
+}
+
 gint32 ixia_wire_answer_error_code(const guint8 *answer, gsize len) {
   if (len < 12 || answer[0] != 0x80 || answer[1] != 0x01) return 0;
   guint32 n;

@@ -167,6 +167,29 @@ void ixia_wire_append_get_call(GByteArray *out, gint32 seqid, const char *ns, co
 gboolean ixia_wire_read_get_reply(const guint8 *answer, gsize len, gboolean *found,
                                   gint64 *version, const char **json, gsize *json_len);
 
+/* Calls whose one argument is a string (field 1), and their answers, coded
+ * by hand for a caller that sends and receives on its own event loop
+ * (query/fanout.c's shard calls from the API's I/O threads). The call,
+ * without frame header, is appended to out. */
+void ixia_wire_append_string_call(GByteArray *out, const char *method, gint32 seqid,
+                                  const char *arg, gsize arg_len);
+/* An answer (without frame header) to such a call of `method` whose result
+ * is a string or an IxiaError: IXIA_WIRE_REPLY_OK with *value borrowed from
+ * a (not NUL-terminated); IXIA_WIRE_REPLY_ERROR with the IxiaError's *code
+ * and *msg; IXIA_WIRE_REPLY_EXCEPTION for an application exception (the
+ * server could not serve the call: *msg); IXIA_WIRE_REPLY_BAD for anything
+ * else (another method, a truncated or unknown shape). Lengths are checked
+ * against the answer before use. */
+enum {
+  IXIA_WIRE_REPLY_BAD = -1,
+  IXIA_WIRE_REPLY_OK = 0,
+  IXIA_WIRE_REPLY_ERROR = 1,
+  IXIA_WIRE_REPLY_EXCEPTION = 2
+};
+int ixia_wire_read_string_reply(const guint8 *answer, gsize len, const char *method,
+                                const char **value, gsize *value_len, gint32 *code,
+                                const char **msg, gsize *msg_len);
+
 /* The IxiaError code an answer frame (without header) carries, 0 when it
  * is not an IxiaError answer. */
 gint32 ixia_wire_answer_error_code(const guint8 *answer, gsize len);

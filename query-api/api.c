@@ -611,6 +611,11 @@ char *ixia_api_query(ixia_api_t *api, const char *request_json, ixia_error_t **e
                          err);
 }
 
+ixia_fanout_op_t *ixia_api_query_prepare(ixia_api_t *api, const char *request_json) {
+  return ixia_fanout_prepare(api->search, request_json, strlen(request_json), query_schema_lookup,
+                             api);
+}
+
 char *ixia_api_snapshot(ixia_api_t *api, const char *dir, ixia_error_t **err) {
   if (!dir || !g_path_is_absolute(dir)) {
     ixia_error_set(err, IXIA_EINVAL, "snapshot directory must be an absolute path on the API's host, got '%s'",
@@ -812,9 +817,10 @@ char *ixia_api_stats(ixia_api_t *api) {
 
 gboolean ixia_api_inline_call(const char *method, guint32 len) {
   /* Writes only validate here and wait for their group commit without a
-   * thread (ixia_server_call_later). */
+   * thread (ixia_server_call_later); a query sends its shard calls and is
+   * finished by their answers on the same thread (fanout.h), or defers. */
   static const char *const cheap[] = {"get", "multiGet", "stats", "getSchema", "put", "upsert",
-                                      "deleteDoc"};
+                                      "deleteDoc", "query"};
   for (guint i = 0; i < G_N_ELEMENTS(cheap); i++)
     if (strlen(cheap[i]) == len && memcmp(cheap[i], method, len) == 0) return TRUE;
   return FALSE;

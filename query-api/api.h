@@ -20,6 +20,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "fanout.h"
 #include "server.h"
 #include "store.h"
 
@@ -89,6 +90,9 @@ char *ixia_api_get_schema(ixia_api_t *api, const char *ns, const char *table, ix
 
 /* g_malloc'd request/response JSON as described in docs/QUERY.md. */
 char *ixia_api_query(ixia_api_t *api, const char *request_json, ixia_error_t **err);
+/* The same query for an I/O thread (ixia_fanout_prepare): NULL when it must
+ * run on a worker through ixia_api_query. */
+ixia_fanout_op_t *ixia_api_query_prepare(ixia_api_t *api, const char *request_json);
 
 /* Ixia.walSince: calls cb (as for ixia_store_read_wal) for the whole WAL
  * batches holding versions > after, in order, up to about max_bytes (at

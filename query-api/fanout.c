@@ -13,10 +13,14 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/socket.h>
 
+#include "bytes.h"
 #include "client.h"
 #include "json.h"
 #include "log.h"
+#include "server.h"
+#include "wire.h"
 
 /* Cursor: "c1:" + base64 of one big-endian int64 per shard: the last
  * internal id returned from that shard, -1 before its first, -2 once it has
@@ -41,6 +45,7 @@ struct ixia_search {
   shard_t *shards;
   guint n_shards;
   GThreadPool *pool; /* parallel shard calls */
+  GThreadPool *retry_pool; /* queries an I/O thread could not finish */
   _Atomic guint64 queries, query_errors, shard_calls, shard_errors, hits_returned, stale_dropped;
 };
 
@@ -245,6 +250,31 @@ static gboolean read_answer(call_t *c, const char *json, size_t len) {
   return r == 0;
 }
 
+/* A shard's answer text into c (its hits and other members), or the error
+ * c->err already holds, or a malformed answer's, named after the shard. */
+static void shard_settle(ixia_fanout_t *s, call_t *c, const char *json, size_t len) {
+  shard_t *sh = &s->shards[c->shard];
+  if (json && !c->err && !read_answer(c, json, len)) {
+    ixia_error_set(&c->err, IXIA_EINTERNAL, "index shard %s answered with malformed JSON",
+                   sh->address);
+    g_clear_pointer(&c->response, cJSON_Delete);
+    g_clear_pointer(&c->hits, ahits_free);
+  }
+  if (c->err) {
+    counter_add(&s->shard_errors, 1);
+    /* Down, unreachable or unable to answer: the shard, not the API. */
+    if (c->err->code == IXIA_EUNAVAILABLE) c->err->code = IXIA_ESHARD;
+    ixia_error_prefix(c->err, "shard %u (%s)", c->shard, sh->address);
+  }
+}
+
+/* A transport failure on a pooled connection: the shard restarted, and
+ * every connection pooled to it is dead. */
+static void drop_idle(shard_t *sh) {
+  for (ixia_shard_client_t *old; (old = g_async_queue_try_pop(sh->idle));)
+    ixia_shard_client_destroy(old);
+}
+
 static void shard_call(ixia_fanout_t *s, call_t *c) {
   shard_t *sh = &s->shards[c->shard];
   counter_add(&s->shard_calls, 1);
@@ -267,9 +297,7 @@ static void shard_call(ixia_fanout_t *s, call_t *c) {
     if (transport && pooled && attempt == 0) {
       if (gerr) g_error_free(gerr);
       ixia_shard_client_destroy(client);
-      /* The shard restarted: every pooled connection to it is dead. */
-      for (ixia_shard_client_t *old; (old = g_async_queue_try_pop(sh->idle));)
-        ixia_shard_client_destroy(old);
+      drop_idle(sh);
       g_clear_pointer(&json, g_free);
       continue;
     }
@@ -277,19 +305,8 @@ static void shard_call(ixia_fanout_t *s, call_t *c) {
     if (transport) ixia_shard_client_destroy(client);
     else g_async_queue_push(sh->idle, client);
   }
-  if (json && !c->err && !read_answer(c, json, strlen(json))) {
-    ixia_error_set(&c->err, IXIA_EINTERNAL, "index shard %s answered with malformed JSON",
-                   sh->address);
-    g_clear_pointer(&c->response, cJSON_Delete);
-    g_clear_pointer(&c->hits, ahits_free);
-  }
+  shard_settle(s, c, json, json ? strlen(json) : 0);
   g_free(json);
-  if (c->err) {
-    counter_add(&s->shard_errors, 1);
-    /* Down, unreachable or unable to answer: the shard, not the API. */
-    if (c->err->code == IXIA_EUNAVAILABLE) c->err->code = IXIA_ESHARD;
-    ixia_error_prefix(c->err, "shard %u (%s)", c->shard, sh->address);
-  }
 }
 
 static void pool_main(gpointer data, gpointer user) {
@@ -313,6 +330,8 @@ static void pool_main(gpointer data, gpointer user) {
   g_free(job->request);
   g_free(job);
 }
+
+static void retry_main(gpointer data, gpointer user);
 
 ixia_fanout_t *ixia_fanout_new(const ixia_config_t *cfg, ixia_store_t *store,
                                ixia_fanout_acked_fn acked, void *acked_ud, ixia_error_t **err) {
@@ -346,11 +365,13 @@ ixia_fanout_t *ixia_fanout_new(const ixia_config_t *cfg, ixia_store_t *store,
   s->shards = (shard_t *)g_array_free(shards, FALSE);
   if (s->n_shards > 1)
     s->pool = g_thread_pool_new(pool_main, NULL, (gint)(8 * s->n_shards), FALSE, NULL);
+  s->retry_pool = g_thread_pool_new(retry_main, NULL, 4, FALSE, NULL);
   return s;
 }
 
 void ixia_fanout_destroy(ixia_fanout_t *s) {
   if (!s) return;
+  if (s->retry_pool) g_thread_pool_free(s->retry_pool, FALSE, TRUE);
   if (s->pool) g_thread_pool_free(s->pool, FALSE, TRUE);
   for (guint i = 0; i < s->n_shards; i++) {
     g_free(s->shards[i].address);
@@ -702,6 +723,21 @@ static char *shard_request(const char *query, size_t query_len, gint64 after_id,
   return g_string_free(r, FALSE);
 }
 
+/* Once every shard has answered or failed: without partial, FALSE with the
+ * first shard error; with partial, FALSE only when no shard answered (the
+ * failures stay in calls[i].err for the answer's shard list). */
+static gboolean calls_settle(ixia_fanout_t *s, call_t *calls, gboolean partial, ixia_error_t **err) {
+  guint answered = 0;
+  for (guint i = 0; i < s->n_shards; i++) answered += calls[i].err == NULL;
+  for (guint i = 0; i < s->n_shards; i++)
+    if (calls[i].err && (!partial || answered == 0)) {
+      ixia_error_propagate(err, calls[i].err);
+      calls[i].err = NULL;
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /* Sends every shard its request. Without partial: FALSE with the first
  * shard error. With partial: waits until give_up_us at most (monotonic), a
  * shard that has not answered by then failing with a deadline error, and
@@ -736,15 +772,7 @@ static gboolean call_shards(ixia_fanout_t *s, call_t *calls, gboolean partial, g
                        "shard %u (%s): no answer within the query's deadline", i,
                        s->shards[i].address);
   }
-  guint answered = 0;
-  for (guint i = 0; i < s->n_shards; i++) answered += calls[i].err == NULL;
-  for (guint i = 0; i < s->n_shards; i++)
-    if (calls[i].err && (!partial || answered == 0)) {
-      ixia_error_propagate(err, calls[i].err);
-      calls[i].err = NULL;
-      return FALSE;
-    }
-  return TRUE;
+  return calls_settle(s, calls, partial, err);
 }
 
 /* ",\"score\":X" for a hit of a query that scores (its shard's BM25), or
@@ -1088,13 +1116,23 @@ static gboolean refuse_repairing(ixia_fanout_t *s, const ixia_query_t *q, call_t
   return TRUE;
 }
 
-static char *run(ixia_fanout_t *s, const ixia_query_t *q, const char *request, size_t request_len,
-                 gint64 start_us, ixia_error_t **err) {
-  gint64 deadline = start_us + (gint64)q->timeout_ms * 1000;
-  gint64 *pos = g_new(gint64, s->n_shards);
-  call_t *calls = g_new0(call_t, s->n_shards);
-  guint *stale = g_new0(guint, s->n_shards);
-  GString *hits = g_string_new(NULL);
+/* One query's state across its shard calls. */
+typedef struct {
+  gint64 start_us, deadline;
+  gint64 *pos;     /* per shard: the cursor's position */
+  call_t *calls;   /* per shard */
+  guint *stale;    /* per shard: hits dropped by the re-check */
+  cJSON **sorted;  /* per shard: a sorted page's position, or NULL */
+} run_t;
+
+/* Everything before the shard calls: the cursor, the min_version wait,
+ * each shard's request. */
+static gboolean run_begin(ixia_fanout_t *s, const ixia_query_t *q, const char *request,
+                          size_t request_len, gint64 start_us, run_t *r, ixia_error_t **err) {
+  *r = (run_t){start_us, start_us + (gint64)q->timeout_ms * 1000, g_new(gint64, s->n_shards),
+               g_new0(call_t, s->n_shards), g_new0(guint, s->n_shards), NULL};
+  gint64 deadline = r->deadline, *pos = r->pos;
+  call_t *calls = r->calls;
   cJSON **sorted = NULL;
   gboolean ok;
   if (q->n_sort) {
@@ -1116,10 +1154,18 @@ static char *run(ixia_fanout_t *s, const ixia_query_t *q, const char *request, s
     calls[i].request = shard_request(request, request_len, pos[i] == POS_DONE ? POS_START : pos[i], limit,
                                      q->min_version > 0, deadline, sorted ? sorted[i] : NULL);
   }
-  /* allow_partial: a shard that fails, or has not answered shortly after
-   * the deadline, is listed instead of failing the query. */
-  ok = ok && call_shards(s, calls, q->allow_partial, deadline + PARTIAL_GRACE_US, err);
-  ok = ok && refuse_repairing(s, q, calls, err);
+  r->sorted = sorted;
+  return ok;
+}
+
+/* Everything after the shard calls (settled, calls_settle): the merge, the
+ * re-check against the truth store, the answer's text. */
+static char *run_finish(ixia_fanout_t *s, const ixia_query_t *q, run_t *r, ixia_error_t **err) {
+  gint64 start_us = r->start_us, *pos = r->pos;
+  call_t *calls = r->calls;
+  guint *stale = r->stale;
+  GString *hits = g_string_new(NULL);
+  gboolean ok = refuse_repairing(s, q, calls, err);
   guint returned = 0;
   char *text = NULL;
   if (ok) {
@@ -1194,17 +1240,34 @@ static char *run(ixia_fanout_t *s, const ixia_query_t *q, const char *request, s
     g_free(next_sorted);
   }
   g_string_free(hits, TRUE);
-  for (guint i = 0; i < s->n_shards; i++) {
-    g_free(calls[i].request);
-    cJSON_Delete(calls[i].response);
-    ahits_free(calls[i].hits);
-    ixia_error_destroy(calls[i].err);
+  return text;
+}
+
+static void run_clear(ixia_fanout_t *s, run_t *r) {
+  for (guint i = 0; r->calls && i < s->n_shards; i++) {
+    g_free(r->calls[i].request);
+    cJSON_Delete(r->calls[i].response);
+    ahits_free(r->calls[i].hits);
+    ixia_error_destroy(r->calls[i].err);
   }
-  g_free(calls);
-  g_free(pos);
-  g_free(stale);
-  for (guint i = 0; sorted && i < s->n_shards; i++) cJSON_Delete(sorted[i]);
-  g_free(sorted);
+  g_free(r->calls);
+  g_free(r->pos);
+  g_free(r->stale);
+  for (guint i = 0; r->sorted && i < s->n_shards; i++) cJSON_Delete(r->sorted[i]);
+  g_free(r->sorted);
+  memset(r, 0, sizeof *r);
+}
+
+static char *run(ixia_fanout_t *s, const ixia_query_t *q, const char *request, size_t request_len,
+                 gint64 start_us, ixia_error_t **err) {
+  run_t r;
+  char *text = NULL;
+  /* allow_partial: a shard that fails, or has not answered shortly after
+   * the deadline, is listed instead of failing the query. */
+  if (run_begin(s, q, request, request_len, start_us, &r, err) &&
+      call_shards(s, r.calls, q->allow_partial, r.deadline + PARTIAL_GRACE_US, err))
+    text = run_finish(s, q, &r, err);
+  run_clear(s, &r);
   return text;
 }
 
@@ -1228,4 +1291,276 @@ char *ixia_fanout_run(ixia_fanout_t *s, const char *request_json, size_t len,
     ixia_error_propagate(err, e);
   }
   return out;
+}
+
+/* ---- queries on the API's I/O threads ----
+ *
+ * A worker that runs a query sleeps while its shards search: the I/O
+ * thread hands it the call (a wake-up), the shard's answer wakes it, and
+ * it hands the connection back (a third). A quarter of the API's CPU at
+ * pages of 10 was those switches. Here the I/O thread that read the call
+ * sends each shard its request on a pooled connection, watches the
+ * sockets (server.h) and serves its other connections; the last answer
+ * finishes the query on the same thread (the merge, the re-check against
+ * the truth store, the answer) as run() does, so a query costs no thread
+ * hand-off at all.
+ *
+ * Only what never waits is taken: a query with min_version (it waits for
+ * replication), with aggregations (their merge can be long) or without an
+ * idle pooled connection to every shard (opening one blocks) goes to a
+ * worker (the connections it opens are pooled for the next ones). A
+ * pooled connection that turns out dead (the shard restarted) sends the
+ * query to a worker too, which runs it again from the start on new
+ * connections, as run() does for its own calls. A shard that has not
+ * answered ANSWER_GRACE_US after the query's deadline (PARTIAL_GRACE_US
+ * with allow_partial) fails with a deadline error; its connection is
+ * closed, since its answer may still come. */
+
+/* How long past the deadline a shard's answer is waited for without
+ * allow_partial (a shard gives up at the deadline itself). */
+#define ANSWER_GRACE_US (5 * G_USEC_PER_SEC)
+
+typedef struct {
+  ixia_fanout_op_t *op;
+  guint i;
+  ixia_shard_client_t *client; /* NULL once pooled again or closed */
+  gboolean sent;
+  ixia_server_watch_t *watch;
+  GByteArray *in; /* the answer frame so far, header included */
+} op_shard_t;
+
+struct ixia_fanout_op {
+  ixia_fanout_t *s;
+  ixia_query_t *q;
+  char *request;
+  size_t request_len;
+  gint64 start_us;
+  run_t r;
+  ixia_error_t *err; /* the query failed before its shard calls */
+  op_shard_t *sh;    /* per shard */
+  guint pending;
+  gboolean stopping; /* the API stops: answer that */
+  ixia_fanout_done_fn done;
+  gpointer ud;
+};
+
+static void op_free(ixia_fanout_op_t *op) {
+  ixia_fanout_t *s = op->s;
+  for (guint i = 0; op->sh && i < s->n_shards; i++) {
+    op_shard_t *x = &op->sh[i];
+    /* Unsent: the connection is as good as before. Sent and unanswered:
+     * its answer may still come, so it cannot serve another call. */
+    if (x->client && !x->sent) g_async_queue_push(s->shards[i].idle, x->client);
+    else ixia_shard_client_destroy(x->client);
+    if (x->in) g_byte_array_unref(x->in);
+  }
+  g_free(op->sh);
+  run_clear(s, &op->r);
+  ixia_query_destroy(op->q);
+  ixia_error_destroy(op->err);
+  g_free(op->request);
+  g_free(op);
+}
+
+ixia_fanout_op_t *ixia_fanout_prepare(ixia_fanout_t *s, const char *request_json, size_t len,
+                                      ixia_schema_lookup_fn lookup, void *lookup_ud) {
+  if (s->n_shards == 0) return NULL; /* a worker says so */
+  gint64 start = g_get_monotonic_time();
+  ixia_fanout_op_t *op = g_new0(ixia_fanout_op_t, 1);
+  op->s = s;
+  op->start_us = start;
+  ixia_error_t *e = NULL;
+  op->q = ixia_query_parse(request_json, len, lookup, lookup_ud, &s->lim, &e);
+  if (!op->q || e) {
+    /* Answered here: a request that does not parse needs no thread. */
+    op->err = e ? e : ixia_error_new(IXIA_EINVAL, "query: cannot parse the request");
+    counter_add(&s->queries, 1);
+    return op;
+  }
+  gboolean take = op->q->min_version <= 0 && op->q->n_aggs == 0;
+  op->sh = g_new0(op_shard_t, s->n_shards);
+  for (guint i = 0; take && i < s->n_shards; i++) {
+    op->sh[i] = (op_shard_t){op, i, g_async_queue_try_pop(s->shards[i].idle), FALSE, NULL, NULL};
+    take = op->sh[i].client != NULL;
+  }
+  if (!take) {
+    op_free(op);
+    return NULL;
+  }
+  op->request = g_strndup(request_json, len);
+  op->request_len = len;
+  counter_add(&s->queries, 1);
+  return op;
+}
+
+/* Ends the query: its answer, or its error, through done. */
+static void op_complete(ixia_fanout_op_t *op) {
+  ixia_fanout_t *s = op->s;
+  ixia_error_t *e = g_steal_pointer(&op->err);
+  char *text = NULL;
+  if (!e && op->stopping)
+    e = ixia_error_new(IXIA_EUNAVAILABLE, "ixia-query-api is stopping; the query was not answered");
+  if (!e && calls_settle(s, op->r.calls, op->q->allow_partial, &e)) text = run_finish(s, op->q, &op->r, &e);
+  if (e) counter_add(&s->query_errors, 1);
+  op->done(op->ud, text, e);
+  op_free(op);
+}
+
+/* A worker runs a query whose pooled connection was dead, from the start. */
+static void retry_main(gpointer data, gpointer user) {
+  ixia_fanout_op_t *op = data;
+  (void)user;
+  ixia_error_t *e = NULL;
+  char *text = run(op->s, op->q, op->request, op->request_len, op->start_us, &e);
+  if (e) counter_add(&op->s->query_errors, 1);
+  op->done(op->ud, text, e);
+  op_free(op);
+}
+
+/* A pooled connection failed: every call of the query stops here (their
+ * connections are closed with it) and a worker runs it again. */
+static void op_retry(ixia_fanout_op_t *op, guint failed) {
+  ixia_fanout_t *s = op->s;
+  drop_idle(&s->shards[failed]);
+  for (guint i = 0; i < s->n_shards; i++) {
+    op_shard_t *x = &op->sh[i];
+    ixia_server_watch_end(x->watch);
+    x->watch = NULL;
+    if (x->sent) g_clear_pointer(&x->client, ixia_shard_client_destroy);
+  }
+  run_clear(s, &op->r);
+  op->pending = 0;
+  g_thread_pool_push(s->retry_pool, op, NULL);
+}
+
+/* Reads what the socket holds of the answer: 1 once its frame is whole,
+ * 0 while more is to come, -1 when the connection failed or closed, or
+ * sent more than one answer or a frame over the limit. */
+static int shard_read(op_shard_t *x) {
+  int fd = ixia_shard_client_fd(x->client);
+  guint32 max = ixia_wire_limits().max_frame;
+  if (!x->in) x->in = g_byte_array_new();
+  for (;;) {
+    guint have = x->in->len;
+    gsize need = 4;
+    if (have >= 4) {
+      guint32 size = ixia_bytes_get32(x->in->data);
+      if (size > max) return -1;
+      need = 4 + (gsize)size;
+      if (have == need) return 1;
+      if (have > need) return -1;
+    }
+    guint want = have >= 4 ? (guint)MIN(need - have, 1u << 20) : 65536;
+    g_byte_array_set_size(x->in, have + want);
+    ssize_t r = recv(fd, x->in->data + have, want, MSG_DONTWAIT);
+    g_byte_array_set_size(x->in, have + (guint)MAX(r, 0));
+    if (r > 0) continue;
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    return -1;
+  }
+}
+
+static void on_shard(ixia_server_watch_t *w, ixia_server_watch_event_t ev, gpointer ud) {
+  op_shard_t *x = ud;
+  ixia_fanout_op_t *op = x->op;
+  ixia_fanout_t *s = op->s;
+  call_t *c = &op->r.calls[x->i];
+  const char *address = s->shards[x->i].address;
+  if (ev == IXIA_SERVER_WATCH_READABLE) {
+    int got = shard_read(x);
+    if (got == 0) return;
+    ixia_server_watch_end(w);
+    x->watch = NULL;
+    if (got < 0) {
+      op_retry(op, x->i);
+      return;
+    }
+    const char *v = NULL, *msg = NULL;
+    gsize vlen = 0, mlen = 0;
+    gint32 code = 0;
+    switch (ixia_wire_read_string_reply(x->in->data + 4, x->in->len - 4, "search", &v, &vlen,
+                                        &code, &msg, &mlen)) {
+      case IXIA_WIRE_REPLY_OK:
+        break;
+      case IXIA_WIRE_REPLY_ERROR:
+        ixia_error_set(&c->err, (ixia_code_t)code, "%.*s", (int)mlen, msg ? msg : "");
+        break;
+      case IXIA_WIRE_REPLY_EXCEPTION:
+        ixia_error_set(&c->err, IXIA_EINVAL, "index shard at %s: %.*s", address, (int)mlen,
+                       msg ? msg : "");
+        break;
+      default:
+        ixia_error_set(&c->err, IXIA_EINTERNAL, "index shard %s answered with a malformed frame",
+                       address);
+        g_clear_pointer(&x->client, ixia_shard_client_destroy);
+        break;
+    }
+    shard_settle(s, c, c->err ? NULL : v, vlen);
+    /* An answer, even an error, leaves the connection ready for the next. */
+    if (x->client) g_async_queue_push(s->shards[x->i].idle, g_steal_pointer(&x->client));
+  } else {
+    ixia_server_watch_end(w); /* over (the server would end it): before its socket closes */
+    x->watch = NULL;
+    if (ev == IXIA_SERVER_WATCH_STOPPING) {
+      op->stopping = TRUE;
+    } else {
+      ixia_error_set(&c->err, IXIA_EDEADLINE, "no answer within the query's deadline");
+      shard_settle(s, c, NULL, 0);
+    }
+    /* Its answer may still come: the connection cannot be reused. */
+    g_clear_pointer(&x->client, ixia_shard_client_destroy);
+  }
+  g_clear_pointer(&x->in, g_byte_array_unref);
+  if (--op->pending == 0) op_complete(op);
+}
+
+/* Sends a whole frame on a shard connection: without waiting when the
+ * socket takes it (a request is small), else waiting for the socket as a
+ * blocking send does, bounded by the connection's I/O timeout. */
+static gboolean send_frame(int fd, const GByteArray *f) {
+  gsize pos = 0;
+  int flags = MSG_NOSIGNAL | MSG_DONTWAIT;
+  while (pos < f->len) {
+    ssize_t w = send(fd, f->data + pos, f->len - pos, flags);
+    if (w > 0) {
+      pos += (gsize)w;
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && (flags & MSG_DONTWAIT)) {
+      flags = MSG_NOSIGNAL;
+      continue;
+    }
+    return FALSE;
+  }
+  return TRUE;
+}
+
+void ixia_fanout_launch(ixia_fanout_op_t *op, ixia_fanout_done_fn done, gpointer ud) {
+  ixia_fanout_t *s = op->s;
+  op->done = done;
+  op->ud = ud;
+  if (op->err || !run_begin(s, op->q, op->request, op->request_len, op->start_us, &op->r, &op->err)) {
+    op_complete(op);
+    return;
+  }
+  gint64 until = op->r.deadline + (op->q->allow_partial ? PARTIAL_GRACE_US : ANSWER_GRACE_US);
+  op->pending = s->n_shards;
+  GByteArray *f = g_byte_array_new();
+  for (guint i = 0; i < s->n_shards; i++) {
+    op_shard_t *x = &op->sh[i];
+    counter_add(&s->shard_calls, 1);
+    const char *req = op->r.calls[i].request;
+    g_byte_array_set_size(f, 4);
+    ixia_wire_append_string_call(f, "search", 0, req, strlen(req));
+    ixia_bytes_put32(f->data, f->len - 4);
+    int fd = ixia_shard_client_fd(x->client);
+    x->sent = TRUE;
+    if (!send_frame(fd, f) || !(x->watch = ixia_server_watch(fd, until, on_shard, x))) {
+      op_retry(op, i);
+      break;
+    }
+  }
+  g_byte_array_unref(f);
 }

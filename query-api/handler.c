@@ -276,6 +276,22 @@ static gboolean h_scan(IxiaIxiaIf *iface, GPtrArray **ret, const gchar *ns, cons
   return TRUE;
 }
 
+/* A query answered later (ixia_fanout_launch). */
+static void answer_query(gpointer ud, char *json, ixia_error_t *err) {
+  IxiaIxiaQueryResult *r = g_object_new(IXIA_TYPE_IXIA_QUERY_RESULT, NULL);
+  if (err) {
+    g_free(json);
+    ixia_error_to_thrift(&r->err, err);
+    r->__isset_err = TRUE;
+  } else {
+    g_free(r->success);
+    r->success = json;
+    r->__isset_success = TRUE;
+  }
+  ixia_server_call_answer(ud, THRIFT_STRUCT(r));
+  g_object_unref(r);
+}
+
 static gboolean h_query(IxiaIxiaIf *iface, gchar **ret, const gchar *request_json,
                         IxiaIxiaError **xe, GError **error) {
   (void)error;
@@ -284,6 +300,21 @@ static gboolean h_query(IxiaIxiaIf *iface, gchar **ret, const gchar *request_jso
   if (!ixia_access_allow_json(auth_of(iface), ixia_thrift_gate_principal(), IXIA_ACT_QUERY,
                               request_json, &err))
     return ixia_error_to_thrift(xe, err);
+  if (ixia_server_can_watch()) {
+    /* On an I/O thread: the query is answered later, from its shards'
+     * answers, without a thread (fanout.h); one that would wait goes to a
+     * worker. */
+    ixia_fanout_op_t *op = ixia_api_query_prepare(api_of(iface), request_json);
+    if (!op) {
+      ixia_server_defer();
+      return ixia_error_to_thrift(xe, ixia_error_new(IXIA_EUNAVAILABLE, "query deferred to a worker"));
+    }
+    ixia_server_call_t *call = ixia_server_call_later();
+    g_assert(call); /* the server runs this call */
+    ixia_fanout_launch(op, answer_query, call);
+    *ret = g_strdup(""); /* dropped: the call was taken over */
+    return TRUE;
+  }
   char *out = ixia_api_query(api_of(iface), request_json, &err);
   if (!out) return ixia_error_to_thrift(xe, err);
   *ret = out;

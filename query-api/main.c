@@ -37,6 +37,8 @@ int main(int argc, char **argv) {
                         proc, &err);
   if (!srv) goto out;
   ixia_server_set_inline(srv, ixia_api_inline_call);
+  /* Queries are finished on the I/O threads (fanout.h): one per core. */
+  ixia_server_set_io_auto(srv, g_get_num_processors());
   ixia_server_set_method_threads(srv, "query", ixia_config_threads(cfg, "query.threads"));
   gate = ixia_thrift_gate_new(auth, ixia_api_methods);
   ixia_thrift_gate_set_fast(gate, "get", ixia_api_answer_get, proc);

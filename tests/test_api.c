@@ -754,6 +754,8 @@ static void test_query_threads(void) {
 /* A stand-in index shard that answers every search with the text in
  * canned_answer (the API reads a shard's answer without a tree). */
 static const char *volatile canned_answer;
+/* How long the canned shard takes to answer, in ms. */
+static volatile gint canned_delay_ms;
 
 typedef struct {
   IxiaSearchHandler parent;
@@ -767,6 +769,7 @@ G_DEFINE_TYPE(CannedShard, canned_shard, IXIA_TYPE_SEARCH_HANDLER)
 static gboolean canned_search(IxiaSearchIf *iface, gchar **ret, const gchar *request, IxiaIxiaError **xe,
                               GError **error) {
   (void)iface, (void)request, (void)xe, (void)error;
+  if (canned_delay_ms) g_usleep((gulong)canned_delay_ms * 1000);
   *ret = g_strdup(canned_answer);
   return TRUE;
 }
@@ -776,23 +779,53 @@ static void canned_shard_class_init(CannedShardClass *klass) {
   IXIA_SEARCH_HANDLER_CLASS(klass)->search = canned_search;
 }
 
+/* The canned shard on a loopback port and an API whose only shard it is. */
+typedef struct {
+  ixia_config_t *cfg;
+  ThriftProcessor *proc;
+  ixia_server_t *srv;
+  int port;
+  char *indexers;
+  ixt_api_t q;
+  ixia_client_t *c;
+} canned_stack_t;
+
+static void canned_start(canned_stack_t *k, const char *name, const char *extra_set) {
+  memset(k, 0, sizeof *k);
+  k->cfg = ixia_config_new();
+  CannedShard *h = g_object_new(canned_shard_get_type(), NULL);
+  k->proc = g_object_new(IXIA_TYPE_SEARCH_PROCESSOR, "handler", h, NULL);
+  g_object_unref(h);
+  ixia_error_t *e = NULL;
+  k->srv = ixia_server_new(k->cfg, "127.0.0.1", 0, k->proc, &e);
+  CU_ASSERT_TRUE_FATAL(k->srv && ixia_server_start(k->srv, &e));
+  k->port = ixia_server_port(k->srv);
+  k->indexers = g_strdup_printf("query.indexers=127.0.0.1:%d", k->port);
+  const char *sets[] = {k->indexers, extra_set, NULL};
+  CU_ASSERT_TRUE_FATAL(start_api_from_memory(&k->q, name, sets));
+  k->c = connect_to(k->q.addr);
+}
+
+static void canned_stop(canned_stack_t *k) {
+  canned_answer = NULL;
+  ixia_client_destroy(k->c);
+  CU_ASSERT_TRUE(ixt_api_stop(&k->q));
+  g_free(k->indexers);
+  ixia_server_stop(k->srv);
+  ixia_server_destroy(k->srv);
+  g_object_unref(k->proc);
+  ixia_config_destroy(k->cfg);
+}
+
 /* The hits of a shard's answer: keys with escapes come out as stored,
  * members the API does not know are passed over, and an answer that cannot
  * be read fails the query with an error naming the shard while the API
  * goes on serving. */
 static void test_shard_answer_read_as_text(void) {
-  ixia_config_t *cfg = ixia_config_new();
-  CannedShard *h = g_object_new(canned_shard_get_type(), NULL);
-  ThriftProcessor *proc = g_object_new(IXIA_TYPE_SEARCH_PROCESSOR, "handler", h, NULL);
-  g_object_unref(h);
+  canned_stack_t k;
+  canned_start(&k, "canned-shard", NULL);
+  ixia_client_t *c = k.c;
   ixia_error_t *e = NULL;
-  ixia_server_t *srv = ixia_server_new(cfg, "127.0.0.1", 0, proc, &e);
-  CU_ASSERT_TRUE_FATAL(srv && ixia_server_start(srv, &e));
-  char *indexers = g_strdup_printf("query.indexers=127.0.0.1:%d", ixia_server_port(srv));
-  const char *sets[] = {indexers, NULL};
-  ixt_api_t q = {0};
-  CU_ASSERT_TRUE_FATAL(start_api_from_memory(&q, "canned-shard", sets));
-  ixia_client_t *c = connect_to(q.addr);
   const char *odd = "say \"hi\" caf\xc3\xa9\\";
   gint64 v1 = put_doc(c, odd, "{\"category\": \"odd\", \"price\": 1}");
   gint64 v2 = put_doc(c, "plain", "{\"category\": \"odd\", \"price\": 2}");
@@ -860,15 +893,122 @@ static void test_shard_answer_read_as_text(void) {
     CU_ASSERT_PTR_NOT_NULL(json);
     g_free(json);
   }
-  canned_answer = NULL;
+  canned_stop(&k);
   g_free(answer);
+}
+
+/* A query, run by a thread of the test (it may take a while). */
+typedef struct {
+  const char *addr, *query;
+  gboolean ok;
+  ixia_error_t *err;
+  gint64 took_ms;
+} io_query_t;
+
+static gpointer io_query_main(gpointer data) {
+  io_query_t *sq = data;
+  ixia_client_t *c = connect_to(sq->addr);
+  char *out = NULL;
+  gint64 t0 = g_get_monotonic_time();
+  sq->ok = ixia_client_query(c, sq->query, &out, &sq->err);
+  sq->took_ms = (g_get_monotonic_time() - t0) / 1000;
+  g_free(out);
   ixia_client_destroy(c);
-  CU_ASSERT_TRUE(ixt_api_stop(&q));
-  g_free(indexers);
-  ixia_server_stop(srv);
-  ixia_server_destroy(srv);
-  g_object_unref(proc);
-  ixia_config_destroy(cfg);
+  return NULL;
+}
+
+/* Queries are answered by the I/O thread that read them, from their
+ * shards' answers, without a worker: while a shard takes its time, the
+ * same (only) I/O thread goes on answering gets. A shard that misses the
+ * deadline is reported as such; a shard that restarted (every pooled
+ * connection to it dead) still answers, the query run again on a worker;
+ * an aggregation (run on a worker) gives the same hits. */
+static void test_queries_on_io_thread(void) {
+  canned_stack_t k;
+  canned_start(&k, "io-queries", "server.io_threads=1");
+  ixia_client_t *c = k.c;
+  ixia_error_t *e = NULL;
+  gint64 v = put_doc(c, "a1", "{\"category\": \"io\", \"price\": 5}");
+  char *answer = g_strdup_printf("{\"hits\": [{\"id\": 1, \"key\": \"a1\", \"version\": %" G_GINT64_FORMAT
+                                 "}], \"total\": 1, \"total_relation\": \"eq\", \"aggs\": null}", v);
+  canned_answer = answer;
+  const char *query = "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"io\"}},"
+                      "\"fields\":[\"price\"],\"limit\":10}";
+  double later0 = stat_of(c, "requests_answered_later");
+  for (int i = 0; i < 20; i++) {
+    char *out = NULL;
+    CU_ASSERT_TRUE(ixia_client_query(c, query, &out, &e));
+    cJSON *r = out ? cJSON_Parse(out) : NULL;
+    cJSON *hit = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "hits"), 0);
+    CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(hit, "key")), "a1");
+    CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(hit, "doc"), "price")), 5);
+    cJSON_Delete(r);
+    g_free(out);
+  }
+  /* The first opened the shard connection on a worker; the rest were
+   * answered from the I/O thread. */
+  CU_ASSERT_TRUE(stat_of(c, "requests_answered_later") - later0 >= 19);
+
+  /* A shard that takes a second: a get on another connection is answered
+   * meanwhile by the one I/O thread. */
+  canned_delay_ms = 1000;
+  io_query_t sq = {k.q.addr, query, FALSE, NULL, 0};
+  GThread *t = g_thread_new("slow-query", io_query_main, &sq);
+  g_usleep(200 * 1000);
+  gint64 t0 = g_get_monotonic_time();
+  char *json = get_doc(c, "a1", NULL, NULL);
+  gint64 get_ms = (g_get_monotonic_time() - t0) / 1000;
+  CU_ASSERT_PTR_NOT_NULL(json);
+  g_free(json);
+  CU_ASSERT_TRUE(get_ms < 500);
+  g_thread_join(t);
+  CU_ASSERT_TRUE(sq.ok && sq.took_ms >= 900);
+  ixia_error_destroy(sq.err);
+
+  /* Past the deadline (with allow_partial, shortly after it; this shard
+   * is the only one, so the query fails): a deadline error at about the
+   * deadline; the connection the late answer comes on is not used again
+   * (the next query gets its own answer). */
+  const char *partial = "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"io\"}},"
+                        "\"limit\":10,\"timeout_ms\":200,\"allow_partial\":true}";
+  t0 = g_get_monotonic_time();
+  char *out = NULL;
+  CU_ASSERT_FALSE(ixia_client_query(c, partial, &out, &e));
+  gint64 took = (g_get_monotonic_time() - t0) / 1000;
+  CU_ASSERT_TRUE(took >= 200 && took < 900);
+  CU_ASSERT_TRUE(e && e->code == IXIA_EDEADLINE && strstr(e->message, "shard 0") &&
+                 strstr(e->message, "deadline"));
+  ixia_error_destroy(e), e = NULL;
+  g_clear_pointer(&out, g_free);
+  canned_delay_ms = 0;
+  g_usleep(1000 * 1000); /* the late answer arrives on the closed connection */
+  CU_ASSERT_TRUE(ixia_client_query(c, query, &out, &e));
+  CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "\"a1\""));
+  g_clear_pointer(&out, g_free);
+
+  /* The shard restarts on the same port: the pooled connections are dead. */
+  ixia_server_stop(k.srv);
+  ixia_server_destroy(k.srv);
+  k.srv = ixia_server_new(k.cfg, "127.0.0.1", k.port, k.proc, &e);
+  CU_ASSERT_TRUE_FATAL(k.srv && ixia_server_start(k.srv, &e));
+  for (int i = 0; i < 3; i++) {
+    gboolean ok = ixia_client_query(c, query, &out, &e);
+    if (!ok) fprintf(stderr, "after the restart: %s\n", e ? e->message : "?");
+    CU_ASSERT_TRUE(ok);
+    ixia_error_destroy(e), e = NULL;
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "\"a1\""));
+    g_clear_pointer(&out, g_free);
+  }
+  /* A query with an aggregation runs on a worker, with the same hits (the
+   * shard's partial is null: nothing to add). */
+  double deferred = stat_of(c, "requests_deferred");
+  CU_ASSERT_TRUE(ixia_client_query(c, "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":10,"
+                                      "\"aggs\":{\"n\":{\"count\":{}}}}", &out, &e));
+  CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "\"a1\""));
+  g_clear_pointer(&out, g_free);
+  CU_ASSERT_EQUAL(stat_of(c, "requests_deferred") - deferred, 1);
+  canned_stop(&k);
+  g_free(answer);
 }
 
 /* cache.get_path: 'store' reads what the store's memory cannot answer
@@ -1258,6 +1398,7 @@ int main(void) {
   IXT_ADD(s, test_get_path);
   IXT_ADD(s, test_query_threads);
   IXT_ADD(s, test_shard_answer_read_as_text);
+  IXT_ADD(s, test_queries_on_io_thread);
   IXT_ADD(s, test_bad_input);
   IXT_ADD(s, test_concurrent_reads_never_stale);
   IXT_ADD(s, test_forced_stale_window);

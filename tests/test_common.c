@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <thrift/c_glib/thrift_application_exception.h>
+
 #include "config.h"
 #include "bytes.h"
 #include "client.h"
@@ -789,6 +791,89 @@ static gboolean read_get(const GByteArray *f, ixia_wire_get_t *call) {
   return ok;
 }
 
+/* A message header (strict binary protocol) for `name`, then body. */
+static GByteArray *message(guint8 type, const char *name, gint32 seqid, const GByteArray *body) {
+  GByteArray *m = g_byte_array_new();
+  ixia_bytes_append32(m, 0x80010000u | type);
+  ixia_bytes_append32(m, (guint32)strlen(name));
+  g_byte_array_append(m, (const guint8 *)name, (guint)strlen(name));
+  ixia_bytes_append32(m, (guint32)seqid);
+  g_byte_array_append(m, body->data, body->len);
+  return m;
+}
+
+/* The API's shard calls from its I/O threads, coded by hand: the call is
+ * the generated client's bytes, and every answer the generated server
+ * writes (a string, an IxiaError, an application exception) reads back;
+ * any cut of one, or another method's, does not. */
+static void test_wire_string_call_by_hand(void) {
+  const char *req = "{\"query\": {\"filter\": \"caf\u00e9\"}}";
+  IxiaSearchSearchArgs *args = g_object_new(IXIA_TYPE_SEARCH_SEARCH_ARGS, NULL);
+  args->request_json = g_strdup(req);
+  args->__isset_request_json = TRUE;
+  GByteArray *body = ixia_thrift_serialize(THRIFT_STRUCT(args), FALSE, NULL);
+  GByteArray *want = message(T_CALL, "search", 77, body);
+  GByteArray *mine = g_byte_array_new();
+  ixia_wire_append_string_call(mine, "search", 77, req, strlen(req));
+  CU_ASSERT_TRUE(mine->len == want->len && memcmp(mine->data, want->data, want->len) == 0);
+  g_byte_array_unref(mine);
+  g_byte_array_unref(want);
+  g_byte_array_unref(body);
+  g_object_unref(args);
+
+  const char *v, *msg;
+  gsize vlen, mlen;
+  gint32 code;
+  /* a string */
+  IxiaSearchSearchResult *r = g_object_new(IXIA_TYPE_SEARCH_SEARCH_RESULT, NULL);
+  r->success = g_strdup("{\"hits\": []}");
+  r->__isset_success = TRUE;
+  body = ixia_thrift_serialize(THRIFT_STRUCT(r), FALSE, NULL);
+  GByteArray *ok = message(T_REPLY, "search", 0, body);
+  CU_ASSERT_EQUAL(ixia_wire_read_string_reply(ok->data, ok->len, "search", &v, &vlen, &code, &msg, &mlen),
+                  IXIA_WIRE_REPLY_OK);
+  CU_ASSERT_TRUE(vlen == strlen(r->success) && memcmp(v, r->success, vlen) == 0);
+  CU_ASSERT_EQUAL(ixia_wire_read_string_reply(ok->data, ok->len, "status", &v, &vlen, &code, &msg, &mlen),
+                  IXIA_WIRE_REPLY_BAD);
+  g_byte_array_unref(body);
+  g_object_unref(r);
+  /* an IxiaError */
+  r = g_object_new(IXIA_TYPE_SEARCH_SEARCH_RESULT, NULL);
+  r->err = g_object_new(IXIA_TYPE_IXIA_ERROR, "code", (gint32)IXIA_EDEADLINE, "message", "too slow", NULL);
+  r->__isset_err = TRUE;
+  body = ixia_thrift_serialize(THRIFT_STRUCT(r), FALSE, NULL);
+  GByteArray *xe = message(T_REPLY, "search", 0, body);
+  CU_ASSERT_EQUAL(ixia_wire_read_string_reply(xe->data, xe->len, "search", &v, &vlen, &code, &msg, &mlen),
+                  IXIA_WIRE_REPLY_ERROR);
+  CU_ASSERT_EQUAL(code, IXIA_EDEADLINE);
+  CU_ASSERT_TRUE(mlen == 8 && memcmp(msg, "too slow", 8) == 0);
+  g_byte_array_unref(body);
+  g_object_unref(r);
+  /* the server's own error answer, as ixia_wire_append_error writes it */
+  GByteArray *ours = g_byte_array_new();
+  ixia_wire_append_error(ours, "search", 6, 0, IXIA_ETOOLARGE, "over the frame limit");
+  CU_ASSERT_EQUAL(ixia_wire_read_string_reply(ours->data, ours->len, "search", &v, &vlen, &code, &msg, &mlen),
+                  IXIA_WIRE_REPLY_ERROR);
+  CU_ASSERT_EQUAL(code, IXIA_ETOOLARGE);
+  /* an application exception */
+  ThriftApplicationException *ax = g_object_new(THRIFT_TYPE_APPLICATION_EXCEPTION, "type", 1,
+                                                "message", "unknown method", NULL);
+  body = ixia_thrift_serialize(THRIFT_STRUCT(ax), FALSE, NULL);
+  GByteArray *ex = message(T_EXCEPTION, "search", 0, body);
+  CU_ASSERT_EQUAL(ixia_wire_read_string_reply(ex->data, ex->len, "search", &v, &vlen, &code, &msg, &mlen),
+                  IXIA_WIRE_REPLY_EXCEPTION);
+  CU_ASSERT_TRUE(mlen == 14 && memcmp(msg, "unknown method", 14) == 0);
+  g_byte_array_unref(body);
+  g_object_unref(ax);
+  GByteArray *all[] = {ok, xe, ours, ex};
+  for (guint i = 0; i < G_N_ELEMENTS(all); i++) {
+    for (guint cut = 0; cut < all[i]->len; cut++)
+      CU_ASSERT_EQUAL(ixia_wire_read_string_reply(all[i]->data, cut, "search", &v, &vlen, &code, &msg, &mlen),
+                      IXIA_WIRE_REPLY_BAD);
+    g_byte_array_unref(all[i]);
+  }
+}
+
 static void test_wire_get_by_hand(void) {
   ixia_thrift_init();
   /* Calls the generated client writes are read whole, whatever fields says. */
@@ -1061,6 +1146,7 @@ int main(void) {
   IXT_ADD(s, test_disk_reserve);
   IXT_ADD(s, test_rocksdb_cache_shards);
   IXT_ADD(s, test_wire_get_by_hand);
+  IXT_ADD(s, test_wire_string_call_by_hand);
   IXT_ADD(s, test_client_skips_late_answers);
   return ixt_run();
 }
