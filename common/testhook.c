@@ -5,6 +5,9 @@
  *                                 window on purpose)
  *   IXIA_TEST_MEMCACHED_FIRST     query API: gets skip the store's memory and
  *                                 ask memcached first (the cache tests)
+ *   IXIA_TEST_PAGES_FROM_DISK     query API: a query finished on an I/O thread
+ *                                 takes its page as not in memory, so a
+ *                                 worker reads it (the fallback path)
  *   IXIA_TEST_SEARCH_DELAY_MS     indexer: every search call sleeps this long
  *                                 first (a slow shard, for allow_partial)
  *   IXIA_TEST_BLOCK_WALK_ONLY     indexer: sparse candidates are walked block

@@ -20,6 +20,7 @@
 #include "json.h"
 #include "log.h"
 #include "server.h"
+#include "testhook.h"
 #include "wire.h"
 
 /* Cursor: "c1:" + base64 of one big-endian int64 per shard: the last
@@ -47,6 +48,7 @@ struct ixia_search {
   GThreadPool *pool; /* parallel shard calls */
   GThreadPool *retry_pool; /* queries an I/O thread could not finish */
   _Atomic guint64 queries, query_errors, shard_calls, shard_errors, hits_returned, stale_dropped;
+  _Atomic guint64 pages_on_worker; /* pages an I/O thread left to a worker (not in memory) */
 };
 
 /* What the shard calls of one query share; freed by the last holder. A
@@ -389,6 +391,7 @@ void ixia_fanout_get_stats(ixia_fanout_t *s, ixia_fanout_stats_t *out) {
   out->shard_errors = atomic_load_explicit(&s->shard_errors, memory_order_relaxed);
   out->hits_returned = atomic_load_explicit(&s->hits_returned, memory_order_relaxed);
   out->stale_hits_dropped = atomic_load_explicit(&s->stale_dropped, memory_order_relaxed);
+  out->pages_on_worker = atomic_load_explicit(&s->pages_on_worker, memory_order_relaxed);
 }
 
 char *ixia_fanout_shard_list(const ixia_fanout_t *s) {
@@ -639,6 +642,12 @@ static inline void prefetch_doc(const ixia_store_doc_t *d) {
     __builtin_prefetch(p);
 }
 
+/* Set while a query is finished on an I/O thread (op_complete): its page
+ * is read from memory only, and tl_needed_disk says that a document was
+ * not there (the page is then left unread and the query finished on a
+ * worker). */
+static __thread gboolean tl_memory_only, tl_needed_disk;
+
 /* Re-reads the page's hits from the truth store in one multi-get and
  * appends, comma-separated, those that still exist and still match: a hit
  * whose stored version is the one its shard indexed matched there, so
@@ -659,7 +668,22 @@ static guint verify_hits(ixia_fanout_t *s, const ixia_query_t *q, const GArray *
   gboolean monotone = ixia_query_filter_monotone(q);
   GPtrArray *paths = NULL; /* the filter's, once a hit needs a re-check */
   ixia_store_pins_t *pins = NULL; /* docs[i].json borrows from it */
-  if (ixia_store_multi_get_pinned(s->store, q->ns, q->table, n, keys, lens, docs, &pins, err)) {
+  gboolean read;
+  if (tl_memory_only) {
+    /* (IXIA_TEST_PAGES_FROM_DISK: every page counts as not in memory.) */
+    static gint from_disk = -1;
+    if (from_disk < 0) from_disk = ixia_test_hook("PAGES_FROM_DISK", 0) != 0;
+    gboolean in_memory = !from_disk;
+    read = in_memory && ixia_store_multi_get_pinned_in_memory(s->store, q->ns, q->table, n, keys,
+                                                              lens, docs, &pins, &in_memory, err);
+    if (!in_memory) {
+      tl_needed_disk = TRUE;
+      read = FALSE;
+    }
+  } else {
+    read = ixia_store_multi_get_pinned(s->store, q->ns, q->table, n, keys, lens, docs, &pins, err);
+  }
+  if (read) {
     for (guint i = 0; i < MIN(n, PREFETCH_DOCS); i++) prefetch_doc(&docs[i]);
     for (guint i = 0; i < n; i++) {
       if (i + PREFETCH_DOCS < n) prefetch_doc(&docs[i + PREFETCH_DOCS]);
@@ -1186,6 +1210,7 @@ static char *run_finish(ixia_fanout_t *s, const ixia_query_t *q, run_t *r, ixia_
     char *next_sorted = NULL;
     ok = q->n_sort ? collect_sorted_hits(s, q, calls, hits, &returned, &next_sorted, stale, err)
                    : collect_hits(s, q, calls, pos, hits, &returned, stale, err);
+    if (tl_needed_disk) ok = FALSE; /* left for a worker: nothing else is touched */
     cJSON *aggs = ok ? merge_aggs(s, q, calls, err) : NULL;
     ok = ok && aggs;
     if (ok) {
@@ -1311,7 +1336,10 @@ char *ixia_fanout_run(ixia_fanout_t *s, const char *request_json, size_t len,
  * worker (the connections it opens are pooled for the next ones). A
  * pooled connection that turns out dead (the shard restarted) sends the
  * query to a worker too, which runs it again from the start on new
- * connections, as run() does for its own calls. A shard that has not
+ * connections, as run() does for its own calls. The page's documents are
+ * read from memory only (store.h): a page that needs the disk is finished
+ * by a worker from the same answers, its cursor positions put back. A
+ * shard that has not
  * answered ANSWER_GRACE_US after the query's deadline (PARTIAL_GRACE_US
  * with allow_partial) fails with a deadline error; its connection is
  * closed, since its answer may still come. */
@@ -1340,6 +1368,7 @@ struct ixia_fanout_op {
   op_shard_t *sh;    /* per shard */
   guint pending;
   gboolean stopping; /* the API stops: answer that */
+  gboolean finish;   /* the shards answered; a worker finishes it (a page not in memory) */
   ixia_fanout_done_fn done;
   gpointer ud;
 };
@@ -1400,18 +1429,40 @@ static void op_complete(ixia_fanout_op_t *op) {
   char *text = NULL;
   if (!e && op->stopping)
     e = ixia_error_new(IXIA_EUNAVAILABLE, "ixia-query-api is stopping; the query was not answered");
-  if (!e && calls_settle(s, op->r.calls, op->q->allow_partial, &e)) text = run_finish(s, op->q, &op->r, &e);
+  if (!e && calls_settle(s, op->r.calls, op->q->allow_partial, &e)) {
+    /* The page's documents from memory only: a disk read would hold every
+     * connection of this thread. A page that needs one is finished on a
+     * worker from the same answers (the cursor positions put back). */
+    gint64 *pos = g_memdup2(op->r.pos, sizeof *pos * s->n_shards);
+    tl_memory_only = TRUE;
+    tl_needed_disk = FALSE;
+    text = run_finish(s, op->q, &op->r, &e);
+    tl_memory_only = FALSE;
+    if (tl_needed_disk) {
+      g_free(text);
+      ixia_error_destroy(e);
+      memcpy(op->r.pos, pos, sizeof *pos * s->n_shards);
+      g_free(pos);
+      op->finish = TRUE;
+      counter_add(&s->pages_on_worker, 1);
+      g_thread_pool_push(s->retry_pool, op, NULL);
+      return;
+    }
+    g_free(pos);
+  }
   if (e) counter_add(&s->query_errors, 1);
   op->done(op->ud, text, e);
   op_free(op);
 }
 
-/* A worker runs a query whose pooled connection was dead, from the start. */
+/* A worker runs a query whose pooled connection was dead, from the start,
+ * or finishes one whose page is not in memory. */
 static void retry_main(gpointer data, gpointer user) {
   ixia_fanout_op_t *op = data;
   (void)user;
   ixia_error_t *e = NULL;
-  char *text = run(op->s, op->q, op->request, op->request_len, op->start_us, &e);
+  char *text = op->finish ? run_finish(op->s, op->q, &op->r, &e)
+                          : run(op->s, op->q, op->request, op->request_len, op->start_us, &e);
   if (e) counter_add(&op->s->query_errors, 1);
   op->done(op->ud, text, e);
   op_free(op);

@@ -581,10 +581,13 @@ void ixia_store_pins_free(ixia_store_pins_t *pins) {
  * for the rest. With pins, the values stay where they are (the cache's
  * references, RocksDB's pinned slices) and out borrows them; without, each
  * found document is copied. */
+/* in_memory NULL: any read; else memory only, *in_memory FALSE (and
+ * nothing in out) when a key needs the disk. */
 static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, guint n,
                           const char *const *keys, const size_t *key_lens, ixia_store_doc_t *out,
-                          ixia_store_pins_t **pins, ixia_error_t **err) {
+                          ixia_store_pins_t **pins, gboolean *in_memory, ixia_error_t **err) {
   memset(out, 0, sizeof *out * n);
+  if (in_memory) *in_memory = TRUE;
   if (pins) *pins = NULL;
   if (n == 0) return TRUE;
   atomic_fetch_add_explicit(&s->stats.gets, n, memory_order_relaxed);
@@ -626,10 +629,17 @@ static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, gu
   rocksdb_pinnableslice_t **mvals = g_new0(rocksdb_pinnableslice_t *, MAX(nm, 1));
   /* Batched: one pass through the memtables and each SST file's blocks for
    * all keys, values pinned in the block cache rather than copied. */
-  if (nm) rocksdb_batched_multi_get_cf(s->db, s->ropts, s->cf_default, nm, mkp, mkl, mvals, errs, false);
+  if (nm)
+    rocksdb_batched_multi_get_cf(s->db, in_memory ? s->ropts_memory : s->ropts, s->cf_default, nm,
+                                 mkp, mkl, mvals, errs, false);
   gboolean ok = TRUE;
   for (guint m = 0; m < nm; m++) {
     guint i = mi[m];
+    if (errs[m] && in_memory && g_str_has_prefix(errs[m], "Result incomplete")) {
+      *in_memory = FALSE;
+      rocksdb_free(errs[m]);
+      continue;
+    }
     if (errs[m]) {
       if (ok) ok = ixia_error_from_rocksdb(err, errs[m], "multi-get");
       else rocksdb_free(errs[m]);
@@ -658,7 +668,7 @@ static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, gu
       out[i] = (ixia_store_doc_t){TRUE, v, expire_at, pins ? (char *)j : ixia_memdup0(j, jl), jl};
     }
   }
-  if (!ok)
+  if (!ok || (in_memory && !*in_memory))
     for (guint i = 0; i < n; i++) {
       if (!pins) g_free(out[i].json);
       out[i] = (ixia_store_doc_t){0};
@@ -689,14 +699,25 @@ static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, gu
 gboolean ixia_store_multi_get(ixia_store_t *s, const char *ns, const char *table, guint n,
                               const char *const *keys, const size_t *key_lens,
                               ixia_store_doc_t *out, ixia_error_t **err) {
-  return multi_get(s, ns, table, n, keys, key_lens, out, NULL, err);
+  return multi_get(s, ns, table, n, keys, key_lens, out, NULL, NULL, err);
 }
 
 gboolean ixia_store_multi_get_pinned(ixia_store_t *s, const char *ns, const char *table, guint n,
                                      const char *const *keys, const size_t *key_lens,
                                      ixia_store_doc_t *out, ixia_store_pins_t **pins,
                                      ixia_error_t **err) {
-  return multi_get(s, ns, table, n, keys, key_lens, out, pins, err);
+  return multi_get(s, ns, table, n, keys, key_lens, out, pins, NULL, err);
+}
+
+gboolean ixia_store_multi_get_pinned_in_memory(ixia_store_t *s, const char *ns, const char *table,
+                                               guint n, const char *const *keys,
+                                               const size_t *key_lens, ixia_store_doc_t *out,
+                                               ixia_store_pins_t **pins, gboolean *in_memory,
+                                               ixia_error_t **err) {
+  atomic_fetch_add_explicit(&s->stats.memory_gets, 1, memory_order_relaxed);
+  gboolean ok = multi_get(s, ns, table, n, keys, key_lens, out, pins, in_memory, err);
+  if (ok && !*in_memory) atomic_fetch_add_explicit(&s->stats.memory_gets_missed, 1, memory_order_relaxed);
+  return ok;
 }
 
 gboolean ixia_store_foreach_schema(ixia_store_t *s, ixia_store_schema_cb cb, gpointer user,

@@ -141,6 +141,15 @@ gboolean ixia_store_multi_get_pinned(ixia_store_t *store, const char *ns, const 
                                      guint n, const char *const *keys, const size_t *key_lens,
                                      ixia_store_doc_t *out, ixia_store_pins_t **pins,
                                      ixia_error_t **err);
+/* The same from memory only (memtables, the document cache, the block
+ * cache), for a caller that must not wait on the disk (an I/O thread):
+ * *in_memory FALSE, and nothing in out, when a key needs a disk read (read
+ * them again with ixia_store_multi_get_pinned elsewhere). */
+gboolean ixia_store_multi_get_pinned_in_memory(ixia_store_t *store, const char *ns,
+                                               const char *table, guint n,
+                                               const char *const *keys, const size_t *key_lens,
+                                               ixia_store_doc_t *out, ixia_store_pins_t **pins,
+                                               gboolean *in_memory, ixia_error_t **err);
 void ixia_store_pins_free(ixia_store_pins_t *pins);
 
 typedef void (*ixia_store_schema_cb)(const char *ns, const char *table, const char *json,

@@ -999,6 +999,40 @@ static void test_queries_on_io_thread(void) {
     CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "\"a1\""));
     g_clear_pointer(&out, g_free);
   }
+  /* A page whose documents are not all in memory is not read on the I/O
+   * thread (a disk read would hold its other connections): a worker
+   * finishes the query from the same answer, cursor included. (Here the
+   * test hook makes every page count as not in memory.) */
+  g_setenv("IXIA_TEST_PAGES_FROM_DISK", "1", TRUE);
+  ixia_client_destroy(c);
+  ixt_daemon_kill(&k.q);
+  gboolean restarted = ixt_daemon_restart(&k.q);
+  g_unsetenv("IXIA_TEST_PAGES_FROM_DISK");
+  CU_ASSERT_TRUE_FATAL(restarted);
+  c = k.c = connect_to(k.q.addr);
+  gint64 v2 = put_doc(c, "a2", "{\"category\": \"io\", \"price\": 7}");
+  CU_ASSERT_TRUE(ixia_client_query(c, query, &out, &e)); /* opens the shard connection (a worker) */
+  g_clear_pointer(&out, g_free);
+  char *answer2 = g_strdup_printf("{\"hits\": [{\"id\": 2, \"key\": \"a2\", \"version\": %" G_GINT64_FORMAT
+                                  "}], \"total\": 3, \"total_relation\": \"eq\", \"aggs\": null}", v2);
+  canned_answer = answer2;
+  double on_worker = stat_of(c, "query_pages_read_on_worker"), later1 = stat_of(c, "requests_answered_later");
+  const char *one = "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"io\"}},"
+                    "\"fields\":[\"price\"],\"limit\":10}";
+  CU_ASSERT_TRUE(ixia_client_query(c, one, &out, &e));
+  cJSON *r2 = out ? cJSON_Parse(out) : NULL;
+  cJSON *hit2 = cJSON_GetArrayItem(cJSON_GetObjectItem(r2, "hits"), 0);
+  CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(hit2, "key")), "a2");
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(hit2, "doc"), "price")), 7);
+  /* the shard sent fewer than asked: no next page */
+  CU_ASSERT_TRUE(cJSON_IsNull(cJSON_GetObjectItem(r2, "next")));
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(r2, "total")), 3);
+  cJSON_Delete(r2);
+  g_clear_pointer(&out, g_free);
+  CU_ASSERT_EQUAL(stat_of(c, "query_pages_read_on_worker") - on_worker, 1);
+  CU_ASSERT_EQUAL(stat_of(c, "requests_answered_later") - later1, 1);
+  canned_answer = answer;
+
   /* A query with an aggregation runs on a worker, with the same hits (the
    * shard's partial is null: nothing to add). */
   double deferred = stat_of(c, "requests_deferred");
@@ -1009,6 +1043,7 @@ static void test_queries_on_io_thread(void) {
   CU_ASSERT_EQUAL(stat_of(c, "requests_deferred") - deferred, 1);
   canned_stop(&k);
   g_free(answer);
+  g_free(answer2);
 }
 
 /* cache.get_path: 'store' reads what the store's memory cannot answer
