@@ -186,6 +186,7 @@ typedef struct {
   const guint8 *frame;
   guint32 size;
   ixia_server_call_t *later;
+  gint64 t0; /* µs: when the frame began to be served (observe hook) */
 } serving_t;
 static __thread serving_t *tl_serving;
 
@@ -368,9 +369,9 @@ static const GByteArray *serve(ixia_server_t *srv, conn_t *c, const guint8 *fram
     g_byte_array_unref(gated);
     g_private_set(&gated_key, gated = NULL);
   }
-  serving_t sv = {c, srv, frame, size, NULL};
-  tl_state = &c->hook_state;
   gint64 t0 = srv->hooks.observe ? g_get_monotonic_time() : 0;
+  serving_t sv = {c, srv, frame, size, NULL, t0};
+  tl_state = &c->hook_state;
   const GByteArray *out = NULL;
   if (srv->hooks.gate) {
     if (!gated) g_private_set(&gated_key, gated = g_byte_array_new());
@@ -383,8 +384,7 @@ static const GByteArray *serve(ixia_server_t *srv, conn_t *c, const guint8 *fram
     tl_serving = NULL;
   }
   if (sv.later) {
-    sv.later->t0 = t0;
-    out = NULL;
+    out = NULL; /* (the call's t0 was set when it was taken over: it may be answered already) */
   } else if (out && srv->hooks.observe && !tl_deferred) {
     srv->hooks.observe(srv->hooks.user, frame, size, out->data + 4, out->len - 4,
                        g_get_monotonic_time() - t0);
@@ -857,8 +857,11 @@ static gpointer io_main(gpointer data) {
         ssize_t r = read(io->evfd, &v, sizeof v);
         (void)r;
         atomic_store_explicit(&io->wake_pending, 0, memory_order_seq_cst);
-        conn_t *c;
-        while ((c = g_async_queue_try_pop(io->done))) finish_request(c, now);
+        for (gint k = g_async_queue_length(io->done); k > 0; k--) { /* those queued now */
+          conn_t *c = g_async_queue_try_pop(io->done);
+          if (!c) break;
+          finish_request(c, now);
+        }
         gpointer in;
         while ((in = g_async_queue_try_pop(io->incoming))) {
           gint v = GPOINTER_TO_INT(in);
@@ -873,8 +876,14 @@ static gpointer io_main(gpointer data) {
     }
     if (io->watches.length) watch_expire(io, now);
     /* Calls answered on this thread (from a watch) gave their connections
-     * back without a wake-up. */
-    for (conn_t *c; (c = g_async_queue_try_pop(io->done));) finish_request(c, now);
+     * back without a wake-up. Only those queued now: a connection whose
+     * next call is answered at once comes back to the queue, and waits for
+     * the next pass (epoll then does not wait) like any other. */
+    for (gint k = g_async_queue_length(io->done); k > 0; k--) {
+      conn_t *c = g_async_queue_try_pop(io->done);
+      if (!c) break;
+      finish_request(c, now);
+    }
     /* One more turn for each connection that had used up its last one
      * before this pass (those queued during it wait for the next). */
     for (guint k = waiting; k > 0 && io->ready.head; k--) {
@@ -914,6 +923,7 @@ ixia_server_call_t *ixia_server_call_later(void) {
   call->refs = 2;
   call->frame = sv->frame;
   call->size = sv->size;
+  call->t0 = sv->t0;
   sv->later = call;
   g_mutex_lock(&sv->srv->calls_lock);
   sv->srv->pending_calls++;

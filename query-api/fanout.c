@@ -1331,7 +1331,8 @@ char *ixia_fanout_run(ixia_fanout_t *s, const char *request_json, size_t len,
  * hand-off at all.
  *
  * Only what never waits is taken: a query with min_version (it waits for
- * replication), with aggregations (their merge can be long) or without an
+ * replication), with aggregations (their merge can be long), over
+ * ASYNC_MAX_REQUEST bytes (its send could wait) or without an
  * idle pooled connection to every shard (opening one blocks) goes to a
  * worker (the connections it opens are pooled for the next ones). A
  * pooled connection that turns out dead (the shard restarted) sends the
@@ -1347,12 +1348,16 @@ char *ixia_fanout_run(ixia_fanout_t *s, const char *request_json, size_t len,
 /* How long past the deadline a shard's answer is waited for without
  * allow_partial (a shard gives up at the deadline itself). */
 #define ANSWER_GRACE_US (5 * G_USEC_PER_SEC)
+/* Largest request sent from an I/O thread (well under any socket's send
+ * buffer); larger ones go to a worker. */
+#define ASYNC_MAX_REQUEST 16384
 
 typedef struct {
   ixia_fanout_op_t *op;
   guint i;
   ixia_shard_client_t *client; /* NULL once pooled again or closed */
   gboolean sent;
+  gint32 seqid; /* the call's: an answer with another is a stale one */
   ixia_server_watch_t *watch;
   GByteArray *in; /* the answer frame so far, header included */
 } op_shard_t;
@@ -1406,10 +1411,12 @@ ixia_fanout_op_t *ixia_fanout_prepare(ixia_fanout_t *s, const char *request_json
     counter_add(&s->queries, 1);
     return op;
   }
-  gboolean take = op->q->min_version <= 0 && op->q->n_aggs == 0;
+  /* A request larger than a socket takes at once would have the I/O
+   * thread wait for the shard to read it. */
+  gboolean take = op->q->min_version <= 0 && op->q->n_aggs == 0 && len <= ASYNC_MAX_REQUEST;
   op->sh = g_new0(op_shard_t, s->n_shards);
   for (guint i = 0; take && i < s->n_shards; i++) {
-    op->sh[i] = (op_shard_t){op, i, g_async_queue_try_pop(s->shards[i].idle), FALSE, NULL, NULL};
+    op->sh[i] = (op_shard_t){op, i, g_async_queue_try_pop(s->shards[i].idle), FALSE, 0, NULL, NULL};
     take = op->sh[i].client != NULL;
   }
   if (!take) {
@@ -1527,6 +1534,16 @@ static void on_shard(ixia_server_watch_t *w, ixia_server_watch_event_t ev, gpoin
       op_retry(op, x->i);
       return;
     }
+    /* An answer to another call (one given up on this connection) is not
+     * this one's: the connection is out of step, as a dead one. */
+    const char *name;
+    guint32 name_len;
+    gint32 seqid;
+    if (ixia_wire_peek_call(x->in->data + 4, x->in->len - 4, &name, &name_len, &seqid) &&
+        seqid != x->seqid) {
+      op_retry(op, x->i);
+      return;
+    }
     const char *v = NULL, *msg = NULL;
     gsize vlen = 0, mlen = 0;
     gint32 code = 0;
@@ -1604,7 +1621,9 @@ void ixia_fanout_launch(ixia_fanout_op_t *op, ixia_fanout_done_fn done, gpointer
     counter_add(&s->shard_calls, 1);
     const char *req = op->r.calls[i].request;
     g_byte_array_set_size(f, 4);
-    ixia_wire_append_string_call(f, "search", 0, req, strlen(req));
+    static _Atomic gint32 next_seqid;
+    x->seqid = atomic_fetch_add_explicit(&next_seqid, 1, memory_order_relaxed) & G_MAXINT32;
+    ixia_wire_append_string_call(f, "search", x->seqid, req, strlen(req));
     ixia_bytes_put32(f->data, f->len - 4);
     int fd = ixia_shard_client_fd(x->client);
     x->sent = TRUE;
