@@ -834,6 +834,18 @@ static int wait_ms(io_t *io, gint64 now) {
   return until <= 0 ? 0 : (int)((until + 999) / 1000);
 }
 
+/* Finishes the requests whose connections were given back: only those
+ * queued now. A connection whose next call is answered at once (on this
+ * thread) comes back to the queue and waits for the next pass, where epoll
+ * does not wait (wait_ms), like any other. */
+static void drain_done(io_t *io, gint64 now) {
+  for (gint k = g_async_queue_length(io->done); k > 0; k--) {
+    conn_t *c = g_async_queue_try_pop(io->done);
+    if (!c) break;
+    finish_request(c, now);
+  }
+}
+
 static gpointer io_main(gpointer data) {
   io_t *io = data;
   ixia_server_t *srv = io->srv;
@@ -857,11 +869,7 @@ static gpointer io_main(gpointer data) {
         ssize_t r = read(io->evfd, &v, sizeof v);
         (void)r;
         atomic_store_explicit(&io->wake_pending, 0, memory_order_seq_cst);
-        for (gint k = g_async_queue_length(io->done); k > 0; k--) { /* those queued now */
-          conn_t *c = g_async_queue_try_pop(io->done);
-          if (!c) break;
-          finish_request(c, now);
-        }
+        drain_done(io, now);
         gpointer in;
         while ((in = g_async_queue_try_pop(io->incoming))) {
           gint v = GPOINTER_TO_INT(in);
@@ -876,14 +884,8 @@ static gpointer io_main(gpointer data) {
     }
     if (io->watches.length) watch_expire(io, now);
     /* Calls answered on this thread (from a watch) gave their connections
-     * back without a wake-up. Only those queued now: a connection whose
-     * next call is answered at once comes back to the queue, and waits for
-     * the next pass (epoll then does not wait) like any other. */
-    for (gint k = g_async_queue_length(io->done); k > 0; k--) {
-      conn_t *c = g_async_queue_try_pop(io->done);
-      if (!c) break;
-      finish_request(c, now);
-    }
+     * back without a wake-up. */
+    drain_done(io, now);
     /* One more turn for each connection that had used up its last one
      * before this pass (those queued during it wait for the next). */
     for (guint k = waiting; k > 0 && io->ready.head; k--) {

@@ -684,23 +684,34 @@ static gpointer slow_shard(gpointer data) {
   return NULL;
 }
 
+/* A query, run by a thread of the test (it may take a while). */
 typedef struct {
-  const char *addr;
-  gboolean failed; /* the query failed, naming the shard, as it must */
+  const char *addr, *query;
+  gboolean ok;
+  ixia_error_t *err;
+  gint64 took_ms;
 } slow_query_t;
 
 static gpointer run_slow_query(gpointer data) {
   slow_query_t *sq = data;
   ixia_client_t *c = connect_to(sq->addr);
-  ixia_error_t *e = NULL;
   char *out = NULL;
-  gboolean ok = c && ixia_client_query(c, "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":1}",
-                                       &out, &e);
-  sq->failed = !ok && e && strstr(e->message, "shard 0");
+  gint64 t0 = g_get_monotonic_time();
+  sq->ok = c && ixia_client_query(c, sq->query, &out, &sq->err);
+  sq->took_ms = (g_get_monotonic_time() - t0) / 1000;
   g_free(out);
-  ixia_error_destroy(e);
   ixia_client_destroy(c);
   return NULL;
+}
+
+/* A get of key, answered, and how long it took in ms. */
+static gint64 timed_get_ms(ixia_client_t *c, const char *key) {
+  gint64 t0 = g_get_monotonic_time();
+  char *json = get_doc(c, key, NULL, NULL);
+  gint64 ms = (g_get_monotonic_time() - t0) / 1000;
+  CU_ASSERT_PTR_NOT_NULL(json);
+  g_free(json);
+  return ms;
 }
 
 /* query.threads: queries run on a pool of their own that size. Two queries
@@ -724,21 +735,22 @@ static void test_query_threads(void) {
     g_free(set);
     ixia_client_t *c = connect_to(q.addr);
     put_doc(c, "g", "{\"category\": \"g\"}");
-    slow_query_t sq[2] = {{q.addr, FALSE}, {q.addr, FALSE}};
+    const char *any = "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":1}";
+    slow_query_t sq[2] = {{q.addr, any, FALSE, NULL, 0}, {q.addr, any, FALSE, NULL, 0}};
     gint64 t0 = g_get_monotonic_time();
     GThread *t[2] = {g_thread_new("query", run_slow_query, &sq[0]),
                      g_thread_new("query", run_slow_query, &sq[1])};
     g_usleep(50 * 1000);
-    gint64 g0 = g_get_monotonic_time();
-    char *json = get_doc(c, "g", NULL, NULL);
-    gint64 get_ms = (g_get_monotonic_time() - g0) / 1000;
-    CU_ASSERT_PTR_NOT_NULL(json);
-    g_free(json);
+    gint64 get_ms = timed_get_ms(c, "g");
     for (int i = 0; i < 2; i++) g_thread_join(t[i]);
     gint64 both_ms = (g_get_monotonic_time() - t0) / 1000;
     fprintf(stderr, "query.threads=%d: two slow queries took %" G_GINT64_FORMAT " ms, a get %" G_GINT64_FORMAT " ms\n",
             threads, both_ms, get_ms);
-    CU_ASSERT_TRUE(sq[0].failed && sq[1].failed);
+    /* each failed, naming the shard, as it must */
+    for (int i = 0; i < 2; i++) {
+      CU_ASSERT_TRUE(!sq[i].ok && sq[i].err && strstr(sq[i].err->message, "shard 0"));
+      ixia_error_destroy(sq[i].err);
+    }
     CU_ASSERT_TRUE(get_ms < SLOW_SHARD_MS); /* not behind the queries */
     if (threads == 1) CU_ASSERT_TRUE(both_ms >= 2 * SLOW_SHARD_MS - 20);
     if (threads == 2) CU_ASSERT_TRUE(both_ms < 2 * SLOW_SHARD_MS - 20);
@@ -897,26 +909,6 @@ static void test_shard_answer_read_as_text(void) {
   g_free(answer);
 }
 
-/* A query, run by a thread of the test (it may take a while). */
-typedef struct {
-  const char *addr, *query;
-  gboolean ok;
-  ixia_error_t *err;
-  gint64 took_ms;
-} io_query_t;
-
-static gpointer io_query_main(gpointer data) {
-  io_query_t *sq = data;
-  ixia_client_t *c = connect_to(sq->addr);
-  char *out = NULL;
-  gint64 t0 = g_get_monotonic_time();
-  sq->ok = ixia_client_query(c, sq->query, &out, &sq->err);
-  sq->took_ms = (g_get_monotonic_time() - t0) / 1000;
-  g_free(out);
-  ixia_client_destroy(c);
-  return NULL;
-}
-
 /* Queries are answered by the I/O thread that read them, from their
  * shards' answers, without a worker: while a shard takes its time, the
  * same (only) I/O thread goes on answering gets. A shard that misses the
@@ -953,15 +945,10 @@ static void test_queries_on_io_thread(void) {
   /* A shard that takes a second: a get on another connection is answered
    * meanwhile by the one I/O thread. */
   canned_delay_ms = 1000;
-  io_query_t sq = {k.q.addr, query, FALSE, NULL, 0};
-  GThread *t = g_thread_new("slow-query", io_query_main, &sq);
+  slow_query_t sq = {k.q.addr, query, FALSE, NULL, 0};
+  GThread *t = g_thread_new("slow-query", run_slow_query, &sq);
   g_usleep(200 * 1000);
-  gint64 t0 = g_get_monotonic_time();
-  char *json = get_doc(c, "a1", NULL, NULL);
-  gint64 get_ms = (g_get_monotonic_time() - t0) / 1000;
-  CU_ASSERT_PTR_NOT_NULL(json);
-  g_free(json);
-  CU_ASSERT_TRUE(get_ms < 500);
+  CU_ASSERT_TRUE(timed_get_ms(c, "a1") < 500);
   g_thread_join(t);
   CU_ASSERT_TRUE(sq.ok && sq.took_ms >= 900);
   ixia_error_destroy(sq.err);
@@ -972,7 +959,7 @@ static void test_queries_on_io_thread(void) {
    * (the next query gets its own answer). */
   const char *partial = "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"io\"}},"
                         "\"limit\":10,\"timeout_ms\":200,\"allow_partial\":true}";
-  t0 = g_get_monotonic_time();
+  gint64 t0 = g_get_monotonic_time();
   char *out = NULL;
   CU_ASSERT_FALSE(ixia_client_query(c, partial, &out, &e));
   gint64 took = (g_get_monotonic_time() - t0) / 1000;
