@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include "bytes.h"
 #include "client.h"
@@ -32,6 +33,11 @@
 /* allow_partial: how long past the deadline a shard may still answer (a
  * shard gives up at the deadline itself and says so). */
 #define PARTIAL_GRACE_US (200 * 1000)
+/* How long past the deadline a shard's answer is waited for without
+ * allow_partial (a shard gives up at the deadline itself): then the shard
+ * fails with DEADLINE_EXCEEDED, on either path (a worker's blocking call
+ * or an I/O thread's watch). */
+#define ANSWER_GRACE_US (5 * G_USEC_PER_SEC)
 
 typedef struct {
   char *address;
@@ -110,6 +116,7 @@ struct call {
   /* a pool job: its round and the query's call to fill while not abandoned */
   round_t *round;
   call_t *dest;
+  gint64 answer_by; /* monotonic us: past it the shard fails with a deadline error */
 };
 
 static void round_unref(round_t *r) {
@@ -286,16 +293,28 @@ static void shard_call(ixia_fanout_t *s, call_t *c) {
   for (int attempt = 0; attempt < 2 && !c->err && !json; attempt++) {
     ixia_shard_client_t *client = g_async_queue_try_pop(sh->idle);
     gboolean pooled = client != NULL;
-    /* Each call carries its own deadline; the I/O timeout only guards
-     * against a shard that stopped answering altogether. */
+    /* Each call carries its own deadline; the connection's I/O timeout
+     * bounds its sends. */
     if (!client) client = ixia_shard_client_new(sh->address, (gint64)s->lim.deadline_ms + 5000, &c->err);
     if (!client) break;
+    /* The answer is waited for until answer_by, as an I/O thread's watch
+     * waits: then the shard fails with the same deadline error. (A late
+     * answer would come on this connection: it is closed.) */
+    gint64 wait_us = MAX(c->answer_by - g_get_monotonic_time(), 1000);
+    struct timeval tv = {.tv_sec = wait_us / G_USEC_PER_SEC, .tv_usec = wait_us % G_USEC_PER_SEC};
+    setsockopt(ixia_shard_client_fd(client), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     IxiaIxiaError *xe = NULL;
     GError *gerr = NULL;
     gboolean ok = ixia_search_if_search(ixia_shard_client_iface(client), &json, c->request, &xe, &gerr);
     /* A server-side error leaves the connection usable; a transport error
      * does not. */
     gboolean transport = !ok && xe == NULL;
+    if (transport && g_get_monotonic_time() >= c->answer_by) {
+      if (gerr) g_error_free(gerr);
+      ixia_shard_client_destroy(client);
+      ixia_error_set(&c->err, IXIA_EDEADLINE, "no answer within the query's deadline");
+      break;
+    }
     if (transport && pooled && attempt == 0) {
       if (gerr) g_error_free(gerr);
       ixia_shard_client_destroy(client);
@@ -779,7 +798,7 @@ static gboolean call_shards(ixia_fanout_t *s, call_t *calls, gboolean partial, g
     r->refs = (gint)s->n_shards + 1;
     for (guint i = 0; i < s->n_shards; i++) {
       call_t *job = g_new0(call_t, 1);
-      *job = (call_t){s, i, g_strdup(calls[i].request), NULL, NULL, NULL, r, &calls[i]};
+      *job = (call_t){s, i, g_strdup(calls[i].request), NULL, NULL, NULL, r, &calls[i], calls[i].answer_by};
       g_thread_pool_push(s->pool, job, NULL);
     }
     g_mutex_lock(&r->lock);
@@ -1173,6 +1192,7 @@ static gboolean run_begin(ixia_fanout_t *s, const ixia_query_t *q, const char *r
   for (guint i = 0; ok && i < s->n_shards; i++) {
     calls[i].s = s;
     calls[i].shard = i;
+    calls[i].answer_by = deadline + ANSWER_GRACE_US;
     /* A finished shard still counts toward totals and aggregations. */
     guint limit = pos[i] == POS_DONE ? 0 : q->limit;
     calls[i].request = shard_request(request, request_len, pos[i] == POS_DONE ? POS_START : pos[i], limit,
@@ -1345,9 +1365,6 @@ char *ixia_fanout_run(ixia_fanout_t *s, const char *request_json, size_t len,
  * with allow_partial) fails with a deadline error; its connection is
  * closed, since its answer may still come. */
 
-/* How long past the deadline a shard's answer is waited for without
- * allow_partial (a shard gives up at the deadline itself). */
-#define ANSWER_GRACE_US (5 * G_USEC_PER_SEC)
 /* Largest request sent from an I/O thread (well under any socket's send
  * buffer); larger ones go to a worker. */
 #define ASYNC_MAX_REQUEST 16384
@@ -1551,15 +1568,18 @@ static void on_shard(ixia_server_watch_t *w, ixia_server_watch_event_t ev, gpoin
                                         &code, &msg, &mlen)) {
       case IXIA_WIRE_REPLY_OK:
         break;
+      /* The errors a worker's call gives for the same answers (client.c's
+       * check_call; a frame that cannot be read is a transport failure). */
       case IXIA_WIRE_REPLY_ERROR:
-        ixia_error_set(&c->err, (ixia_code_t)code, "%.*s", (int)mlen, msg ? msg : "");
+        if (msg) ixia_error_set(&c->err, (ixia_code_t)code, "%.*s", (int)mlen, msg);
+        else ixia_error_set(&c->err, (ixia_code_t)code, "(no message)");
         break;
       case IXIA_WIRE_REPLY_EXCEPTION:
-        ixia_error_set(&c->err, IXIA_EINVAL, "index shard at %s: %.*s", address, (int)mlen,
-                       msg ? msg : "");
+        ixia_error_set(&c->err, IXIA_EINVAL, "index shard at %s: application error: %.*s", address,
+                       (int)mlen, msg ? msg : "");
         break;
       default:
-        ixia_error_set(&c->err, IXIA_EINTERNAL, "index shard %s answered with a malformed frame",
+        ixia_error_set(&c->err, IXIA_EUNAVAILABLE, "index shard at %s: malformed answer frame",
                        address);
         g_clear_pointer(&x->client, ixia_shard_client_destroy);
         break;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <thrift/c_glib/thrift_application_exception.h>
 #include <unistd.h>
 
 #include "cache.h"
@@ -768,6 +769,9 @@ static void test_query_threads(void) {
 static const char *volatile canned_answer;
 /* How long the canned shard takes to answer, in ms. */
 static volatile gint canned_delay_ms;
+/* How it fails instead of answering: 0 not, 1 with an IxiaError, 2 with
+ * an application exception (the handler's GError). */
+static volatile gint canned_fail;
 
 typedef struct {
   IxiaSearchHandler parent;
@@ -780,8 +784,16 @@ G_DEFINE_TYPE(CannedShard, canned_shard, IXIA_TYPE_SEARCH_HANDLER)
 
 static gboolean canned_search(IxiaSearchIf *iface, gchar **ret, const gchar *request, IxiaIxiaError **xe,
                               GError **error) {
-  (void)iface, (void)request, (void)xe, (void)error;
+  (void)iface, (void)request;
   if (canned_delay_ms) g_usleep((gulong)canned_delay_ms * 1000);
+  if (canned_fail == 1) {
+    *xe = g_object_new(IXIA_TYPE_IXIA_ERROR, "code", IXIA_ETOOLARGE, "message", "canned refusal", NULL);
+    return FALSE;
+  }
+  if (canned_fail == 2) {
+    g_set_error(error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INTERNAL_ERROR, "canned failure");
+    return FALSE;
+  }
   *ret = g_strdup(canned_answer);
   return TRUE;
 }
@@ -977,6 +989,7 @@ static void test_queries_on_io_thread(void) {
   canned_answer = answer5;
   canned_delay_ms = 0;
   g_usleep(1000 * 1000); /* the late answer arrives on the closed connection */
+  double calls1 = stat_of(c, "query_shard_calls");
   for (int i = 0; i < 3; i++) {
     CU_ASSERT_TRUE(ixia_client_query(c, query, &out, &e));
     cJSON *r5 = out ? cJSON_Parse(out) : NULL;
@@ -984,6 +997,7 @@ static void test_queries_on_io_thread(void) {
     cJSON_Delete(r5);
     g_clear_pointer(&out, g_free);
   }
+  CU_ASSERT_EQUAL(stat_of(c, "query_shard_calls") - calls1, 3); /* none met the late answer */
 
   /* The shard restarts on the same port: the pooled connections are dead. */
   ixia_server_stop(k.srv);
@@ -1040,6 +1054,70 @@ static void test_queries_on_io_thread(void) {
   CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "\"a1\""));
   g_clear_pointer(&out, g_free);
   CU_ASSERT_EQUAL(stat_of(c, "requests_deferred") - deferred, 1);
+
+  /* A shard that fails gives the same error whichever path the query took:
+   * an I/O thread's (the query above) or a worker's (the same query with an
+   * aggregation). */
+  const char *agg = "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"io\"}},"
+                    "\"fields\":[\"price\"],\"limit\":10,\"aggs\":{\"n\":{\"count\":{}}}}";
+  static const struct {
+    gint fail;
+    ixia_code_t code;
+    const char *says;
+  } fails[] = {{1, IXIA_ETOOLARGE, "canned refusal"}, {2, IXIA_EINVAL, "application error: canned failure"}};
+  for (guint i = 0; i < G_N_ELEMENTS(fails); i++) {
+    canned_fail = fails[i].fail;
+    ixia_error_t *io = NULL, *worker = NULL;
+    CU_ASSERT_FALSE(ixia_client_query(c, query, &out, &io));
+    CU_ASSERT_FALSE(ixia_client_query(c, agg, &out, &worker));
+    CU_ASSERT_TRUE_FATAL(io && worker);
+    if (strcmp(io->message, worker->message)) fprintf(stderr, "I/O thread: %s\nworker: %s\n", io->message, worker->message);
+    CU_ASSERT_TRUE(io->code == fails[i].code && worker->code == fails[i].code);
+    CU_ASSERT_STRING_EQUAL(io->message, worker->message);
+    CU_ASSERT_TRUE(strstr(io->message, fails[i].says) && strstr(io->message, "shard 0"));
+    ixia_error_destroy(io);
+    ixia_error_destroy(worker);
+  }
+  canned_fail = 0;
+
+  /* A shard that does not answer, without allow_partial: both paths give
+   * up 5 s after the deadline with the same deadline error. */
+  char *late = g_strdup_printf("{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"io\"}},"
+                               "\"limit\":10,\"timeout_ms\":200%s}", "");
+  char *late_agg = g_strdup_printf("{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"io\"}},"
+                                   "\"limit\":10,\"timeout_ms\":200%s}", ",\"aggs\":{\"n\":{\"count\":{}}}");
+  canned_delay_ms = 5700;
+  slow_query_t lq[2] = {{k.q.addr, late, FALSE, NULL, 0}, {k.q.addr, late_agg, FALSE, NULL, 0}};
+  GThread *lt[2] = {g_thread_new("late", run_slow_query, &lq[0]), g_thread_new("late-agg", run_slow_query, &lq[1])};
+  for (int i = 0; i < 2; i++) {
+    g_thread_join(lt[i]);
+    if (lq[i].err) fprintf(stderr, "late %d: %s after %" G_GINT64_FORMAT " ms\n", i, lq[i].err->message, lq[i].took_ms);
+    CU_ASSERT_TRUE(!lq[i].ok && lq[i].err && lq[i].err->code == IXIA_EDEADLINE &&
+                   strstr(lq[i].err->message, "shard 0") && strstr(lq[i].err->message, "deadline"));
+    CU_ASSERT_TRUE(lq[i].took_ms >= 5000 && lq[i].took_ms < 5600);
+  }
+  if (lq[0].err && lq[1].err) CU_ASSERT_STRING_EQUAL(lq[0].err->message, lq[1].err->message);
+  for (int i = 0; i < 2; i++) ixia_error_destroy(lq[i].err);
+  g_free(late);
+  g_free(late_agg);
+  g_usleep(700 * 1000); /* the canned shard's late answers go out */
+
+  /* The API stops while a query waits on its shard: the query is answered
+   * at once that the API is stopping (not when the shard answers), and the
+   * API stops cleanly. */
+  CU_ASSERT_TRUE(ixia_client_query(c, query, &out, &e)); /* a pooled connection: the I/O thread's path */
+  g_clear_pointer(&out, g_free);
+  canned_delay_ms = 3000;
+  slow_query_t st = {k.q.addr, query, FALSE, NULL, 0};
+  GThread *stt = g_thread_new("stopping", run_slow_query, &st);
+  g_usleep(300 * 1000);
+  CU_ASSERT_TRUE(ixt_api_stop(&k.q));
+  g_thread_join(stt);
+  if (st.err) fprintf(stderr, "query while stopping: %s after %" G_GINT64_FORMAT " ms\n", st.err->message, st.took_ms);
+  CU_ASSERT_TRUE(!st.ok && st.err && st.err->code == IXIA_EUNAVAILABLE && st.took_ms < 2000);
+  ixia_error_destroy(st.err);
+  canned_delay_ms = 0;
+  g_usleep(2800 * 1000); /* the canned shard's last answer goes out before it stops */
   canned_stop(&k);
   g_free(answer);
   g_free(answer2);
