@@ -12,6 +12,9 @@
  *                                 first (a slow shard, for allow_partial)
  *   IXIA_TEST_BLOCK_WALK_ONLY     indexer: sparse candidates are walked block
  *                                 by block too (tests compare the two walks)
+ *   IXIA_TEST_AGG_UNFUSED         indexer: terms aggregations take the general
+ *                                 path, never the fused pass (tests compare
+ *                                 the two)
  *   IXIA_TEST_CLOCK_FILE          every process: the path of a file holding a
  *                                 shift in whole seconds that the test rewrites;
  *                                 the process's expiry clock (ixia_time_now)

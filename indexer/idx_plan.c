@@ -79,6 +79,12 @@ struct pnode {
   field_t *field;
   double est;
   gboolean checkable; /* the whole subtree can be answered from columns */
+  /* A leaf checked on its column block rather than its doc values: an
+   * aggregation reads that block right after (0: not decided yet, 1 yes,
+   * 2 no). The block is then read once, where the two would stream the
+   * field's values from memory twice (the 30% aggregation: 21% of the
+   * shard in the doc values check, bound by its loads). */
+  guint8 on_column;
   /* dictionary leaves */
   GArray *vids;       /* guint32, sorted: accepted values (MATCH: required tokens) */
   gboolean by_bytes;  /* prefix/range over more than WALK_CAP values */
@@ -1085,7 +1091,12 @@ static gboolean check_leaf(ixia_idx_search_t *s, pnode_t *p, guint32 block, guin
   guint32 flips = 0;
   /* exists reads the column's presence mask, 16 words a block, where doc
    * values compare 1,024 slots (exists:10 took twice the shard CPU). */
-  const void *slots = dv_checkable(p) && p->f->kind != IXIA_F_EXISTS
+  if (!p->on_column) {
+    p->on_column = 2;
+    for (guint i = 0; i < s->q->n_agg_fields; i++)
+      if (ixia_idx_field_lookup(s->idx, s->table, s->q->agg_fields[i]) == fld) p->on_column = 1;
+  }
+  const void *slots = dv_checkable(p) && p->f->kind != IXIA_F_EXISTS && p->on_column == 2
                           ? ixia_docvals_block(fld->dv, block, &none, &flips)
                           : NULL;
   guint64 orig[BLOCK_WORDS];

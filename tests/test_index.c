@@ -803,6 +803,101 @@ static void test_merge_operands(void) {
   ixia_idx_destroy(idx);
 }
 
+/* The fused terms pass (idx_aggs.c) against brute force and against the
+ * general path, over three blocks: one holds multi-valued categories (that
+ * block takes the general path, the others the fused pass), a category
+ * first seen in the last block makes a bucket mid-walk, prices are missing,
+ * negative, zero of both signs, huge and tiny, and deleted documents leave
+ * holes. The shapes: one sum lane (with avg, min and max) under the terms,
+ * several lanes, and a terms beside other top-level aggregations; with a
+ * range filter on the aggregated field (checked on its column block) and
+ * without a filter. */
+static void test_fused_terms_pass(void) {
+  GPtrArray *evs = g_ptr_array_new_with_free_func(tev_free);
+  g_ptr_array_add(evs, tev_new(IXIA_IDX_SCHEMA, "", 1, schema_json));
+  static const double odd[] = {0.0, -0.0, 1e300, -1e300, 1e-300, 0.1, -7.25};
+  gint64 v = 2;
+  for (guint i = 0; i < 2600; i++) {
+    GString *d = g_string_new("{");
+    if (i >= 1100 && i < 1400 && i % 5 == 0) g_string_append(d, "\"cat\": [\"c1\", \"c9\"]");
+    else g_string_append_printf(d, "\"cat\": \"c%u\"", i >= 2000 && i % 4 == 0 ? 8 : i % 7);
+    if (i % 11 != 0) {
+      double price = i % 17 == 0 ? odd[(i / 17) % G_N_ELEMENTS(odd)] : (double)(i % 97) * 1.25 - 30.0;
+      char num[G_ASCII_DTOSTR_BUF_SIZE];
+      g_ascii_dtostr(num, sizeof num, price);
+      g_string_append_printf(d, ", \"price\": %s", num);
+    }
+    if (i % 3) g_string_append_printf(d, ", \"qty\": %u", i % 50);
+    g_string_append_c(d, '}');
+    char key[16];
+    g_snprintf(key, sizeof key, "f%04u", i);
+    g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, key, v++, d->str));
+    g_string_free(d, TRUE);
+  }
+  for (guint i = 0; i < 2600; i += 13) {
+    char key[16];
+    g_snprintf(key, sizeof key, "f%04u", i);
+    g_ptr_array_add(evs, tev_new(IXIA_IDX_DELETE, key, v++, NULL));
+  }
+  GHashTable *model = model_of(evs);
+  ixia_idx_t *idx = open_index("fused");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+  GRand *r = g_rand_new_with_seed(7);
+  CU_ASSERT_TRUE(apply_all(idx, evs, r));
+  static const char *const queries[] = {
+      "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"range\": {\"price\": {\"gte\": -10, \"lt\": 90}}},"
+      " \"aggs\": {\"by\": {\"terms\": {\"field\": \"cat\", \"size\": 20, \"aggs\": {\"s\": {\"sum\": \"price\"},"
+      " \"a\": {\"avg\": \"price\"}, \"lo\": {\"min\": \"price\"}, \"hi\": {\"max\": \"price\"}}}}}}",
+      "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"range\": {\"price\": {\"gte\": -10, \"lt\": 90}}},"
+      " \"aggs\": {\"by\": {\"terms\": {\"field\": \"cat\", \"size\": 20, \"aggs\": {\"n\": {\"count\": {}},"
+      " \"s\": {\"sum\": \"price\"}, \"lo\": {\"min\": \"price\"}, \"q\": {\"max\": \"qty\"}, \"qs\": {\"sum\": \"qty\"}}}}}}",
+      "{\"namespace\": \"shop\", \"table\": \"p\", \"aggs\": {\"tot\": {\"sum\": \"price\"},"
+      " \"by\": {\"terms\": {\"field\": \"cat\", \"size\": 20, \"aggs\": {\"hi\": {\"max\": \"price\"}, \"n\": {\"count\": {}}}}},"
+      " \"tg\": {\"terms\": {\"field\": \"cat\", \"size\": 3}}}}",
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(queries); i++) {
+    ixia_query_t *q = parse(idx, queries[i]);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    guint64 bt = 0;
+    ixia_aggs_t *ba = ixia_aggs_new(q, &lim);
+    g_free(brute_keys(model, q, &bt, ba));
+    cJSON *want = ixia_aggs_result_json(ba);
+    char *paths[2] = {NULL, NULL};
+    for (int unfused = 0; unfused < 2; unfused++) {
+      if (unfused) g_setenv("IXIA_TEST_AGG_UNFUSED", "1", TRUE);
+      ixia_aggs_t *ia = ixia_aggs_new(q, &lim);
+      ixia_error_t *e = NULL;
+      guint64 total = 0;
+      CU_ASSERT_TRUE(isearch(idx, q, -1, 0, 0, &lim, NULL, &total, ia, &e));
+      g_unsetenv("IXIA_TEST_AGG_UNFUSED");
+      if (e) fprintf(stderr, "aggs: %s\n", e->message);
+      ixia_error_destroy(e);
+      CU_ASSERT_EQUAL(total, bt);
+      cJSON *got = ixia_aggs_result_json(ia);
+      paths[unfused] = ixia_json_print(got);
+      if (!json_close(got, want)) {
+        char *w = ixia_json_print(want);
+        fprintf(stderr, "\nquery %u (%s)\n  index: %s\n  brute: %s\n", i, unfused ? "general" : "fused",
+                paths[unfused], w);
+        g_free(w);
+        CU_FAIL("aggregations disagree with brute force");
+      }
+      cJSON_Delete(got);
+      ixia_aggs_destroy(ia);
+    }
+    CU_ASSERT_STRING_EQUAL(paths[0], paths[1]); /* the two paths, to the last bit */
+    g_free(paths[0]);
+    g_free(paths[1]);
+    cJSON_Delete(want);
+    ixia_aggs_destroy(ba);
+    ixia_query_destroy(q);
+  }
+  g_rand_free(r);
+  g_hash_table_destroy(model);
+  g_ptr_array_free(evs, TRUE);
+  ixia_idx_destroy(idx);
+}
+
 static void test_random_vs_brute_force(void) {
   GRand *r = g_rand_new_with_seed(42);
   GPtrArray *evs = random_stream(r, 4000, 700);
@@ -1901,6 +1996,7 @@ int main(void) {
   IXT_ADD(s, test_merge_operands);
   IXT_ADD(s, test_points_vs_brute_force);
   IXT_ADD(s, test_random_vs_brute_force);
+  IXT_ADD(s, test_fused_terms_pass);
   IXT_ADD(s, test_delete_removes_everywhere);
   IXT_ADD(s, test_hit_records_follow_writes);
   IXT_ADD(s, test_hits_settled_across_publish);
