@@ -684,7 +684,8 @@ static gboolean fused_block(ixia_idx_agg_t *A, anode_t *t, const guint64 *mask, 
   /* One sum lane (with its avg, min and max: the common shape) is read
    * from a local copy, which the compiler keeps in registers. */
   lane_t one = nl ? lanes[0] : (lane_t){0};
-  gboolean sum1 = nl == 1 && one.xs;
+  /* (By kind: before the block's first bucket the lanes' arrays are unset.) */
+  gboolean sum1 = nl == 1 && one.c && (one.n->g->kind == IXIA_AGG_SUM || one.n->g->kind == IXIA_AGG_AVG);
   for (guint w = 0; w < BLOCK_WORDS; w++) {
     for (guint64 m = mask[w] & tc->has[w]; m; m &= m - 1) {
       guint s = w << 6 | (guint)__builtin_ctzll(m);

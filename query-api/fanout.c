@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <thrift/c_glib/thrift_application_exception.h>
 
 #include "bytes.h"
 #include "client.h"
@@ -306,9 +307,10 @@ static void shard_call(ixia_fanout_t *s, call_t *c) {
     IxiaIxiaError *xe = NULL;
     GError *gerr = NULL;
     gboolean ok = ixia_search_if_search(ixia_shard_client_iface(client), &json, c->request, &xe, &gerr);
-    /* A server-side error leaves the connection usable; a transport error
-     * does not. */
-    gboolean transport = !ok && xe == NULL;
+    /* A server-side error (an IxiaError, or an application exception the
+     * generated client read whole) leaves the connection usable; a
+     * transport error does not. */
+    gboolean transport = !ok && xe == NULL && !(gerr && gerr->domain == THRIFT_APPLICATION_EXCEPTION_ERROR);
     if (transport && g_get_monotonic_time() >= c->answer_by) {
       if (gerr) g_error_free(gerr);
       ixia_shard_client_destroy(client);
@@ -1192,7 +1194,7 @@ static gboolean run_begin(ixia_fanout_t *s, const ixia_query_t *q, const char *r
   for (guint i = 0; ok && i < s->n_shards; i++) {
     calls[i].s = s;
     calls[i].shard = i;
-    calls[i].answer_by = deadline + ANSWER_GRACE_US;
+    calls[i].answer_by = deadline + (q->allow_partial ? PARTIAL_GRACE_US : ANSWER_GRACE_US);
     /* A finished shard still counts toward totals and aggregations. */
     guint limit = pos[i] == POS_DONE ? 0 : q->limit;
     calls[i].request = shard_request(request, request_len, pos[i] == POS_DONE ? POS_START : pos[i], limit,

@@ -806,7 +806,8 @@ static void test_merge_operands(void) {
 /* The fused terms pass (idx_aggs.c) against brute force and against the
  * general path, over three blocks: one holds multi-valued categories (that
  * block takes the general path, the others the fused pass), a category
- * first seen in the last block makes a bucket mid-walk, prices are missing,
+ * first seen in the last block (ids from 2,048; ids are given from 0 in
+ * order) makes a bucket in the fused pass, prices are missing,
  * negative, zero of both signs, huge and tiny, and deleted documents leave
  * holes. The shapes: one sum lane (with avg, min and max) under the terms,
  * several lanes, and a terms beside other top-level aggregations; with a
@@ -820,7 +821,7 @@ static void test_fused_terms_pass(void) {
   for (guint i = 0; i < 2600; i++) {
     GString *d = g_string_new("{");
     if (i >= 1100 && i < 1400 && i % 5 == 0) g_string_append(d, "\"cat\": [\"c1\", \"c9\"]");
-    else g_string_append_printf(d, "\"cat\": \"c%u\"", i >= 2000 && i % 4 == 0 ? 8 : i % 7);
+    else g_string_append_printf(d, "\"cat\": \"c%u\"", i >= 2100 && i % 4 == 0 ? 8 : i % 7);
     if (i % 11 != 0) {
       double price = i % 17 == 0 ? odd[(i / 17) % G_N_ELEMENTS(odd)] : (double)(i % 97) * 1.25 - 30.0;
       char num[G_ASCII_DTOSTR_BUF_SIZE];
