@@ -657,6 +657,14 @@ static gboolean lanes_reserve(ixia_idx_agg_t *A, lane_t *lanes, guint nl, guint3
   return TRUE;
 }
 
+/* A value of a SUM/AVG lane into bucket b, with its fused MIN and MAX. */
+static inline void lane_sum(lane_t *l, guint32 b, double x) {
+  l->cnt[b]++;
+  ixia_xsum_add(&l->xs[b], x);
+  if (l->cmin && (l->cmin[b]++ == 0 || x < l->emin[b])) l->emin[b] = x;
+  if (l->cmax && (l->cmax[b]++ == 0 || x > l->emax[b])) l->emax[b] = x;
+}
+
 /* The pass over one block; FALSE with *ok untouched when the block's
  * columns need the general path. */
 static gboolean fused_block(ixia_idx_agg_t *A, anode_t *t, const guint64 *mask, gboolean *ok) {
@@ -703,12 +711,7 @@ static gboolean fused_block(ixia_idx_agg_t *A, anode_t *t, const guint64 *mask, 
       guint32 b = b1 - 1;
       bcount[b]++;
       if (sum1) {
-        if (!(one.c->has[w] >> (s & 63) & 1)) continue;
-        double x = one.c->v1.d[s];
-        one.cnt[b]++;
-        ixia_xsum_add(&one.xs[b], x);
-        if (one.cmin && (one.cmin[b]++ == 0 || x < one.emin[b])) one.emin[b] = x;
-        if (one.cmax && (one.cmax[b]++ == 0 || x > one.emax[b])) one.emax[b] = x;
+        if (one.c->has[w] >> (s & 63) & 1) lane_sum(&one, b, one.c->v1.d[s]);
         continue;
       }
       for (guint i = 0; i < nl; i++) {
@@ -720,10 +723,7 @@ static gboolean fused_block(ixia_idx_agg_t *A, anode_t *t, const guint64 *mask, 
         if (!(l->c->has[w] >> (s & 63) & 1)) continue;
         double x = l->c->v1.d[s];
         if (l->xs) {
-          l->cnt[b]++;
-          ixia_xsum_add(&l->xs[b], x);
-          if (l->cmin && (l->cmin[b]++ == 0 || x < l->emin[b])) l->emin[b] = x;
-          if (l->cmax && (l->cmax[b]++ == 0 || x > l->emax[b])) l->emax[b] = x;
+          lane_sum(l, b, x);
         } else if (l->cnt[b]++ == 0 || (l->n->g->kind == IXIA_AGG_MIN ? x < l->ext[b] : x > l->ext[b])) {
           l->ext[b] = x;
         }

@@ -1111,10 +1111,10 @@ static void test_queries_on_io_thread(void) {
    * up 5 s after the deadline with the same deadline error (a worker's
    * socket timeout may fire a little late: the kernel rounds long timers
    * up, by up to an eighth). */
-  char *late = g_strdup_printf("{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"io\"}},"
-                               "\"limit\":10,\"timeout_ms\":200%s}", "");
-  char *late_agg = g_strdup_printf("{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"io\"}},"
-                                   "\"limit\":10,\"timeout_ms\":200%s}", ",\"aggs\":{\"n\":{\"count\":{}}}");
+  const char *late = "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"io\"}},"
+                     "\"limit\":10,\"timeout_ms\":200}";
+  const char *late_agg = "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"io\"}},"
+                         "\"limit\":10,\"timeout_ms\":200,\"aggs\":{\"n\":{\"count\":{}}}}";
   canned_delay_ms = 7000;
   slow_query_t lq[2] = {{k.q.addr, late, FALSE, NULL, 0}, {k.q.addr, late_agg, FALSE, NULL, 0}};
   GThread *lt[2] = {g_thread_new("late", run_slow_query, &lq[0]), g_thread_new("late-agg", run_slow_query, &lq[1])};
@@ -1127,8 +1127,6 @@ static void test_queries_on_io_thread(void) {
   }
   if (lq[0].err && lq[1].err) CU_ASSERT_STRING_EQUAL(lq[0].err->message, lq[1].err->message);
   for (int i = 0; i < 2; i++) ixia_error_destroy(lq[i].err);
-  g_free(late);
-  g_free(late_agg);
   canned_delay_ms = 0;
   canned_answer = answer5;
   g_usleep(7000 * 1000 - (gulong)MAX(lq[0].took_ms, lq[1].took_ms) * 1000 + 300 * 1000); /* the late answers (total 1) go out */
