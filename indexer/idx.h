@@ -60,11 +60,22 @@
 #define K_DOC 'K'    /* table id, key -> document record */
 #define K_ID 'D'     /* doc id -> table id, version, key */
 #define K_POST 'P'   /* field id, value id, chunk -> roaring bitmap */
-#define K_LIVE 'L'   /* table id, 0, chunk -> roaring bitmap of existing documents */
+#define K_LIVE 'L'   /* table id, LIVE_ALL | LIVE_STALE, chunk -> roaring bitmap */
 #define K_COL 'C'    /* field id, block -> column block (text fields: lengths and term counts) */
 #define K_POS 'Q'    /* field id, block -> token positions of a text field (a column block) */
 
-#define IDX_FORMAT 3
+/* The two sets of a table under K_LIVE: its existing documents, and those
+ * of them last indexed under an older schema of the table, one that lacked
+ * an index the table declares now (a field added later, positions switched
+ * on later). The second empties as the documents are written again or
+ * backfilled; while it is empty the shard vouches for negations
+ * (ixia_idx_result_t.schema_current). */
+#define LIVE_ALL 0
+#define LIVE_STALE 1
+
+/* 4: the stale set (LIVE_STALE). A format-3 index is upgraded at open with
+ * every live document counted stale (idx_open.c). */
+#define IDX_FORMAT 4
 /* Batches between two writes of the changed dictionary counts. */
 #define COUNTS_EVERY 32
 

@@ -207,6 +207,7 @@ typedef struct {
   GHashTable *schemas; /* table_t* -> ixia_schema_t* (reference) applied in this batch */
   GPtrArray *new_dict; /* GBytes key/value pairs of new tables and fields */
   GHashTable *field_of; /* const ixia_schema_field_t* (of a live schema) -> field_t* */
+  GHashTable *stale;   /* table_t* -> STALE_SOME or STALE_NONE: its stale set (idx.h) */
   guint32 next_doc_id;
   _Atomic gint64 max_version;
 } batch_t;
@@ -215,17 +216,40 @@ static void wb_put(batch_t *b, const void *k, size_t kl, const void *v, size_t v
   rocksdb_writebatch_put(b->wb, k, kl, v, vl);
 }
 
-static void post_change(batch_t *b, char prefix, guint32 a, guint32 v, guint32 id, gboolean add) {
+/* The pending changes of one posting chunk. */
+static pend_t *post_pend(batch_t *b, char prefix, guint32 a, guint32 v, guint32 chunk) {
   pend_t probe;
-  probe.klen = (guint8)key_post(probe.key, prefix, a, v, (guint16)(id >> CHUNK_BITS));
+  probe.klen = (guint8)key_post(probe.key, prefix, a, v, (guint16)chunk);
   pend_t *o = pend_get(b->posts, &probe);
   if (!o->add) {
     o->add = roaring_bitmap_create();
     o->rem = roaring_bitmap_create();
   }
+  return o;
+}
+
+static void post_change(batch_t *b, char prefix, guint32 a, guint32 v, guint32 id, gboolean add) {
+  pend_t *o = post_pend(b, prefix, a, v, id >> CHUNK_BITS);
   /* Later changes of the batch win, as operands compose. */
   roaring_bitmap_add(add ? o->add : o->rem, id);
   roaring_bitmap_remove(add ? o->rem : o->add, id);
+}
+
+/* post_change(add) of every id of ids, a chunk at a time, as bitmaps. */
+static void post_add_all(batch_t *b, char prefix, guint32 a, guint32 v, const roaring_bitmap_t *ids) {
+  if (roaring_bitmap_is_empty(ids)) return;
+  guint32 last = roaring_bitmap_maximum(ids) >> CHUNK_BITS;
+  for (guint32 c = roaring_bitmap_minimum(ids) >> CHUNK_BITS; c <= last; c++) {
+    roaring_bitmap_t *chunk =
+        roaring_bitmap_from_range((guint64)c << CHUNK_BITS, (guint64)(c + 1) << CHUNK_BITS, 1);
+    roaring_bitmap_and_inplace(chunk, ids);
+    if (!roaring_bitmap_is_empty(chunk)) {
+      pend_t *o = post_pend(b, prefix, a, v, c);
+      roaring_bitmap_or_inplace(o->add, chunk);
+      roaring_bitmap_andnot_inplace(o->rem, chunk);
+    }
+    roaring_bitmap_free(chunk);
+  }
 }
 
 static void col_set(batch_t *b, field_t *f, guint32 id, const pair_t *vals, guint n) {
@@ -467,7 +491,7 @@ static void rec_diff(batch_t *b, guint32 table_id, guint32 id, const GArray *old
     i = ie;
     j = je;
   }
-  if (was_live != now_live) post_change(b, K_LIVE, table_id, 0, id, now_live);
+  if (was_live != now_live) post_change(b, K_LIVE, table_id, LIVE_ALL, id, now_live);
 }
 
 static void fail_event(ixia_idx_t *idx, const ixia_idx_event_t *ev, ixia_error_t *why,
@@ -570,6 +594,68 @@ static ixia_schema_t *schema_of(batch_t *b, table_t *t) {
   return s ? s : t->schema;
 }
 
+/* ------------------------------------------------------ the stale set */
+
+enum { STALE_SOME = 1, STALE_NONE = 2 };
+
+/* Whether t's stale set may hold documents: read once a batch (a cached
+ * posting), then kept up to date by mark_stale. A read error counts as
+ * "may": removing ids that are not there is harmless. */
+static gboolean stale_some(batch_t *b, table_t *t) {
+  gint st = GPOINTER_TO_INT(g_hash_table_lookup(b->stale, t));
+  if (!st) {
+    blk_t *blk = ixia_idx_posting(b->idx, K_LIVE, t->id, LIVE_STALE, NULL);
+    st = blk && roaring_bitmap_is_empty(blk->bm) ? STALE_NONE : STALE_SOME;
+    ixia_idx_blk_unref(blk);
+    g_hash_table_insert(b->stale, t, GINT_TO_POINTER(st));
+  }
+  return st == STALE_SOME;
+}
+
+/* A document of t indexed under t's current schema (or deleted): it no
+ * longer waits for a backfill. */
+static void stale_drop(batch_t *b, table_t *t, guint32 id) {
+  if (stale_some(b, t)) post_change(b, K_LIVE, t->id, LIVE_STALE, id, FALSE);
+}
+
+/* Whether schema s declares an index that prev lacks: a field (path, type,
+ * analyzer) or positions of a text field. */
+static gboolean schema_adds(const ixia_schema_t *prev, const ixia_schema_t *s) {
+  for (guint i = 0; i < s->n_indexes; i++) {
+    const ixia_schema_field_t *x = &s->indexes[i];
+    gboolean had = FALSE;
+    for (guint j = 0; !had && j < prev->n_indexes; j++) {
+      const ixia_schema_field_t *y = &prev->indexes[j];
+      had = y->type == x->type && !strcmp(y->field, x->field) &&
+            !g_strcmp0(y->analyzer, x->analyzer) && (y->positions || !x->positions);
+    }
+    if (!had) return TRUE;
+  }
+  return FALSE;
+}
+
+/* Every document of t live at this point of the batch was indexed without
+ * an index t declares from now on: all of them join the stale set. */
+static gboolean mark_stale(batch_t *b, table_t *t, ixia_error_t **err) {
+  blk_t *live = ixia_idx_posting(b->idx, K_LIVE, t->id, LIVE_ALL, err);
+  if (!live) return FALSE;
+  roaring_bitmap_t *now = roaring_bitmap_copy(live->bm);
+  ixia_idx_blk_unref(live);
+  /* With this batch's changes to the live set so far. */
+  for (guint32 c = 0; c <= b->next_doc_id >> CHUNK_BITS; c++) {
+    pend_t probe;
+    probe.klen = (guint8)key_post(probe.key, K_LIVE, t->id, LIVE_ALL, (guint16)c);
+    pend_t *o = g_hash_table_lookup(b->posts, &probe);
+    if (!o) continue;
+    roaring_bitmap_or_inplace(now, o->add);
+    roaring_bitmap_andnot_inplace(now, o->rem);
+  }
+  post_add_all(b, K_LIVE, t->id, LIVE_STALE, now);
+  if (!roaring_bitmap_is_empty(now)) g_hash_table_insert(b->stale, t, GINT_TO_POINTER(STALE_SOME));
+  roaring_bitmap_free(now);
+  return TRUE;
+}
+
 static ev_result_t apply_put(batch_t *b, const ixia_idx_event_t *ev, ixia_error_t **why,
                              ixia_error_t **err) {
   ixia_idx_t *idx = b->idx;
@@ -652,6 +738,7 @@ static ev_result_t apply_put(batch_t *b, const ixia_idx_event_t *ev, ixia_error_
   r->expire_at = ev->expire_at;
   r->deleted = FALSE;
   r->dirty = TRUE;
+  stale_drop(b, t, r->id);
   return EV_APPLIED;
 }
 
@@ -679,10 +766,12 @@ static ev_result_t apply_delete(batch_t *b, const ixia_idx_event_t *ev, ixia_err
   r->expire_at = 0;
   r->deleted = TRUE;
   r->dirty = TRUE;
+  stale_drop(b, t, r->id);
   return EV_APPLIED;
 }
 
-static ev_result_t apply_schema(batch_t *b, const ixia_idx_event_t *ev, ixia_error_t **why) {
+static ev_result_t apply_schema(batch_t *b, const ixia_idx_event_t *ev, ixia_error_t **why,
+                                ixia_error_t **err) {
   ixia_schema_t *s = ixia_schema_parse(ev->doc, ev->doc_len, why);
   if (!s) return EV_FAILED;
   s->version = ev->version;
@@ -699,6 +788,11 @@ static ev_result_t apply_schema(batch_t *b, const ixia_idx_event_t *ev, ixia_err
   g_byte_array_append(v, (const guint8 *)s->json, (guint)strlen(s->json));
   wb_put(b, k, 5, v->data, v->len);
   g_byte_array_free(v, TRUE);
+  /* A first schema finds no documents: puts wait for one (apply_put). */
+  if (cur && schema_adds(cur, s) && !mark_stale(b, t, err)) {
+    ixia_schema_unref(s);
+    return EV_ERROR;
+  }
   for (guint i = 0; i < s->n_indexes; i++) field_get_or_create(b, t, &s->indexes[i]);
   g_hash_table_insert(b->schemas, t, s); /* replaces (and unrefs) an earlier one of the batch */
   return EV_APPLIED;
@@ -974,6 +1068,7 @@ static void batch_free(batch_t *b) {
   g_hash_table_destroy(b->len_delta);
   g_ptr_array_free(b->new_dict, TRUE);
   g_hash_table_destroy(b->field_of);
+  g_hash_table_destroy(b->stale);
   g_hash_table_destroy(b->recs);
   g_hash_table_destroy(b->posts);
   g_hash_table_destroy(b->cols);
@@ -1008,6 +1103,7 @@ gboolean ixia_idx_apply(ixia_idx_t *idx, const ixia_idx_event_t *events, guint n
                                        (GDestroyNotify)ixia_schema_unref),
       .new_dict = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref),
       .field_of = g_hash_table_new(g_direct_hash, g_direct_equal),
+      .stale = g_hash_table_new(g_direct_hash, g_direct_equal),
       .next_doc_id = idx->next_doc_id,
       .max_version = idx->max_version,
   };
@@ -1025,7 +1121,7 @@ gboolean ixia_idx_apply(ixia_idx_t *idx, const ixia_idx_event_t *events, guint n
     switch (ev->op) {
       case IXIA_IDX_PUT: res = apply_put(&b, ev, &why, err); break;
       case IXIA_IDX_DELETE: res = apply_delete(&b, ev, err); break;
-      case IXIA_IDX_SCHEMA: res = apply_schema(&b, ev, &why); break;
+      case IXIA_IDX_SCHEMA: res = apply_schema(&b, ev, &why, err); break;
       default:
         ixia_error_set(&why, IXIA_EINVAL, "unknown event operation %d", (int)ev->op);
         res = EV_FAILED;

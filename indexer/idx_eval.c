@@ -583,9 +583,22 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   ixia_idx_search_t s = {.idx = idx, .table = t, .q = q, .lim = lim,
                          .max_postings = lim ? lim->max_postings : 0,
                          .deadline_us = o->deadline_us, .err = err};
-  s.live = ixia_idx_posting(idx, K_LIVE, t->id, 0, err);
+  s.live = ixia_idx_posting(idx, K_LIVE, t->id, LIVE_ALL, err);
   if (!s.live) return FALSE;
   s.n_live = roaring_bitmap_get_cardinality(s.live->bm);
+  /* A negation is exact here only when no document waits for a backfill
+   * (idx.h, LIVE_STALE); the query's fields are all declared (parsing
+   * against this shard's schema refuses any other). */
+  gboolean current = FALSE;
+  if (!ixia_query_filter_monotone(q)) {
+    blk_t *stale = ixia_idx_posting(idx, K_LIVE, t->id, LIVE_STALE, err);
+    if (!stale) {
+      ixia_idx_blk_unref(s.live);
+      return FALSE;
+    }
+    current = roaring_bitmap_is_empty(stale->bm);
+    ixia_idx_blk_unref(stale);
+  }
 
   pnode_t *plan = ixia_idx_deadline(&s) ? ixia_idx_plan(&s, q->filter) : NULL;
   ixia_idx_exec_t ex = {0};
@@ -700,6 +713,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
     res->total_exact = exact;
     atomic_thread_fence(memory_order_acquire); /* every read above before the re-read */
     res->settled = gen0 % 2 == 0 && atomic_load(&idx->publish_gen) == gen0;
+    res->schema_current = current;
     if (o->explain) {
       cJSON *e = cJSON_CreateObject();
       cJSON_AddNumberToObject(e, "live", (double)s.n_live);

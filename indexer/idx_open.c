@@ -228,8 +228,45 @@ static gboolean load_state(ixia_idx_t *idx, ixia_error_t **err) {
   return TRUE;
 }
 
-/* An empty index gets the current format mark; an index of another format
- * is refused with what to do. */
+/* Format 3 to 4: format 3 kept no stale set, so which documents were
+ * indexed before a field was added is unknown; every live document counts
+ * as stale (negations are re-checked by the query API) until it is written
+ * again or backfilled. One write with the new format mark. */
+static gboolean upgrade_from_3(ixia_idx_t *idx, ixia_error_t **err) {
+  rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+  rocksdb_iterator_t *it = rocksdb_create_iterator(idx->db, idx->ropts);
+  const char prefix = K_LIVE;
+  guint n = 0;
+  for (rocksdb_iter_seek(it, &prefix, 1); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+    size_t kl, vl;
+    const char *k = rocksdb_iter_key(it, &kl);
+    if (kl == 0 || k[0] != K_LIVE) break;
+    if (kl != 11 || ixia_bytes_get32(k + 5) != LIVE_ALL) continue;
+    guint8 sk[11];
+    memcpy(sk, k, 11);
+    ixia_bytes_put32(sk + 5, LIVE_STALE);
+    const char *v = rocksdb_iter_value(it, &vl);
+    rocksdb_writebatch_put(wb, (const char *)sk, 11, v, vl);
+    n++;
+  }
+  char *rerr = NULL;
+  rocksdb_iter_get_error(it, &rerr);
+  rocksdb_iter_destroy(it);
+  if (!rerr) {
+    guint8 f[4];
+    ixia_bytes_put32(f, IDX_FORMAT);
+    rocksdb_writebatch_put(wb, "Mf", 2, (const char *)f, 4);
+    rocksdb_write(idx->db, idx->wopts, wb, &rerr);
+  }
+  rocksdb_writebatch_destroy(wb);
+  if (!ixia_error_from_rocksdb(err, rerr, "index format upgrade 3 -> 4")) return FALSE;
+  IXIA_INFO("index upgraded from format 3 to %d: %u live-set chunks counted stale until "
+            "rewritten or backfilled", IDX_FORMAT, n);
+  return TRUE;
+}
+
+/* An empty index gets the current format mark; format 3 is upgraded; an
+ * index of another format is refused with what to do. */
 static gboolean check_format(ixia_idx_t *idx, const char *path, ixia_error_t **err) {
   char *v;
   size_t vl;
@@ -237,6 +274,7 @@ static gboolean check_format(ixia_idx_t *idx, const char *path, ixia_error_t **e
   guint32 format = v && vl == 4 ? ixia_bytes_get32(v) : 0;
   rocksdb_free(v);
   if (format == IDX_FORMAT) return TRUE;
+  if (format == 3) return upgrade_from_3(idx, err);
   if (format == 0) {
     rocksdb_iterator_t *it = rocksdb_create_iterator(idx->db, idx->ropts);
     rocksdb_iter_seek_to_first(it);
@@ -443,7 +481,7 @@ void ixia_idx_get_stats(ixia_idx_t *idx, ixia_idx_stats_t *out) {
   }
   g_rw_lock_reader_unlock(&idx->dict_lock);
   for (guint i = 0; i < tids->len; i++) {
-    blk_t *live = ixia_idx_posting(idx, K_LIVE, g_array_index(tids, guint32, i), 0, NULL);
+    blk_t *live = ixia_idx_posting(idx, K_LIVE, g_array_index(tids, guint32, i), LIVE_ALL, NULL);
     if (live) out->documents += roaring_bitmap_get_cardinality(live->bm);
     ixia_idx_blk_unref(live);
   }
@@ -536,6 +574,9 @@ gboolean ixia_idx_checksum(ixia_idx_t *idx, ixia_idx_checksum_t *out, ixia_error
     const char *k = rocksdb_iter_key(it, &kl);
     if (kl == 0 || k[0] == K_META) continue;
     const char *v = rocksdb_iter_value(it, &vl);
+    /* The stale set is bookkeeping: replicas that read the partitions in
+     * another interleaving differ there with the same contents. */
+    if (k[0] == K_LIVE && kl == 11 && ixia_bytes_get32(k + 5) == LIVE_STALE) continue;
     if (k[0] == K_POST || k[0] == K_LIVE || is_col_key(k, kl)) {
       GByteArray *c = is_col_key(k, kl) ? canonical_column(v, vl, &bad) : canonical_bitmap(v, vl, &bad);
       if (!c) continue;

@@ -149,6 +149,11 @@ typedef struct {
                           hit's version is the one whose values matched. FALSE:
                           a hit may pair the values before a change with the
                           version after it (re-check hits against the store) */
+  gboolean schema_current; /* a filter with a negation only: every live
+                          document of the table was last indexed under the
+                          indexes its schema declares now (none is waiting
+                          for a backfill of a field added later), so a hit
+                          at its indexed version matches the negation too */
   gboolean gave_up;    /* o->bounded and the search needed more: nothing else
                           is set and no hit appended; run it again unbounded */
 } ixia_idx_result_t;

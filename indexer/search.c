@@ -350,6 +350,8 @@ static char *run_search(IxiaShardHandler *h, const char *json, gboolean *deferre
     g_string_append(text, res.total_exact ? ",\"total_relation\":\"eq\"" : ",\"total_relation\":\"gte\"");
     /* A batch published during the search: the caller re-checks the hits. */
     if (!res.settled) g_string_append(text, ",\"settled\":false");
+    /* Its hits match a negation at their versions (no re-check needed). */
+    if (res.schema_current) g_string_append(text, ",\"schema_current\":true");
     gboolean printed = TRUE;
     if (res.explain) {
       char *ex = ixia_json_print(res.explain);

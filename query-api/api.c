@@ -805,6 +805,7 @@ char *ixia_api_stats(ixia_api_t *api) {
   cJSON_AddNumberToObject(o, "query_shard_errors", (double)qs.shard_errors);
   cJSON_AddNumberToObject(o, "query_hits_returned", (double)qs.hits_returned);
   cJSON_AddNumberToObject(o, "query_stale_hits_dropped", (double)qs.stale_hits_dropped);
+  cJSON_AddNumberToObject(o, "query_hits_rechecked", (double)qs.hits_rechecked);
   cJSON_AddNumberToObject(o, "query_pages_read_on_worker", (double)qs.pages_on_worker);
   g_rw_lock_reader_lock(&api->schemas_lock);
   cJSON_AddNumberToObject(o, "tables", g_hash_table_size(api->schemas));

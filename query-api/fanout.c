@@ -55,6 +55,7 @@ struct ixia_search {
   GThreadPool *pool; /* parallel shard calls */
   GThreadPool *retry_pool; /* queries an I/O thread could not finish */
   _Atomic guint64 queries, query_errors, shard_calls, shard_errors, hits_returned, stale_dropped;
+  _Atomic guint64 rechecked; /* hits evaluated again on the stored document */
   _Atomic guint64 pages_on_worker; /* pages an I/O thread left to a worker (not in memory) */
 };
 
@@ -412,6 +413,7 @@ void ixia_fanout_get_stats(ixia_fanout_t *s, ixia_fanout_stats_t *out) {
   out->shard_errors = atomic_load_explicit(&s->shard_errors, memory_order_relaxed);
   out->hits_returned = atomic_load_explicit(&s->hits_returned, memory_order_relaxed);
   out->stale_hits_dropped = atomic_load_explicit(&s->stale_dropped, memory_order_relaxed);
+  out->hits_rechecked = atomic_load_explicit(&s->rechecked, memory_order_relaxed);
   out->pages_on_worker = atomic_load_explicit(&s->pages_on_worker, memory_order_relaxed);
 }
 
@@ -637,14 +639,21 @@ typedef struct {
   gint64 version;  /* the version the shard indexed */
   guint shard;     /* which shard proposed it */
   char *extra;     /* members the hit shows after "doc" (",\"sort\":[...]"), or NULL */
-  gboolean recheck; /* its shard published a batch during the search ("settled": false) */
+  gboolean recheck; /* its version does not vouch for the match (call_vouches) */
 } cand_t;
 
-/* FALSE when the shard's search overlapped a batch it published: a hit may
- * then pair a version with the values it had before, so its version alone
- * does not vouch for the match. */
-static gboolean call_settled(const call_t *c) {
-  return !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c->response, "settled"));
+/* Whether a hit the shard returned at the version the store still holds
+ * matches the filter there, so that the hit needs no re-check. Not when the
+ * shard's search overlapped a batch it published ("settled": false): a hit
+ * may then pair a version with the values it had before. And for a filter
+ * with a negation, only when the shard says every document was indexed
+ * under the table's current indexes ("schema_current"): one written before
+ * a field was declared, not yet backfilled, matches "not" on that field in
+ * the index whatever its value (ixia_query_filter_monotone). */
+static gboolean call_vouches(const ixia_query_t *q, const call_t *c) {
+  if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(c->response, "settled"))) return FALSE;
+  return ixia_query_filter_monotone(q) ||
+         cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c->response, "schema_current"));
 }
 
 /* How far ahead of the document being projected the next ones' first
@@ -671,9 +680,8 @@ static __thread gboolean tl_memory_only, tl_needed_disk;
 
 /* Re-reads the page's hits from the truth store in one multi-get and
  * appends, comma-separated, those that still exist and still match: a hit
- * whose stored version is the one its shard indexed matched there, so
- * under a filter without "not" it is not evaluated again (see
- * ixia_query_filter_monotone), unless its shard's answer was not settled.
+ * whose stored version is the one its shard indexed matched there, so it
+ * is not evaluated again when its shard vouches for it (call_vouches).
  * Returns the number appended. */
 static guint verify_hits(ixia_fanout_t *s, const ixia_query_t *q, const GArray *cands,
                          GString *out, guint *stale_by_shard, ixia_error_t **err) {
@@ -686,7 +694,6 @@ static guint verify_hits(ixia_fanout_t *s, const ixia_query_t *q, const GArray *
     lens[i] = strlen(keys[i]);
   }
   ixia_store_doc_t *docs = g_new0(ixia_store_doc_t, n);
-  gboolean monotone = ixia_query_filter_monotone(q);
   GPtrArray *paths = NULL; /* the filter's, once a hit needs a re-check */
   ixia_store_pins_t *pins = NULL; /* docs[i].json borrows from it */
   gboolean read;
@@ -711,9 +718,10 @@ static guint verify_hits(ixia_fanout_t *s, const ixia_query_t *q, const GArray *
       const ixia_store_doc_t *d = &docs[i];
       gboolean match = d->found;
       const cand_t *c = &g_array_index(cands, cand_t, i);
-      if (match && !(monotone && !c->recheck && d->version == c->version)) {
+      if (match && !(!c->recheck && d->version == c->version)) {
         if (!paths) filter_paths(q->filter, paths = g_ptr_array_new());
         match = stored_doc_matches(q, d, paths);
+        counter_add(&s->rechecked, 1);
       }
       if (match) {
         if (kept++) g_string_append_c(out, ',');
@@ -851,7 +859,7 @@ static gboolean collect_hits(ixia_fanout_t *s, const ixia_query_t *q, call_t *ca
     guint n = hits ? hits->len : 0;
     if (taken >= q->limit) break; /* this shard and the rest wait for the next page */
     guint used = 0;
-    gboolean settled = call_settled(&calls[i]);
+    gboolean vouches = call_vouches(q, &calls[i]);
     for (; used < n && taken < q->limit; used++) {
       const ahit_t *h = &g_array_index(hits, ahit_t, used);
       if (!h->key || !h->has_id || !h->has_version) {
@@ -860,7 +868,7 @@ static gboolean collect_hits(ixia_fanout_t *s, const ixia_query_t *q, call_t *ca
       }
       pos[i] = h->id;
       taken++;
-      cand_t c = {h->key, h->version, i, score_member(q, h), !settled};
+      cand_t c = {h->key, h->version, i, score_member(q, h), !vouches};
       g_array_append_val(cands, c);
     }
     /* A shard that sent fewer than asked has nothing after them. */
@@ -933,12 +941,12 @@ static gboolean collect_sorted_hits(ixia_fanout_t *s, const ixia_query_t *q, cal
   *next = NULL;
   GArray *all = g_array_new(FALSE, FALSE, sizeof(shit_t));
   guint64 *epoch = g_new0(guint64, s->n_shards), *seq = g_new0(guint64, s->n_shards);
-  gboolean *settled = g_new0(gboolean, s->n_shards);
+  gboolean *vouches = g_new0(gboolean, s->n_shards);
   gboolean ok = TRUE, more = FALSE;
   for (guint i = 0; ok && i < s->n_shards; i++) {
     const cJSON *resp = calls[i].response;
     if (!resp) continue; /* failed (allow_partial): keeps no positions */
-    settled[i] = call_settled(&calls[i]);
+    vouches[i] = call_vouches(q, &calls[i]);
     const GArray *hits = calls[i].hits ? calls[i].hits->list : NULL;
     guint n = hits ? hits->len : 0;
     const cJSON *as_of = cJSON_GetObjectItemCaseSensitive(resp, "sort_as_of");
@@ -984,7 +992,7 @@ static gboolean collect_sorted_hits(ixia_fanout_t *s, const ixia_query_t *q, cal
       g_string_append_c(extra, ']');
       append_score(extra, q, x->hit);
       cand_t c = {x->hit->key, x->hit->version, x->shard, g_strndup(extra->str, extra->len),
-                  !settled[x->shard]};
+                  !vouches[x->shard]};
       g_array_append_val(cands, c);
     }
     g_string_free(extra, TRUE);
@@ -1009,7 +1017,7 @@ static gboolean collect_sorted_hits(ixia_fanout_t *s, const ixia_query_t *q, cal
   g_array_free(all, TRUE);
   g_free(epoch);
   g_free(seq);
-  g_free(settled);
+  g_free(vouches);
   if (!ok) g_clear_pointer(next, g_free);
   return ok;
 }

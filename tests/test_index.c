@@ -1226,6 +1226,122 @@ static void test_delete_removes_everywhere(void) {
   ixia_idx_destroy(idx);
 }
 
+/* The search of a filter on this index: whether it vouches for negations
+ * (ixia_idx_result_t.schema_current), and its hits' keys in *keys. */
+static gboolean vouches(ixia_idx_t *idx, const char *filter, char **keys) {
+  char *json = g_strdup_printf("{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": %s}", filter);
+  ixia_query_t *q = parse(idx, json);
+  g_free(json);
+  if (!q) return FALSE;
+  GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
+  ixia_idx_search_opts_t o = {.after_id = -1, .limit = 100};
+  ixia_idx_result_t r;
+  gboolean ok = ixia_idx_search(idx, q, &o, &lim, hits, NULL, &r, NULL);
+  CU_ASSERT_TRUE(ok);
+  if (keys) {
+    GString *k = g_string_new(NULL);
+    for (guint i = 0; i < hits->len; i++)
+      g_string_append_printf(k, "%s%s", i ? "," : "", g_array_index(hits, ixia_idx_hit_t, i).key);
+    *keys = g_string_free(k, FALSE);
+  }
+  ixia_idx_hits_clear(hits);
+  g_array_free(hits, TRUE);
+  ixia_query_destroy(q);
+  return ok && r.settled && r.schema_current;
+}
+
+/* A field declared after documents were indexed: those documents are not
+ * in its postings, so "not" on it matches them in the index whatever they
+ * hold. The shard vouches for negations only once every such document was
+ * indexed again (written, backfilled or deleted), across batches, reopens
+ * and the upgrade from format 3. */
+static void test_stale_after_schema_change(void) {
+  static const char *v1 = "{\"namespace\": \"shop\", \"table\": \"p\", \"indexes\": ["
+                          "{\"field\": \"cat\", \"type\": \"keyword\"},"
+                          "{\"field\": \"title\", \"type\": \"text\"}]}";
+  static const char *v2 = "{\"namespace\": \"shop\", \"table\": \"p\", \"indexes\": ["
+                          "{\"field\": \"cat\", \"type\": \"keyword\"},"
+                          "{\"field\": \"title\", \"type\": \"text\"},"
+                          "{\"field\": \"color\", \"type\": \"keyword\"}]}";
+  static const char *v3 = "{\"namespace\": \"shop\", \"table\": \"p\", \"indexes\": ["
+                          "{\"field\": \"cat\", \"type\": \"keyword\"},"
+                          "{\"field\": \"title\", \"type\": \"text\", \"positions\": true},"
+                          "{\"field\": \"color\", \"type\": \"keyword\"}]}";
+  const char *red = "{\"cat\": \"c1\", \"color\": \"red\", \"title\": \"big red hat\"}";
+  const char *blue = "{\"cat\": \"c1\", \"color\": \"blue\", \"title\": \"hat red big\"}";
+  const char *not_red = "{\"not\": {\"term\": {\"color\": \"red\"}}}";
+  const char *not_cat = "{\"not\": {\"term\": {\"cat\": \"c2\"}}}";
+  ixia_idx_t *idx = open_index("stale");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_SCHEMA, "", 1, v1, NULL));
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "a", 2, red, NULL));
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "b", 3, blue, NULL));
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "c", 4, red, NULL));
+  CU_ASSERT_TRUE(vouches(idx, not_cat, NULL));
+  /* color declared: a and c hold red but are not in its posting. */
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_SCHEMA, "", 5, v2, NULL));
+  char *keys = NULL;
+  CU_ASSERT_FALSE(vouches(idx, not_red, &keys));
+  CU_ASSERT_STRING_EQUAL(keys, "a,b,c");
+  g_free(keys);
+  CU_ASSERT_FALSE(vouches(idx, not_cat, NULL));
+  /* Kept across a reopen. */
+  ixia_idx_destroy(idx);
+  idx = open_index("stale");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+  CU_ASSERT_FALSE(vouches(idx, not_red, NULL));
+  /* a backfilled (same version), b deleted: c still waits. */
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "a", 2, red, NULL));
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_DELETE, "b", 6, NULL, NULL));
+  CU_ASSERT_FALSE(vouches(idx, not_red, NULL));
+  /* An event that fails (a number where color is a keyword) indexes nothing. */
+  failures_t f = {0};
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "c", 4, "{\"color\": 7}", &f));
+  CU_ASSERT_EQUAL(f.n, 1);
+  CU_ASSERT_FALSE(vouches(idx, not_red, NULL));
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "c", 7, red, NULL));
+  CU_ASSERT_TRUE(vouches(idx, not_red, &keys));
+  CU_ASSERT_STRING_EQUAL(keys, "");
+  g_free(keys);
+  /* One batch: puts under the old indexes (e new in it), positions
+   * switched on, a put under the new ones. Only the first two wait. */
+  tev_t t[4] = {{IXIA_IDX_PUT, "e", 8, (char *)red}, {IXIA_IDX_PUT, "a", 9, (char *)red},
+                {IXIA_IDX_SCHEMA, "", 10, (char *)v3}, {IXIA_IDX_PUT, "d", 11, (char *)blue}};
+  ixia_idx_event_t evs[4] = {to_event(&t[0]), to_event(&t[1]), to_event(&t[2]), to_event(&t[3])};
+  CU_ASSERT_TRUE(ixia_idx_apply(idx, evs, 4, NULL, 0, on_failed, NULL, NULL, NULL));
+  const char *no_phrase = "{\"not\": {\"match_phrase\": {\"title\": \"red hat\"}}}";
+  CU_ASSERT_FALSE(vouches(idx, no_phrase, &keys));
+  CU_ASSERT_STRING_EQUAL(keys, "a,c,e,d"); /* a, c and e have no positions yet */
+  g_free(keys);
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "c", 12, red, NULL));
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "a", 13, red, NULL));
+  CU_ASSERT_FALSE(vouches(idx, no_phrase, NULL));
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "e", 14, red, NULL));
+  CU_ASSERT_TRUE(vouches(idx, no_phrase, &keys));
+  CU_ASSERT_STRING_EQUAL(keys, "d");
+  g_free(keys);
+  /* A schema that adds nothing (the same again) leaves it so. */
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_SCHEMA, "", 15, v3, NULL));
+  CU_ASSERT_TRUE(vouches(idx, not_red, NULL));
+  /* A format-3 index kept no stale set: at open every live document
+   * counts as stale. */
+  char *rerr = NULL;
+  guint8 three[4] = {0, 0, 0, 3};
+  rocksdb_put(ixia_idx_db(idx), idx->wopts, "Mf", 2, (const char *)three, 4, &rerr);
+  CU_ASSERT_PTR_NULL(rerr);
+  ixia_idx_destroy(idx);
+  idx = open_index("stale");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+  CU_ASSERT_FALSE(vouches(idx, not_red, NULL));
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "a", 16, red, NULL));
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "c", 17, red, NULL));
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_DELETE, "e", 18, NULL, NULL));
+  CU_ASSERT_FALSE(vouches(idx, not_red, NULL));
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "d", 19, blue, NULL));
+  CU_ASSERT_TRUE(vouches(idx, not_red, NULL));
+  ixia_idx_destroy(idx);
+}
+
 static void test_positions_persist(void) {
   ixia_idx_t *idx = open_index("pos");
   CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
@@ -1999,6 +2115,7 @@ int main(void) {
   IXT_ADD(s, test_random_vs_brute_force);
   IXT_ADD(s, test_fused_terms_pass);
   IXT_ADD(s, test_delete_removes_everywhere);
+  IXT_ADD(s, test_stale_after_schema_change);
   IXT_ADD(s, test_hit_records_follow_writes);
   IXT_ADD(s, test_hits_settled_across_publish);
   IXT_ADD(s, test_multi_values_across_publish);
