@@ -14,7 +14,6 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <thrift/c_glib/thrift_application_exception.h>
 
 #include "bytes.h"
@@ -23,6 +22,7 @@
 #include "log.h"
 #include "server.h"
 #include "testhook.h"
+#include "watchdog.h"
 #include "wire.h"
 
 /* Cursor: "c1:" + base64 of one big-endian int64 per shard: the last
@@ -54,6 +54,7 @@ struct ixia_search {
   guint n_shards;
   GThreadPool *pool; /* parallel shard calls */
   GThreadPool *retry_pool; /* queries an I/O thread could not finish */
+  ixia_watchdog_t *watchdog; /* ends a worker's shard call at its answer_by */
   _Atomic guint64 queries, query_errors, shard_calls, shard_errors, hits_returned, stale_dropped;
   _Atomic guint64 rechecked; /* hits evaluated again on the stored document */
   _Atomic guint64 pages_on_worker; /* pages an I/O thread left to a worker (not in memory) */
@@ -300,19 +301,20 @@ static void shard_call(ixia_fanout_t *s, call_t *c) {
     if (!client) client = ixia_shard_client_new(sh->address, (gint64)s->lim.deadline_ms + 5000, &c->err);
     if (!client) break;
     /* The answer is waited for until answer_by, as an I/O thread's watch
-     * waits: then the shard fails with the same deadline error. (A late
-     * answer would come on this connection: it is closed.) */
-    gint64 wait_us = MAX(c->answer_by - g_get_monotonic_time(), 1000);
-    struct timeval tv = {.tv_sec = wait_us / G_USEC_PER_SEC, .tv_usec = wait_us % G_USEC_PER_SEC};
-    setsockopt(ixia_shard_client_fd(client), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+     * waits: then the watchdog shuts the connection down, however the shard
+     * paces its bytes, and the shard fails with the same deadline error. (A
+     * late answer would come on this connection: it is closed.) */
+    ixia_watch_t watch;
+    ixia_watchdog_arm(s->watchdog, &watch, ixia_shard_client_fd(client), c->answer_by);
     IxiaIxiaError *xe = NULL;
     GError *gerr = NULL;
     gboolean ok = ixia_search_if_search(ixia_shard_client_iface(client), &json, c->request, &xe, &gerr);
+    gboolean cut = ixia_watchdog_disarm(s->watchdog, &watch);
     /* A server-side error (an IxiaError, or an application exception the
      * generated client read whole) leaves the connection usable; a
      * transport error does not. */
     gboolean transport = !ok && xe == NULL && !(gerr && gerr->domain == THRIFT_APPLICATION_EXCEPTION_ERROR);
-    if (transport && g_get_monotonic_time() >= c->answer_by) {
+    if (transport && (cut || g_get_monotonic_time() >= c->answer_by)) {
       if (gerr) g_error_free(gerr);
       ixia_shard_client_destroy(client);
       ixia_error_set(&c->err, IXIA_EDEADLINE, "no answer within the query's deadline");
@@ -326,7 +328,9 @@ static void shard_call(ixia_fanout_t *s, call_t *c) {
       continue;
     }
     ixia_shard_client_check(client, ok, xe, gerr, &c->err);
-    if (transport) ixia_shard_client_destroy(client);
+    /* (Answered as the deadline passed: the answer stands, the connection,
+     * shut down, does not.) */
+    if (transport || cut) ixia_shard_client_destroy(client);
     else g_async_queue_push(sh->idle, client);
   }
   shard_settle(s, c, json, json ? strlen(json) : 0);
@@ -390,6 +394,7 @@ ixia_fanout_t *ixia_fanout_new(const ixia_config_t *cfg, ixia_store_t *store,
   if (s->n_shards > 1)
     s->pool = g_thread_pool_new(pool_main, NULL, (gint)(8 * s->n_shards), FALSE, NULL);
   s->retry_pool = g_thread_pool_new(retry_main, NULL, 4, FALSE, NULL);
+  s->watchdog = ixia_watchdog_new();
   return s;
 }
 
@@ -397,6 +402,7 @@ void ixia_fanout_destroy(ixia_fanout_t *s) {
   if (!s) return;
   if (s->retry_pool) g_thread_pool_free(s->retry_pool, FALSE, TRUE);
   if (s->pool) g_thread_pool_free(s->pool, FALSE, TRUE);
+  ixia_watchdog_destroy(s->watchdog);
   for (guint i = 0; i < s->n_shards; i++) {
     g_free(s->shards[i].address);
     g_async_queue_unref(s->shards[i].idle);

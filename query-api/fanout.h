@@ -9,10 +9,14 @@
  * stays matched while paging. Sorted hits: each shard sends its best page
  * after the cursor (search_after), the pages are merged by sort values then
  * key, and the cursor is the last hit's values, key and each shard's
- * positions (as_of), which keep documents in place while they change. Every hit is re-read from the truth store and
- * re-checked against the filter; missing or no longer matching documents are
- * dropped (counted in stats as stale_hits_dropped), so a page can hold fewer
- * than `limit` hits while `next` is still set.
+ * positions (as_of), which keep documents in place while they change. Every
+ * hit is re-read from the truth store, and re-checked against the filter
+ * unless its shard vouches for it at that version; missing or no longer
+ * matching documents are dropped (counted in stats as stale_hits_dropped),
+ * so a page can hold fewer than `limit` hits while `next` is still set. A
+ * shard's answer is waited for until the query's deadline plus a grace;
+ * a worker's blocking call is cut then (watchdog.h), however the shard
+ * paces its bytes.
  *
  * min_version: first waits until replication has acknowledged that version
  * (so Kafka holds every edit up to it), then asks each shard to catch up to
