@@ -108,7 +108,7 @@ static const ixia_option_t options[] = {
      "answer cheap calls themselves and write answers; an idle connection costs no thread. "
      "0 = half the cores, at least 1, on the sink, where the cheap calls are short and the "
      "cores are better left to the workers; one per core on ixia-query-api, whose I/O threads "
-     "finish queries (the merge and the re-check of every hit against the store; measured on 2 "
+     "finish queries (the merge and the re-read of every hit from the store; measured on 2 "
      "cores, 16 connections, one thread against two: a page of 100 under category = X AND a "
      "price range 7,309-7,881 against 8,798-8,965 queries/s, cached gets 109,446-116,990 "
      "against 103,772-106,919/s, p99 0.33 against 0.43 ms), and on an index shard, which runs "

@@ -20,6 +20,7 @@ static double num(const cJSON *o, const char *name) {
 
 static const ixia_prom_stat_t SHARD_METRICS[] = {
     {"documents", "ixia_indexer_documents", "gauge", "Live documents in this shard's index.", 0},
+    {"stale_documents", "ixia_indexer_stale_documents", "gauge", "Live documents indexed before an index their table declares now (a field added later): while above 0, hits of a filter with not are matched again by the query API; a backfill of the table brings it to 0.", 0},
     {"max_version", "ixia_indexer_max_version", "gauge", "Highest version applied.", 0},
     {"events_applied", "ixia_indexer_events_applied_total", "counter", "Change events that changed the index.", 0},
     {"events_skipped", "ixia_indexer_events_skipped_total", "counter", "Change events older than what the index holds (re-sends).", 0},

@@ -205,6 +205,7 @@ gboolean ixia_idx_foreach_expiring(ixia_idx_t *idx, ixia_idx_expiring_fn fn, voi
 
 typedef struct {
   guint64 documents;   /* live documents, all tables */
+  guint64 stale_documents; /* of them, indexed before an index their table declares now (idx.h) */
   _Atomic guint64 events_applied;
   _Atomic guint64 events_skipped; /* older than the recorded version */
   _Atomic guint64 events_failed;

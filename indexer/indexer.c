@@ -1363,6 +1363,7 @@ char *ixia_indexer_status(ixia_indexer_t *ix) {
   cJSON_AddNumberToObject(o, "partition_count", ix->n_partitions);
   cJSON_AddNumberToObject(o, "max_version", (double)st.max_version);
   cJSON_AddNumberToObject(o, "documents", (double)st.documents);
+  cJSON_AddNumberToObject(o, "stale_documents", (double)st.stale_documents);
   cJSON_AddNumberToObject(o, "events_applied", (double)st.events_applied);
   cJSON_AddNumberToObject(o, "events_skipped", (double)st.events_skipped);
   cJSON_AddNumberToObject(o, "events_failed", (double)st.events_failed);

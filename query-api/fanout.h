@@ -67,7 +67,8 @@ typedef struct {
   guint shards;
   _Atomic guint64 queries, query_errors, shard_calls, shard_errors;
   _Atomic guint64 hits_returned, stale_hits_dropped;
-  _Atomic guint64 hits_rechecked; /* hits whose shard did not vouch: matched again on the stored document */
+  _Atomic guint64 hits_rechecked; /* hits matched again on the stored document: their shard did not
+                                    vouch for them, or the store holds a newer version */
   _Atomic guint64 pages_on_worker; /* queries whose page an I/O thread left to a worker */
 } ixia_fanout_stats_t;
 

@@ -789,7 +789,7 @@ static const ixia_prom_stat_t STAT_METRICS[] = {
     {"query_errors", "ixia_query_errors_total", "counter", "Queries answered with an error.", 0},
     {"query_shard_errors", "ixia_query_shard_errors_total", "counter", "Failed calls to index shards.", 0},
     {"query_stale_hits_dropped", "ixia_query_stale_hits_dropped_total", "counter", "Hits dropped after re-reading the truth store.", 0},
-    {"query_hits_rechecked", "ixia_query_hits_rechecked_total", "counter", "Hits matched again against the stored document because their shard could not vouch for them (a filter with not while documents wait for a backfill, or a batch published during the search).", 0},
+    {"query_hits_rechecked", "ixia_query_hits_rechecked_total", "counter", "Hits matched again against the stored document: the store holds a newer version than the shard indexed, or the shard could not vouch for the match (a filter with not while documents wait for a backfill, or a batch published during the search).", 0},
     {"tables", "ixia_tables", "gauge", "Tables with a schema.", 0},
     {"connections_open", "ixia_thrift_connections_open", "gauge", "Open Thrift connections.", 0},
     {"connections_refused", "ixia_thrift_connections_refused_total", "counter", "Thrift connections refused (server.max_connections).", 0},

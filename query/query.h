@@ -274,7 +274,8 @@ gboolean ixia_query_match_doc(const ixia_query_t *q, const cJSON *doc);
  * current version, even one indexed before a field was declared, can have
  * matched it only if the document matches: the query API skips re-checking
  * such hits (unless the shard's search overlapped the publish of a batch:
- * ixia_idx_result_t.settled). */
+ * ixia_idx_result_t.settled). A filter with "not" needs the shard to hold
+ * no such document (ixia_idx_result_t.schema_current). */
 gboolean ixia_query_filter_monotone(const ixia_query_t *q);
 
 /* ---- relevance (score.c) ----

@@ -959,12 +959,6 @@ static void queries_total(ixia_client_t *c, const char *q, int n, double total) 
   CU_ASSERT_EQUAL(stat_of(c, "query_shard_calls") - calls, n);
 }
 
-/* Queries are answered by the I/O thread that read them, from their
- * shards' answers, without a worker: while a shard takes its time, the
- * same (only) I/O thread goes on answering gets. A shard that misses the
- * deadline is reported as such; a shard that restarted (every pooled
- * connection to it dead) still answers, the query run again on a worker;
- * an aggregation (run on a worker) gives the same hits. */
 /* A shard that reads a request, then answers a byte every 100 ms: a frame
  * header announcing 600 bytes and then a minute of them. No single recv
  * waits long, so only a deadline on the whole call ends it. */
@@ -1056,6 +1050,12 @@ static void test_trickling_shard(void) {
   g_free(indexers);
 }
 
+/* Queries are answered by the I/O thread that read them, from their
+ * shards' answers, without a worker: while a shard takes its time, the
+ * same (only) I/O thread goes on answering gets. A shard that misses the
+ * deadline is reported as such; a shard that restarted (every pooled
+ * connection to it dead) still answers, the query run again on a worker;
+ * an aggregation (run on a worker) gives the same hits. */
 static void test_queries_on_io_thread(void) {
   canned_stack_t k;
   canned_start(&k, "io-queries", "server.io_threads=1");

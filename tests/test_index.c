@@ -1232,7 +1232,7 @@ static gboolean vouches(ixia_idx_t *idx, const char *filter, char **keys) {
   char *json = g_strdup_printf("{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": %s}", filter);
   ixia_query_t *q = parse(idx, json);
   g_free(json);
-  if (!q) return FALSE;
+  CU_ASSERT_PTR_NOT_NULL_FATAL(q);
   GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
   ixia_idx_search_opts_t o = {.after_id = -1, .limit = 100};
   ixia_idx_result_t r;
@@ -1283,7 +1283,7 @@ static void test_stale_after_schema_change(void) {
   char *keys = NULL;
   CU_ASSERT_FALSE(vouches(idx, not_red, &keys));
   CU_ASSERT_STRING_EQUAL(keys, "a,b,c");
-  g_free(keys);
+  g_clear_pointer(&keys, g_free);
   CU_ASSERT_FALSE(vouches(idx, not_cat, NULL));
   /* Kept across a reopen. */
   ixia_idx_destroy(idx);
@@ -1302,7 +1302,7 @@ static void test_stale_after_schema_change(void) {
   CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "c", 7, red, NULL));
   CU_ASSERT_TRUE(vouches(idx, not_red, &keys));
   CU_ASSERT_STRING_EQUAL(keys, "");
-  g_free(keys);
+  g_clear_pointer(&keys, g_free);
   /* One batch: puts under the old indexes (e new in it), positions
    * switched on, a put under the new ones. Only the first two wait. */
   tev_t t[4] = {{IXIA_IDX_PUT, "e", 8, (char *)red}, {IXIA_IDX_PUT, "a", 9, (char *)red},
@@ -1312,7 +1312,7 @@ static void test_stale_after_schema_change(void) {
   const char *no_phrase = "{\"not\": {\"match_phrase\": {\"title\": \"red hat\"}}}";
   CU_ASSERT_FALSE(vouches(idx, no_phrase, &keys));
   CU_ASSERT_STRING_EQUAL(keys, "a,c,e,d"); /* a, c and e have no positions yet */
-  g_free(keys);
+  g_clear_pointer(&keys, g_free);
   CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "c", 12, red, NULL));
   CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "a", 13, red, NULL));
   CU_ASSERT_FALSE(vouches(idx, no_phrase, NULL));
@@ -1322,6 +1322,19 @@ static void test_stale_after_schema_change(void) {
   g_free(keys);
   /* A schema that adds nothing (the same again) leaves it so. */
   CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_SCHEMA, "", 15, v3, NULL));
+  CU_ASSERT_TRUE(vouches(idx, not_red, NULL));
+  ixia_idx_stats_t st;
+  ixia_idx_get_stats(idx, &st);
+  CU_ASSERT_EQUAL(st.stale_documents, 0);
+  /* color dropped, then declared again: what was written meanwhile lacks it. */
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_SCHEMA, "", 16, v1, NULL));
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_SCHEMA, "", 17, v3, NULL));
+  CU_ASSERT_FALSE(vouches(idx, not_red, NULL));
+  ixia_idx_get_stats(idx, &st);
+  CU_ASSERT_EQUAL(st.stale_documents, 4); /* a, c, d, e */
+  const char *keys_now[] = {"a", "c", "d", "e"};
+  for (guint i = 0; i < G_N_ELEMENTS(keys_now); i++)
+    CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, keys_now[i], 18 + (gint64)i, i == 2 ? blue : red, NULL));
   CU_ASSERT_TRUE(vouches(idx, not_red, NULL));
   /* A format-3 index kept no stale set: at open every live document
    * counts as stale. */
@@ -1333,11 +1346,16 @@ static void test_stale_after_schema_change(void) {
   idx = open_index("stale");
   CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
   CU_ASSERT_FALSE(vouches(idx, not_red, NULL));
-  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "a", 16, red, NULL));
-  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "c", 17, red, NULL));
-  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_DELETE, "e", 18, NULL, NULL));
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "a", 26, red, NULL));
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "c", 27, red, NULL));
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_DELETE, "e", 28, NULL, NULL));
   CU_ASSERT_FALSE(vouches(idx, not_red, NULL));
-  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "d", 19, blue, NULL));
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "d", 29, blue, NULL));
+  CU_ASSERT_TRUE(vouches(idx, not_red, NULL));
+  /* The upgrade happened once: opened again, the index is format 4. */
+  ixia_idx_destroy(idx);
+  idx = open_index("stale");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
   CU_ASSERT_TRUE(vouches(idx, not_red, NULL));
   ixia_idx_destroy(idx);
 }
