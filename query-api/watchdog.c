@@ -1,7 +1,9 @@
 /* The deadline thread of blocking socket calls (watchdog.h).
  *
- * One thread sleeps until the earliest armed deadline (or an arm that may
- * be earlier wakes it) and shuts down every socket whose deadline passed.
+ * One thread sleeps until the earliest armed deadline and shuts down every
+ * socket whose deadline passed; an arm wakes it only when its deadline
+ * comes before that (deadlines are mostly alike, so most arms wake
+ * nothing: a query on a worker pays a lock, not a context switch).
  * The watches are a plain list: there are as many as calls in flight on
  * worker threads, a few dozen at most, and each wake-up scans them once.
  * Shutting down under the lock that disarm takes means a watch's fd is
@@ -15,6 +17,7 @@ struct ixia_watchdog {
   GMutex lock;
   GCond wake;
   GList *watches; /* ixia_watch_t*, under lock */
+  gint64 wake_at;  /* when the thread wakes next (G_MAXINT64: when signalled); under lock */
   gboolean stop;
   GThread *thread;
 };
@@ -34,8 +37,10 @@ static gpointer watchdog_main(gpointer data) {
         next = x->by;
       }
     }
+    w->wake_at = next;
     if (next == G_MAXINT64) g_cond_wait(&w->wake, &w->lock);
     else g_cond_wait_until(&w->wake, &w->lock, next);
+    w->wake_at = 0; /* awake: it scans the list before sleeping again */
   }
   g_mutex_unlock(&w->lock);
   return NULL;
@@ -66,7 +71,7 @@ void ixia_watchdog_arm(ixia_watchdog_t *w, ixia_watch_t *x, int fd, gint64 by) {
   *x = (ixia_watch_t){.fd = fd, .by = by};
   g_mutex_lock(&w->lock);
   w->watches = g_list_prepend(w->watches, x);
-  g_cond_signal(&w->wake);
+  if (by < w->wake_at) g_cond_signal(&w->wake);
   g_mutex_unlock(&w->lock);
 }
 

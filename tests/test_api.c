@@ -678,11 +678,37 @@ static gpointer slow_call(gpointer data) {
   return NULL;
 }
 
-static gpointer slow_shard(gpointer data) {
-  int lfd = GPOINTER_TO_INT(data);
-  for (int fd; (fd = accept(lfd, NULL, NULL)) >= 0;)
-    g_thread_unref(g_thread_new("slow-call", slow_call, GINT_TO_POINTER(fd)));
+/* A stand-in index shard on a loopback port: every connection it accepts
+ * is handed (the fd as a pointer) to call, on a thread of its own, until
+ * stand_in_stop shuts the listening socket down. */
+typedef struct {
+  int lfd, port;
+  GThreadFunc call;
+  GThread *thread;
+} stand_in_t;
+
+static gpointer stand_in_main(gpointer data) {
+  stand_in_t *s = data;
+  for (int fd; (fd = accept(s->lfd, NULL, NULL)) >= 0;)
+    g_thread_unref(g_thread_new("stand-in-call", s->call, GINT_TO_POINTER(fd)));
   return NULL;
+}
+
+static void stand_in_start(stand_in_t *s, GThreadFunc call) {
+  s->lfd = socket(AF_INET, SOCK_STREAM, 0);
+  s->call = call;
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t alen = sizeof a;
+  CU_ASSERT_TRUE_FATAL(bind(s->lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(s->lfd, 16) == 0 &&
+                       getsockname(s->lfd, (struct sockaddr *)&a, &alen) == 0);
+  s->port = ntohs(a.sin_port);
+  s->thread = g_thread_new("stand-in", stand_in_main, s);
+}
+
+static void stand_in_stop(stand_in_t *s) {
+  shutdown(s->lfd, SHUT_RDWR);
+  g_thread_join(s->thread);
+  close(s->lfd);
 }
 
 /* A query, run by a thread of the test (it may take a while). */
@@ -736,13 +762,9 @@ static gint64 timed_get_ms(ixia_client_t *c, const char *key) {
  * to a shard that takes SLOW_SHARD_MS each run one after the other on one
  * thread, side by side on two; a get is answered meanwhile either way. */
 static void test_query_threads(void) {
-  int lfd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t alen = sizeof a;
-  CU_ASSERT_TRUE_FATAL(bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(lfd, 16) == 0 &&
-                       getsockname(lfd, (struct sockaddr *)&a, &alen) == 0);
-  GThread *shard = g_thread_new("slow-shard", slow_shard, GINT_TO_POINTER(lfd));
-  char *indexers = g_strdup_printf("query.indexers=127.0.0.1:%d", ntohs(a.sin_port));
+  stand_in_t shard;
+  stand_in_start(&shard, slow_call);
+  char *indexers = g_strdup_printf("query.indexers=127.0.0.1:%d", shard.port);
   for (int threads = 1; threads <= 2; threads++) {
     ixt_api_t q = {0};
     char *set = g_strdup_printf("query.threads=%d", threads);
@@ -776,9 +798,7 @@ static void test_query_threads(void) {
     CU_ASSERT_TRUE(ixt_api_stop(&q));
   }
   g_free(indexers);
-  shutdown(lfd, SHUT_RDWR);
-  close(lfd);
-  g_thread_join(shard);
+  stand_in_stop(&shard);
 }
 
 /* A stand-in index shard that answers every search with the text in
@@ -962,28 +982,16 @@ static void queries_total(ixia_client_t *c, const char *q, int n, double total) 
 /* A shard that reads a request, then answers a byte every 100 ms: a frame
  * header announcing 600 bytes and then a minute of them. No single recv
  * waits long, so only a deadline on the whole call ends it. */
-typedef struct {
-  int lfd, port;
-  GThread *thread;
-  _Atomic gint conns; /* connections accepted */
-} trickle_t;
+static _Atomic gint trickle_conns; /* connections the trickling shard took */
 
-static gboolean read_full(int fd, guint8 *p, gsize n) {
-  for (gsize got = 0; got < n;) {
-    ssize_t r = recv(fd, p + got, n - got, 0);
-    if (r <= 0) return FALSE;
-    got += (gsize)r;
-  }
-  return TRUE;
-}
-
-static gpointer trickle_conn(gpointer data) {
+static gpointer trickle_call(gpointer data) {
   int fd = GPOINTER_TO_INT(data);
+  atomic_fetch_add(&trickle_conns, 1);
   guint8 hdr[4];
-  if (read_full(fd, hdr, 4)) {
+  if (recv_all(fd, hdr, 4)) {
     guint32 len = (guint32)hdr[0] << 24 | (guint32)hdr[1] << 16 | (guint32)hdr[2] << 8 | hdr[3];
     guint8 *req = len <= 1 << 20 ? g_malloc(len) : NULL;
-    if (req && read_full(fd, req, len)) {
+    if (req && recv_all(fd, req, len)) {
       const guint8 frame[4] = {0, 0, 600 >> 8, 600 & 0xff};
       gboolean open = send(fd, frame, 4, MSG_NOSIGNAL) == 4;
       for (int i = 0; open && i < 600; i++) {
@@ -997,34 +1005,6 @@ static gpointer trickle_conn(gpointer data) {
   return NULL;
 }
 
-static gpointer trickle_main(gpointer data) {
-  trickle_t *t = data;
-  for (;;) {
-    int fd = accept(t->lfd, NULL, NULL);
-    if (fd < 0) break; /* the listening socket was shut down */
-    atomic_fetch_add(&t->conns, 1);
-    g_thread_unref(g_thread_new("trickle-conn", trickle_conn, GINT_TO_POINTER(fd)));
-  }
-  return NULL;
-}
-
-static void trickle_start(trickle_t *t) {
-  memset(t, 0, sizeof *t);
-  t->lfd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t al = sizeof a;
-  CU_ASSERT_TRUE_FATAL(bind(t->lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(t->lfd, 16) == 0 &&
-                       getsockname(t->lfd, (struct sockaddr *)&a, &al) == 0);
-  t->port = ntohs(a.sin_port);
-  t->thread = g_thread_new("trickle", trickle_main, t);
-}
-
-static void trickle_stop(trickle_t *t) {
-  shutdown(t->lfd, SHUT_RDWR);
-  g_thread_join(t->thread);
-  close(t->lfd);
-}
-
 /* A shard that trickles its answer, without allow_partial: the query gives
  * up 5 s after the deadline with the deadline error, as for a shard that
  * sends nothing: the worker's blocking call is cut then, not at the end of
@@ -1032,8 +1012,8 @@ static void trickle_stop(trickle_t *t) {
  * workers: the API has no idle connection to a shard that never answered;
  * an I/O thread's watch of a late shard is timed by the deadline alone.) */
 static void test_trickling_shard(void) {
-  trickle_t t;
-  trickle_start(&t);
+  stand_in_t t;
+  stand_in_start(&t, trickle_call);
   char *indexers = g_strdup_printf("query.indexers=127.0.0.1:%d", t.port);
   const char *sets[] = {indexers, NULL};
   ixt_api_t q;
@@ -1044,9 +1024,9 @@ static void test_trickling_shard(void) {
   slow_query_t lq[2];
   run_late_pair(q.addr, late, late_agg, lq);
   for (int i = 0; i < 2; i++) ixia_error_destroy(lq[i].err);
-  CU_ASSERT_TRUE(atomic_load(&t.conns) >= 2);
+  CU_ASSERT_TRUE(atomic_load(&trickle_conns) >= 2);
   CU_ASSERT_TRUE(ixt_api_stop(&q));
-  trickle_stop(&t);
+  stand_in_stop(&t);
   g_free(indexers);
 }
 

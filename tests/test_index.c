@@ -127,6 +127,12 @@ static ixia_idx_t *open_index(const char *name) {
   return idx;
 }
 
+/* Closes idx and opens it again (what a restart does). */
+static ixia_idx_t *reopen_index(ixia_idx_t *idx, const char *name) {
+  ixia_idx_destroy(idx);
+  return open_index(name);
+}
+
 /* ixia_idx_search with the options as arguments. */
 static gboolean isearch(ixia_idx_t *idx, const ixia_query_t *q, gint64 after, guint limit,
                         gint64 deadline_us, const ixia_query_limits_t *l, GArray *hits,
@@ -1286,8 +1292,7 @@ static void test_stale_after_schema_change(void) {
   g_clear_pointer(&keys, g_free);
   CU_ASSERT_FALSE(vouches(idx, not_cat, NULL));
   /* Kept across a reopen. */
-  ixia_idx_destroy(idx);
-  idx = open_index("stale");
+  idx = reopen_index(idx, "stale");
   CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
   CU_ASSERT_FALSE(vouches(idx, not_red, NULL));
   /* a backfilled (same version), b deleted: c still waits. */
@@ -1342,8 +1347,7 @@ static void test_stale_after_schema_change(void) {
   guint8 three[4] = {0, 0, 0, 3};
   rocksdb_put(ixia_idx_db(idx), idx->wopts, "Mf", 2, (const char *)three, 4, &rerr);
   CU_ASSERT_PTR_NULL(rerr);
-  ixia_idx_destroy(idx);
-  idx = open_index("stale");
+  idx = reopen_index(idx, "stale");
   CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
   CU_ASSERT_FALSE(vouches(idx, not_red, NULL));
   CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "a", 26, red, NULL));
@@ -1353,8 +1357,7 @@ static void test_stale_after_schema_change(void) {
   CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, "d", 29, blue, NULL));
   CU_ASSERT_TRUE(vouches(idx, not_red, NULL));
   /* The upgrade happened once: opened again, the index is format 4. */
-  ixia_idx_destroy(idx);
-  idx = open_index("stale");
+  idx = reopen_index(idx, "stale");
   CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
   CU_ASSERT_TRUE(vouches(idx, not_red, NULL));
   ixia_idx_destroy(idx);
