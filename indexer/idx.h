@@ -486,6 +486,8 @@ GHashTable *ixia_idx_history_since(ixia_idx_history_t *h, guint64 epoch, guint64
 /* One node of a search plan (a filter node, with how it is evaluated). */
 typedef struct pnode pnode_t;
 
+#define SEARCH_COLS 4
+
 typedef struct {
   ixia_idx_t *idx;
   table_t *table;
@@ -496,9 +498,23 @@ typedef struct {
   guint64 postings, max_postings; /* ids read, for query.max_postings */
   gint64 deadline_us;
   ixia_error_t **err;
+  /* Column blocks the search read last (ixia_idx_search_column), each a
+   * reference, released by ixia_idx_search_release. */
+  struct {
+    blk_t *b;
+    guint32 field, block;
+  } cols[SEARCH_COLS];
+  guint next_col;
 } ixia_idx_search_t;
 
 gboolean ixia_idx_deadline(ixia_idx_search_t *s);
+/* ixia_idx_column for a search: the checks and the aggregation of one
+ * block read the same columns (a 30% range aggregated over its own field
+ * looked its column block up twice a block), so the last SEARCH_COLS
+ * blocks read are kept and handed out again. Returns a reference. */
+blk_t *ixia_idx_search_column(ixia_idx_search_t *s, const field_t *f, guint32 block);
+/* Drops the blocks ixia_idx_search_column kept. */
+void ixia_idx_search_release(ixia_idx_search_t *s);
 /* Counts ids read; FALSE naming query.max_postings past the limit. */
 gboolean ixia_idx_charge(ixia_idx_search_t *s, guint64 ids);
 

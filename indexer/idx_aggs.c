@@ -742,7 +742,7 @@ gboolean ixia_idx_agg_block(ixia_idx_agg_t *A, guint32 block, const guint64 *mas
       A->cols[i] = NULL;
       field_t *f = A->fields[i];
       if (!f || f->type == IXIA_FIELD_TEXT) continue;
-      A->cols[i] = ixia_idx_column(A->s->idx, f->id, f->numeric ? 8 : 4, block, A->s->err);
+      A->cols[i] = ixia_idx_search_column(A->s, f, block);
       if (!A->cols[i]) return FALSE;
     }
     A->block = block;

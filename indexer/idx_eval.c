@@ -747,6 +747,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   g_free(uit);
   if (ex.checks) g_ptr_array_free(ex.checks, TRUE);
   ixia_idx_plan_free(plan);
+  ixia_idx_search_release(&s);
   ixia_idx_blk_unref(s.live);
   return ok;
 }
