@@ -252,14 +252,6 @@ cJSON *ixia_json_parse_stored(const char *text, size_t len) {
   return root;
 }
 
-char *ixia_json_print(const cJSON *item) {
-  char *s = cJSON_PrintUnformatted(item);
-  if (!s) return NULL;
-  char *out = g_strdup(s);
-  cJSON_free(s);
-  return out;
-}
-
 cJSON *ixia_json_path(const cJSON *obj, const char *path) {
   const cJSON *cur = obj;
   const char *p = path;

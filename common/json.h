@@ -45,7 +45,10 @@ char *ixia_memdup0(const char *text, size_t len);
  * so this copies first. NULL when the text is not JSON. */
 cJSON *ixia_json_parse_stored(const char *text, size_t len);
 
-/* Unformatted text of a tree, g_malloc'd. */
+/* Unformatted text of a tree, g_malloc'd, as cJSON prints it but for
+ * numbers, which are written exactly (ixia_json_format_number): cJSON's
+ * printer rounds to 15 digits whenever that reads back within its
+ * tolerance, not exactly. NULL for a tree cJSON would not print either. */
 char *ixia_json_print(const cJSON *item);
 
 /* Item at a dotted path ("seller.country"), or NULL. Borrowed. */
@@ -85,11 +88,13 @@ cJSON *ixia_json_project(const cJSON *doc, const char *const *paths, guint npath
 void ixia_json_append_string(GString *out, const char *s, size_t len);
 
 /* A number as JSON text that reads back to the same double: an integral
- * value below 2^53 in magnitude as an integer (-0 as "0"), otherwise %.15g
- * when that reads back exactly, else %.17g; NaN and infinities (which JSON
- * does not have) as "null". Locale-independent. Unlike cJSON's printer,
- * whose round-trip check is approximate (0.1 + 0.2 prints as 0.3, and
- * integers past INT_MAX in %g), it is exact. */
+ * value below 2^53 in magnitude as an integer (-0 as "0"), otherwise the
+ * fewest of 15, 16 and 17 significant digits that read back exactly, as
+ * "%.<n>g" writes them (from 1e-4 to 1e15 in fixed notation and without
+ * printf); NaN and infinities (which JSON does not have) as "null".
+ * Locale-independent. Unlike cJSON's printer, whose
+ * round-trip check is approximate (0.1 + 0.2 prints as 0.3, and integers
+ * past INT_MAX in %g), it is exact. */
 void ixia_json_format_number(double d, char buf[32]);
 /* v in decimal into buf (NUL-terminated); returns its length. A page
  * writes one per hit, where printf's machinery costs more than the digits. */

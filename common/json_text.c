@@ -18,6 +18,7 @@
  * same members, nesting and order) for such text; a path that goes through
  * an array of objects is left to the tree (reported as text it cannot
  * follow). */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 #ifdef __SSE2__
@@ -237,6 +238,28 @@ void ixia_json_append_int(GString *out, gint64 v) {
   g_string_append_len(out, num, (gssize)ixia_json_format_int(v, num));
 }
 
+/* Writes sign, then m / 10^k in fixed notation (m > 0 has n digits, no
+ * trailing zero, k >= 1), into buf. */
+static void write_fixed(char buf[32], gboolean neg, guint64 m, gsize k) {
+  char digits[24];
+  gsize n = ixia_json_format_int((gint64)m, digits), len = 0;
+  if (neg) buf[len++] = '-';
+  if (n <= k) { /* 0.00ddd */
+    buf[len++] = '0';
+    buf[len++] = '.';
+    for (gsize z = n; z < k; z++) buf[len++] = '0';
+    memcpy(buf + len, digits, n);
+    len += n;
+  } else {
+    memcpy(buf + len, digits, n - k);
+    len += n - k;
+    buf[len++] = '.';
+    memcpy(buf + len, digits + n - k, k);
+    len += k;
+  }
+  buf[len] = 0;
+}
+
 /* d written with k decimals (1..6) when d is m / 10^k for an integer m
  * of at most 15 digits and |d| >= 1e-4: prices, percentages, coordinates.
  * The text is then exactly what "%.15g" prints (fixed notation, trailing
@@ -252,26 +275,73 @@ static gboolean format_decimal(double d, char buf[32]) {
     double m = rint(d * p10[k]);
     if (m / p10[k] != d) continue;
     if (fabs(m) >= 1e15) return FALSE;
-    char digits[24];
-    gsize n = ixia_json_format_int((gint64)fabs(m), digits), len = 0;
-    if (d < 0) buf[len++] = '-';
-    if (n <= k) { /* 0.00ddd */
-      buf[len++] = '0';
-      buf[len++] = '.';
-      for (gsize z = n; z < k; z++) buf[len++] = '0';
-      memcpy(buf + len, digits, n);
-      len += n;
-    } else {
-      memcpy(buf + len, digits, n - k);
-      len += n - k;
-      buf[len++] = '.';
-      memcpy(buf + len, digits + n - k, k);
-      len += k;
-    }
-    buf[len] = 0;
+    write_fixed(buf, d < 0, (guint64)fabs(m), k);
     return TRUE;
   }
   return FALSE;
+}
+
+/* Any other non-integral d with 1e-4 <= |d| < 1e15 (sums, averages),
+ * without printf, whose "%.17g" and the sscanf of cJSON's round-trip check
+ * were most of the API's CPU for an aggregation's response: the fewest of
+ * 15, 16 and 17 significant digits that read back to d.
+ *
+ * The 17 digits are |d| * 10^k (k = 16 - the decimal exponent, 2..20)
+ * rounded to an integer in long double: 10^k is exact there, so the
+ * product is within 2^-64 relatively, i.e. within 0.006 of the exact
+ * value, and the integer is off the correctly rounded one only when that
+ * lies within 0.006 of a half, by one. It still reads back to d: 17 digits
+ * are spaced at most 0.91 of d's ulp apart (10^-16 d against 2^-53 d), so
+ * the text lies within 0.506 * 0.91 < 0.5 ulp of d. A 15- or 16-digit
+ * candidate (the two integers around the 17 digits cut short) is kept only
+ * if it reads back, checked exactly: an integer below 2^53 divided by an
+ * exact power of ten is correctly rounded (one IEEE division), so == d is
+ * the round trip (a larger one, 16 digits from 9007..., goes to strtod). */
+static gboolean format_digits(double d, char buf[32]) {
+#if LDBL_MANT_DIG < 64
+  (void)d;
+  (void)buf;
+  return FALSE; /* long double is double here: printf's way */
+#else
+  static const double p10[] = {1,    1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                               1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                               1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  double a = fabs(d);
+  if (!(a >= 1e-4 && a < 1e15)) return FALSE;
+  int e = (int)floor(log10(a));
+  int k = 16 - e;
+  long double x = (long double)a * (long double)p10[k];
+  /* log10 can be one off next to a power of ten. */
+  if (x >= 1e17L) x = (long double)a * (long double)p10[--k];
+  else if (x < 1e16L) x = (long double)a * (long double)p10[++k];
+  if (k < 2 || k > 22) return FALSE;
+  guint64 m = (guint64)rintl(x);
+  if (m >= G_GUINT64_CONSTANT(100000000000000000) || m < G_GUINT64_CONSTANT(10000000000000000)) return FALSE;
+  gboolean shorter = FALSE;
+  for (int drop = 2; drop >= 1 && !shorter; drop--) { /* 15 digits, then 16 */
+    guint64 p = drop == 2 ? 100 : 10, lo = m / p;
+    /* The correctly rounded candidate is lo or lo + 1 (m may be one off
+     * and rounding it again may go the other way): the nearer first. */
+    guint64 c[2] = {lo, lo + 1};
+    if (m - lo * p >= p / 2) c[0] = lo + 1, c[1] = lo;
+    for (int i = 0; i < 2 && !shorter; i++) {
+      if (c[i] < G_GUINT64_CONSTANT(9007199254740992)) {
+        shorter = (double)c[i] / p10[k - drop] == a;
+      } else { /* not exact as a double: strtod decides */
+        write_fixed(buf, FALSE, c[i], (gsize)(k - drop));
+        shorter = g_ascii_strtod(buf, NULL) == a;
+      }
+      if (shorter) m = c[i], k -= drop;
+    }
+  }
+  while (m % 10 == 0 && k > 0) {
+    m /= 10;
+    k--;
+  }
+  if (k <= 0) return FALSE; /* integral: not this function's case */
+  write_fixed(buf, d < 0, m, (gsize)k);
+  return TRUE;
+#endif
 }
 
 void ixia_json_format_number(double d, char buf[32]) {
@@ -279,10 +349,58 @@ void ixia_json_format_number(double d, char buf[32]) {
     strcpy(buf, "null");
   } else if (d == floor(d) && fabs(d) < 9007199254740992.0) {
     ixia_json_format_int((gint64)d, buf); /* -0 gives "0" */
-  } else if (!format_decimal(d, buf)) {
+  } else if (!format_decimal(d, buf) && !format_digits(d, buf)) {
     g_ascii_formatd(buf, 32, "%.15g", d);
+    if (g_ascii_strtod(buf, NULL) != d) g_ascii_formatd(buf, 32, "%.16g", d);
     if (g_ascii_strtod(buf, NULL) != d) g_ascii_formatd(buf, 32, "%.17g", d);
   }
+}
+
+/* One item of ixia_json_print; FALSE at an item cJSON would not print
+ * either (an invalid one, a raw or a key without text). */
+static gboolean print_item(GString *out, const cJSON *item) {
+  if (cJSON_IsNull(item)) {
+    g_string_append(out, "null");
+  } else if (cJSON_IsFalse(item)) {
+    g_string_append(out, "false");
+  } else if (cJSON_IsTrue(item)) {
+    g_string_append(out, "true");
+  } else if (cJSON_IsNumber(item)) {
+    char buf[32];
+    ixia_json_format_number(item->valuedouble, buf);
+    g_string_append(out, buf);
+  } else if (cJSON_IsString(item)) {
+    const char *v = item->valuestring ? item->valuestring : "";
+    ixia_json_append_string(out, v, strlen(v));
+  } else if (cJSON_IsRaw(item)) {
+    if (!item->valuestring) return FALSE;
+    g_string_append(out, item->valuestring);
+  } else if (cJSON_IsArray(item) || cJSON_IsObject(item)) {
+    gboolean obj = cJSON_IsObject(item);
+    g_string_append_c(out, obj ? '{' : '[');
+    for (const cJSON *c = item->child; c; c = c->next) {
+      if (c != item->child) g_string_append_c(out, ',');
+      if (obj) {
+        if (!c->string) return FALSE;
+        ixia_json_append_string(out, c->string, strlen(c->string));
+        g_string_append_c(out, ':');
+      }
+      if (!print_item(out, c)) return FALSE;
+    }
+    g_string_append_c(out, obj ? '}' : ']');
+  } else {
+    return FALSE;
+  }
+  return TRUE;
+}
+
+char *ixia_json_print(const cJSON *item) {
+  GString *out = g_string_sized_new(256);
+  if (!item || !print_item(out, item)) {
+    g_string_free(out, TRUE);
+    return NULL;
+  }
+  return g_string_free(out, FALSE);
 }
 
 void ixia_json_append_scalar(GString *out, const cJSON *item) {

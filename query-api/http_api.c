@@ -339,7 +339,7 @@ static gboolean op_from_json(const cJSON *o, const char *ns, const char *table, 
     return ixia_error_set(err, IXIA_EINVAL, "each op needs \"namespace\" and \"table\"");
   op->key = key->valuestring;
   op->expected_version = ev ? (gint64)ev->valuedouble : -1;
-  if (op->kind != IXIA_WRITE_DELETE) *json = cJSON_PrintUnformatted(doc);
+  if (op->kind != IXIA_WRITE_DELETE) *json = ixia_json_print(doc);
   op->json = *json;
   return TRUE;
 }
@@ -390,7 +390,7 @@ static void bulk_apply(ixia_api_http_t *h, GArray *group, GString *out, guint *f
     if (!l->err) j++;
     ixia_error_destroy(err);
     cJSON_Delete(l->obj);
-    cJSON_free(l->json);
+    g_free(l->json);
   }
   g_array_set_size(group, 0);
   g_free(ops);
@@ -471,7 +471,7 @@ static void route_batch(ixia_api_http_t *h, ixia_http_req_t *r, const ixia_princ
   } else {
     reply_err(r, err);
   }
-  for (guint j = 0; j < n; j++) cJSON_free(texts[j]);
+  for (guint j = 0; j < n; j++) g_free(texts[j]);
   g_free(texts);
   g_free(ops);
   g_free(versions);
