@@ -580,12 +580,12 @@ typedef struct {
   gsize bytes_left;
 } scan_state_t;
 
-static gboolean scan_one(const char *key, size_t key_len, gint64 version, const char *json,
-                         size_t json_len, gpointer user) {
+static gboolean scan_one(const char *key, size_t key_len, gint64 version, gint64 expire_at,
+                         const char *json, size_t json_len, gpointer user) {
   scan_state_t *st = user;
-  gsize size = key_len + json_len + 32; /* + the Document's framing */
+  gsize size = key_len + json_len + 40; /* + the Document's framing */
   st->bytes_left = size < st->bytes_left ? st->bytes_left - size : 0;
-  return st->cb(key, key_len, version, json, json_len, st->user) && --st->left > 0 &&
+  return st->cb(key, key_len, version, expire_at, json, json_len, st->user) && --st->left > 0 &&
          st->bytes_left > 0;
 }
 

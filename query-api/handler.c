@@ -248,8 +248,8 @@ static gboolean h_multi_get(IxiaIxiaIf *iface, GPtrArray **ret, const gchar *ns,
   return ok ? TRUE : ixia_error_to_thrift(xe, err);
 }
 
-static gboolean add_scanned(const char *key, size_t key_len, gint64 version, const char *json,
-                            size_t json_len, gpointer user) {
+static gboolean add_scanned(const char *key, size_t key_len, gint64 version, gint64 expire_at,
+                            const char *json, size_t json_len, gpointer user) {
   IxiaDocument *doc = g_object_new(IXIA_TYPE_DOCUMENT, NULL);
   g_free(doc->key);
   g_free(doc->json);
@@ -258,6 +258,10 @@ static gboolean add_scanned(const char *key, size_t key_len, gint64 version, con
   doc->version = version;
   doc->json = ixia_memdup0(json, json_len);
   doc->__isset_found = doc->__isset_key = doc->__isset_version = doc->__isset_json = TRUE;
+  if (expire_at > 0) {
+    doc->expire_at = expire_at;
+    doc->__isset_expire_at = TRUE;
+  }
   g_ptr_array_add(user, doc);
   return TRUE;
 }

@@ -273,8 +273,9 @@ typedef struct {
   char *last;
 } scan_out_t;
 
-static gboolean scan_one(const char *key, size_t key_len, gint64 version, const char *json,
-                         size_t json_len, gpointer user) {
+static gboolean scan_one(const char *key, size_t key_len, gint64 version, gint64 expire_at,
+                         const char *json, size_t json_len, gpointer user) {
+  (void)expire_at;
   scan_out_t *o = user;
   char *k = ixia_memdup0(key, key_len), *j = ixia_memdup0(json, json_len);
   if (o->n++) g_string_append(o->s, ", ");

@@ -84,9 +84,9 @@ typedef struct {
   gsize bytes_left;
 } kv_scan_t;
 
-static gboolean kv_one(const char *key, size_t key_len, gint64 version, const char *json,
-                       size_t json_len, gpointer user) {
-  (void)json, (void)json_len;
+static gboolean kv_one(const char *key, size_t key_len, gint64 version, gint64 expire_at,
+                       const char *json, size_t json_len, gpointer user) {
+  (void)expire_at, (void)json, (void)json_len;
   kv_scan_t *s = user;
   if (past_end(key, key_len, s->end)) return FALSE;
   if (!filter_pass(&s->f, key, key_len)) return TRUE;
@@ -129,9 +129,9 @@ typedef struct {
   gboolean more; /* a key of the interval was seen after the bucketer filled */
 } dg_scan_t;
 
-static gboolean dg_one(const char *key, size_t key_len, gint64 version, const char *json,
-                       size_t json_len, gpointer user) {
-  (void)json, (void)json_len;
+static gboolean dg_one(const char *key, size_t key_len, gint64 version, gint64 expire_at,
+                       const char *json, size_t json_len, gpointer user) {
+  (void)expire_at, (void)json, (void)json_len;
   dg_scan_t *s = user;
   if (past_end(key, key_len, s->end)) return FALSE;
   if (!filter_pass(&s->f, key, key_len)) return TRUE;

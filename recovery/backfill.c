@@ -43,9 +43,12 @@ cJSON *ixia_recovery_backfill(const char *api_addr, const char *ns, const char *
     gint64 now_ms = g_get_real_time() / 1000;
     for (guint i = 0; i < docs->len; i++) {
       IxiaDocument *d = g_ptr_array_index(docs, i);
+      /* With its TTL, so that the shard drops it from the index when it
+       * expires (an API older than the member sends none). */
+      gint64 expire_at = d->__isset_expire_at ? d->expire_at : 0;
       g_ptr_array_add(events, ixia_change_event_new(IXIA_CHANGE_OP_PUT, ns, strlen(ns), table,
-                                                    strlen(table), d->key, strlen(d->key),
-                                                    d->version, d->json, strlen(d->json), 0, now_ms));
+                                                    strlen(table), d->key, strlen(d->key), d->version,
+                                                    d->json, strlen(d->json), expire_at, now_ms));
     }
     ok = ixia_recovery_reindex(&shards, events, &applied, err);
     documents += docs->len;

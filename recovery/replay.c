@@ -138,25 +138,23 @@ static void parse_entries(const char *text, GPtrArray *items, GString *keep, gui
   g_hash_table_destroy(by_key);
 }
 
-/* Builds the event for an item from the store's current document; FALSE
- * when the API could not answer. */
+/* Builds the event for an item from the store's current document (with
+ * its TTL, so that the shard drops it from the index when it expires);
+ * NULL when the API could not answer. */
 static IxiaChangeEvent *current_event(ixia_client_t *api, const item_t *it, ixia_error_t **err) {
-  gboolean found = FALSE;
-  gint64 version = 0;
-  char *json = NULL;
-  if (!ixia_client_get(api, it->ns, it->table, it->key, NULL, &found, &version, &json, err)) return NULL;
-  gint64 now_ms = g_get_real_time() / 1000;
-  IxiaChangeEvent *ev;
-  if (found)
-    ev = ixia_change_event_new(IXIA_CHANGE_OP_PUT, it->ns, strlen(it->ns), it->table, strlen(it->table),
-                               it->key, strlen(it->key), version, json, strlen(json), 0, now_ms);
+  GPtrArray *events = NULL;
+  const char *keys[1] = {it->key};
+  if (!ixia_client_current_events(api, it->ns, it->table, keys, 1, &events, err)) return NULL;
+  IxiaChangeEvent *ev = NULL;
+  if (events->len == 1 && ((IxiaChangeEvent *)g_ptr_array_index(events, 0))->op == IXIA_CHANGE_OP_PUT)
+    ev = g_object_ref(g_ptr_array_index(events, 0));
   else
     /* The delete's own version is unknown; the failed one is enough to
      * remove what the index holds and can never outrank a re-creation. */
     ev = ixia_change_event_new(IXIA_CHANGE_OP_DELETE, it->ns, strlen(it->ns), it->table,
                                strlen(it->table), it->key, strlen(it->key), it->version, NULL, 0, 0,
-                               now_ms);
-  g_free(json);
+                               g_get_real_time() / 1000);
+  g_ptr_array_unref(events);
   return ev;
 }
 

@@ -55,7 +55,8 @@ struct Document {
   1: bool found,
   2: string key,
   3: i64 version,
-  4: string json             /* empty when not found */
+  4: string json,            /* empty when not found */
+  5: optional i64 expire_at  /* scan only: epoch seconds of the document's TTL; unset: none */
 }
 
 /* One WAL write batch exactly as RocksDB stores it (WriteBatch data). */

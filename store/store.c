@@ -785,7 +785,7 @@ gboolean ixia_store_scan(ixia_store_t *s, const char *ns, const char *table, con
       continue;
     }
     if (is_expired(expire_at)) continue;
-    more = cb(k + prefix_len, klen - prefix_len, version, json, jl, user);
+    more = cb(k + prefix_len, klen - prefix_len, version, expire_at, json, jl, user);
   }
   char *rerr = NULL;
   rocksdb_iter_get_error(it, &rerr);

@@ -161,7 +161,8 @@ gboolean ixia_store_foreach_schema(ixia_store_t *store, ixia_store_schema_cb cb,
 /* Called by ixia_store_scan for each live document (valid only during the
  * call); return FALSE to stop. */
 typedef gboolean (*ixia_store_doc_cb)(const char *key, size_t key_len, gint64 version,
-                                      const char *json, size_t json_len, gpointer user);
+                                      gint64 expire_at, const char *json, size_t json_len,
+                                      gpointer user);
 /* Calls cb for the unexpired documents of a table whose key sorts after
  * `after` (NULL or empty: from the first), in key byte order, from one
  * consistent view. */

@@ -209,9 +209,9 @@ static guint count_segments(void) {
   return n;
 }
 
-static gboolean count_doc(const char *key, size_t key_len, gint64 version, const char *json,
-                          size_t json_len, gpointer user) {
-  (void)key, (void)key_len, (void)version, (void)json, (void)json_len;
+static gboolean count_doc(const char *key, size_t key_len, gint64 version, gint64 expire_at,
+                          const char *json, size_t json_len, gpointer user) {
+  (void)key, (void)key_len, (void)version, (void)expire_at, (void)json, (void)json_len;
   (*(guint *)user)++;
   return TRUE;
 }
