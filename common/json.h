@@ -48,7 +48,9 @@ cJSON *ixia_json_parse_stored(const char *text, size_t len);
 /* Unformatted text of a tree, g_malloc'd, as cJSON prints it but for
  * numbers, which are written exactly (ixia_json_format_number): cJSON's
  * printer rounds to 15 digits whenever that reads back within its
- * tolerance, not exactly. NULL for a tree cJSON would not print either. */
+ * tolerance, not exactly. NULL at an invalid item or a raw one without
+ * text, which cJSON refuses too (a member without a name prints as "",
+ * as cJSON prints it). */
 char *ixia_json_print(const cJSON *item);
 
 /* Item at a dotted path ("seller.country"), or NULL. Borrowed. */
@@ -89,9 +91,11 @@ void ixia_json_append_string(GString *out, const char *s, size_t len);
 
 /* A number as JSON text that reads back to the same double: an integral
  * value below 2^53 in magnitude as an integer (-0 as "0"), otherwise the
- * fewest of 15, 16 and 17 significant digits that read back exactly, as
- * "%.<n>g" writes them (from 1e-4 to 1e15 in fixed notation and without
- * printf); NaN and infinities (which JSON does not have) as "null".
+ * fewest of 15, 16 and 17 significant digits that read back exactly, in
+ * "%g"'s notation (from 1e-4 to 1e15 fixed and written without printf:
+ * 15 digits exactly as "%.15g" writes them, 16 or 17 possibly another
+ * last digit than printf's that reads back as well); NaN and infinities
+ * (which JSON does not have) as "null".
  * Locale-independent. Unlike cJSON's printer, whose
  * round-trip check is approximate (0.1 + 0.2 prints as 0.3, and integers
  * past INT_MAX in %g), it is exact. */

@@ -297,12 +297,29 @@ static gboolean format_decimal(double d, char buf[32]) {
  * if it reads back, checked exactly: an integer below 2^53 divided by an
  * exact power of ten is correctly rounded (one IEEE division), so == d is
  * the round trip (a larger one, 16 digits from 9007..., goes to strtod). */
+#if LDBL_MANT_DIG >= 64
+/* Whether long double arithmetic really carries 64 bits at run time (the
+ * x87 precision can be set lower, and valgrind computes it in doubles):
+ * asked once. */
+static gboolean long_double_exact(void) {
+  static gint answer; /* 0 unknown, 1 yes, 2 no */
+  gint a = g_atomic_int_get(&answer);
+  if (!a) {
+    volatile long double one = 1.0L, tiny = 0x1p-63L;
+    a = one + tiny != one ? 1 : 2;
+    g_atomic_int_set(&answer, a);
+  }
+  return a == 1;
+}
+#endif
+
 static gboolean format_digits(double d, char buf[32]) {
 #if LDBL_MANT_DIG < 64
   (void)d;
   (void)buf;
   return FALSE; /* long double is double here: printf's way */
 #else
+  if (!long_double_exact()) return FALSE;
   static const double p10[] = {1,    1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
@@ -357,7 +374,7 @@ void ixia_json_format_number(double d, char buf[32]) {
 }
 
 /* One item of ixia_json_print; FALSE at an item cJSON would not print
- * either (an invalid one, a raw or a key without text). */
+ * either (an invalid one, or a raw one without text). */
 static gboolean print_item(GString *out, const cJSON *item) {
   if (cJSON_IsNull(item)) {
     g_string_append(out, "null");
@@ -381,8 +398,8 @@ static gboolean print_item(GString *out, const cJSON *item) {
     for (const cJSON *c = item->child; c; c = c->next) {
       if (c != item->child) g_string_append_c(out, ',');
       if (obj) {
-        if (!c->string) return FALSE;
-        ixia_json_append_string(out, c->string, strlen(c->string));
+        const char *name = c->string ? c->string : "";
+        ixia_json_append_string(out, name, strlen(name));
         g_string_append_c(out, ':');
       }
       if (!print_item(out, c)) return FALSE;

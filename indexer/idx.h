@@ -48,6 +48,11 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_AVX2_PATH 1
+/* A function also compiled for x86-64-v3 (AVX2, BMI2), chosen at load
+ * time by an ifunc; nothing elsewhere. */
+#define IXIA_CLONES_V3 __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define IXIA_CLONES_V3
 #endif
 
 /* ---------------------------------------------------------------- layout */

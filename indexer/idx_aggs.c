@@ -670,7 +670,7 @@ static inline void lane_sum(lane_t *l, guint32 b, double x) {
  * at load time: the exact sum's variable shifts become single BMI2
  * instructions (shl/shr by %cl are three micro-ops each); indexer CPU
  * per aggregation at 16 connections 2,248-2,330 -> 2,123-2,284 us. */
-__attribute__((target_clones("arch=x86-64-v3", "default"))) static gboolean fused_block(ixia_idx_agg_t *A, anode_t *t, const guint64 *mask, gboolean *ok) {
+IXIA_CLONES_V3 static gboolean fused_block(ixia_idx_agg_t *A, anode_t *t, const guint64 *mask, gboolean *ok) {
   const col_t *tc = column(A, t);
   if (!tc || tc->mstart || tc->width != 4) return FALSE;
   lane_t lanes[FUSED_LANES];

@@ -329,10 +329,10 @@ static char *run_search(IxiaShardHandler *h, const char *json, gboolean *deferre
   /* Too much for an I/O thread: a worker runs it again from the start. */
   gboolean gave_up = searched && res.gave_up;
   if (searched && !gave_up) {
-    /* Written as text, hits first: cJSON's printer checks each number's
-     * round trip with sscanf (5% of the shard's CPU at pages of 10 hits,
-     * for the response's few members). Only the explanation and the
-     * aggregation partials, trees of their own, go through cJSON. */
+    /* Written as text, hits first: building a tree and printing it cost
+     * 5% of the shard's CPU at pages of 10 hits. Only the explanation and
+     * the aggregation partials, trees of their own, are printed from
+     * trees (ixia_json_print). */
     GString *text = g_string_sized_new(256 + hits->len * 96);
     g_string_append_c(text, '{');
     append_hits(text, q, hits);
