@@ -245,6 +245,22 @@ static void test_json_numbers(void) {
   g_free(want);
   g_string_free(out, TRUE);
   cJSON_Delete(arr);
+
+  /* The tree writer against cJSON's printer where both are exact: the same
+   * text, escapes, empty containers and a member without a name ("")
+   * included; numbers differ only where cJSON's check is lossy. */
+  cJSON *o = cJSON_Parse("{\"s\":\"q\\\"\\\\\\n\\u0001\u00e9\",\"a\":[],\"o\":{},\"n\":[1.5,-2,1e300,0.1]}");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+  cJSON_AddItemToArray(o, cJSON_CreateTrue()); /* a member without a name */
+  char *ours = ixia_json_print(o), *theirs = cJSON_PrintUnformatted(o);
+  CU_ASSERT_STRING_EQUAL(ours, theirs);
+  cJSON_free(theirs);
+  g_free(ours);
+  cJSON_AddItemToObject(o, "x", cJSON_CreateNumber(0.1 + 0.2));
+  ours = ixia_json_print(o);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ours, "\"x\":0.30000000000000004}"));
+  g_free(ours);
+  cJSON_Delete(o);
 }
 
 /* Strict input: numbers a double cannot hold, NaN/Infinity and repeated keys
