@@ -106,10 +106,6 @@ gsize ixia_json_format_int(gint64 v, char buf[24]);
 /* Appends v in decimal (ixia_json_format_int). */
 void ixia_json_append_int(GString *out, gint64 v);
 
-/* Appends a scalar (string, number, bool, null) as JSON text; anything
- * else is printed through cJSON. */
-void ixia_json_append_scalar(GString *out, const cJSON *item);
-
 /* A walk over the members of an object, or the elements of an array, in
  * JSON text, without a tree: values come as spans of the text (strings
  * with their quotes). For text the server or another ixia daemon wrote;
