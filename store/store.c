@@ -483,6 +483,18 @@ gboolean ixia_store_write(ixia_store_t *s, const ixia_write_op_t *ops, guint n, 
 
 /* ---------- reads ---------- */
 
+/* A read limited to memory (kBlockCacheTier) that RocksDB answers "found"
+ * with an empty value: the key may exist in a table whose data block (or,
+ * for a single get, the table itself) is not in memory. RocksDB 7.8's
+ * MultiGet gives this answer with an OK status rather than Incomplete
+ * (BlockBasedTable::MultiGet marks the key "may exist" and keeps the
+ * status), so a page whose documents had left the block cache failed with
+ * "corrupt value" instead of going to the disk. A stored value is never
+ * empty (it starts with its header), so empty means "read the disk".
+ * (The same MultiGet reads a key's first data block from the disk despite
+ * the tier: only the blocks past it count as "not in memory".) */
+static gboolean may_exist(size_t len) { return len == 0; }
+
 /* One document through ro; *in_memory is FALSE when ro reads only memory
  * and the answer needs the disk. */
 static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, const char *ns,
@@ -500,10 +512,13 @@ static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, cons
   else raw = rocksdb_get_cf(s->db, ro, s->cf_default, kd, klen, &vlen, &rerr);
   *found = FALSE;
   if (in_memory) *in_memory = TRUE;
-  /* RocksDB's Status::Incomplete: the block-cache tier cannot answer. */
-  if (rerr && in_memory && g_str_has_prefix(rerr, "Result incomplete")) {
+  /* RocksDB's Status::Incomplete: the block-cache tier cannot answer; or
+   * its "may exist" (see may_exist). */
+  if (in_memory && ((rerr && g_str_has_prefix(rerr, "Result incomplete")) ||
+                    (!rerr && !cached && raw && may_exist(vlen)))) {
     g_bytes_unref(k);
     rocksdb_free(rerr);
+    rocksdb_free(raw);
     *in_memory = FALSE;
     return TRUE;
   }
@@ -652,6 +667,11 @@ static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, gu
     if (!mvals[m]) continue;
     size_t vl;
     const char *val = rocksdb_pinnableslice_value(mvals[m], &vl);
+    if (in_memory && may_exist(vl)) {
+      *in_memory = FALSE;
+      rocksdb_pinnableslice_destroy(mvals[m]);
+      continue;
+    }
     held[i] = cacheable(val, vl) ? ixia_doccache_insert(s->docs, kp[i], kl[i], val, vl, tickets[i]) : NULL;
     if (held[i]) rocksdb_pinnableslice_destroy(mvals[m]);
     else vals[i] = mvals[m];
