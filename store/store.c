@@ -484,15 +484,12 @@ gboolean ixia_store_write(ixia_store_t *s, const ixia_write_op_t *ops, guint n, 
 /* ---------- reads ---------- */
 
 /* A read limited to memory (kBlockCacheTier) that RocksDB answers "found"
- * with an empty value: the key may exist in a table whose data block (or,
- * for a single get, the table itself) is not in memory. RocksDB 7.8's
- * MultiGet gives this answer with an OK status rather than Incomplete
- * (BlockBasedTable::MultiGet marks the key "may exist" and keeps the
- * status), so a page whose documents had left the block cache failed with
- * "corrupt value" instead of going to the disk. A stored value is never
- * empty (it starts with its header), so empty means "read the disk".
- * (The same MultiGet reads a key's first data block from the disk despite
- * the tier: only the blocks past it count as "not in memory".) */
+ * with an empty value: the key may exist in a table that is not open
+ * (TableCache::Get marks the key "may exist" with an OK status) or, for
+ * RocksDB 7.8's MultiGet, in a data block past the key's first one that is
+ * not cached. The MultiGet case failed pages with "corrupt value" instead
+ * of sending them to the disk. A stored value is never empty (it starts
+ * with its header), so empty means "read the disk". */
 static gboolean may_exist(size_t len) { return len == 0; }
 
 /* One document through ro; *in_memory is FALSE when ro reads only memory
@@ -646,11 +643,23 @@ static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, gu
   }
   char **errs = g_new0(char *, MAX(nm, 1));
   rocksdb_pinnableslice_t **mvals = g_new0(rocksdb_pinnableslice_t *, MAX(nm, 1));
-  /* Batched: one pass through the memtables and each SST file's blocks for
-   * all keys, values pinned in the block cache rather than copied. */
-  if (nm)
-    rocksdb_batched_multi_get_cf(s->db, in_memory ? s->ropts_memory : s->ropts, s->cf_default, nm,
-                                 mkp, mkl, mvals, errs, false);
+  /* From memory only, one get per key, stopping at the first that needs
+   * the disk (the page then goes to a worker, which reads them all): RocksDB
+   * 7.8's batched read does not keep to the block-cache tier (it reads each
+   * key's first data block from the disk, on the caller's thread), where a
+   * single get does. Otherwise batched: one pass through the memtables and
+   * each SST file's blocks for all keys, values pinned in the block cache
+   * rather than copied. */
+  if (nm && in_memory) {
+    for (guint m = 0; m < nm; m++) {
+      mvals[m] = rocksdb_get_pinned_cf(s->db, s->ropts_memory, s->cf_default, mkp[m], mkl[m], &errs[m]);
+      size_t vl = 0;
+      if (mvals[m]) rocksdb_pinnableslice_value(mvals[m], &vl);
+      if (errs[m] || (mvals[m] && may_exist(vl))) break;
+    }
+  } else if (nm) {
+    rocksdb_batched_multi_get_cf(s->db, s->ropts, s->cf_default, nm, mkp, mkl, mvals, errs, false);
+  }
   gboolean ok = TRUE;
   for (guint m = 0; m < nm; m++) {
     guint i = mi[m];

@@ -144,8 +144,7 @@ gboolean ixia_store_multi_get_pinned(ixia_store_t *store, const char *ns, const 
 /* The same from memory only (memtables, the document cache, the block
  * cache), for a caller that must not wait on the disk (an I/O thread):
  * *in_memory FALSE, and nothing in out, when a key needs a disk read (read
- * them again with ixia_store_multi_get_pinned elsewhere). RocksDB 7.8's
- * batched read still fetches a key's first data block from the disk. */
+ * them again with ixia_store_multi_get_pinned elsewhere). */
 gboolean ixia_store_multi_get_pinned_in_memory(ixia_store_t *store, const char *ns,
                                                const char *table, guint n,
                                                const char *const *keys, const size_t *key_lens,
