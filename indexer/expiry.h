@@ -3,15 +3,16 @@
  * expired document and its compaction filter removes it, but produces no
  * delete event).
  *
- * An entry is (expire_at, ns, table, key), kept in a min-heap in memory.
- * The apply thread adds one for every applied PUT that carries an expiry
- * and, at start, one for every live expiring document in the index
- * (ixia_idx_foreach_expiring: only tables whose schema sets ttl_seconds
- * are read). Entries may be stale (the document was updated with another
- * expiry, or deleted): whoever pops a due entry re-reads the document's
- * record and deletes only when the record's expiry is the entry's. Memory:
- * about 64 bytes plus the key per expiring document written within its
- * TTL.
+ * An entry is (expire_at, ns, table, key), one per document, kept in a
+ * min-heap in memory. The apply thread adds the expiry of every applied
+ * PUT that carries one and, at start, of every live expiring document in
+ * the index (ixia_idx_foreach_expiring: only tables whose schema sets
+ * ttl_seconds are read); a document already scheduled keeps the earlier of
+ * the two. An entry may therefore be early or stale (the document was
+ * updated with another expiry, or deleted): whoever pops a due entry
+ * re-reads the document's record, deletes it when the record's expiry has
+ * come, and schedules the record's expiry again when it lies ahead.
+ * Memory: about 100 bytes plus the key per expiring document.
  *
  * Thread safety: add/due/load from the apply thread; ixia_expiry_next from
  * any thread (a search asks whether something is due before it counts). */
@@ -29,6 +30,7 @@ typedef struct {
   char *ns, *table;
   char *key; /* NUL-terminated copy */
   size_t key_len;
+  guint slot; /* (the schedule's: where the entry sits in its heap) */
 } ixia_expiry_entry_t;
 
 ixia_expiry_t *ixia_expiry_new(void);

@@ -570,9 +570,11 @@ static void schedule_expiries(ixia_indexer_t *ix, const ixia_idx_event_t *events
   }
 }
 
-/* Drops the documents whose expiry has come, on this shard's clock: a
- * delete at the document's own version, for each due entry whose record
- * still carries that expiry. Wakes searches waiting for it. */
+/* Drops the documents whose expiry has come, on this shard's clock: for
+ * each due entry, a delete at the document's own version when its record's
+ * expiry has come; a record whose expiry lies ahead (the document was
+ * written again since the entry's) is scheduled again at it, and one with
+ * none or deleted leaves the schedule. Wakes searches waiting for it. */
 static void reap_expired(ixia_indexer_t *ix) {
   if (!ixia_expiry_next(ix->expiry) || ixia_expiry_next(ix->expiry) > ixia_expiry_now()) return;
   atomic_store(&ix->reaping, 1);
@@ -585,9 +587,16 @@ static void reap_expired(ixia_indexer_t *ix) {
     gboolean present, deleted;
     gint64 version, expire_at;
     if (!ixia_idx_doc_record(ix->idx, en->ns, en->table, en->key, en->key_len, &present, &deleted,
-                             &version, &expire_at, NULL) ||
-        !present || deleted || expire_at != en->expire_at)
+                             &version, &expire_at, NULL)) {
+      /* Tried again at the next round. */
+      ixia_expiry_add(ix->expiry, en->ns, en->table, en->key, en->key_len, en->expire_at);
       continue;
+    }
+    if (!present || deleted || expire_at <= 0) continue;
+    if (expire_at > now) {
+      ixia_expiry_add(ix->expiry, en->ns, en->table, en->key, en->key_len, expire_at);
+      continue;
+    }
     ixia_idx_event_t ev = {.op = IXIA_IDX_DELETE, .ns = en->ns, .table = en->table, .key = en->key,
                            .key_len = en->key_len, .version = version};
     g_array_append_val(evs, ev);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "expiry.h"
 #include "ixia_search.h"
 #include "json.h"
 #include "kafka_support.h"
@@ -971,11 +972,79 @@ static void test_offsets_lost(void) {
   feed_stop(&f);
 }
 
+/* The expiry schedule holds one entry per document, at the earliest
+ * expiry it was given (an entry per write grew with the writes within a
+ * TTL: a session written every second with a day to live held 86,400), in
+ * expiry order, with ns, table and key telling documents apart. */
+static void test_expiry_schedule(void) {
+  ixia_expiry_t *e = ixia_expiry_new();
+  ixia_expiry_add(e, "n", "t", "k1", 2, 100);
+  ixia_expiry_add(e, "n", "t", "k2", 2, 50);
+  for (gint64 t = 101; t < 2000; t++) ixia_expiry_add(e, "n", "t", "k1", 2, t); /* later: no move */
+  ixia_expiry_add(e, "n", "u", "k1", 2, 70);  /* another table: another document */
+  ixia_expiry_add(e, "m", "t", "k1", 2, 80);  /* another namespace */
+  ixia_expiry_add(e, "n", "t", "k10", 3, 90); /* a longer key */
+  ixia_expiry_add(e, "n", "t", "k1", 2, 30);  /* earlier: moves up */
+  ixia_expiry_add(e, "n", "t", "k3", 2, 0);   /* none: not scheduled */
+  CU_ASSERT_EQUAL(ixia_expiry_size(e), 5);
+  CU_ASSERT_EQUAL(ixia_expiry_next(e), 30);
+  CU_ASSERT_PTR_NULL(ixia_expiry_due(e, 29));
+  const struct {
+    gint64 now;
+    const char *ns, *key;
+    gint64 at;
+  } want[] = {{40, "n", "k1", 30}, {60, "n", "k2", 50}, {75, "n", "k1", 70}, {85, "m", "k1", 80}, {95, "n", "k10", 90}};
+  for (guint i = 0; i < G_N_ELEMENTS(want); i++) {
+    GPtrArray *due = ixia_expiry_due(e, want[i].now);
+    CU_ASSERT_TRUE_FATAL(due && due->len == 1);
+    ixia_expiry_entry_t *en = g_ptr_array_index(due, 0);
+    CU_ASSERT_STRING_EQUAL(en->ns, want[i].ns);
+    CU_ASSERT_STRING_EQUAL(en->key, want[i].key);
+    CU_ASSERT_EQUAL(en->expire_at, want[i].at);
+    g_ptr_array_unref(due);
+  }
+  CU_ASSERT_EQUAL(ixia_expiry_size(e), 0);
+  CU_ASSERT_EQUAL(ixia_expiry_next(e), 0);
+  /* Gone from the schedule, a document is scheduled afresh. */
+  ixia_expiry_add(e, "n", "t", "k1", 2, 500);
+  CU_ASSERT_EQUAL(ixia_expiry_next(e), 500);
+
+  /* Against a model: random documents and expiries, due in order. */
+  GRand *r = g_rand_new_with_seed(7);
+  GHashTable *model = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  g_hash_table_insert(model, g_strdup("k1"), GINT_TO_POINTER(500));
+  for (guint i = 0; i < 20000; i++) {
+    char key[16];
+    g_snprintf(key, sizeof key, "k%u", g_rand_int_range(r, 0, 500));
+    gint at = g_rand_int_range(r, 1000, 100000);
+    gpointer old;
+    if (!g_hash_table_lookup_extended(model, key, NULL, &old) || at < GPOINTER_TO_INT(old))
+      g_hash_table_insert(model, g_strdup(key), GINT_TO_POINTER(at));
+    ixia_expiry_add(e, "n", "t", key, strlen(key), at);
+  }
+  CU_ASSERT_EQUAL(ixia_expiry_size(e), g_hash_table_size(model));
+  GPtrArray *due = ixia_expiry_due(e, 100000);
+  CU_ASSERT_TRUE_FATAL(due != NULL);
+  CU_ASSERT_EQUAL(due->len, g_hash_table_size(model));
+  guint wrong = 0;
+  for (guint i = 0; i < due->len; i++) {
+    ixia_expiry_entry_t *en = g_ptr_array_index(due, i);
+    if (GPOINTER_TO_INT(g_hash_table_lookup(model, en->key)) != en->expire_at) wrong++;
+    if (i && en->expire_at < ((ixia_expiry_entry_t *)g_ptr_array_index(due, i - 1))->expire_at) wrong++;
+  }
+  CU_ASSERT_EQUAL(wrong, 0);
+  g_ptr_array_unref(due);
+  g_hash_table_destroy(model);
+  g_rand_free(r);
+  ixia_expiry_destroy(e);
+}
+
 int main(int argc, char **argv) {
   static const struct {
     const char *name;
     CU_TestFunc fn;
   } tests[] = {
+      {"test_expiry_schedule", test_expiry_schedule},
       {"test_bad_partitions", test_bad_partitions},
       {"test_apply_search_replay", test_apply_search_replay},
       {"test_failed_log", test_failed_log},
