@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "json.h"
 #include "timeutil.h"
 
 struct ixia_expiry {
@@ -116,7 +117,7 @@ void ixia_expiry_add(ixia_expiry_t *e, const char *ns, const char *table, const 
     en->expire_at = expire_at;
     en->ns = g_strdup(ns);
     en->table = g_strdup(table);
-    en->key = g_strndup(key, key_len);
+    en->key = ixia_memdup0(key, key_len); /* (keys may hold NUL bytes) */
     en->key_len = key_len;
     g_ptr_array_add(e->heap, NULL);
     place(e, e->heap->len - 1, en);

@@ -12,7 +12,10 @@
  * updated with another expiry, or deleted): whoever pops a due entry
  * re-reads the document's record, deletes it when the record's expiry has
  * come, and schedules the record's expiry again when it lies ahead.
- * Memory: about 100 bytes plus the key per expiring document.
+ * An entry the reaper cannot handle (its record unreadable, the delete not
+ * applied) is scheduled again a second ahead. Memory: about 200 bytes plus
+ * the key per expiring document (the entry, its copies of ns, table and
+ * key, its heap and hash table slots).
  *
  * Thread safety: add/due/load from the apply thread; ixia_expiry_next from
  * any thread (a search asks whether something is due before it counts). */
@@ -28,7 +31,7 @@ typedef struct ixia_expiry ixia_expiry_t;
 typedef struct {
   gint64 expire_at;
   char *ns, *table;
-  char *key; /* NUL-terminated copy */
+  char *key; /* a copy of key_len bytes, NUL-terminated */
   size_t key_len;
   guint slot; /* (the schedule's: where the entry sits in its heap) */
 } ixia_expiry_entry_t;

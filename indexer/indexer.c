@@ -575,6 +575,12 @@ static void schedule_expiries(ixia_indexer_t *ix, const ixia_idx_event_t *events
  * expiry has come; a record whose expiry lies ahead (the document was
  * written again since the entry's) is scheduled again at it, and one with
  * none or deleted leaves the schedule. Wakes searches waiting for it. */
+/* How far ahead an entry the reaper could not handle (its record could not
+ * be read, or the delete not applied) is scheduled again: an entry left
+ * due would hold every search, which waits for due entries, to its
+ * deadline. */
+#define EXPIRY_RETRY_S 1
+
 static void reap_expired(ixia_indexer_t *ix) {
   if (!ixia_expiry_next(ix->expiry) || ixia_expiry_next(ix->expiry) > ixia_expiry_now()) return;
   atomic_store(&ix->reaping, 1);
@@ -586,10 +592,12 @@ static void reap_expired(ixia_indexer_t *ix) {
     ixia_expiry_entry_t *en = g_ptr_array_index(due, i);
     gboolean present, deleted;
     gint64 version, expire_at;
+    ixia_error_t *rerr = NULL;
     if (!ixia_idx_doc_record(ix->idx, en->ns, en->table, en->key, en->key_len, &present, &deleted,
-                             &version, &expire_at, NULL)) {
-      /* Tried again at the next round. */
-      ixia_expiry_add(ix->expiry, en->ns, en->table, en->key, en->key_len, en->expire_at);
+                             &version, &expire_at, &rerr)) {
+      ixia_expiry_add(ix->expiry, en->ns, en->table, en->key, en->key_len, now + EXPIRY_RETRY_S);
+      ixia_log_warn_limited(&ix->kafka_rl, "expiry", rerr ? rerr->message : "document record unreadable");
+      ixia_error_destroy(rerr);
       continue;
     }
     if (!present || deleted || expire_at <= 0) continue;
@@ -609,10 +617,9 @@ static void reap_expired(ixia_indexer_t *ix) {
     if (ixia_idx_apply(ix->idx, fc.events, fc.n, NULL, 0, on_failed, &fc, &applied, &err)) {
       atomic_fetch_add_explicit(&ix->expired_removed, applied, memory_order_relaxed);
     } else {
-      /* Tried again at the next round. */
       for (guint i = 0; i < kept->len; i++) {
         ixia_expiry_entry_t *en = g_ptr_array_index(kept, i);
-        ixia_expiry_add(ix->expiry, en->ns, en->table, en->key, en->key_len, en->expire_at);
+        ixia_expiry_add(ix->expiry, en->ns, en->table, en->key, en->key_len, now + EXPIRY_RETRY_S);
       }
       ixia_log_warn_limited(&ix->kafka_rl, "expiry", err->message);
       ixia_error_destroy(err);

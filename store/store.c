@@ -593,8 +593,8 @@ void ixia_store_pins_free(ixia_store_pins_t *pins) {
   g_free(pins);
 }
 
-/* Both multi-gets: the document cache first, one batched RocksDB multi-get
- * for the rest. With pins, the values stay where they are (the cache's
+/* The multi-gets: the document cache first, then RocksDB for the rest (one
+ * batched multi-get, or from memory only one get per key). With pins, the values stay where they are (the cache's
  * references, RocksDB's pinned slices) and out borrows them; without, each
  * found document is copied. */
 /* in_memory NULL: any read; else memory only, *in_memory FALSE (and

@@ -986,20 +986,27 @@ static void test_expiry_schedule(void) {
   ixia_expiry_add(e, "n", "t", "k10", 3, 90); /* a longer key */
   ixia_expiry_add(e, "n", "t", "k1", 2, 30);  /* earlier: moves up */
   ixia_expiry_add(e, "n", "t", "k3", 2, 0);   /* none: not scheduled */
-  CU_ASSERT_EQUAL(ixia_expiry_size(e), 5);
+  ixia_expiry_add(e, "n", "t", "z\0a", 3, 96); /* keys with a NUL byte */
+  ixia_expiry_add(e, "n", "t", "z\0b", 3, 97);
+  ixia_expiry_add(e, "n", "t", "z\0a", 3, 98);
+  CU_ASSERT_EQUAL(ixia_expiry_size(e), 7);
   CU_ASSERT_EQUAL(ixia_expiry_next(e), 30);
   CU_ASSERT_PTR_NULL(ixia_expiry_due(e, 29));
   const struct {
     gint64 now;
-    const char *ns, *key;
+    const char *ns, *table, *key;
+    size_t key_len;
     gint64 at;
-  } want[] = {{40, "n", "k1", 30}, {60, "n", "k2", 50}, {75, "n", "k1", 70}, {85, "m", "k1", 80}, {95, "n", "k10", 90}};
+  } want[] = {{40, "n", "t", "k1", 2, 30}, {60, "n", "t", "k2", 2, 50}, {75, "n", "u", "k1", 2, 70},
+              {85, "m", "t", "k1", 2, 80}, {95, "n", "t", "k10", 3, 90}, {96, "n", "t", "z\0a", 3, 96},
+              {97, "n", "t", "z\0b", 3, 97}};
   for (guint i = 0; i < G_N_ELEMENTS(want); i++) {
     GPtrArray *due = ixia_expiry_due(e, want[i].now);
     CU_ASSERT_TRUE_FATAL(due && due->len == 1);
     ixia_expiry_entry_t *en = g_ptr_array_index(due, 0);
     CU_ASSERT_STRING_EQUAL(en->ns, want[i].ns);
-    CU_ASSERT_STRING_EQUAL(en->key, want[i].key);
+    CU_ASSERT_STRING_EQUAL(en->table, want[i].table);
+    CU_ASSERT_TRUE(en->key_len == want[i].key_len && memcmp(en->key, want[i].key, en->key_len) == 0);
     CU_ASSERT_EQUAL(en->expire_at, want[i].at);
     g_ptr_array_unref(due);
   }
@@ -1009,30 +1016,45 @@ static void test_expiry_schedule(void) {
   ixia_expiry_add(e, "n", "t", "k1", 2, 500);
   CU_ASSERT_EQUAL(ixia_expiry_next(e), 500);
 
-  /* Against a model: random documents and expiries, due in order. */
+  /* Against a model: random documents and expiries added while time moves
+   * on and due entries are taken, each due in order at its earliest. */
   GRand *r = g_rand_new_with_seed(7);
   GHashTable *model = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
   g_hash_table_insert(model, g_strdup("k1"), GINT_TO_POINTER(500));
+  guint wrong = 0, taken = 0;
+  gint64 now = 600;
   for (guint i = 0; i < 20000; i++) {
     char key[16];
     g_snprintf(key, sizeof key, "k%u", g_rand_int_range(r, 0, 500));
-    gint at = g_rand_int_range(r, 1000, 100000);
+    gint at = (gint)now + g_rand_int_range(r, 1, 5000);
     gpointer old;
     if (!g_hash_table_lookup_extended(model, key, NULL, &old) || at < GPOINTER_TO_INT(old))
       g_hash_table_insert(model, g_strdup(key), GINT_TO_POINTER(at));
     ixia_expiry_add(e, "n", "t", key, strlen(key), at);
+    if (i % 50 == 49) {
+      now += 100;
+      GPtrArray *due = ixia_expiry_due(e, now);
+      for (guint j = 0; due && j < due->len; j++) {
+        ixia_expiry_entry_t *en = g_ptr_array_index(due, j);
+        if (GPOINTER_TO_INT(g_hash_table_lookup(model, en->key)) != en->expire_at || en->expire_at > now) wrong++;
+        if (j && en->expire_at < ((ixia_expiry_entry_t *)g_ptr_array_index(due, j - 1))->expire_at) wrong++;
+        g_hash_table_remove(model, en->key);
+        taken++;
+      }
+      if (due) g_ptr_array_unref(due);
+      if (ixia_expiry_size(e) != g_hash_table_size(model)) wrong++;
+    }
   }
-  CU_ASSERT_EQUAL(ixia_expiry_size(e), g_hash_table_size(model));
-  GPtrArray *due = ixia_expiry_due(e, 100000);
+  GPtrArray *due = ixia_expiry_due(e, G_MAXINT);
   CU_ASSERT_TRUE_FATAL(due != NULL);
   CU_ASSERT_EQUAL(due->len, g_hash_table_size(model));
-  guint wrong = 0;
   for (guint i = 0; i < due->len; i++) {
     ixia_expiry_entry_t *en = g_ptr_array_index(due, i);
     if (GPOINTER_TO_INT(g_hash_table_lookup(model, en->key)) != en->expire_at) wrong++;
     if (i && en->expire_at < ((ixia_expiry_entry_t *)g_ptr_array_index(due, i - 1))->expire_at) wrong++;
   }
   CU_ASSERT_EQUAL(wrong, 0);
+  CU_ASSERT_TRUE(taken > 1000); /* the interleaving took place */
   g_ptr_array_unref(due);
   g_hash_table_destroy(model);
   g_rand_free(r);
