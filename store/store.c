@@ -502,20 +502,27 @@ static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, cons
   GBytes *k = ixia_record_doc_key(ns, table, key, key_len);
   size_t klen, vlen = 0;
   const char *kd = g_bytes_get_data(k, &klen);
-  char *rerr = NULL, *raw = NULL;
+  char *rerr = NULL;
+  const char *raw = NULL;
+  /* Pinned: found or not is the slice's presence (an empty value is
+   * "found"), and the value is not copied. */
+  rocksdb_pinnableslice_t *ps = NULL;
   guint64 ticket;
   GBytes *cached = ixia_doccache_lookup(s->docs, kd, klen, &ticket);
-  if (cached) raw = (char *)g_bytes_get_data(cached, &vlen);
-  else raw = rocksdb_get_cf(s->db, ro, s->cf_default, kd, klen, &vlen, &rerr);
+  if (cached) {
+    raw = g_bytes_get_data(cached, &vlen);
+  } else {
+    ps = rocksdb_get_pinned_cf(s->db, ro, s->cf_default, kd, klen, &rerr);
+    if (ps) raw = rocksdb_pinnableslice_value(ps, &vlen);
+  }
   *found = FALSE;
   if (in_memory) *in_memory = TRUE;
   /* RocksDB's Status::Incomplete: the block-cache tier cannot answer; or
    * its "may exist" (see may_exist). */
-  if (in_memory && ((rerr && g_str_has_prefix(rerr, "Result incomplete")) ||
-                    (!rerr && !cached && raw && may_exist(vlen)))) {
+  if (in_memory && ((rerr && g_str_has_prefix(rerr, "Result incomplete")) || (ps && may_exist(vlen)))) {
     g_bytes_unref(k);
     rocksdb_free(rerr);
-    rocksdb_free(raw);
+    rocksdb_pinnableslice_destroy(ps);
     *in_memory = FALSE;
     return TRUE;
   }
@@ -523,30 +530,23 @@ static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, cons
     g_bytes_unref(k);
     return FALSE;
   }
-  if (raw && !cached && cacheable(raw, vlen)) {
+  if (ps && cacheable(raw, vlen)) {
     /* Cached as stored: expiry is checked on every read either way. */
     GBytes *b = ixia_doccache_insert(s->docs, kd, klen, raw, vlen, ticket);
     if (b) {
-      rocksdb_free(raw);
+      rocksdb_pinnableslice_destroy(ps);
+      ps = NULL;
       cached = b;
-      raw = (char *)g_bytes_get_data(cached, &vlen);
+      raw = g_bytes_get_data(cached, &vlen);
     }
   }
   g_bytes_unref(k);
-  if (!raw) {
-    if (cached) g_bytes_unref(cached); /* (an empty value: never cached, but never leaked) */
-    return TRUE;
-  }
+  if (!cached && !ps) return TRUE; /* not found */
   gint64 v = 0, expire_at = 0;
   const char *j;
   size_t jl;
   gboolean ok = ixia_record_parse_value(raw, vlen, &v, &expire_at, &j, &jl);
-  if (!ok) {
-    if (cached) g_bytes_unref(cached);
-    else rocksdb_free(raw);
-    return ixia_error_set(err, IXIA_EINTERNAL, "corrupt value for key '%.*s'", (int)MIN(key_len, 200), key);
-  }
-  if (!is_expired(expire_at)) {
+  if (ok && !is_expired(expire_at)) {
     *found = TRUE;
     if (version) *version = v;
     if (expire_out) *expire_out = expire_at;
@@ -554,7 +554,8 @@ static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, cons
     if (json_len) *json_len = jl;
   }
   if (cached) g_bytes_unref(cached);
-  else rocksdb_free(raw);
+  rocksdb_pinnableslice_destroy(ps);
+  if (!ok) return ixia_error_set(err, IXIA_EINTERNAL, "corrupt value for key '%.*s'", (int)MIN(key_len, 200), key);
   return TRUE;
 }
 
