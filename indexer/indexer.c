@@ -570,17 +570,17 @@ static void schedule_expiries(ixia_indexer_t *ix, const ixia_idx_event_t *events
   }
 }
 
-/* Drops the documents whose expiry has come, on this shard's clock: for
- * each due entry, a delete at the document's own version when its record's
- * expiry has come; a record whose expiry lies ahead (the document was
- * written again since the entry's) is scheduled again at it, and one with
- * none or deleted leaves the schedule. Wakes searches waiting for it. */
 /* How far ahead an entry the reaper could not handle (its record could not
  * be read, or the delete not applied) is scheduled again: an entry left
  * due would hold every search, which waits for due entries, to its
  * deadline. */
 #define EXPIRY_RETRY_S 1
 
+/* Drops the documents whose expiry has come, on this shard's clock: for
+ * each due entry, a delete at the document's own version when its record's
+ * expiry has come; a record whose expiry lies ahead (the document was
+ * written again since the entry's) is scheduled again at it, and one with
+ * none or deleted leaves the schedule. Wakes searches waiting for it. */
 static void reap_expired(ixia_indexer_t *ix) {
   if (!ixia_expiry_next(ix->expiry) || ixia_expiry_next(ix->expiry) > ixia_expiry_now()) return;
   atomic_store(&ix->reaping, 1);

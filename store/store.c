@@ -595,9 +595,9 @@ void ixia_store_pins_free(ixia_store_pins_t *pins) {
 }
 
 /* The multi-gets: the document cache first, then RocksDB for the rest (one
- * batched multi-get, or from memory only one get per key). With pins, the values stay where they are (the cache's
- * references, RocksDB's pinned slices) and out borrows them; without, each
- * found document is copied. */
+ * batched multi-get, or from memory only one get per key). With pins, the
+ * values stay where they are (the cache's references, RocksDB's pinned
+ * slices) and out borrows them; without, each found document is copied. */
 /* in_memory NULL: any read; else memory only, *in_memory FALSE (and
  * nothing in out) when a key needs the disk. */
 static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, guint n,
