@@ -12,6 +12,8 @@
  *     the rest is indexed; replay-failed re-logs them while they are still
  *     bad, and empties the logs once they are fixed;
  *   - the CLI with only IXIA_API set (snapshot, verify);
+ *   - replay-failed keeps the TTL of what it re-sends (run last: it moves
+ *     the daemons' clock);
  *   - verify detects a missing and an extra document (exit 1). */
 #include <cjson/cJSON.h>
 #include <librdkafka/rdkafka.h>
@@ -48,6 +50,7 @@ static rstack_t S; /* one stack for the suite: startup is the slow part */
 
 static int suite_init(void) {
   S.client = NULL;
+  ixt_clock_start(); /* the daemons' expiry clock: test_replay_keeps_ttl moves it */
   if (!ixt_stack_start(&S.st, 2, NULL)) return 1;
   ixia_error_t *e = NULL;
   S.client = ixia_client_new(S.st.api.addr, &e);
@@ -449,6 +452,78 @@ static void test_poison_then_replay(void) {
   g_free(logs[1]);
 }
 
+/* replay-failed re-sends each document with its expiry. Documents of a
+ * table with a TTL fail at a backfill once a field they hold with the
+ * wrong type is declared; the field's index is then dropped and the log
+ * replayed: the documents index again, as they are in the truth store, and
+ * still leave the index when their TTL ends. (A replay that sent no expiry
+ * re-indexed them without one: they stayed in totals for good.) Last in
+ * the suite: it moves the daemons' clock. */
+static void test_replay_keeps_ttl(void) {
+  const char *plain = "{\"namespace\":\"shop\",\"table\":\"passes\",\"ttl_seconds\":3600,"
+                      "\"indexes\":[{\"field\":\"owner\",\"type\":\"keyword\"}]}";
+  const char *levels = "{\"namespace\":\"shop\",\"table\":\"passes\",\"ttl_seconds\":3600,"
+                       "\"indexes\":[{\"field\":\"owner\",\"type\":\"keyword\"},"
+                       "{\"field\":\"level\",\"type\":\"long\"}]}";
+  CU_ASSERT_TRUE_FATAL(ixia_client_apply_schema(S.client, plain, NULL, NULL));
+  const int n = 20, bad = 5;
+  char key[32], json[96];
+  for (int i = 0; i < n; i++) {
+    snprintf(key, sizeof key, "pass%02d", i);
+    if (i < bad) snprintf(json, sizeof json, "{\"owner\":\"o%d\",\"level\":\"gold\"}", i);
+    else snprintf(json, sizeof json, "{\"owner\":\"o%d\",\"level\":%d}", i, i);
+    CU_ASSERT_TRUE(put("passes", key, json) > 0);
+  }
+  CU_ASSERT_TRUE_FATAL(ixia_client_apply_schema(S.client, levels, NULL, NULL));
+  ixia_backfill_opts_t bo = {.batch = 25, .quiet = TRUE};
+  cJSON *bf = ixia_recovery_backfill(S.st.api.addr, NS, "passes", &bo, NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(bf);
+  CU_ASSERT_EQUAL(num(bf, "applied"), n - bad);
+  cJSON_Delete(bf);
+  char *logs[2];
+  for (int i = 0; i < 2; i++) logs[i] = g_strdup_printf("%s/index.failed-updates.jsonl", S.st.indexer_dir[i]);
+  CU_ASSERT_EQUAL(log_lines(logs[0]) + log_lines(logs[1]), bad);
+  /* The field's index dropped: the same stored documents index now. */
+  gint64 v = 0;
+  CU_ASSERT_TRUE_FATAL(ixia_client_apply_schema(S.client, plain, &v, NULL));
+  char *count = g_strdup_printf("{\"namespace\":\"shop\",\"table\":\"passes\",\"limit\":0,"
+                                "\"min_version\":%" G_GINT64_FORMAT "}", v);
+  char *resp = NULL;
+  CU_ASSERT_TRUE(ixia_client_query(S.client, count, &resp, NULL)); /* every shard has the schema */
+  g_clear_pointer(&resp, g_free);
+  guint64 replayed = 0;
+  for (int i = 0; i < 2; i++) {
+    cJSON *r = replay(logs[i]);
+    CU_ASSERT_PTR_NOT_NULL(r);
+    CU_ASSERT_TRUE(cJSON_IsTrue(cJSON_GetObjectItem(r, "ok")));
+    replayed += (guint64)num(r, "replayed");
+    cJSON_Delete(r);
+  }
+  CU_ASSERT_EQUAL(replayed, bad);
+  CU_ASSERT_TRUE(ixia_client_query(S.client, count, &resp, NULL));
+  cJSON *o = resp ? cJSON_Parse(resp) : NULL;
+  CU_ASSERT_EQUAL(num(o, "total"), n);
+  cJSON_Delete(o);
+  g_clear_pointer(&resp, g_free);
+  /* An hour and a second on, on the daemons' clock: none is counted. */
+  ixt_clock_set(3601);
+  const char *now = "{\"namespace\":\"shop\",\"table\":\"passes\",\"limit\":0}";
+  double total = -1;
+  gint64 deadline = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+  while (total != 0 && g_get_monotonic_time() < deadline) {
+    CU_ASSERT_TRUE(ixia_client_query(S.client, now, &resp, NULL));
+    o = resp ? cJSON_Parse(resp) : NULL;
+    total = o ? num(o, "total") : -1;
+    cJSON_Delete(o);
+    g_clear_pointer(&resp, g_free);
+    if (total != 0) g_usleep(20000);
+  }
+  CU_ASSERT_EQUAL(total, 0);
+  g_free(count);
+  g_free(logs[0]);
+  g_free(logs[1]);
+}
+
 static void test_cli_with_only_ixia_api(void) {
   char *snap = g_strdup_printf("%s/snap-cli", S.st.dir);
   char *out = NULL;
@@ -558,7 +633,9 @@ int main(void) {
   IXT_ADD(suite, test_poison_then_replay);
   IXT_ADD(suite, test_cli_with_only_ixia_api);
   IXT_ADD(suite, test_verify_detects_divergence);
+  IXT_ADD(suite, test_replay_keeps_ttl);
   int rc = ixt_run();
+  ixt_clock_stop();
   g_free(g_snapshot_dir);
   return rc;
 }
