@@ -134,8 +134,6 @@ static gboolean verify_ok(ixt_stack_t *s, gboolean report) {
   return ok;
 }
 
-/* Polls until no shard is repairing and verify passes, at most `seconds`;
- * returns the seconds it took, or -1. */
 /* One number of shard i's status (-1 when it does not answer). */
 static double shard_num(ixt_stack_t *s, guint i, const char *path) {
   cJSON *st = shard_status(s, i);
@@ -144,6 +142,8 @@ static double shard_num(ixt_stack_t *s, guint i, const char *path) {
   return v;
 }
 
+/* Polls until no shard is repairing and verify passes, at most `seconds`;
+ * returns the seconds it took, or -1. */
 static double wait_healed(ixt_stack_t *s, int seconds) {
   gint64 t0 = g_get_monotonic_time(), deadline = t0 + seconds * G_TIME_SPAN_SECOND;
   while (g_get_monotonic_time() < deadline) {
