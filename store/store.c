@@ -483,14 +483,24 @@ gboolean ixia_store_write(ixia_store_t *s, const ixia_write_op_t *ops, guint n, 
 
 /* ---------- reads ---------- */
 
-/* A read limited to memory (kBlockCacheTier) that RocksDB answers "found"
- * with an empty value: the key may exist in a table that is not open
- * (TableCache::Get marks the key "may exist" with an OK status) or, for
- * RocksDB 7.8's MultiGet, in a data block past the key's first one that is
- * not cached. The MultiGet case failed pages with "corrupt value" instead
- * of sending them to the disk. A stored value is never empty (it starts
- * with its header), so empty means "read the disk". */
-static gboolean may_exist(size_t len) { return len == 0; }
+/* Whether a read limited to memory (kBlockCacheTier) answered "read the
+ * disk"; then its error and slice are freed (and cleared). Two answers say
+ * so: RocksDB's Status::Incomplete, and "found" with an empty value, which
+ * is RocksDB's "may exist": the key may be in a table that is not open
+ * (TableCache::Get answers so with an OK status) or, for 7.8's MultiGet,
+ * in a data block past the key's first one that is not cached (that case
+ * failed pages with "corrupt value" instead of sending them to the disk).
+ * A stored value is never empty (it starts with its header). */
+static gboolean needs_disk(char **rerr, rocksdb_pinnableslice_t **ps) {
+  size_t len = 0;
+  if (*ps) rocksdb_pinnableslice_value(*ps, &len);
+  if (!(*rerr && g_str_has_prefix(*rerr, "Result incomplete")) && !(*ps && len == 0)) return FALSE;
+  rocksdb_free(*rerr);
+  *rerr = NULL;
+  rocksdb_pinnableslice_destroy(*ps);
+  *ps = NULL;
+  return TRUE;
+}
 
 /* One document through ro; *in_memory is FALSE when ro reads only memory
  * and the answer needs the disk. */
@@ -517,12 +527,8 @@ static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, cons
   }
   *found = FALSE;
   if (in_memory) *in_memory = TRUE;
-  /* RocksDB's Status::Incomplete: the block-cache tier cannot answer; or
-   * its "may exist" (see may_exist). */
-  if (in_memory && ((rerr && g_str_has_prefix(rerr, "Result incomplete")) || (ps && may_exist(vlen)))) {
+  if (in_memory && needs_disk(&rerr, &ps)) {
     g_bytes_unref(k);
-    rocksdb_free(rerr);
-    rocksdb_pinnableslice_destroy(ps);
     *in_memory = FALSE;
     return TRUE;
   }
@@ -654,9 +660,11 @@ static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, gu
   if (nm && in_memory) {
     for (guint m = 0; m < nm; m++) {
       mvals[m] = rocksdb_get_pinned_cf(s->db, s->ropts_memory, s->cf_default, mkp[m], mkl[m], &errs[m]);
-      size_t vl = 0;
-      if (mvals[m]) rocksdb_pinnableslice_value(mvals[m], &vl);
-      if (errs[m] || (mvals[m] && may_exist(vl))) break;
+      if (needs_disk(&errs[m], &mvals[m])) {
+        *in_memory = FALSE;
+        break;
+      }
+      if (errs[m]) break;
     }
   } else if (nm) {
     rocksdb_batched_multi_get_cf(s->db, s->ropts, s->cf_default, nm, mkp, mkl, mvals, errs, false);
@@ -664,11 +672,6 @@ static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, gu
   gboolean ok = TRUE;
   for (guint m = 0; m < nm; m++) {
     guint i = mi[m];
-    if (errs[m] && in_memory && g_str_has_prefix(errs[m], "Result incomplete")) {
-      *in_memory = FALSE;
-      rocksdb_free(errs[m]);
-      continue;
-    }
     if (errs[m]) {
       if (ok) ok = ixia_error_from_rocksdb(err, errs[m], "multi-get");
       else rocksdb_free(errs[m]);
@@ -677,11 +680,6 @@ static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, gu
     if (!mvals[m]) continue;
     size_t vl;
     const char *val = rocksdb_pinnableslice_value(mvals[m], &vl);
-    if (in_memory && may_exist(vl)) {
-      *in_memory = FALSE;
-      rocksdb_pinnableslice_destroy(mvals[m]);
-      continue;
-    }
     held[i] = cacheable(val, vl) ? ixia_doccache_insert(s->docs, kp[i], kl[i], val, vl, tickets[i]) : NULL;
     if (held[i]) rocksdb_pinnableslice_destroy(mvals[m]);
     else vals[i] = mvals[m];
