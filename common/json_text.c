@@ -194,10 +194,20 @@ static const char *member(const char *p, const char *e, const char *name, size_t
   return NULL;
 }
 
+/* Runs of bytes that need no escape are copied whole: appended a byte at a
+ * time, the keys and values of a page of 100 hits were 2% of the API's CPU
+ * and of a shard's. */
 void ixia_json_append_string(GString *out, const char *s, size_t len) {
   static const char hex[] = "0123456789abcdef";
   g_string_append_c(out, '"');
   for (size_t i = 0; i < len; i++) {
+    size_t run = i;
+    while (run < len && (guint8)s[run] >= 0x20 && s[run] != '"' && s[run] != '\\') run++;
+    if (run > i) {
+      g_string_append_len(out, s + i, (gssize)(run - i));
+      i = run;
+      if (i == len) break;
+    }
     guint8 c = (guint8)s[i];
     switch (c) {
       case '"': g_string_append(out, "\\\""); break;

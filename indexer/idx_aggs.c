@@ -849,15 +849,19 @@ static gboolean finish_top_hits(ixia_idx_agg_t *A, anode_t *n, ixia_agg_cell_t *
   guint64 e, as_of;
   gboolean ok = ixia_idx_sort_finish(t, NULL, hits, &e, &as_of);
   ixia_agg_hit_t *hs = g_new0(ixia_agg_hit_t, MAX(hits->len, 1));
+  GPtrArray *vals = g_ptr_array_new_with_free_func((GDestroyNotify)g_ptr_array_unref);
   for (guint i = 0; ok && i < hits->len; i++) {
     const ixia_idx_hit_t *h = &g_array_index(hits, ixia_idx_hit_t, i);
-    hs[i] = (ixia_agg_hit_t){h->key, h->version, (GBytes *const *)h->sort->pdata};
+    GPtrArray *v = ixia_idx_hit_sort_bytes(h);
+    g_ptr_array_add(vals, v);
+    hs[i] = (ixia_agg_hit_t){h->key, h->version, (GBytes *const *)v->pdata};
   }
   ixia_agg_summary_t s = {0};
   s.hits = hs;
   s.n_hits = hits->len;
   if (ok) ok = ixia_aggs_cell_merge(A->aggs, n->g, cell, &s, A->s->err);
   g_free(hs);
+  g_ptr_array_unref(vals);
   ixia_idx_hits_clear(hits);
   g_array_free(hits, TRUE);
   return ok;

@@ -359,7 +359,7 @@ static void cands_skip_to(blkit_t *b, unionit_t *u, guint32 block) {
 static gboolean hit_of(guint32 id, const char *v, size_t vl, ixia_idx_hit_t *h, ixia_error_t **err) {
   if (!v || vl < 12) return ixia_error_set(err, IXIA_EINTERNAL, "document id %u has no id record", id);
   *h = (ixia_idx_hit_t){ixia_memdup0(v + 12, vl - 12), (gint64)ixia_bytes_get64((const guint8 *)v + 4),
-                        id, NULL, 0.0};
+                        id, NULL, 0, 0.0};
   return TRUE;
 }
 
@@ -467,7 +467,7 @@ void ixia_idx_hits_clear(GArray *hits) {
   for (guint i = 0; i < hits->len; i++) {
     ixia_idx_hit_t *h = &g_array_index(hits, ixia_idx_hit_t, i);
     g_free(h->key);
-    if (h->sort) g_ptr_array_unref(h->sort);
+    g_free(h->sort);
   }
   g_array_set_size(hits, 0);
 }

@@ -753,16 +753,64 @@ static gboolean fix_late(ixia_idx_sort_t *S, const roaring_bitmap_t *set) {
 
 /* ------------------------------------------------------------ the page */
 
-static GBytes *sval_bytes(const skey_t *k, const sval_t *v) {
-  if (!v->has) return NULL;
-  if (k->bytes) return g_bytes_new(v->p, v->len);
-  guint8 b[IXIA_NUM_BYTES];
-  ixia_bytes_put64(b, v->num);
-  return g_bytes_new(b, sizeof b);
+/* A hit's sort values, packed: per value a byte (1: present, 0: missing),
+ * then for a present one its length (4 bytes, host order) and its bytes.
+ * One allocation a hit: a GPtrArray and a GBytes per value (four
+ * allocations a hit, and as many frees) were 11% of the shard's CPU on
+ * sorted pages of 100. */
+static guint8 *svals_pack(const ixia_idx_sort_t *S, const cand_t *c) {
+  gsize n = 0;
+  for (guint i = 0; i < S->nk; i++)
+    n += 1 + (c->v[i].has ? 4 + (S->keys[i].bytes ? c->v[i].len : IXIA_NUM_BYTES) : 0);
+  guint8 *buf = g_malloc(MAX(n, 1)), *p = buf;
+  for (guint i = 0; i < S->nk; i++) {
+    const sval_t *v = &c->v[i];
+    *p++ = v->has ? 1 : 0;
+    if (!v->has) continue;
+    guint32 len = S->keys[i].bytes ? v->len : IXIA_NUM_BYTES;
+    memcpy(p, &len, 4);
+    p += 4;
+    if (S->keys[i].bytes) {
+      if (len) memcpy(p, v->p, len);
+    } else {
+      ixia_bytes_put64(p, v->num);
+    }
+    p += len;
+  }
+  return buf;
+}
+
+gboolean ixia_idx_hit_sort_value(const ixia_idx_hit_t *h, guint k, const guint8 **out, gsize *len) {
+  const guint8 *p = h->sort;
+  for (guint i = 0; p && i < h->n_sort; i++) {
+    gboolean has = *p++ != 0;
+    guint32 n = 0;
+    if (has) {
+      memcpy(&n, p, 4);
+      p += 4;
+    }
+    if (i == k) {
+      *out = p;
+      *len = n;
+      return has;
+    }
+    p += n;
+  }
+  return FALSE;
 }
 
 static void bytes_unref0(gpointer b) {
   if (b) g_bytes_unref(b);
+}
+
+GPtrArray *ixia_idx_hit_sort_bytes(const ixia_idx_hit_t *h) {
+  GPtrArray *a = g_ptr_array_new_full(h->n_sort, bytes_unref0);
+  for (guint k = 0; k < h->n_sort; k++) {
+    const guint8 *p;
+    gsize n;
+    g_ptr_array_add(a, ixia_idx_hit_sort_value(h, k, &p, &n) ? g_bytes_new(p, n) : NULL);
+  }
+  return a;
 }
 
 /* A selected candidate with its key. */
@@ -779,10 +827,10 @@ static gint sel_cmp(gconstpointer a, gconstpointer b, gpointer S) {
 
 /* Appends the hit of candidate c with its key and version (taking the key). */
 static void add_hit(ixia_idx_sort_t *S, const cand_t *c, keyed_t *kd, GArray *hits) {
-  ixia_idx_hit_t h = {kd->key, kd->version, c->id, g_ptr_array_new_full(S->nk, bytes_unref0), 0.0};
+  ixia_idx_hit_t h = {kd->key, kd->version, c->id, NULL, S->nk, 0.0};
   kd->key = NULL;
   if (S->need_dict) g_rw_lock_reader_lock(&S->s->idx->dict_lock);
-  for (guint i = 0; i < S->nk; i++) g_ptr_array_add(h.sort, sval_bytes(&S->keys[i], &c->v[i]));
+  h.sort = svals_pack(S, c);
   if (S->need_dict) g_rw_lock_reader_unlock(&S->s->idx->dict_lock);
   h.score = score_of(S, c->id);
   g_array_append_val(hits, h);

@@ -102,12 +102,21 @@ typedef struct {
   char *key; /* g_malloc'd, NUL-terminated (keys are UTF-8) */
   gint64 version;
   guint32 id;
-  GPtrArray *sort; /* sorted searches: q->n_sort encoded values (GBytes*, NULL = missing) */
-  double score;    /* relevance (0 when the query scores nothing) */
+  /* Sorted searches: the q->n_sort encoded values, packed in one g_malloc'd
+   * buffer (read them with ixia_idx_hit_sort_value); NULL otherwise. */
+  guint8 *sort;
+  guint n_sort;
+  double score; /* relevance (0 when the query scores nothing) */
 } ixia_idx_hit_t;
 
 /* Clears a GArray of ixia_idx_hit_t (frees the keys and sort values). */
 void ixia_idx_hits_clear(GArray *hits);
+/* Sort value k (< h->n_sort) of a hit: TRUE with its bytes (borrowed from
+ * the hit), FALSE when the document has none. */
+gboolean ixia_idx_hit_sort_value(const ixia_idx_hit_t *h, guint k, const guint8 **p, gsize *len);
+/* The hit's sort values as GBytes (NULL = missing), as a cursor takes them
+ * (ixia_idx_after_t.values): a new array that frees its values. */
+GPtrArray *ixia_idx_hit_sort_bytes(const ixia_idx_hit_t *h);
 
 /* Where a sorted page starts: after this document's sort values and key
  * (search_after). */

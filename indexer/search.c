@@ -196,15 +196,14 @@ static void append_hits(GString *out, const ixia_query_t *q, const GArray *hits)
     ixia_json_append_int(out, hit->id);
     if (q->n_sort) {
       g_string_append(out, ",\"sort\":[");
-      for (guint k = 0; hit->sort && k < hit->sort->len; k++) {
-        GBytes *b = hit->sort->pdata[k];
+      for (guint k = 0; k < hit->n_sort; k++) {
+        const guint8 *p;
+        gsize n;
         if (k) g_string_append_c(out, ',');
-        if (!b) {
+        if (!ixia_idx_hit_sort_value(hit, k, &p, &n)) {
           g_string_append(out, "null");
           continue;
         }
-        gsize n;
-        const guchar *p = g_bytes_get_data(b, &n);
         append_base64(out, n ? p : (const guchar *)"", n);
       }
       g_string_append_c(out, ']');

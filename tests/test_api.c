@@ -905,6 +905,25 @@ static void test_shard_answer_read_as_text(void) {
       v1, v2);
   canned_answer = answer;
   char *out = NULL;
+  /* The second hit is in the shard's own layout, and so are these: a key
+   * with an escape and a member after the score (read by the general
+   * walk), then sort values and a score (in one pass). */
+  char *own = g_strdup_printf(
+      "{\"hits\":[{\"key\":\"say \\\"hi\\\" caf\xc3\xa9\\\\\",\"version\":%" G_GINT64_FORMAT ",\"id\":4,"
+      "\"sort\":[],\"score\":0,\"later\":1},{\"key\":\"plain\",\"version\":%" G_GINT64_FORMAT
+      ",\"id\":9,\"sort\":[\"AAAAAAAAAAE=\",null],\"score\":1.5}],\"total\":2,\"total_relation\":\"eq\",\"aggs\":null}",
+      v1, v2);
+  canned_answer = own;
+  CU_ASSERT_TRUE(ixia_client_query(c, query, &out, &e));
+  cJSON *r0 = out ? cJSON_Parse(out) : NULL;
+  cJSON *hits0 = cJSON_GetObjectItem(r0, "hits");
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(hits0), 2);
+  CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(hits0, 0), "key")), odd);
+  CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(hits0, 1), "key")), "plain");
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(hits0, 1), "version")), v2);
+  cJSON_Delete(r0);
+  g_clear_pointer(&out, g_free);
+  canned_answer = answer;
   CU_ASSERT_TRUE(ixia_client_query(c, query, &out, &e));
   cJSON *r = out ? cJSON_Parse(out) : NULL;
   cJSON *hits = cJSON_GetObjectItem(r, "hits");
@@ -945,6 +964,12 @@ static void test_shard_answer_read_as_text(void) {
       {"{\"hits\": [{\"key\": \"plain\", \"version\": 2}], \"total\": 1}", "malformed hit"},
       {"{\"hits\": [{\"key\": 5, \"id\": 1, \"version\": 2}], \"total\": 1}", "malformed hit"},
       {"{\"hits\": [{\"key\": \"plain\", \"id\": \"1\", \"version\": 2}], \"total\": 1}", "malformed hit"},
+      /* The same in the shard's own layout (read in one pass when whole). */
+      {"{\"hits\":[{\"key\":\"plain\",\"version\":2}],\"total\":1}", "malformed hit"},
+      {"{\"hits\":[{\"key\":\"plain\",\"version\":2,\"id\":\"1\"}],\"total\":1}", "malformed hit"},
+      {"{\"hits\":[{\"key\":\"plain\",\"version\":-,\"id\":1}],\"total\":1}", "malformed hit"},
+      {"{\"hits\":[{\"key\":\"plain\",\"version\":2,\"id\":1,\"sort\":[\"AAAA\"}],\"total\":1}",
+       "answered with malformed JSON"},
   };
   for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
     canned_answer = bad[i].answer;
@@ -960,6 +985,7 @@ static void test_shard_answer_read_as_text(void) {
   }
   canned_stop(&k);
   g_free(answer);
+  g_free(own);
 }
 
 /* n queries of q in a row, each answered with total `total` after one

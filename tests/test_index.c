@@ -577,7 +577,7 @@ static char *search_sorted(ixia_idx_t *idx, const ixia_query_t *q, guint page) {
       if (i + 1 == hits->len) {
         if (last) g_ptr_array_unref(last);
         g_free(last_key);
-        last = g_ptr_array_ref(h->sort);
+        last = ixia_idx_hit_sort_bytes(h);
         last_key = g_strdup(h->key);
       }
     }
@@ -1621,7 +1621,7 @@ static gboolean next_page(pager_t *p, guint limit, GPtrArray *keys, ixia_error_t
       if (i + 1 == hits->len) {
         if (p->last) g_ptr_array_unref(p->last);
         g_free(p->last_key);
-        p->last = g_ptr_array_ref(h->sort);
+        p->last = ixia_idx_hit_sort_bytes(h);
         p->last_key = g_strdup(h->key);
       }
     }
