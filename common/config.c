@@ -113,6 +113,14 @@ static const ixia_option_t options[] = {
      "price range 7,309-7,881 against 8,798-8,965 queries/s, cached gets 109,446-116,990 "
      "against 103,772-106,919/s, p99 0.33 against 0.43 ms), and on an index shard, which runs "
      "small searches on them."},
+    {"server.sched_batch", IXIA_OPT_BOOL, "true", 0, 0,
+     "Run the daemon's threads (ixia-query-api, ixia-indexer, ixia-replication-sink) under "
+     "Linux's SCHED_BATCH policy: a thread woken by a message (a request, a shard's answer) "
+     "does not preempt the thread that sent it, which finishes its turn first, instead of being "
+     "switched out in the middle of its send. Fewer context switches per request: on 2 cores, "
+     "16 connections, a page of 10 under category = X AND a price range served 17,516-18,115 "
+     "queries/s against 14,177-14,767, and put-to-searchable p99 at 5,500 puts/s was 29-48 ms "
+     "against 33-350. Priorities and fair shares are unchanged. false = the default policy."},
     {"server.workers", IXIA_OPT_INT, "128", 1, 4096,
      "Threads that run requests. A request waits in a queue when all are busy; idle connections "
      "hold none."},

@@ -22,6 +22,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ixia-query-api: %s\n", err->message);
     return 2;
   }
+  ixia_server_sched_apply(cfg); /* before any thread starts: they inherit it */
   int rc = 1;
   ixia_api_t *api = NULL;
   ThriftProcessor *proc = NULL;

@@ -20,6 +20,7 @@ int main(int argc, char **argv) {
     ixia_error_destroy(err);
     return 2;
   }
+  ixia_server_sched_apply(cfg); /* before any thread starts: they inherit it */
   int rc = 1;
   static const char *const methods[] = {"replicate", "stats", "authenticate", NULL};
   ThriftProcessor *proc = NULL;

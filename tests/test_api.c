@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -756,6 +757,52 @@ static gint64 timed_get_ms(ixia_client_t *c, const char *key) {
   CU_ASSERT_PTR_NOT_NULL(json);
   g_free(json);
   return ms;
+}
+
+/* How many of a process's threads run under SCHED_BATCH and under the
+ * default policy (field 41 of /proc/PID/task/TID/stat). */
+static void thread_policies(GPid pid, guint *batch, guint *other) {
+  *batch = *other = 0;
+  char *tasks = g_strdup_printf("/proc/%d/task", (int)pid);
+  GDir *d = g_dir_open(tasks, 0, NULL);
+  const char *tid;
+  while (d && (tid = g_dir_read_name(d))) {
+    char *path = g_strdup_printf("%s/%s/stat", tasks, tid), *text = NULL;
+    if (g_file_get_contents(path, &text, NULL, NULL)) {
+      const char *p = strrchr(text, ')'); /* the name may hold spaces */
+      gchar **f = p ? g_strsplit(p + 2, " ", -1) : NULL;
+      if (f && g_strv_length(f) > 38) { /* f[0] is field 3 */
+        int policy = atoi(f[38]);
+        if (policy == SCHED_BATCH) (*batch)++;
+        else if (policy == SCHED_OTHER) (*other)++;
+      }
+      g_strfreev(f);
+    }
+    g_free(text);
+    g_free(path);
+  }
+  if (d) g_dir_close(d);
+  g_free(tasks);
+}
+
+/* server.sched_batch: every thread of the daemon (its own, RocksDB's,
+ * librdkafka's) runs under SCHED_BATCH, inherited from the main thread;
+ * false leaves the default policy. */
+static void test_sched_batch(void) {
+  for (int on = 1; on >= 0; on--) {
+    ixt_api_t a = {0};
+    const char *sets[] = {on ? "server.sched_batch=true" : "server.sched_batch=false", NULL};
+    CU_ASSERT_TRUE_FATAL(start_api_from_memory(&a, on ? "sched-batch" : "sched-other", sets));
+    ixia_client_t *c = connect_to(a.addr);
+    put_doc(c, "s", "{\"category\": \"s\"}");
+    guint batch, other;
+    thread_policies(a.pid, &batch, &other);
+    fprintf(stderr, "server.sched_batch=%s: %u threads batch, %u default\n", on ? "true" : "false", batch, other);
+    CU_ASSERT_TRUE(batch + other > 4);
+    CU_ASSERT_EQUAL(on ? other : batch, 0);
+    ixia_client_destroy(c);
+    CU_ASSERT_TRUE(ixt_api_stop(&a));
+  }
 }
 
 /* query.threads: queries run on a pool of their own that size. Two queries
@@ -1649,6 +1696,7 @@ int main(void) {
   IXT_ADD(s, test_gets_from_memory_and_pipelining);
   IXT_ADD(s, test_pipelining_client_shares_its_thread);
   IXT_ADD(s, test_get_path);
+  IXT_ADD(s, test_sched_batch);
   IXT_ADD(s, test_query_threads);
   IXT_ADD(s, test_shard_answer_read_as_text);
   IXT_ADD(s, test_queries_on_io_thread);
