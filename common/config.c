@@ -116,11 +116,14 @@ static const ixia_option_t options[] = {
     {"server.sched_batch", IXIA_OPT_BOOL, "true", 0, 0,
      "Run the daemon's threads (ixia-query-api, ixia-indexer, ixia-replication-sink) under "
      "Linux's SCHED_BATCH policy: a thread woken by a message (a request, a shard's answer) "
-     "does not preempt the thread that sent it, which finishes its turn first, instead of being "
-     "switched out in the middle of its send. Fewer context switches per request: on 2 cores, "
-     "16 connections, a page of 10 under category = X AND a price range served 17,516-18,115 "
-     "queries/s against 14,177-14,767, and put-to-searchable p99 at 5,500 puts/s was 29-48 ms "
-     "against 33-350. Priorities and fair shares are unchanged. false = the default policy."},
+     "does not preempt the running thread (the one that sent it, which finishes its turn "
+     "first, instead of being switched out in the middle of its send). Fewer context switches "
+     "per request: on 2 cores, 16 connections, a page of 10 under category = X AND a price "
+     "range served 17,516-18,115 queries/s against 14,177-14,767, and put-to-searchable p99 at "
+     "5,500 puts/s was 29-48 ms against 33-350. Priorities and fair shares are unchanged; a "
+     "woken thread may wait up to a time slice behind whatever else runs on its core, so on a "
+     "host shared with latency-sensitive work you may prefer false: the daemon keeps the "
+     "policy it was started with."},
     {"server.workers", IXIA_OPT_INT, "128", 1, 4096,
      "Threads that run requests. A request waits in a queue when all are busy; idle connections "
      "hold none."},

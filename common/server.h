@@ -32,10 +32,11 @@ typedef struct ixia_server ixia_server_t;
 int ixia_listen(const char *host, int port, const char *what, int *bound, ixia_error_t **err);
 
 /* A daemon's scheduling policy (server.sched_batch), set by its main
- * thread before it starts any other: threads inherit it. Under Linux's
- * SCHED_BATCH a thread woken by a message does not preempt the thread
- * that sent it, which finishes its turn first. A policy the system refuses
- * is logged and the default kept. */
+ * thread on every thread it has so far, before it starts the others: they
+ * inherit it. Under Linux's SCHED_BATCH a woken thread does not preempt
+ * the running one (the thread that sent it a message finishes its turn
+ * first). A policy the system refuses is logged and the thread keeps its
+ * own. */
 void ixia_server_sched_apply(const ixia_config_t *cfg);
 
 /* Binds and listens on host:port (port 0 picks a free one). Takes a

@@ -247,6 +247,8 @@ static gboolean read_hit_fast(ahits_t *a, const char *p, const char *e) {
     sort_end = ++p;
   }
   if (eat(&p, e, ",\"score\":", 9)) {
+    /* Unbounded by e, but the walk that gave [p, e) ended it at the
+     * object's closing brace, where a number stops. */
     char *end;
     double d = g_ascii_strtod(p, &end);
     if (end == p) return FALSE;
@@ -255,6 +257,8 @@ static gboolean read_hit_fast(ahits_t *a, const char *p, const char *e) {
   }
   if (p + 1 != e || *p != '}') return FALSE;
   gboolean bad = FALSE;
+  /* Undone on failure but the sort values' strings, which stay in the
+   * chunk until the answer is freed. */
   guint svals = a->svals->len;
   if (sort && (!read_sort(a, sort, sort_end, &h, &bad) || bad)) {
     g_array_set_size(a->svals, svals);
