@@ -119,8 +119,8 @@ static const ixia_option_t options[] = {
      "does not preempt the running thread (the one that sent it, which finishes its turn "
      "first, instead of being switched out in the middle of its send). Fewer context switches "
      "per request: on 2 cores, 16 connections, a page of 10 under category = X AND a price "
-     "range served 17,516-18,115 queries/s against 14,177-14,767, and put-to-searchable p99 at "
-     "5,500 puts/s was 29-48 ms against 33-350. Priorities and fair shares are unchanged; a "
+     "range served 17,516-18,115 queries/s against 14,177-14,767 (put throughput and "
+     "put-to-searchable latency did not move). Priorities and fair shares are unchanged; a "
      "woken thread may wait up to a time slice behind whatever else runs on its core, so on a "
      "host shared with latency-sensitive work you may prefer false: the daemon keeps the "
      "policy it was started with."},
