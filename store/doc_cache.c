@@ -11,9 +11,9 @@
  * Shape: NSTRIPES stripes chosen by the key's hash, each an open-addressing
  * table, a FIFO of its entries and a byte budget (max_bytes / NSTRIPES),
  * under its own mutex. An entry holds its key and value in one allocation
- * and is refcounted: a reader gets a GBytes view of the value that keeps
- * the entry alive after the lock is released, so an eviction or a write
- * cannot pull it away.
+ * and is refcounted: a reader gets a reference to the entry itself
+ * (ixia_doccache_ref_t) that keeps it alive after the lock is released, so
+ * an eviction or a write cannot pull it away.
  *
  * Why so: with a million documents cached, a page of 100 hits is bound by
  * memory latency, not instructions. GLib's hash table (hashes, keys and
@@ -59,7 +59,8 @@
  * slots (32 to 128 bytes) per entry once it has grown. */
 #define MIN_SLOTS 16
 
-typedef struct {
+/* The entry is what a reference points at (ixia_doccache_ref_t). */
+typedef struct ixia_doccache_ref {
   GList link; /* in the stripe's fifo: head = newest */
   guint64 hash;
   gsize cost;
@@ -114,10 +115,19 @@ static void entry_unref(gpointer p) {
   if (g_atomic_ref_count_dec(&e->refs)) g_free(e);
 }
 
-/* A view of e's value that holds a reference to e. */
-static GBytes *entry_view(entry_t *e) {
+/* A reader's reference to e. */
+static ixia_doccache_ref_t *entry_ref(entry_t *e) {
   g_atomic_ref_count_inc(&e->refs);
-  return g_bytes_new_with_free_func(e->bytes + e->klen, e->vlen, entry_unref, e);
+  return e;
+}
+
+const void *ixia_doccache_value(const ixia_doccache_ref_t *r, gsize *len) {
+  *len = r->vlen;
+  return r->bytes + r->klen;
+}
+
+void ixia_doccache_release(ixia_doccache_ref_t *r) {
+  if (r) entry_unref(r);
 }
 
 /* ---- the table: linear probing, deletion by backward shift ---- */
@@ -237,22 +247,23 @@ static void drop_at(stripe_t *st, gsize i) {
 }
 
 /* Under st's lock: a hit. */
-static GBytes *hit(stripe_t *st, gsize i) {
+static ixia_doccache_ref_t *hit(stripe_t *st, gsize i) {
   slot_t *slots = atomic_load_explicit(&st->slots, memory_order_relaxed);
   entry_t *e = slots[i].e;
   e->referenced = TRUE;
   st->hits++;
-  return entry_view(e);
+  return entry_ref(e);
 }
 
-GBytes *ixia_doccache_lookup(ixia_doccache_t *c, const void *key, gsize klen, guint64 *ticket) {
+ixia_doccache_ref_t *ixia_doccache_lookup(ixia_doccache_t *c, const void *key, gsize klen,
+                                          guint64 *ticket) {
   *ticket = IXIA_DOCCACHE_NO_TICKET;
   if (!c) return NULL;
   guint64 h = key_hash(key, klen);
   stripe_t *st = stripe_of(c, h);
   g_mutex_lock(&st->lock);
   gssize i = table_find(st, h, key, klen);
-  GBytes *v = NULL;
+  ixia_doccache_ref_t *v = NULL;
   if (i >= 0) {
     v = hit(st, (gsize)i);
   } else {
@@ -268,7 +279,7 @@ GBytes *ixia_doccache_lookup(ixia_doccache_t *c, const void *key, gsize klen, gu
 #define PROBE_GROUP 32
 
 static void lookup_group(ixia_doccache_t *c, guint n, const char *const *keys, const size_t *klens,
-                         GBytes **out, guint64 *tickets) {
+                         ixia_doccache_ref_t **out, guint64 *tickets) {
   guint64 hs[PROBE_GROUP];
   /* Pass 1: the home slot of every key (the array's address read without
    * the lock: a stale one only wastes the prefetch). */
@@ -313,7 +324,7 @@ static void lookup_group(ixia_doccache_t *c, guint n, const char *const *keys, c
 }
 
 void ixia_doccache_lookup_many(ixia_doccache_t *c, guint n, const char *const *keys,
-                               const size_t *klens, GBytes **out, guint64 *tickets) {
+                               const size_t *klens, ixia_doccache_ref_t **out, guint64 *tickets) {
   if (!c) {
     for (guint i = 0; i < n; i++) out[i] = NULL, tickets[i] = IXIA_DOCCACHE_NO_TICKET;
     return;
@@ -371,18 +382,18 @@ static void admit(ixia_doccache_t *c, stripe_t *st, entry_t *e) {
   }
 }
 
-GBytes *ixia_doccache_insert(ixia_doccache_t *c, const void *key, gsize klen, const void *value,
-                             gsize vlen, guint64 ticket) {
+ixia_doccache_ref_t *ixia_doccache_insert(ixia_doccache_t *c, const void *key, gsize klen,
+                                          const void *value, gsize vlen, guint64 ticket) {
   if (!c || ticket == IXIA_DOCCACHE_NO_TICKET) return NULL;
   /* Built outside the lock: the copy is the expensive part. */
   entry_t *e = entry_new(c, key, klen, value, vlen);
   if (!e) return NULL;
   stripe_t *st = stripe_of(c, e->hash);
-  GBytes *out = NULL;
+  ixia_doccache_ref_t *out = NULL;
   g_mutex_lock(&st->lock);
   if (st->gen == ticket && st->writing == 0 && table_find(st, e->hash, key, klen) < 0) {
     admit(c, st, e);
-    out = entry_view(e);
+    out = entry_ref(e);
     e = NULL;
   }
   g_mutex_unlock(&st->lock);

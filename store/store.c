@@ -518,9 +518,9 @@ static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, cons
    * "found"), and the value is not copied. */
   rocksdb_pinnableslice_t *ps = NULL;
   guint64 ticket;
-  GBytes *cached = ixia_doccache_lookup(s->docs, kd, klen, &ticket);
+  ixia_doccache_ref_t *cached = ixia_doccache_lookup(s->docs, kd, klen, &ticket);
   if (cached) {
-    raw = g_bytes_get_data(cached, &vlen);
+    raw = ixia_doccache_value(cached, &vlen);
   } else {
     ps = rocksdb_get_pinned_cf(s->db, ro, s->cf_default, kd, klen, &rerr);
     if (ps) raw = rocksdb_pinnableslice_value(ps, &vlen);
@@ -538,12 +538,12 @@ static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, cons
   }
   if (ps && cacheable(raw, vlen)) {
     /* Cached as stored: expiry is checked on every read either way. */
-    GBytes *b = ixia_doccache_insert(s->docs, kd, klen, raw, vlen, ticket);
+    ixia_doccache_ref_t *b = ixia_doccache_insert(s->docs, kd, klen, raw, vlen, ticket);
     if (b) {
       rocksdb_pinnableslice_destroy(ps);
       ps = NULL;
       cached = b;
-      raw = g_bytes_get_data(cached, &vlen);
+      raw = ixia_doccache_value(cached, &vlen);
     }
   }
   g_bytes_unref(k);
@@ -559,7 +559,7 @@ static gboolean store_get(ixia_store_t *s, const rocksdb_readoptions_t *ro, cons
     if (json) *json = ixia_memdup0(j, jl);
     if (json_len) *json_len = jl;
   }
-  if (cached) g_bytes_unref(cached);
+  ixia_doccache_release(cached);
   rocksdb_pinnableslice_destroy(ps);
   if (!ok) return ixia_error_set(err, IXIA_EINTERNAL, "corrupt value for key '%.*s'", (int)MIN(key_len, 200), key);
   return TRUE;
@@ -586,14 +586,14 @@ gboolean ixia_store_get_in_memory(ixia_store_t *s, const char *ns, const char *t
 struct ixia_store_pins {
   guint n;
   rocksdb_pinnableslice_t **vals; /* what RocksDB answered, or NULL */
-  GBytes **held;                  /* what the document cache answered, or NULL */
+  ixia_doccache_ref_t **held;     /* what the document cache answered, or NULL */
 };
 
 void ixia_store_pins_free(ixia_store_pins_t *pins) {
   if (!pins) return;
   for (guint i = 0; i < pins->n; i++) {
     rocksdb_pinnableslice_destroy(pins->vals[i]);
-    if (pins->held[i]) g_bytes_unref(pins->held[i]);
+    ixia_doccache_release(pins->held[i]);
   }
   g_free(pins->vals);
   g_free(pins->held);
@@ -634,7 +634,7 @@ static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, gu
   }
   g_bytes_unref(prefix);
   rocksdb_pinnableslice_t **vals = g_new0(rocksdb_pinnableslice_t *, n);
-  GBytes **held = g_new0(GBytes *, n);
+  ixia_doccache_ref_t **held = g_new0(ixia_doccache_ref_t *, n);
   guint64 *tickets = g_new(guint64, n);
   /* The misses, compacted: their keys and where they go. */
   const char **mkp = g_new(const char *, n);
@@ -686,7 +686,7 @@ static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, gu
   }
   for (guint i = 0; ok && i < n; i++) {
     size_t vl = 0;
-    const char *val = held[i] ? g_bytes_get_data(held[i], &vl)
+    const char *val = held[i] ? ixia_doccache_value(held[i], &vl)
                       : vals[i] ? rocksdb_pinnableslice_value(vals[i], &vl)
                                 : NULL;
     if (!val) continue;
@@ -711,7 +711,7 @@ static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, gu
   } else {
     for (guint i = 0; i < n; i++) {
       rocksdb_pinnableslice_destroy(vals[i]);
-      if (held[i]) g_bytes_unref(held[i]);
+      ixia_doccache_release(held[i]);
     }
     g_free(vals);
     g_free(held);

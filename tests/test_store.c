@@ -707,9 +707,9 @@ static void test_doc_cache_bounded(void) { doc_cache_bounded(TRUE); }
 static void test_doc_cache_read_fill_only(void) { doc_cache_bounded(FALSE); }
 
 /* Whether a cached value reads as the model's value m. */
-static gboolean same_value(GBytes *got, const char *m) {
+static gboolean same_value(const ixia_doccache_ref_t *got, const char *m) {
   gsize n;
-  const char *d = g_bytes_get_data(got, &n);
+  const char *d = ixia_doccache_value(got, &n);
   return m && n == strlen(m) && memcmp(d, m, n) == 0;
 }
 
@@ -737,7 +737,7 @@ static void test_doc_cache_against_model(void) {
       GBytes *b = v ? g_bytes_new(v, strlen(v)) : NULL;
       ixia_doccache_write_begin(dc, keys[k], klens[k]);
       guint64 t;
-      GBytes *during = ixia_doccache_lookup(dc, keys[k], klens[k], &t);
+      ixia_doccache_ref_t *during = ixia_doccache_lookup(dc, keys[k], klens[k], &t);
       CU_ASSERT_PTR_NULL(during);
       CU_ASSERT_EQUAL(t, IXIA_DOCCACHE_NO_TICKET);
       ixia_doccache_write_end(dc, keys[k], klens[k], g_rand_boolean(r) ? b : NULL);
@@ -745,26 +745,26 @@ static void test_doc_cache_against_model(void) {
       g_free(model[k]);
       model[k] = v;
       if (!v) { /* a delete: the key is gone from the cache */
-        GBytes *after = ixia_doccache_lookup(dc, keys[k], klens[k], &t);
+        ixia_doccache_ref_t *after = ixia_doccache_lookup(dc, keys[k], klens[k], &t);
         CU_ASSERT_PTR_NULL(after);
-        if (after) g_bytes_unref(after);
+        ixia_doccache_release(after);
       }
     } else if (what < 8) { /* a read that fills a miss */
       guint64 t;
-      GBytes *got = ixia_doccache_lookup(dc, keys[k], klens[k], &t);
+      ixia_doccache_ref_t *got = ixia_doccache_lookup(dc, keys[k], klens[k], &t);
       if (got) {
         hits++;
         CU_ASSERT_TRUE(same_value(got, model[k]));
-        g_bytes_unref(got);
+        ixia_doccache_release(got);
       } else if (model[k]) {
-        GBytes *in = ixia_doccache_insert(dc, keys[k], klens[k], model[k], strlen(model[k]), t);
+        ixia_doccache_ref_t *in = ixia_doccache_insert(dc, keys[k], klens[k], model[k], strlen(model[k]), t);
         CU_ASSERT_PTR_NOT_NULL(in);
-        if (in) g_bytes_unref(in);
+        ixia_doccache_release(in);
       }
     } else { /* a page of keys, as a query's hits read them */
       const char *pk[40];
       size_t pl[40];
-      GBytes *out[40];
+      ixia_doccache_ref_t *out[40];
       guint64 tk[40];
       int idx[40];
       for (int i = 0; i < 40; i++) {
@@ -779,7 +779,7 @@ static void test_doc_cache_against_model(void) {
           hits++;
           CU_ASSERT_TRUE(same_value(out[i], m));
           CU_ASSERT_EQUAL(tk[i], IXIA_DOCCACHE_NO_TICKET);
-          g_bytes_unref(out[i]);
+          ixia_doccache_release(out[i]);
         } else {
           CU_ASSERT_NOT_EQUAL(tk[i], IXIA_DOCCACHE_NO_TICKET);
         }
@@ -797,7 +797,7 @@ static void test_doc_cache_against_model(void) {
   guint64 cached = 0;
   for (int k = 0; k < KEYS; k++) {
     guint64 t;
-    GBytes *got = ixia_doccache_lookup(dc, keys[k], klens[k], &t);
+    ixia_doccache_ref_t *got = ixia_doccache_lookup(dc, keys[k], klens[k], &t);
     if (got) {
       cached++;
       CU_ASSERT_TRUE(same_value(got, model[k]));
@@ -807,11 +807,11 @@ static void test_doc_cache_against_model(void) {
     /* A view taken before the write still reads its value. */
     if (got) {
       CU_ASSERT_TRUE(same_value(got, model[k]));
-      g_bytes_unref(got);
+      ixia_doccache_release(got);
     }
-    GBytes *after = ixia_doccache_lookup(dc, keys[k], klens[k], &t);
+    ixia_doccache_ref_t *after = ixia_doccache_lookup(dc, keys[k], klens[k], &t);
     CU_ASSERT_PTR_NULL(after);
-    if (after) g_bytes_unref(after);
+    ixia_doccache_release(after);
   }
   CU_ASSERT_EQUAL(cached, st.entries);
   /* Emptied, it holds what a new cache holds: the tables shrank back. */
