@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -384,6 +385,16 @@ static void local_sink_ready(local_t *l) {
   g_hash_table_insert(l->addrs, g_strdup("ixia-replication-sink"), addr);
 }
 
+/* The indexer's Unix-domain socket (indexer.socket), DIR/indexer.sock, over
+ * which the API calls it: each query skips the TCP/IP stack on both sides.
+ * NULL when DIR is too long for a socket path (then TCP). */
+static char *local_indexer_socket(local_t *l) {
+  char *path = local_state_path(l, "indexer.sock");
+  if (strlen(path) < sizeof ((struct sockaddr_un *)NULL)->sun_path) return path;
+  g_free(path);
+  return NULL;
+}
+
 /* ixia-indexer: one shard over every partition, its index in DIR/index
  * (failed updates beside it, in DIR/index.failed-updates.jsonl). */
 
@@ -397,6 +408,9 @@ static gboolean local_indexer_command(local_t *l, GPtrArray *argv, ixia_error_t 
   local_add_set(argv, g_strdup("indexer.host=127.0.0.1"));
   local_add_set(argv, g_strdup_printf("indexer.port=%d", l->want_port));
   local_add_set(argv, g_strdup_printf("indexer.port_file=%s", port_file));
+  char *sock = local_indexer_socket(l);
+  local_add_set(argv, g_strdup_printf("indexer.socket=%s", sock ? sock : ""));
+  g_free(sock);
   local_http_args(l, argv, "indexer.http_port", "indexer.http_port");
   local_add_set(argv, g_strdup("indexer.partitions="));
   local_add_set(argv, g_strdup_printf("index.path=%s", index));
@@ -446,8 +460,11 @@ static gboolean local_query_api_command(local_t *l, GPtrArray *argv, ixia_error_
   local_add_set(argv, g_strdup_printf("replication.sinks=%s",
                                       (char *)g_hash_table_lookup(l->addrs,
                                                                   "ixia-replication-sink")));
-  local_add_set(argv, g_strdup_printf("query.indexers=%s",
-                                      (char *)g_hash_table_lookup(l->addrs, "ixia-indexer")));
+  char *sock = local_indexer_socket(l);
+  if (sock) local_add_set(argv, g_strdup_printf("query.indexers=" IXIA_UNIX_PREFIX "%s", sock));
+  else local_add_set(argv, g_strdup_printf("query.indexers=%s",
+                                           (char *)g_hash_table_lookup(l->addrs, "ixia-indexer")));
+  g_free(sock);
   g_free(store);
   g_free(port_file);
   return TRUE;

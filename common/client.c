@@ -27,6 +27,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <thrift/c_glib/thrift_application_exception.h>
@@ -119,26 +120,53 @@ static gboolean authenticate(int fd, const char *hostport, const char *key, ixia
   return code == 0;
 }
 
+gboolean ixia_address_check(const char *addr, const char *what, ixia_error_t **err) {
+  if (g_str_has_prefix(addr, IXIA_UNIX_PREFIX)) {
+    const char *path = addr + strlen(IXIA_UNIX_PREFIX);
+    if (*path && strlen(path) < sizeof ((struct sockaddr_un *)NULL)->sun_path) return TRUE;
+    return ixia_error_set(err, IXIA_EINVAL, "%s: '%s' has %s socket path (at most %zu bytes)", what,
+                          addr, *path ? "too long a" : "no",
+                          sizeof ((struct sockaddr_un *)NULL)->sun_path - 1);
+  }
+  const char *colon = strrchr(addr, ':');
+  char *end = NULL;
+  guint64 port = colon ? g_ascii_strtoull(colon + 1, &end, 10) : 0;
+  if (!colon || colon == addr || !end || *end || port == 0 || port > 65535)
+    return ixia_error_set(err, IXIA_EINVAL, "%s: '%s' is not HOST:PORT or unix:PATH", what, addr);
+  return TRUE;
+}
+
 gboolean ixia_thrift_conn_open(ixia_thrift_conn_t *c, const char *hostport, gint64 connect_timeout_ms,
                                gint64 io_timeout_ms, ixia_error_t **err) {
   ixia_thrift_init();
   memset(c, 0, sizeof *c);
   c->fd = -1;
-  const char *colon = strrchr(hostport, ':');
-  char *end = NULL;
-  guint64 port = colon ? g_ascii_strtoull(colon + 1, &end, 10) : 0;
-  if (!colon || colon == hostport || !end || *end || port == 0 || port > 65535)
-    return ixia_error_set(err, IXIA_EINVAL, "bad address '%s': expected HOST:PORT", hostport);
-  char *host = g_strndup(hostport, (gsize)(colon - hostport));
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+  if (!ixia_address_check(hostport, "bad address", err)) return FALSE;
+  /* A Unix-domain socket (a shard on this machine): no TCP/IP stack on
+   * either side of each call. */
+  gboolean local = g_str_has_prefix(hostport, IXIA_UNIX_PREFIX);
+  struct sockaddr_un sun = {.sun_family = AF_UNIX};
   struct addrinfo *res = NULL;
-  int rc = getaddrinfo(host, colon + 1, &hints, &res);
-  g_free(host);
-  if (rc != 0)
-    return ixia_error_set(err, IXIA_EUNAVAILABLE, "cannot resolve %s: %s", hostport, gai_strerror(rc));
-  int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (local) {
+    g_strlcpy(sun.sun_path, hostport + strlen(IXIA_UNIX_PREFIX), sizeof sun.sun_path);
+  } else {
+    const char *colon = strrchr(hostport, ':');
+    char *host = g_strndup(hostport, (gsize)(colon - hostport));
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    int rc = getaddrinfo(host, colon + 1, &hints, &res);
+    g_free(host);
+    if (rc != 0)
+      return ixia_error_set(err, IXIA_EUNAVAILABLE, "cannot resolve %s: %s", hostport, gai_strerror(rc));
+  }
+  /* A Unix-domain connect does not go in progress: it waits while the
+   * listener's backlog is full (EAGAIN when non-blocking), so it blocks,
+   * bounded by a send timeout. */
+  int fd = socket(local ? AF_UNIX : res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | (local ? 0 : SOCK_NONBLOCK), 0);
   int error = fd < 0 ? errno : 0;
-  if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
+  struct timeval ctv = {.tv_sec = connect_timeout_ms / 1000, .tv_usec = (connect_timeout_ms % 1000) * 1000};
+  if (fd >= 0 && local) setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &ctv, sizeof ctv);
+  if (fd >= 0 && connect(fd, local ? (struct sockaddr *)&sun : res->ai_addr,
+                         local ? (socklen_t)sizeof sun : res->ai_addrlen) != 0) {
     error = errno;
     if (error == EINPROGRESS) {
       /* Bounded connect: a black-holed address must not hang the caller. */
@@ -154,16 +182,17 @@ gboolean ixia_thrift_conn_open(ixia_thrift_conn_t *c, const char *hostport, gint
         error = errno;
     }
   }
-  freeaddrinfo(res);
+  if (res) freeaddrinfo(res);
   if (error) {
     if (fd >= 0) close(fd);
     return ixia_error_set(err, IXIA_EUNAVAILABLE, "cannot connect to %s: %s", hostport, g_strerror(error));
   }
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (io_timeout_ms > 0) {
-    struct timeval tv = {.tv_sec = io_timeout_ms / 1000, .tv_usec = (io_timeout_ms % 1000) * 1000};
+  if (!local) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (io_timeout_ms > 0 || local) { /* (local: the connect's timeout replaced) */
+    gint64 t = MAX(io_timeout_ms, 0);
+    struct timeval tv = {.tv_sec = t / 1000, .tv_usec = (t % 1000) * 1000};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   }

@@ -28,7 +28,13 @@ typedef struct {
   ThriftProtocol *protocol;   /* bounded binary protocol (wire.h) */
 } ixia_thrift_conn_t;
 
-/* Connects to "host:port", giving up after connect_timeout_ms; io_timeout_ms
+/* Whether addr names a service: "host:port", or "unix:PATH" for a
+ * Unix-domain socket on this machine (an index shard's indexer.socket);
+ * FALSE with an error naming the setting `what` otherwise. */
+gboolean ixia_address_check(const char *addr, const char *what, ixia_error_t **err);
+#define IXIA_UNIX_PREFIX "unix:"
+
+/* Connects to addr (see ixia_address_check), giving up after connect_timeout_ms; io_timeout_ms
  * (0 = none) bounds each later send and receive. Answers are decoded with
  * the process's wire limits (ixia_wire_limits: server.max_frame_bytes and
  * friends, as the servers use them). */

@@ -318,6 +318,13 @@ static const ixia_option_t options[] = {
     {"indexer.port", IXIA_OPT_INT, "9093", 0, 65535, "Port of the Search service. 0 picks a free port."},
     {"indexer.port_file", IXIA_OPT_STRING, "", 0, 0,
      "If set, the indexer writes its listening port to this file once it serves."},
+    {"indexer.socket", IXIA_OPT_STRING, "", 0, 0,
+     "Path of a Unix-domain socket the Search service also listens on, for an ixia-query-api on "
+     "the same machine (query.indexers=unix:PATH): a query's call to the shard then skips the "
+     "TCP/IP stack on both sides. Empty: TCP only. A socket file left by an indexer that died is "
+     "replaced; one a live process serves, or a file of another kind, stops the start. The file's "
+     "permissions follow the umask, and the service key is asked for as on TCP. ixia-local uses "
+     "DIR/indexer.sock."},
     {"indexer.http_port", IXIA_OPT_INT, "8083", -1, 65535,
      "HTTP port of ixia-indexer (/metrics, /healthz, /readyz). 0 picks a free port; -1 = none."},
     {"indexer.http_port_file", IXIA_OPT_STRING, "", 0, 0,
@@ -364,8 +371,9 @@ static const ixia_option_t options[] = {
 
     /* Queries (ixia-query-api fans out; ixia-indexer evaluates) */
     {"query.indexers", IXIA_OPT_STRING, "", 0, 0,
-     "Comma-separated host:port of every index shard's Search service. Empty: queries answer "
-     "UNAVAILABLE."},
+     "Comma-separated addresses of every index shard's Search service: host:port, or "
+     "unix:PATH for a shard on this machine that listens on PATH (its indexer.socket). Empty: "
+     "queries answer UNAVAILABLE."},
     {"query.threads", IXIA_OPT_INT, "0", 0, 4096,
      "Threads that run the Thrift `query` calls of ixia-query-api that cannot be answered on "
      "the I/O thread that read them (other blocking calls use server.workers). A query without "

@@ -53,6 +53,8 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 
@@ -133,6 +135,10 @@ struct ixia_server {
   ThriftProcessor *processor;
   ixia_wire_limits_t lim;
   int listen_fd;
+  int unix_fd;     /* ixia_server_listen_unix's socket, or -1 */
+  char *unix_path; /* its path, removed at destroy */
+  dev_t unix_dev;  /* and the file bound, so that destroy removes only ours */
+  ino_t unix_ino;
   int spare_fd; /* kept open, given up to accept-and-close on EMFILE */
   int port;
   io_t *io;
@@ -223,7 +229,7 @@ void ixia_server_defer(void) {
 }
 
 /* Markers told apart from connections in epoll data. */
-static char listen_marker, wake_marker;
+static char listen_marker, unix_marker, wake_marker;
 
 /* ---------- workers ---------- */
 
@@ -670,7 +676,7 @@ static void on_conn_event(conn_t *c, guint32 events, gint64 now) {
 
 static void add_conn(io_t *io, int fd, gboolean refused, gint64 now) {
   int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* (refused on a Unix socket: harmless) */
   conn_t *c = g_new0(conn_t, 1);
   c->fd = fd;
   c->io = io;
@@ -687,10 +693,10 @@ static void add_conn(io_t *io, int fd, gboolean refused, gint64 now) {
   }
 }
 
-static void accept_some(io_t *io, gint64 now) {
+static void accept_some(io_t *io, int lfd, gint64 now) {
   ixia_server_t *srv = io->srv;
   for (int i = 0; i < ACCEPT_BATCH; i++) {
-    int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE) {
         /* Out of descriptors: take one back, accept and close, so the
@@ -698,7 +704,7 @@ static void accept_some(io_t *io, gint64 now) {
         warn_limited(srv, "closing new connections: out of file descriptors");
         atomic_fetch_add_explicit(&srv->connections_refused, 1, memory_order_relaxed);
         if (srv->spare_fd >= 0) close(srv->spare_fd);
-        int x = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        int x = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (x >= 0) close(x);
         srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
         continue;
@@ -864,8 +870,8 @@ static gpointer io_main(gpointer data) {
     gint64 now = g_get_monotonic_time();
     for (int i = 0; i < n; i++) {
       void *p = evs[i].data.ptr;
-      if (p == &listen_marker) {
-        accept_some(io, now);
+      if (p == &listen_marker || p == &unix_marker) {
+        accept_some(io, p == &listen_marker ? srv->listen_fd : srv->unix_fd, now);
       } else if (p == &wake_marker) {
         guint64 v;
         ssize_t r = read(io->evfd, &v, sizeof v);
@@ -1075,6 +1081,7 @@ ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int p
   if (fd < 0) return NULL;
   ixia_server_t *srv = g_new0(ixia_server_t, 1);
   srv->listen_fd = fd;
+  srv->unix_fd = -1;
   srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   srv->port = bound;
   srv->processor = g_object_ref(processor);
@@ -1098,6 +1105,48 @@ ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int p
 }
 
 int ixia_server_port(const ixia_server_t *srv) { return srv->port; }
+
+gboolean ixia_server_listen_unix(ixia_server_t *srv, const char *path, const char *setting,
+                                 ixia_error_t **err) {
+  struct sockaddr_un sun = {.sun_family = AF_UNIX};
+  if (!*path || strlen(path) >= sizeof sun.sun_path)
+    return ixia_error_set(err, IXIA_EINVAL, "%s: '%s' is %s socket path (at most %zu bytes)", setting,
+                          path, *path ? "too long a" : "an empty", sizeof sun.sun_path - 1);
+  g_strlcpy(sun.sun_path, path, sizeof sun.sun_path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return ixia_error_set(err, IXIA_EUNAVAILABLE, "%s: cannot create a socket: %s", setting,
+                          g_strerror(errno));
+  /* A socket file left by a process that died is replaced; one that a
+   * live process answers on, or a file that is not a socket, is not. */
+  struct stat st;
+  if (lstat(path, &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      close(fd);
+      return ixia_error_set(err, IXIA_EINVAL, "%s: %s exists and is not a socket", setting, path);
+    }
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    gboolean live = probe >= 0 && connect(probe, (struct sockaddr *)&sun, sizeof sun) == 0;
+    if (probe >= 0) close(probe);
+    if (live) {
+      close(fd);
+      return ixia_error_set(err, IXIA_EUNAVAILABLE, "%s: another process serves on %s", setting, path);
+    }
+    unlink(path);
+  }
+  if (bind(fd, (struct sockaddr *)&sun, sizeof sun) != 0 || listen(fd, SOMAXCONN) != 0 ||
+      lstat(path, &st) != 0) {
+    ixia_error_set(err, IXIA_EUNAVAILABLE, "%s: cannot listen on %s: %s", setting, path,
+                   g_strerror(errno));
+    close(fd);
+    return FALSE;
+  }
+  srv->unix_fd = fd;
+  srv->unix_path = g_strdup(path);
+  srv->unix_dev = st.st_dev;
+  srv->unix_ino = st.st_ino;
+  return TRUE;
+}
 
 void ixia_server_set_inline(ixia_server_t *srv, ixia_server_inline_fn fn) { srv->inline_fn = fn; }
 
@@ -1141,8 +1190,10 @@ gboolean ixia_server_start(ixia_server_t *srv, ixia_error_t **err) {
     io->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     struct epoll_event wake = {.events = EPOLLIN, .data.ptr = &wake_marker};
     struct epoll_event lst = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &listen_marker};
+    struct epoll_event ulst = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &unix_marker};
     if (io->epfd < 0 || io->evfd < 0 || epoll_ctl(io->epfd, EPOLL_CTL_ADD, io->evfd, &wake) != 0 ||
-        epoll_ctl(io->epfd, EPOLL_CTL_ADD, srv->listen_fd, &lst) != 0)
+        epoll_ctl(io->epfd, EPOLL_CTL_ADD, srv->listen_fd, &lst) != 0 ||
+        (srv->unix_fd >= 0 && epoll_ctl(io->epfd, EPOLL_CTL_ADD, srv->unix_fd, &ulst) != 0))
       return ixia_error_set(err, IXIA_EINTERNAL, "server event loop: %s", g_strerror(errno));
   }
   for (guint i = 0; i < srv->n_io; i++) {
@@ -1202,6 +1253,14 @@ void ixia_server_destroy(ixia_server_t *srv) {
   g_mutex_clear(&srv->calls_lock);
   g_cond_clear(&srv->calls_cond);
   if (srv->listen_fd >= 0) close(srv->listen_fd);
+  if (srv->unix_fd >= 0) {
+    close(srv->unix_fd);
+    /* Only the file this server bound: a successor may have replaced it. */
+    struct stat st;
+    if (lstat(srv->unix_path, &st) == 0 && st.st_dev == srv->unix_dev && st.st_ino == srv->unix_ino)
+      unlink(srv->unix_path);
+  }
+  g_free(srv->unix_path);
   if (srv->spare_fd >= 0) close(srv->spare_fd);
   g_object_unref(srv->processor);
   g_free(srv->method);

@@ -45,6 +45,14 @@ ixia_server_t *ixia_server_new(const ixia_config_t *cfg, const char *host, int p
                                ThriftProcessor *processor, ixia_error_t **err);
 /* The port actually bound. */
 int ixia_server_port(const ixia_server_t *srv);
+/* Before ixia_server_start: also serves on a Unix-domain socket at path,
+ * for clients on this machine (address "unix:PATH"), which skip the TCP/IP
+ * stack on both sides of every call. A socket file left by a dead process
+ * is replaced; one a live process answers on, or any other file, is an
+ * error naming `setting`. The file is removed at destroy (unless another
+ * has replaced it); its permissions follow the process's umask. */
+gboolean ixia_server_listen_unix(ixia_server_t *srv, const char *path, const char *setting,
+                                 ixia_error_t **err);
 /* Replaces server.workers before ixia_server_start: a daemon whose calls
  * only compute (no waiting on other servers) runs best with about as many
  * workers as cores, where each extra thread costs wake-ups. */

@@ -48,12 +48,15 @@ int main(int argc, char **argv) {
     gate = ixia_thrift_gate_new(auth, methods);
     ixia_thrift_gate_install(gate, srv);
   }
-  if (!srv || !ixia_server_start(srv, &err)) goto out;
+  const char *sock = ixia_config_str(cfg, "indexer.socket");
+  if (!srv || (*sock && !ixia_server_listen_unix(srv, sock, "indexer.socket", &err)) ||
+      !ixia_server_start(srv, &err))
+    goto out;
   http = ixia_indexer_http_new(cfg, ix, &err);
   if (!http && err) goto out;
   if (!ixia_server_write_port_file(srv, ixia_config_str(cfg, "indexer.port_file"), &err)) goto out;
-  IXIA_INFO("ixia-indexer serving on %s:%d, index %s", ixia_config_str(cfg, "indexer.host"),
-            ixia_server_port(srv), ixia_config_str(cfg, "index.path"));
+  IXIA_INFO("ixia-indexer serving on %s:%d%s%s, index %s", ixia_config_str(cfg, "indexer.host"),
+            ixia_server_port(srv), *sock ? " and " : "", sock, ixia_config_str(cfg, "index.path"));
   ixia_wait_for_signal();
   IXIA_INFO("shutting down");
   rc = 0;

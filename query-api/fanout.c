@@ -442,11 +442,7 @@ ixia_fanout_t *ixia_fanout_new(const ixia_config_t *cfg, ixia_store_t *store,
   for (guint i = 0; parts[i]; i++) {
     char *a = g_strstrip(parts[i]);
     if (!*a) continue;
-    const char *colon = strrchr(a, ':');
-    char *end = NULL;
-    long port = colon ? strtol(colon + 1, &end, 10) : 0;
-    if (!colon || colon == a || !end || *end || port <= 0 || port > 65535) {
-      ixia_error_set(err, IXIA_EINVAL, "query.indexers: '%s' is not host:port", a);
+    if (!ixia_address_check(a, "query.indexers", err)) {
       for (guint j = 0; j < shards->len; j++) {
         g_free(g_array_index(shards, shard_t, j).address);
         g_async_queue_unref(g_array_index(shards, shard_t, j).idle);

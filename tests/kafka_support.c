@@ -547,18 +547,30 @@ gboolean ixt_stack_start_opts(ixt_stack_t *s, guint shards, const ixt_stack_opts
   g_ptr_array_add(isets, g_strdup_printf("indexer.api_port_file=%s/api.port", s->dir));
   for (const char *const *a = o->indexer_sets; a && *a; a++) g_ptr_array_add(isets, g_strdup(*a));
   g_ptr_array_add(isets, NULL);
+  /* The API calls shard 0 over a Unix-domain socket (indexer.socket), as
+   * ixia-local does, and shard 1 over TCP: the pipeline's tests cover both
+   * (tools and tests still reach every shard on its TCP port). */
+  char *sock0 = g_strdup_printf("%s/shard0.sock", s->dir);
+  g_ptr_array_insert(isets, (gint)isets->len - 1, g_strdup_printf("indexer.socket=%s", sock0));
   for (guint i = 0; ok && i < shards; i++) {
     s->indexer_dir[i] = g_strdup_printf("%s/shard%u", s->dir, i);
     ok = ixt_indexer_start_sets(&s->indexer[i], s->indexer_dir[i], s->kafka.bootstrap, parts[i],
                                 s->mc.addr, (const char *const *)isets->pdata);
+    if (i == 0) { /* the socket is shard 0's alone */
+      g_ptr_array_remove_index(isets, isets->len - 2);
+    }
   }
   g_ptr_array_unref(isets);
-  if (!ok) return FALSE;
+  if (!ok) {
+    g_free(sock0);
+    return FALSE;
+  }
   GPtrArray *sets = g_ptr_array_new_with_free_func(g_free);
   g_ptr_array_add(sets, g_strdup_printf("replication.sinks=%s", s->sink.addr));
-  if (shards == 1) g_ptr_array_add(sets, g_strdup_printf("query.indexers=%s", s->indexer[0].addr));
+  if (shards == 1) g_ptr_array_add(sets, g_strdup_printf("query.indexers=unix:%s", sock0));
   if (shards == 2)
-    g_ptr_array_add(sets, g_strdup_printf("query.indexers=%s,%s", s->indexer[0].addr, s->indexer[1].addr));
+    g_ptr_array_add(sets, g_strdup_printf("query.indexers=unix:%s,%s", sock0, s->indexer[1].addr));
+  g_free(sock0);
   g_ptr_array_add(sets, g_strdup("replication.retry_max_ms=500"));
   for (const char *const *a = o->api_sets; a && *a; a++) g_ptr_array_add(sets, g_strdup(*a));
   g_ptr_array_add(sets, NULL);

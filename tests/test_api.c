@@ -8,11 +8,12 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <thrift/c_glib/thrift_application_exception.h>
 #include <unistd.h>
 
@@ -930,6 +931,95 @@ static void canned_stop(canned_stack_t *k) {
   ixia_config_destroy(k->cfg);
 }
 
+/* A shard on this machine over a Unix-domain socket (indexer.socket; the
+ * API's query.indexers=unix:PATH): the API's queries go through it, and
+ * the socket file keeps to its rules: a file of another kind is refused,
+ * a stale socket file (its server died) replaced, a path a live server
+ * holds refused, and the file removed when its server goes. */
+static void test_shard_over_unix_socket(void) {
+  char *dir = ixt_tmpdir();
+  char *path = g_build_filename(dir, "shard.sock", NULL);
+  ixia_error_t *e = NULL;
+  ixia_config_t *cfg = ixia_config_new();
+  CannedShard *h = g_object_new(canned_shard_get_type(), NULL);
+  ThriftProcessor *proc = g_object_new(IXIA_TYPE_SEARCH_PROCESSOR, "handler", h, NULL);
+  g_object_unref(h);
+  ixia_server_t *srv = ixia_server_new(cfg, "127.0.0.1", 0, proc, &e);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(srv);
+
+  CU_ASSERT_TRUE(g_file_set_contents(path, "x", 1, NULL));
+  CU_ASSERT_FALSE(ixia_server_listen_unix(srv, path, "indexer.socket", &e));
+  CU_ASSERT_TRUE(e && strstr(e->message, "indexer.socket") && strstr(e->message, "is not a socket"));
+  g_clear_pointer(&e, ixia_error_destroy);
+  CU_ASSERT_TRUE(g_file_test(path, G_FILE_TEST_IS_REGULAR));
+  unlink(path);
+
+  struct sockaddr_un sun = {.sun_family = AF_UNIX};
+  g_strlcpy(sun.sun_path, path, sizeof sun.sun_path);
+  int dead = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  CU_ASSERT_EQUAL(bind(dead, (struct sockaddr *)&sun, sizeof sun), 0);
+  close(dead); /* its file stays: what a crash leaves */
+  CU_ASSERT_TRUE_FATAL(ixia_server_listen_unix(srv, path, "indexer.socket", &e));
+  CU_ASSERT_TRUE_FATAL(ixia_server_start(srv, &e));
+
+  ixia_server_t *other = ixia_server_new(cfg, "127.0.0.1", 0, proc, &e);
+  CU_ASSERT_FALSE(ixia_server_listen_unix(other, path, "indexer.socket", &e));
+  CU_ASSERT_TRUE(e && strstr(e->message, "another process serves"));
+  g_clear_pointer(&e, ixia_error_destroy);
+  ixia_server_destroy(other);
+  CU_ASSERT_TRUE(g_file_test(path, G_FILE_TEST_EXISTS)); /* not the other's to remove */
+
+  char *indexers = g_strdup_printf("query.indexers=unix:%s", path);
+  const char *sets[] = {indexers, NULL};
+  ixt_api_t q;
+  CU_ASSERT_TRUE_FATAL(start_api_from_memory(&q, "unix-shard", sets));
+  ixia_client_t *c = connect_to(q.addr);
+  gint64 v = put_doc(c, "plain", "{\"category\": \"odd\", \"price\": 2}");
+  char *answer = g_strdup_printf("{\"hits\":[{\"key\":\"plain\",\"version\":%" G_GINT64_FORMAT
+                                 ",\"id\":9}],\"total\":1,\"total_relation\":\"eq\",\"aggs\":null}", v);
+  canned_answer = answer;
+  const char *query = "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"odd\"}},"
+                      "\"fields\":[\"price\"],\"limit\":10}";
+  for (int round = 0; round < 3; round++) { /* the pooled connection, reused */
+    char *out = NULL;
+    CU_ASSERT_TRUE(ixia_client_query(c, query, &out, &e));
+    cJSON *r = out ? cJSON_Parse(out) : NULL;
+    cJSON *hit = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "hits"), 0);
+    CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(hit, "key")), "plain");
+    CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(hit, "doc"), "price")), 2);
+    CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "total")), 1);
+    cJSON_Delete(r);
+    g_free(out);
+    g_clear_pointer(&e, ixia_error_destroy);
+  }
+  /* The shard's only client is the API, over the socket. */
+  cJSON *st = cJSON_CreateObject();
+  ixia_server_add_stats(srv, st);
+  CU_ASSERT_TRUE(cJSON_GetNumberValue(cJSON_GetObjectItem(st, "connections_total")) >= 1);
+  cJSON_Delete(st);
+
+  CU_ASSERT_FALSE(ixia_address_check("unix:", "query.indexers", &e));
+  CU_ASSERT_TRUE(e && strstr(e->message, "query.indexers") && strstr(e->message, "no socket path"));
+  g_clear_pointer(&e, ixia_error_destroy);
+  CU_ASSERT_FALSE(ixia_address_check("localhost", "query.indexers", &e));
+  CU_ASSERT_TRUE(e && strstr(e->message, "is not HOST:PORT or unix:PATH"));
+  g_clear_pointer(&e, ixia_error_destroy);
+
+  canned_answer = NULL;
+  ixia_client_destroy(c);
+  CU_ASSERT_TRUE(ixt_api_stop(&q));
+  ixia_server_stop(srv);
+  ixia_server_destroy(srv);
+  CU_ASSERT_FALSE(g_file_test(path, G_FILE_TEST_EXISTS));
+  g_object_unref(proc);
+  ixia_config_destroy(cfg);
+  g_free(answer);
+  g_free(indexers);
+  g_free(path);
+  rmdir(dir);
+  g_free(dir);
+}
+
 /* The hits of a shard's answer: keys with escapes come out as stored,
  * members the API does not know are passed over, and an answer that cannot
  * be read fails the query with an error naming the shard while the API
@@ -1725,6 +1815,7 @@ int main(void) {
   IXT_ADD(s, test_sched_batch);
   IXT_ADD(s, test_query_threads);
   IXT_ADD(s, test_shard_answer_read_as_text);
+  IXT_ADD(s, test_shard_over_unix_socket);
   IXT_ADD(s, test_queries_on_io_thread);
   IXT_ADD(s, test_trickling_shard);
   IXT_ADD(s, test_bad_input);
