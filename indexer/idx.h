@@ -528,6 +528,14 @@ pnode_t *ixia_idx_plan(ixia_idx_search_t *s, const ixia_filter_t *f);
 void ixia_idx_plan_free(pnode_t *p);
 cJSON *ixia_idx_plan_explain(const pnode_t *p);
 
+/* A count the plan's matches are known to reach without walking them, read
+ * from exact counts the index keeps: the live set, an exists posting, one
+ * value's posting, a numeric field's points when each of its documents has
+ * one value (the field's points as many as its exists posting). 0 when
+ * nothing is known. Postings are read (from the decoded-block cache) only
+ * where an estimate already reaches need. FALSE on a read error. */
+gboolean ixia_idx_plan_lower(ixia_idx_search_t *s, pnode_t *root, double need, double *lower);
+
 /* Runs a plan: the candidate set (lead) and the checks left for each
  * candidate block. */
 typedef struct {

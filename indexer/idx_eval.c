@@ -477,6 +477,11 @@ void ixia_idx_hits_clear(GArray *hits) {
 /* Candidates per block, on average over the blocks the lead spans, below
  * which it is walked as ids (see the top of the file); the most ids checked
  * together, and the first chunk's size when few are wanted. */
+/* The index's counts must show this many times track_total_hits before a
+ * walk stops counting on their word: a batch published during the search
+ * can move them (by at most its own events, 2,000 by default). */
+#define TOTAL_MARGIN 1.5
+
 #define SPARSE_PER_BLOCK 4
 #define SPARSE_CHUNK 512
 #define SPARSE_FIRST 32
@@ -617,6 +622,17 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   /* A bounded search that cannot read its page from the points stops here. */
   gboolean gave_up = ixia_idx_sort_gave_up(sorter) || (o->bounded && agg);
   guint limit = hits && !sorter ? o->limit : 0;
+  /* Matches the index's own counts already show to reach the total to
+   * track (with room for a batch published meanwhile) need not be counted:
+   * the walk stops once the page is full, the total then the tracked
+   * number as a lower bound. */
+  guint64 track = q->track_total_hits;
+  double known = 0;
+  if (ok && !gave_up && !agg && !walk_sorter && track > 0 &&
+      !ixia_idx_plan_lower(&s, plan, (double)track * TOTAL_MARGIN, &known))
+    ok = FALSE;
+  gboolean reached = known >= (double)track * TOTAL_MARGIN;
+  if (reached) track = 0;
   gint64 after = MAX(o->after_id, -1);
   GArray *ids = g_array_new(FALSE, FALSE, sizeof(guint32));
   /* A union's candidates are counted as the walk reads them. */
@@ -644,7 +660,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   if (ok && !gave_up && ex.lead && !uit && !agg && !walk_sorter && !counted && ex.checks && ex.checks->len &&
       lead_is_sparse(ex.lead) && !ixia_test_hook("BLOCK_WALK_ONLY", 0)) {
     sparse_out_t so;
-    ok = sparse_walk(&s, &ex, limit, after, q->track_total_hits, ids, &so);
+    ok = sparse_walk(&s, &ex, limit, after, track, ids, &so);
     total = so.total;
     blocks = so.blocks;
     exact = so.exact;
@@ -671,7 +687,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
       }
     if (agg) ok = ixia_idx_agg_block(agg, block, mask);
     if (walk_sorter && ok) ok = ixia_idx_sort_block(walk_sorter, block, mask);
-    if (!agg && !walk_sorter && walk_done(ids->len, limit, counted, total, q->track_total_hits)) {
+    if (!agg && !walk_sorter && walk_done(ids->len, limit, counted, total, track)) {
       /* Stop, unless that was the end. */
       guint32 b2;
       guint64 m2[BLOCK_WORDS];
@@ -679,7 +695,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
       break;
     }
     guint32 skip = agg || counted ? 0
-                                  : walk_skip_to(total, q->track_total_hits, ids->len, after,
+                                  : walk_skip_to(total, track, ids->len, after,
                                                  uit ? uit->next : it.next);
     if (skip) {
       cands_skip_to(&it, uit, skip);
@@ -709,7 +725,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
     memset(res, 0, sizeof *res);
     res->gave_up = TRUE;
   } else if (ok) {
-    res->total = total;
+    res->total = reached && !exact ? MAX(total, q->track_total_hits) : total;
     res->total_exact = exact;
     atomic_thread_fence(memory_order_acquire); /* every read above before the re-read */
     res->settled = gen0 % 2 == 0 && atomic_load(&idx->publish_gen) == gen0;
@@ -726,6 +742,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
       cJSON_AddNumberToObject(e, "blocks", (double)blocks);
       cJSON_AddNumberToObject(e, "ids_read", (double)s.postings);
       cJSON_AddBoolToObject(e, "early_stop", !exact);
+      if (reached) cJSON_AddNumberToObject(e, "matches_at_least", known);
       if (sorter)
         cJSON_AddStringToObject(e, "sort", points_used ? "points of the first key, in order"
                                                        : "every match, top-k from the columns");

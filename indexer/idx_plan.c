@@ -454,6 +454,94 @@ pnode_t *ixia_idx_plan(ixia_idx_search_t *s, const ixia_filter_t *f) {
   return build(s, f);
 }
 
+/* ------------------------------------------------------ known counts */
+
+/* Cardinality of one posting (field, vid); -1 on a read error. */
+static double posting_count(ixia_idx_search_t *s, guint32 field, guint32 vid) {
+  blk_t *b = ixia_idx_posting(s->idx, K_POST, field, vid, s->err);
+  if (!b) return -1;
+  double n = (double)roaring_bitmap_get_cardinality(b->bm);
+  ixia_idx_blk_unref(b);
+  return n;
+}
+
+/* Whether every document with a value of numeric field f has exactly one:
+ * then a count of its points is a count of documents. -1 on a read error. */
+static int single_valued(ixia_idx_search_t *s, field_t *f) {
+  double docs = posting_count(s, f->id, VID_EXISTS);
+  if (docs < 0) return -1;
+  return (double)ixia_points_size(f->points) == docs;
+}
+
+/* The exact number of p's matches when the index keeps it, else -1 (also
+ * on a read error, *ok then FALSE). */
+static double exact_of(ixia_idx_search_t *s, const pnode_t *p, gboolean *ok) {
+  switch (p->kind) {
+    case N_ALL:
+      return (double)s->n_live;
+    case N_NONE:
+      return 0;
+    case N_NOT: {
+      double k = exact_of(s, p->kids[0], ok);
+      return k < 0 ? -1 : MAX(0, (double)s->n_live - k);
+    }
+    case N_LEAF:
+      break;
+    default:
+      return -1;
+  }
+  if (p->f->kind == IXIA_F_EXISTS) return p->est;
+  if (p->field->numeric && p->f->kind != IXIA_F_MATCH && p->f->kind != IXIA_F_MATCH_PHRASE) {
+    /* (An `in` listing a value twice counts its points twice.) */
+    for (guint i = 1; i < p->n_nums; i++)
+      if (p->nums[i] == p->nums[i - 1]) return -1;
+    int one = single_valued(s, p->field);
+    if (one < 0) *ok = FALSE;
+    return one > 0 ? p->est : -1;
+  }
+  if (p->f->kind == IXIA_F_TERM && p->checkable && !p->by_bytes && p->vids && p->vids->len == 1) {
+    double n = posting_count(s, p->field->id, g_array_index(p->vids, guint32, 0));
+    if (n < 0) *ok = FALSE;
+    return n;
+  }
+  return -1;
+}
+
+/* A count p's matches reach (0: unknown); reads postings only where an
+ * estimate reaches need. */
+static double lower_of(ixia_idx_search_t *s, const pnode_t *p, double need, gboolean *ok) {
+  if (p->est < need) return 0;
+  if (p->kind == N_OR) {
+    double best = 0;
+    for (guint i = 0; *ok && i < p->n_kids && best < need; i++) best = MAX(best, lower_of(s, p->kids[i], need, ok));
+    return best;
+  }
+  if (p->kind == N_LEAF && p->checkable && p->vids && p->vids->len > 1 && !needs_all(p->f)) {
+    /* Several values (in, prefix, keyword range): the documents of the
+     * most common one are matches; the sum may count a document twice. */
+    guint32 best = 0;
+    double best_n = -1;
+    g_rw_lock_reader_lock(&s->idx->dict_lock);
+    for (guint i = 0; i < p->vids->len; i++) {
+      guint32 vid = g_array_index(p->vids, guint32, i);
+      if (count_of(p->field, vid) > best_n) best = vid, best_n = count_of(p->field, vid);
+    }
+    g_rw_lock_reader_unlock(&s->idx->dict_lock);
+    /* (The dictionary's count is an estimate: the posting says.) */
+    if (best_n < need) return 0;
+    double n = posting_count(s, p->field->id, best);
+    if (n < 0) *ok = FALSE;
+    return MAX(n, 0);
+  }
+  return MAX(exact_of(s, p, ok), 0);
+}
+
+gboolean ixia_idx_plan_lower(ixia_idx_search_t *s, pnode_t *root, double need, double *lower) {
+  gboolean ok = TRUE;
+  *lower = root ? lower_of(s, root, need, &ok) : 0;
+  return ok;
+}
+
 /* -------------------------------------------------------- materializing */
 
 static gboolean or_posting(ixia_idx_search_t *s, guint32 field, guint32 vid,

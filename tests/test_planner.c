@@ -458,6 +458,147 @@ static void test_early_stop(void) {
   g_array_free(hits, TRUE);
 }
 
+/* One page of 10 of filter over table (shop.TABLE or another) with
+ * track_total_hits 1000: its total, whether exact, its first ids, the
+ * explain's matches_at_least (-1: absent) and blocks. */
+typedef struct {
+  guint64 total, blocks;
+  gboolean exact;
+  double at_least;
+  guint32 first[10];
+  guint n;
+} known_t;
+
+static known_t known_page(const char *table, const char *filter, const char *track, gint64 after) {
+  char *json = g_strdup_printf("{\"namespace\": \"shop\", \"table\": \"%s\", \"filter\": %s, "
+                               "\"track_total_hits\": %s}", table, filter, track);
+  ixia_error_t *e = NULL;
+  ixia_query_t *q = ixia_query_parse(json, strlen(json), ixia_idx_schema, idx, &lim, &e);
+  if (!q) fprintf(stderr, "parse %s: %s\n", json, e->message);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+  GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
+  ixia_idx_search_opts_t o = {.after_id = after, .limit = 10, .explain = TRUE};
+  ixia_idx_result_t res;
+  CU_ASSERT_TRUE_FATAL(ixia_idx_search(idx, q, &o, &lim, hits, NULL, &res, &e));
+  known_t k = {res.total, 0, res.total_exact, -1, {0}, hits->len};
+  for (guint i = 0; i < hits->len; i++) k.first[i] = g_array_index(hits, ixia_idx_hit_t, i).id;
+  const cJSON *al = cJSON_GetObjectItemCaseSensitive(res.explain, "matches_at_least");
+  if (cJSON_IsNumber(al)) k.at_least = al->valuedouble;
+  k.blocks = (guint64)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(res.explain, "blocks"));
+  cJSON_Delete(res.explain);
+  ixia_idx_hits_clear(hits);
+  g_array_free(hits, TRUE);
+  ixia_query_destroy(q);
+  g_free(json);
+  return k;
+}
+
+/* The page against the brute force's ids (of table p): the first ten after
+ * `after`. */
+static void check_first(const known_t *k, const GArray *want, gint64 after) {
+  guint j = 0;
+  while (j < want->len && (gint64)g_array_index(want, guint32, j) <= after) j++;
+  CU_ASSERT_EQUAL(k->n, MIN(10, want->len - j));
+  for (guint i = 0; i < k->n && j + i < want->len; i++)
+    CU_ASSERT_EQUAL(k->first[i], g_array_index(want, guint32, j + i));
+}
+
+static gboolean p_cat_below(const model_t *m, const void *a) { return m->cat < ((const shape_arg_t *)a)->cat; }
+
+/* A page stops counting at once when the index's own exact counts show the
+ * matches reach 1.5 x track_total_hits: `not` of a term (live minus its
+ * posting), exists (its posting), a keyword range (its most common value's
+ * posting), a range of a numeric field whose documents each have one value
+ * (its points). The total is then what the page counted, at least
+ * track_total_hits, "gte"; explain shows the count it went by, which the
+ * brute force confirms. Where nothing is
+ * known (an and, a numeric field with several values in a document) or the
+ * count is short of the margin, the walk counts as before. */
+static void test_known_counts(void) {
+  shape_arg_t sa = {.cat = 15, .country = 3, .price = {100, 350, FALSE, FALSE}};
+  struct {
+    const char *filter;
+    pred_fn fn;
+    const void *arg;
+    gboolean exact_known; /* at_least is the exact count */
+  } cases[] = {
+      {"{\"not\": {\"term\": {\"country\": \"GB\"}}}", p_not_country, &sa, TRUE},
+      {"{\"exists\": \"discount\"}", p_discount, &sa, TRUE},
+      {"{\"range\": {\"cat\": {\"lt\": \"c15\"}}}", p_cat_below, &sa, FALSE},
+      {"{\"range\": {\"price\": {\"gte\": 100, \"lte\": 350}}}", p_price, &sa, TRUE},
+  };
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+    GArray *want = brute(cases[c].fn, cases[c].arg);
+    known_t k = known_page(TABLE, cases[c].filter, "1000", -1);
+    CU_ASSERT_TRUE(k.at_least >= 1500);
+    if (cases[c].exact_known) CU_ASSERT_EQUAL((guint64)k.at_least, want->len);
+    CU_ASSERT_TRUE(k.at_least <= want->len);
+    CU_ASSERT_TRUE(k.total >= 1000 && k.total <= want->len);
+    CU_ASSERT_FALSE(k.exact);
+    CU_ASSERT_TRUE(k.blocks <= 2);
+    check_first(&k, want, -1);
+    /* Deep in the pages: straight to the cursor's block. */
+    k = known_page(TABLE, cases[c].filter, "1000", 150000);
+    check_first(&k, want, 150000);
+    CU_ASSERT_TRUE(k.total >= 1000 && k.total <= want->len);
+    CU_ASSERT_TRUE(k.blocks <= 2);
+    /* Short of 1.5 x the total to track: counted by the walk. */
+    guint64 track = want->len * 3 / 4;
+    char t[32];
+    g_snprintf(t, sizeof t, "%" G_GUINT64_FORMAT, track);
+    k = known_page(TABLE, cases[c].filter, t, -1);
+    CU_ASSERT_EQUAL(k.at_least, -1);
+    CU_ASSERT_TRUE(k.total >= track && k.total <= want->len);
+    check_first(&k, want, -1);
+    g_array_free(want, TRUE);
+  }
+  /* An and is not known: counted. */
+  known_t k = known_page(TABLE, "{\"and\": [{\"not\": {\"term\": {\"country\": \"GB\"}}}, {\"exists\": \"discount\"}]}",
+                         "1000", -1);
+  CU_ASSERT_EQUAL(k.at_least, -1);
+  CU_ASSERT_TRUE(k.total >= 1000);
+
+  /* A table whose fields hold several values in some documents. */
+  const char *ms = "{\"namespace\": \"shop\", \"table\": \"m\", \"indexes\": ["
+                   "{\"field\": \"tags\", \"type\": \"keyword\"}, {\"field\": \"sizes\", \"type\": \"long\"}]}";
+  ixia_error_t *e = NULL;
+  ixia_idx_event_t schema = {IXIA_IDX_SCHEMA, NS, "m", "", 0, 300000, ms, strlen(ms), 0};
+  CU_ASSERT_TRUE_FATAL(ixia_idx_apply(idx, &schema, 1, NULL, 0, NULL, NULL, NULL, &e));
+  enum { M = 6000 };
+  ixia_idx_event_t *evs = g_new0(ixia_idx_event_t, M);
+  char **texts = g_new0(char *, 2 * M);
+  guint with_t1 = 0, t1_or_t2 = 0, without_t1 = 0, most = 0, sized = 0;
+  for (guint i = 0; i < M; i++) {
+    gboolean t1 = i % 3 == 0, t2 = i % 4 == 0;
+    with_t1 += t1, t1_or_t2 += t1 || t2, without_t1 += !t1;
+    texts[2 * i] = g_strdup_printf("m%05u", i);
+    /* Every document has a size; every other one two. */
+    texts[2 * i + 1] = g_strdup_printf("{\"tags\": [\"x\"%s%s], \"sizes\": %s}", t1 ? ", \"t1\"" : "",
+                                       t2 ? ", \"t2\"" : "", i % 2 ? "[3, 4]" : "[5]");
+    sized++;
+    evs[i] = (ixia_idx_event_t){IXIA_IDX_PUT, NS, "m", texts[2 * i], strlen(texts[2 * i]), 300001 + i,
+                                texts[2 * i + 1], strlen(texts[2 * i + 1]), 0};
+  }
+  most = MAX(with_t1, M / 4);
+  CU_ASSERT_TRUE_FATAL(ixia_idx_apply(idx, evs, M, NULL, 0, NULL, NULL, NULL, &e));
+  for (guint i = 0; i < 2 * M; i++) g_free(texts[i]);
+  g_free(texts);
+  g_free(evs);
+  /* sizes has 9,000 points for 6,000 documents: not one value each. */
+  k = known_page("m", "{\"range\": {\"sizes\": {\"gte\": 0}}}", "100", -1);
+  CU_ASSERT_EQUAL(k.at_least, -1);
+  CU_ASSERT_TRUE(k.total >= 100 && k.total <= sized);
+  /* An in over two tags: at least the documents of the commoner one. */
+  k = known_page("m", "{\"in\": {\"tags\": [\"t1\", \"t2\"]}}", "100", -1);
+  CU_ASSERT_EQUAL(k.at_least, most);
+  CU_ASSERT_TRUE(k.at_least <= t1_or_t2);
+  CU_ASSERT_TRUE(k.total >= 100 && k.total <= t1_or_t2 && !k.exact);
+  /* not of a tag: every document without it, exactly. */
+  k = known_page("m", "{\"not\": {\"term\": {\"tags\": \"t1\"}}}", "100", -1);
+  CU_ASSERT_EQUAL(k.at_least, without_t1);
+  CU_ASSERT_TRUE(k.total >= 100 && k.total <= without_t1 && !k.exact);
+}
+
 /* One search of filter for the sparse-walk comparison: hits (ids), total,
  * whether it is exact, and the driver explain names. */
 typedef struct {
@@ -620,6 +761,7 @@ int main(void) {
   CU_pSuite s = CU_add_suite("planner", NULL, NULL);
   IXT_ADD(s, test_shapes);
   IXT_ADD(s, test_early_stop);
+  IXT_ADD(s, test_known_counts);
   IXT_ADD(s, test_sparse_walk_is_the_block_walk);
   IXT_ADD(s, test_numeric_edges);
   IXT_ADD(s, test_without_doc_values);
