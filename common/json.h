@@ -136,4 +136,20 @@ gboolean ixia_json_key_is(const char *k, const char *kend, const char *name);
 gboolean ixia_json_project_text(const char *json, size_t len, const char *const *paths,
                                 guint npaths, GString *out, gboolean *all_present);
 
+/* A member table of the object at json (text the server wrote, at most
+ * 65,535 bytes): IXIA_JSON_MEMBER_WORDS offsets per top-level member (its
+ * name token's start and end, its value's start and end), so that a
+ * projection finds a member without scanning the text. Fills up to max
+ * members of table; returns how many, or 0 for no table (not an object,
+ * too long, more than max members, a name with an escape, text it cannot
+ * follow). */
+#define IXIA_JSON_MEMBER_WORDS 4
+guint ixia_json_member_table(const char *json, size_t len, guint16 *table, guint max);
+/* ixia_json_project_text through the document's member table (NULL or
+ * n_members 0: none), the same answer: one-member-deep paths are read from
+ * the table, any other projection from the text. */
+gboolean ixia_json_project_table(const char *json, size_t len, const guint16 *table, guint n_members,
+                                 const char *const *paths, guint npaths, GString *out,
+                                 gboolean *all_present);
+
 #endif

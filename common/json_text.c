@@ -470,13 +470,46 @@ static void emit(const pnode_t *obj, GString *out) {
 /* Most paths a projection picks in its one-pass form. */
 #define FLAT_MAX 32
 
+guint ixia_json_member_table(const char *json, size_t len, guint16 *table, guint max) {
+  ixia_json_walk_t m;
+  if (len > G_MAXUINT16 || !ixia_json_members_open(&m, json, len)) return 0;
+  const char *k, *kend, *v, *ve;
+  guint n = 0;
+  int r;
+  while ((r = ixia_json_members_next(&m, &k, &kend, &v, &ve)) > 0) {
+    /* (A name with an escape is compared by the walk, which decodes it.) */
+    if (n == max || memchr(k + 1, '\\', (size_t)(kend - k) - 2)) return 0;
+    guint16 *x = table + IXIA_JSON_MEMBER_WORDS * n++;
+    x[0] = (guint16)(k - json);
+    x[1] = (guint16)(kend - json);
+    x[2] = (guint16)(v - json);
+    x[3] = (guint16)(ve - json);
+  }
+  return r < 0 ? 0 : n;
+}
+
+/* Member [k, kend): [v, ve) goes to every path it names that has no value
+ * yet; *left counts the paths still without one. */
+static inline void take_member(const char *const *paths, const size_t *nlen, guint npaths,
+                               const char *k, const char *kend, const char *val, const char *vend,
+                               const char **v, const char **ve, guint *left) {
+  for (guint i = 0; i < npaths; i++)
+    if (!v[i] && key_is(k, kend, paths[i], nlen[i])) {
+      v[i] = val;
+      ve[i] = vend;
+      (*left)--;
+    }
+}
+
 /* Every path one member deep (the usual case): one pass over the
  * document's members finds them all, where a search per path would scan the
- * document once each. Written in the order asked, the first of two equal
- * paths winning, as the general form does. -1: text it cannot follow; 0:
- * not this form (a dotted or empty path, or too many); 1: written. */
-static int project_flat(const char *json, const char *e, const char *const *paths, guint npaths,
-                        GString *out, gboolean *all_present) {
+ * document once each; with a member table (ixia_json_member_table) the pass
+ * reads the table instead of the text. Written in the order asked, the
+ * first of two equal paths winning, as the general form does. -1: text it
+ * cannot follow; 0: not this form (a dotted or empty path, or too many); 1:
+ * written. */
+static int project_flat(const char *json, const char *e, const guint16 *table, guint n_table,
+                        const char *const *paths, guint npaths, GString *out, gboolean *all_present) {
   if (npaths > FLAT_MAX) return 0;
   size_t nlen[FLAT_MAX];
   const char *v[FLAT_MAX] = {0}, *ve[FLAT_MAX] = {0};
@@ -486,16 +519,16 @@ static int project_flat(const char *json, const char *e, const char *const *path
   }
   guint left = npaths;
   ixia_json_walk_t m;
-  if (ixia_json_members_open(&m, json, (size_t)(e - json))) { /* (a document that is not an object holds none) */
+  if (table) {
+    for (guint t = 0; left > 0 && t < n_table; t++) {
+      const guint16 *x = table + IXIA_JSON_MEMBER_WORDS * t;
+      take_member(paths, nlen, npaths, json + x[0], json + x[1], json + x[2], json + x[3], v, ve, &left);
+    }
+  } else if (ixia_json_members_open(&m, json, (size_t)(e - json))) { /* (a document that is not an object holds none) */
     const char *k, *kend, *val, *vend;
     int r = 0;
     while (left > 0 && (r = ixia_json_members_next(&m, &k, &kend, &val, &vend)) > 0)
-      for (guint i = 0; i < npaths; i++)
-        if (!v[i] && key_is(k, kend, paths[i], nlen[i])) {
-          v[i] = val;
-          ve[i] = vend;
-          left--;
-        }
+      take_member(paths, nlen, npaths, k, kend, val, vend, v, ve, &left);
     if (r < 0) return -1;
   }
   gboolean all = TRUE, first = TRUE;
@@ -519,11 +552,18 @@ static int project_flat(const char *json, const char *e, const char *const *path
   return 1;
 }
 
+gboolean ixia_json_project_table(const char *json, size_t len, const guint16 *table, guint n_members,
+                                 const char *const *paths, guint npaths, GString *out,
+                                 gboolean *all_present) {
+  int flat = table && n_members ? project_flat(json, json + len, table, n_members, paths, npaths, out, all_present) : 0;
+  return flat > 0 || ixia_json_project_text(json, len, paths, npaths, out, all_present);
+}
+
 gboolean ixia_json_project_text(const char *json, size_t len, const char *const *paths,
                                 guint npaths, GString *out, gboolean *all_present) {
   gboolean all = TRUE;
   const char *e = json + len;
-  int flat = project_flat(json, e, paths, npaths, out, all_present);
+  int flat = project_flat(json, e, NULL, 0, paths, npaths, out, all_present);
   if (flat != 0) return flat > 0;
   pnode_t root = {NULL, NULL, NULL, g_ptr_array_new_with_free_func(pnode_free)};
   gboolean bad = FALSE;

@@ -660,7 +660,8 @@ static void append_doc(const ixia_query_t *q, const ixia_store_doc_t *d, GString
     return;
   }
   guint nf = g_strv_length(q->fields);
-  if (ixia_json_project_text(d->json, d->json_len, (const char *const *)q->fields, nf, out, NULL))
+  if (ixia_json_project_table(d->json, d->json_len, d->members, d->n_members,
+                              (const char *const *)q->fields, nf, out, NULL))
     return;
   cJSON *doc = ixia_json_parse_stored(d->json, d->json_len);
   gboolean all;
@@ -694,7 +695,8 @@ static gboolean stored_doc_matches(const ixia_query_t *q, const ixia_store_doc_t
   cJSON *doc = NULL;
   if (paths->len) {
     GString *t = g_string_sized_new(128);
-    if (ixia_json_project_text(d->json, d->json_len, (const char *const *)paths->pdata, paths->len, t, NULL))
+    if (ixia_json_project_table(d->json, d->json_len, d->members, d->n_members,
+                                (const char *const *)paths->pdata, paths->len, t, NULL))
       doc = cJSON_ParseWithLength(t->str, t->len);
     g_string_free(t, TRUE);
   }

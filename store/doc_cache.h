@@ -33,6 +33,12 @@ void ixia_doccache_destroy(ixia_doccache_t *c);
 typedef struct ixia_doccache_ref ixia_doccache_ref_t;
 /* The value's bytes and length; valid until r is released. */
 const void *ixia_doccache_value(const ixia_doccache_ref_t *r, gsize *len);
+/* The member table of the stored document in r's value (a record value:
+ * common/record.h), built when the entry was: *n members
+ * (ixia_json_member_table's layout), offsets from the document's text,
+ * which starts *json_off bytes into the value. NULL (*n 0) when there is
+ * none. Valid until r is released. */
+const guint16 *ixia_doccache_members(const ixia_doccache_ref_t *r, gsize *json_off, guint *n);
 /* Drops the reference; NULL is ignored. */
 void ixia_doccache_release(ixia_doccache_ref_t *r);
 

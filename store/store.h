@@ -122,6 +122,11 @@ typedef struct {
   gint64 expire_at;
   char *json;       /* g_malloc'd, NUL-terminated; NULL when !found */
   size_t json_len;
+  /* The document's member table (ixia_json_project_table), when it came
+   * from the document cache through ixia_store_multi_get_pinned: valid as
+   * long as json is. NULL otherwise. */
+  const guint16 *members;
+  guint n_members;
 } ixia_store_doc_t;
 
 /* Reads n documents of one table in one RocksDB multi-get (block cache

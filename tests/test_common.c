@@ -404,10 +404,14 @@ static void test_json_project_flat(void) {
       "\"q\\\"t\": true}",
       "{}",
       " { \"price\" : -0.0 , \"title\":\"\\\"}\" } ",
+      "{\"n\":{\"price\":1,\"title\":[]},\"title\":\"caf\u00e9 \\\\\",\"price\":1e300,\"tags\":[{\"title\":2}]}",
   };
   const char *sets[][4] = {{"price", "title", NULL}, {"title", "title", "price", NULL},
                            {"nope", "price", NULL},  {"xy", "q\"t", "tags", NULL},
-                           {"tags", NULL}};
+                           {"tags", NULL},           {"n.price", "title", NULL}};
+  /* Member tables: none for a name with an escape (doc 0) or no member. */
+  guint16 table[IXIA_JSON_MEMBER_WORDS * 8];
+  const guint want_members[] = {0, 0, 2, 4};
   for (guint d = 0; d < G_N_ELEMENTS(docs); d++) {
     cJSON *doc = cJSON_Parse(docs[d]);
     CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
@@ -424,6 +428,16 @@ static void test_json_project_flat(void) {
       if (!a || !b || strcmp(a, b) != 0) fprintf(stderr, "doc %u paths %u: tree %s, text %s\n", d, k, a, out->str);
       CU_ASSERT_TRUE(a && b && strcmp(a, b) == 0);
       CU_ASSERT_EQUAL(all_text, all_tree);
+      /* Through the document's member table: the same bytes. */
+      guint nm = ixia_json_member_table(docs[d], strlen(docs[d]), table, 8);
+      CU_ASSERT_EQUAL(nm, want_members[d]);
+      GString *by_table = g_string_new(NULL);
+      gboolean all_table = !all_text;
+      CU_ASSERT_TRUE(ixia_json_project_table(docs[d], strlen(docs[d]), nm ? table : NULL, nm, sets[k], n,
+                                             by_table, &all_table));
+      CU_ASSERT_STRING_EQUAL(by_table->str, out->str);
+      CU_ASSERT_EQUAL(all_table, all_text);
+      g_string_free(by_table, TRUE);
       g_free(a);
       g_free(b);
       cJSON_Delete(got);
@@ -433,6 +447,21 @@ static void test_json_project_flat(void) {
     }
     cJSON_Delete(doc);
   }
+  /* No table past its limits: more members than room, a text over 65,535
+   * bytes, anything but an object. */
+  GString *wide = g_string_new("{");
+  for (int i = 0; i < 9; i++) g_string_append_printf(wide, "%s\"m%d\":%d", i ? "," : "", i, i);
+  g_string_append_c(wide, '}');
+  CU_ASSERT_EQUAL(ixia_json_member_table(wide->str, wide->len, table, 8), 0);
+  CU_ASSERT_EQUAL(ixia_json_member_table(wide->str, wide->len, table, 9), 9);
+  GString *big = g_string_new("{\"s\":\"");
+  while (big->len < 70000) g_string_append(big, "0123456789");
+  g_string_append(big, "\"}");
+  CU_ASSERT_EQUAL(ixia_json_member_table(big->str, big->len, table, 8), 0);
+  CU_ASSERT_EQUAL(ixia_json_member_table("[1,2]", 5, table, 8), 0);
+  CU_ASSERT_EQUAL(ixia_json_member_table("{\"a\":", 5, table, 8), 0);
+  g_string_free(wide, TRUE);
+  g_string_free(big, TRUE);
   char buf[24];
   CU_ASSERT_EQUAL(ixia_json_format_int(0, buf), 1);
   CU_ASSERT_STRING_EQUAL(buf, "0");

@@ -433,7 +433,17 @@ static void test_doc_cache_serves_and_forgets(void) {
   CU_ASSERT_TRUE(out[0].found && out[0].version == v2 && out[0].json_len == 7 &&
                  memcmp(out[0].json, "{\"n\":2}", 7) == 0);
   CU_ASSERT_FALSE(out[1].found);
+  /* From the cache, a document comes with its member table: "n" at 1-4,
+   * its value at 5-6. */
+  CU_ASSERT_EQUAL_FATAL(out[0].n_members, 1);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(out[0].members);
+  CU_ASSERT_TRUE(out[0].members[0] == 1 && out[0].members[1] == 4 && out[0].members[2] == 5 &&
+                 out[0].members[3] == 6);
   ixia_store_pins_free(pins);
+  /* A copying multi-get hands out no table (it would outlive its entry). */
+  CU_ASSERT_TRUE(ixia_store_multi_get(store, "ns", "t", 1, keys, lens, out, NULL));
+  CU_ASSERT_TRUE(out[0].found && !out[0].members && out[0].n_members == 0);
+  g_free(out[0].json);
 
   /* One request putting the key twice: the second value is what RocksDB
    * and the cache hold, with the second version. */
