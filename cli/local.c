@@ -387,10 +387,13 @@ static void local_sink_ready(local_t *l) {
 
 /* The indexer's Unix-domain socket (indexer.socket), DIR/indexer.sock, over
  * which the API calls it: each query skips the TCP/IP stack on both sides.
- * NULL when DIR is too long for a socket path (then TCP). */
+ * NULL (then TCP) when DIR is too long for a socket path, or holds what
+ * query.indexers cannot carry (its list is split at commas and trimmed). */
 static char *local_indexer_socket(local_t *l) {
   char *path = local_state_path(l, "indexer.sock");
-  if (strlen(path) < sizeof ((struct sockaddr_un *)NULL)->sun_path) return path;
+  if (strlen(path) < sizeof ((struct sockaddr_un *)NULL)->sun_path && !strchr(path, ',') &&
+      !g_ascii_isspace(path[0]) && !g_ascii_isspace(path[strlen(path) - 1]))
+    return path;
   g_free(path);
   return NULL;
 }

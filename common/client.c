@@ -183,6 +183,9 @@ gboolean ixia_thrift_conn_open(ixia_thrift_conn_t *c, const char *hostport, gint
     }
   }
   if (res) freeaddrinfo(res);
+  /* A Unix connect past its send timeout says EAGAIN: the listener's
+   * backlog stayed full. */
+  if (local && (error == EAGAIN || error == EWOULDBLOCK)) error = ETIMEDOUT;
   if (error) {
     if (fd >= 0) close(fd);
     return ixia_error_set(err, IXIA_EUNAVAILABLE, "cannot connect to %s: %s", hostport, g_strerror(error));

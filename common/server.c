@@ -1125,12 +1125,22 @@ gboolean ixia_server_listen_unix(ixia_server_t *srv, const char *path, const cha
       close(fd);
       return ixia_error_set(err, IXIA_EINVAL, "%s: %s exists and is not a socket", setting, path);
     }
+    /* Refused: nobody listens (a socket file only a dead process had).
+     * Anything else (it answers, a full backlog, no permission) leaves the
+     * file alone. The probe waits a second at most. */
     int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    gboolean live = probe >= 0 && connect(probe, (struct sockaddr *)&sun, sizeof sun) == 0;
+    struct timeval tv = {.tv_sec = 1};
+    if (probe >= 0) setsockopt(probe, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    int why = probe < 0                                                        ? errno
+              : connect(probe, (struct sockaddr *)&sun, sizeof sun) == 0 ? 0
+                                                                             : errno;
     if (probe >= 0) close(probe);
-    if (live) {
+    if (why != ECONNREFUSED && why != ENOENT) {
       close(fd);
-      return ixia_error_set(err, IXIA_EUNAVAILABLE, "%s: another process serves on %s", setting, path);
+      if (why == 0)
+        return ixia_error_set(err, IXIA_EUNAVAILABLE, "%s: another process serves on %s", setting, path);
+      return ixia_error_set(err, IXIA_EUNAVAILABLE, "%s: cannot tell whether a process serves on %s (%s)",
+                            setting, path, g_strerror(why));
     }
     unlink(path);
   }

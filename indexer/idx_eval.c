@@ -477,11 +477,6 @@ void ixia_idx_hits_clear(GArray *hits) {
 /* Candidates per block, on average over the blocks the lead spans, below
  * which it is walked as ids (see the top of the file); the most ids checked
  * together, and the first chunk's size when few are wanted. */
-/* The index's counts must show this many times track_total_hits before a
- * walk stops counting on their word: a batch published during the search
- * can move them (by at most its own events, 2,000 by default). */
-#define TOTAL_MARGIN 1.5
-
 #define SPARSE_PER_BLOCK 4
 #define SPARSE_CHUNK 512
 #define SPARSE_FIRST 32
@@ -623,15 +618,19 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   gboolean gave_up = ixia_idx_sort_gave_up(sorter) || (o->bounded && agg);
   guint limit = hits && !sorter ? o->limit : 0;
   /* Matches the index's own counts already show to reach the total to
-   * track (with room for a batch published meanwhile) need not be counted:
-   * the walk stops once the page is full, the total then the tracked
-   * number as a lower bound. */
+   * track need not be counted: the walk stops once the page is full, the
+   * total then the tracked number as a lower bound. The counts are read
+   * from one state of the index: the live set taken at the start, postings
+   * and points later; a batch published in between (the publish counter
+   * moved, or is odd) could make them disagree, and they are then not
+   * used. */
   guint64 track = q->track_total_hits;
   double known = 0;
   if (ok && !gave_up && !agg && !walk_sorter && track > 0 &&
-      !ixia_idx_plan_lower(&s, plan, (double)track * TOTAL_MARGIN, &known))
+      !ixia_idx_plan_lower(&s, plan, (double)track, &known))
     ok = FALSE;
-  gboolean reached = known >= (double)track * TOTAL_MARGIN;
+  atomic_thread_fence(memory_order_acquire); /* the counts' reads before the re-read */
+  gboolean reached = known >= (double)track && gen0 % 2 == 0 && atomic_load(&idx->publish_gen) == gen0;
   if (reached) track = 0;
   gint64 after = MAX(o->after_id, -1);
   GArray *ids = g_array_new(FALSE, FALSE, sizeof(guint32));

@@ -699,10 +699,10 @@ static gboolean multi_get(ixia_store_t *s, const char *ns, const char *table, gu
     } else if (!is_expired(expire_at)) {
       out[i] = (ixia_store_doc_t){TRUE, v, expire_at, pins ? (char *)j : ixia_memdup0(j, jl), jl, NULL, 0};
       gsize json_off;
-      guint nm;
-      const guint16 *members = pins && held[i] ? ixia_doccache_members(held[i], &json_off, &nm) : NULL;
+      guint n_members;
+      const guint16 *members = pins && held[i] ? ixia_doccache_members(held[i], &json_off, &n_members) : NULL;
       /* (The table's offsets are from the text it was built on.) */
-      if (members && j == val + json_off) out[i].members = members, out[i].n_members = nm;
+      if (members && j == val + json_off) out[i].members = members, out[i].n_members = n_members;
     }
   }
   if (!ok || (in_memory && !*in_memory))

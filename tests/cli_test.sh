@@ -468,10 +468,13 @@ else
   fail "query: stats, date_histogram, range and top_hits" "$(last)"
 fi
 
-# ixia-local has the API call its shard over the shard's Unix-domain socket.
+# ixia-local has the API call its shard over the shard's Unix-domain socket
+# (TCP when the socket's path would be too long).
+shard_addr="unix:$DIR/indexer.sock"
+[ ${#shard_addr} -lt 113 ] || shard_addr=$IXIA_INDEXER
 run "$IXIA" shards
 if [ $rc -eq 0 ] && is_json "$out" && [[ $out == *'"partition_count"'* ]] &&
-  [[ $out == *"\"unix:$DIR/indexer.sock\""* ]] && [ -S "$DIR/indexer.sock" ]; then
+  [[ $out == *"\"$shard_addr\""* ]]; then
   pass "shards prints each shard's status"
 else
   fail "shards prints each shard's status" "$(last)"

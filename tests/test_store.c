@@ -433,8 +433,9 @@ static void test_doc_cache_serves_and_forgets(void) {
   CU_ASSERT_TRUE(out[0].found && out[0].version == v2 && out[0].json_len == 7 &&
                  memcmp(out[0].json, "{\"n\":2}", 7) == 0);
   CU_ASSERT_FALSE(out[1].found);
-  /* From the cache, a document comes with its member table: "n" at 1-4,
-   * its value at 5-6. */
+  /* From the cache (the writer's own entry: "dc" was last written, not read
+   * from RocksDB), a document comes with its member table: "n" at 1-4, its
+   * value at 5-6. */
   CU_ASSERT_EQUAL_FATAL(out[0].n_members, 1);
   CU_ASSERT_PTR_NOT_NULL_FATAL(out[0].members);
   CU_ASSERT_TRUE(out[0].members[0] == 1 && out[0].members[1] == 4 && out[0].members[2] == 5 &&
