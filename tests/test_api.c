@@ -893,7 +893,9 @@ static void canned_shard_class_init(CannedShardClass *klass) {
   IXIA_SEARCH_HANDLER_CLASS(klass)->search = canned_search;
 }
 
-/* The canned shard on a loopback port and an API whose only shard it is. */
+/* The canned shard on a loopback port (and, given sock, on a Unix-domain
+ * socket there, which the API then calls it over) and an API whose only
+ * shard it is. */
 typedef struct {
   ixia_config_t *cfg;
   ThriftProcessor *proc;
@@ -904,7 +906,7 @@ typedef struct {
   ixia_client_t *c;
 } canned_stack_t;
 
-static void canned_start(canned_stack_t *k, const char *name, const char *extra_set) {
+static void canned_start(canned_stack_t *k, const char *name, const char *extra_set, const char *sock) {
   memset(k, 0, sizeof *k);
   k->cfg = ixia_config_new();
   CannedShard *h = g_object_new(canned_shard_get_type(), NULL);
@@ -912,9 +914,11 @@ static void canned_start(canned_stack_t *k, const char *name, const char *extra_
   g_object_unref(h);
   ixia_error_t *e = NULL;
   k->srv = ixia_server_new(k->cfg, "127.0.0.1", 0, k->proc, &e);
-  CU_ASSERT_TRUE_FATAL(k->srv && ixia_server_start(k->srv, &e));
+  CU_ASSERT_TRUE_FATAL(k->srv && (!sock || ixia_server_listen_unix(k->srv, sock, "indexer.socket", &e)) &&
+                       ixia_server_start(k->srv, &e));
   k->port = ixia_server_port(k->srv);
-  k->indexers = g_strdup_printf("query.indexers=127.0.0.1:%d", k->port);
+  k->indexers = sock ? g_strdup_printf("query.indexers=unix:%s", sock)
+                     : g_strdup_printf("query.indexers=127.0.0.1:%d", k->port);
   const char *sets[] = {k->indexers, extra_set, NULL};
   CU_ASSERT_TRUE_FATAL(start_api_from_memory(&k->q, name, sets));
   k->c = connect_to(k->q.addr);
@@ -931,6 +935,21 @@ static void canned_stop(canned_stack_t *k) {
   ixia_config_destroy(k->cfg);
 }
 
+/* Runs query and checks its one hit: key, and doc.price. */
+static void expect_one_hit(ixia_client_t *c, const char *query, const char *key, double price) {
+  char *out = NULL;
+  ixia_error_t *e = NULL;
+  CU_ASSERT_TRUE(ixia_client_query(c, query, &out, &e));
+  cJSON *r = out ? cJSON_Parse(out) : NULL;
+  cJSON *hit = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "hits"), 0);
+  CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(hit, "key")), key);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(hit, "doc"), "price")), price);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "total")), 1);
+  cJSON_Delete(r);
+  g_free(out);
+  ixia_error_destroy(e);
+}
+
 /* A shard on this machine over a Unix-domain socket (indexer.socket; the
  * API's query.indexers=unix:PATH): the API's queries go through it, and
  * the socket file keeps to its rules: a file of another kind is refused,
@@ -939,62 +958,40 @@ static void canned_stop(canned_stack_t *k) {
 static void test_shard_over_unix_socket(void) {
   char *dir = ixt_tmpdir();
   char *path = g_build_filename(dir, "shard.sock", NULL);
+  char *other_path = g_build_filename(dir, "file", NULL);
   ixia_error_t *e = NULL;
-  ixia_config_t *cfg = ixia_config_new();
-  CannedShard *h = g_object_new(canned_shard_get_type(), NULL);
-  ThriftProcessor *proc = g_object_new(IXIA_TYPE_SEARCH_PROCESSOR, "handler", h, NULL);
-  g_object_unref(h);
-  ixia_server_t *srv = ixia_server_new(cfg, "127.0.0.1", 0, proc, &e);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(srv);
 
-  CU_ASSERT_TRUE(g_file_set_contents(path, "x", 1, NULL));
-  CU_ASSERT_FALSE(ixia_server_listen_unix(srv, path, "indexer.socket", &e));
-  CU_ASSERT_TRUE(e && strstr(e->message, "indexer.socket") && strstr(e->message, "is not a socket"));
-  g_clear_pointer(&e, ixia_error_destroy);
-  CU_ASSERT_TRUE(g_file_test(path, G_FILE_TEST_IS_REGULAR));
-  unlink(path);
-
+  /* What a crash leaves: a socket file nobody listens on. */
   struct sockaddr_un sun = {.sun_family = AF_UNIX};
   g_strlcpy(sun.sun_path, path, sizeof sun.sun_path);
   int dead = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   CU_ASSERT_EQUAL(bind(dead, (struct sockaddr *)&sun, sizeof sun), 0);
-  close(dead); /* its file stays: what a crash leaves */
-  CU_ASSERT_TRUE_FATAL(ixia_server_listen_unix(srv, path, "indexer.socket", &e));
-  CU_ASSERT_TRUE_FATAL(ixia_server_start(srv, &e));
+  close(dead);
+  canned_stack_t k;
+  canned_start(&k, "unix-shard", NULL, path);
 
-  ixia_server_t *other = ixia_server_new(cfg, "127.0.0.1", 0, proc, &e);
+  ixia_server_t *other = ixia_server_new(k.cfg, "127.0.0.1", 0, k.proc, &e);
   CU_ASSERT_FALSE(ixia_server_listen_unix(other, path, "indexer.socket", &e));
   CU_ASSERT_TRUE(e && strstr(e->message, "another process serves"));
   g_clear_pointer(&e, ixia_error_destroy);
+  CU_ASSERT_TRUE(g_file_set_contents(other_path, "x", 1, NULL));
+  CU_ASSERT_FALSE(ixia_server_listen_unix(other, other_path, "indexer.socket", &e));
+  CU_ASSERT_TRUE(e && strstr(e->message, "indexer.socket") && strstr(e->message, "is not a socket"));
+  g_clear_pointer(&e, ixia_error_destroy);
+  CU_ASSERT_TRUE(g_file_test(other_path, G_FILE_TEST_IS_REGULAR));
   ixia_server_destroy(other);
   CU_ASSERT_TRUE(g_file_test(path, G_FILE_TEST_EXISTS)); /* not the other's to remove */
 
-  char *indexers = g_strdup_printf("query.indexers=unix:%s", path);
-  const char *sets[] = {indexers, NULL};
-  ixt_api_t q;
-  CU_ASSERT_TRUE_FATAL(start_api_from_memory(&q, "unix-shard", sets));
-  ixia_client_t *c = connect_to(q.addr);
-  gint64 v = put_doc(c, "plain", "{\"category\": \"odd\", \"price\": 2}");
+  gint64 v = put_doc(k.c, "plain", "{\"category\": \"odd\", \"price\": 2}");
   char *answer = g_strdup_printf("{\"hits\":[{\"key\":\"plain\",\"version\":%" G_GINT64_FORMAT
                                  ",\"id\":9}],\"total\":1,\"total_relation\":\"eq\",\"aggs\":null}", v);
   canned_answer = answer;
   const char *query = "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"odd\"}},"
                       "\"fields\":[\"price\"],\"limit\":10}";
-  for (int round = 0; round < 3; round++) { /* the pooled connection, reused */
-    char *out = NULL;
-    CU_ASSERT_TRUE(ixia_client_query(c, query, &out, &e));
-    cJSON *r = out ? cJSON_Parse(out) : NULL;
-    cJSON *hit = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "hits"), 0);
-    CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(hit, "key")), "plain");
-    CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(hit, "doc"), "price")), 2);
-    CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "total")), 1);
-    cJSON_Delete(r);
-    g_free(out);
-    g_clear_pointer(&e, ixia_error_destroy);
-  }
+  for (int round = 0; round < 3; round++) expect_one_hit(k.c, query, "plain", 2); /* the pooled connection, reused */
   /* The shard's only client is the API, over the socket. */
   cJSON *st = cJSON_CreateObject();
-  ixia_server_add_stats(srv, st);
+  ixia_server_add_stats(k.srv, st);
   CU_ASSERT_TRUE(cJSON_GetNumberValue(cJSON_GetObjectItem(st, "connections_total")) >= 1);
   cJSON_Delete(st);
 
@@ -1005,16 +1002,11 @@ static void test_shard_over_unix_socket(void) {
   CU_ASSERT_TRUE(e && strstr(e->message, "is not HOST:PORT or unix:PATH"));
   g_clear_pointer(&e, ixia_error_destroy);
 
-  canned_answer = NULL;
-  ixia_client_destroy(c);
-  CU_ASSERT_TRUE(ixt_api_stop(&q));
-  ixia_server_stop(srv);
-  ixia_server_destroy(srv);
+  canned_stop(&k);
   CU_ASSERT_FALSE(g_file_test(path, G_FILE_TEST_EXISTS));
-  g_object_unref(proc);
-  ixia_config_destroy(cfg);
   g_free(answer);
-  g_free(indexers);
+  unlink(other_path);
+  g_free(other_path);
   g_free(path);
   rmdir(dir);
   g_free(dir);
@@ -1026,7 +1018,7 @@ static void test_shard_over_unix_socket(void) {
  * goes on serving. */
 static void test_shard_answer_read_as_text(void) {
   canned_stack_t k;
-  canned_start(&k, "canned-shard", NULL);
+  canned_start(&k, "canned-shard", NULL, NULL);
   ixia_client_t *c = k.c;
   ixia_error_t *e = NULL;
   const char *odd = "say \"hi\" caf\xc3\xa9\\";
@@ -1227,7 +1219,7 @@ static void test_trickling_shard(void) {
  * an aggregation (run on a worker) gives the same hits. */
 static void test_queries_on_io_thread(void) {
   canned_stack_t k;
-  canned_start(&k, "io-queries", "server.io_threads=1");
+  canned_start(&k, "io-queries", "server.io_threads=1", NULL);
   ixia_client_t *c = k.c;
   ixia_error_t *e = NULL;
   gint64 v = put_doc(c, "a1", "{\"category\": \"io\", \"price\": 5}");
@@ -1237,16 +1229,7 @@ static void test_queries_on_io_thread(void) {
   const char *query = "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"io\"}},"
                       "\"fields\":[\"price\"],\"limit\":10}";
   double later0 = stat_of(c, "requests_answered_later"), calls0 = stat_of(c, "query_shard_calls");
-  for (int i = 0; i < 20; i++) {
-    char *out = NULL;
-    CU_ASSERT_TRUE(ixia_client_query(c, query, &out, &e));
-    cJSON *r = out ? cJSON_Parse(out) : NULL;
-    cJSON *hit = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "hits"), 0);
-    CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(hit, "key")), "a1");
-    CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(hit, "doc"), "price")), 5);
-    cJSON_Delete(r);
-    g_free(out);
-  }
+  for (int i = 0; i < 20; i++) expect_one_hit(c, query, "a1", 5);
   /* The first opened the shard connection on a worker; the rest were
    * answered from the I/O thread. */
   CU_ASSERT_TRUE(stat_of(c, "requests_answered_later") - later0 >= 19);
