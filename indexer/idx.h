@@ -369,6 +369,9 @@ void ixia_idx_blk_unref(blk_t *b);
  * cache do not read 1,024 records for each hit. NULL with err set on a
  * read error. */
 blk_t *ixia_idx_records(ixia_idx_t *idx, guint32 block, ixia_error_t **err);
+/* Asks the CPU for the cached record block's memory ahead of
+ * ixia_idx_records (nothing when it is not cached). */
+void ixia_idx_records_prefetch(ixia_idx_t *idx, guint32 block);
 
 /* Publishing a batch (apply thread, after its RocksDB write): the changed
  * ids of postings and the operands of column blocks, applied copy-on-write

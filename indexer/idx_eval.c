@@ -404,10 +404,11 @@ static gboolean multi_get_hits(ixia_idx_t *idx, const guint32 *ids, const guint 
 /* Resolves ids to keys and versions, in order: from the cached id records
  * of their blocks (idx_cache.c), the rest with one batched multi-get.
  *
- * Three passes, so that the cache misses of different hits overlap rather
- * than queue: the blocks are looked up and each hit's slot in its block's
- * offsets prefetched, then each record is located and prefetched, then the
- * records are read. The hits of a page are mostly each in a block of their
+ * Passes, so that the cache misses of different hits overlap rather than
+ * queue: the blocks are prefetched (ixia_idx_records_prefetch), then
+ * looked up and each hit's slot in its block's offsets prefetched, then
+ * each block's arena header, then each record is located and prefetched,
+ * then the records are read. The hits of a page are mostly each in a block of their
  * own, and reading a record where it was located took two misses in a row
  * (its offset, then its bytes). */
 gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GArray *hits,
@@ -420,6 +421,9 @@ gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GAr
   guint32 block = G_MAXUINT32;
   const recs_t *r = NULL;
   gboolean ok = TRUE;
+  for (guint i = 0; i < n; i++)
+    if (ids[i] >> BLOCK_BITS != block) ixia_idx_records_prefetch(idx, block = ids[i] >> BLOCK_BITS);
+  block = G_MAXUINT32;
   for (guint i = 0; ok && i < n; i++) {
     if (ids[i] >> BLOCK_BITS != block) {
       block = ids[i] >> BLOCK_BITS;
@@ -428,6 +432,7 @@ gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GAr
       if (e) ok = ixia_error_propagate(err, e);
       if (b) g_ptr_array_add(held, b);
       r = b ? b->recs : NULL;
+      if (r) __builtin_prefetch(&r->arena);
     }
     rs[i] = r;
     if (r) {
@@ -436,6 +441,8 @@ gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GAr
       __builtin_prefetch(&r->len[slot]);
     }
   }
+  for (guint i = 0; ok && i < n; i++)
+    if (rs[i] && (i == 0 || rs[i] != rs[i - 1])) __builtin_prefetch(rs[i]->arena);
   for (guint i = 0; ok && i < n; i++) {
     guint slot = ids[i] & (BLOCK_SLOTS - 1);
     if (rs[i] && rs[i]->len[slot]) __builtin_prefetch(rs[i]->arena->data + rs[i]->off[slot]);
