@@ -124,6 +124,16 @@ gboolean ixia_json_elements_open(ixia_json_walk_t *w, const char *text, size_t l
 int ixia_json_members_next(ixia_json_walk_t *w, const char **k, const char **kend, const char **v,
                            const char **vend);
 int ixia_json_elements_next(ixia_json_walk_t *w, const char **v, const char **vend);
+/* The same, but the value is left to the caller, who reads it where it
+ * stands (*v, its first byte) and goes on with ixia_json_walk_resume from
+ * its end: a value read whole that way (a shard's page of hits) is not
+ * scanned by the walk first. ixia_json_value_end finds the end the walk
+ * would have (NULL: text that cannot be followed). A walk that returned 0
+ * stands past its closing bracket, where an outer walk resumes. */
+int ixia_json_members_peek(ixia_json_walk_t *w, const char **k, const char **kend, const char **v);
+int ixia_json_elements_peek(ixia_json_walk_t *w, const char **v);
+const char *ixia_json_value_end(const ixia_json_walk_t *w, const char *v);
+void ixia_json_walk_resume(ixia_json_walk_t *w, const char *vend);
 /* Whether the key token [k, kend) (quotes included, escapes allowed)
  * spells name. */
 gboolean ixia_json_key_is(const char *k, const char *kend, const char *name);

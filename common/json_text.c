@@ -124,24 +124,27 @@ gboolean ixia_json_elements_open(ixia_json_walk_t *m, const char *p, size_t len)
 }
 
 /* Past the separator before the next item: the item's first byte, NULL at
- * the closing bracket `close`, or (void *)1 for text that cannot be
- * followed. */
+ * the closing bracket `close` (the walk then stands past it), or (void *)1
+ * for text that cannot be followed. */
 static const char *walk_step(ixia_json_walk_t *m, char close) {
   const char *p = m->p, *e = m->e;
   if (m->started) {
     p = ws(p, e);
-    if (p < e && *p == close) return NULL;
+    if (p < e && *p == close) {
+      m->p = p + 1;
+      return NULL;
+    }
     if (p >= e || *p != ',') return (const char *)1;
     p = ws(p + 1, e);
   } else if (p < e && *p == close) {
+    m->p = p + 1;
     return NULL;
   }
   m->started = TRUE;
   return p < e ? p : (const char *)1;
 }
 
-int ixia_json_members_next(ixia_json_walk_t *m, const char **k, const char **kend, const char **v,
-                           const char **vend) {
+int ixia_json_members_peek(ixia_json_walk_t *m, const char **k, const char **kend, const char **v) {
   const char *p = walk_step(m, '}'), *e = m->e;
   if (!p) return 0;
   if (p == (const char *)1 || *p != '"') return -1;
@@ -150,25 +153,43 @@ int ixia_json_members_next(ixia_json_walk_t *m, const char **k, const char **ken
   const char *colon = ws(ke, e);
   if (colon >= e || *colon != ':') return -1;
   const char *val = ws(colon + 1, e);
-  const char *ve = skip_value(val, e);
-  if (!ve) return -1;
+  if (val >= e) return -1;
   *k = p;
   *kend = ke;
   *v = val;
-  *vend = ve;
-  m->p = ve;
+  m->p = val;
+  return 1;
+}
+
+int ixia_json_elements_peek(ixia_json_walk_t *m, const char **v) {
+  const char *p = walk_step(m, ']');
+  if (!p) return 0;
+  if (p == (const char *)1) return -1;
+  *v = p;
+  m->p = p;
+  return 1;
+}
+
+const char *ixia_json_value_end(const ixia_json_walk_t *m, const char *v) { return skip_value(v, m->e); }
+
+void ixia_json_walk_resume(ixia_json_walk_t *m, const char *vend) { m->p = vend; }
+
+int ixia_json_members_next(ixia_json_walk_t *m, const char **k, const char **kend, const char **v,
+                           const char **vend) {
+  int r = ixia_json_members_peek(m, k, kend, v);
+  if (r <= 0) return r;
+  const char *ve = skip_value(*v, m->e);
+  if (!ve) return -1;
+  *vend = m->p = ve;
   return 1;
 }
 
 int ixia_json_elements_next(ixia_json_walk_t *m, const char **v, const char **vend) {
-  const char *p = walk_step(m, ']');
-  if (!p) return 0;
-  if (p == (const char *)1) return -1;
-  const char *ve = skip_value(p, m->e);
+  int r = ixia_json_elements_peek(m, v);
+  if (r <= 0) return r;
+  const char *ve = skip_value(*v, m->e);
   if (!ve) return -1;
-  *v = p;
-  *vend = ve;
-  m->p = ve;
+  *vend = m->p = ve;
   return 1;
 }
 

@@ -473,6 +473,72 @@ static void test_json_project_flat(void) {
   CU_ASSERT_STRING_EQUAL(buf, "9223372036854775807");
 }
 
+/* A walk that leaves values to its caller: an array read element by
+ * element where it stands, the outer walk resuming past its bracket, gives
+ * the same members as the plain walk; text cut anywhere is refused by
+ * both, never read past. */
+static void test_json_walk_peek(void) {
+  const char *text = "{ \"a\" : [ {\"x\":\"]}\"} , [1,2], \"s\" ] ,\"b\":{\"c\":[]},\"n\":null,\"e\":[] }";
+  size_t len = strlen(text);
+  for (size_t cut = 1; cut <= len; cut++) {
+    char *t = g_memdup2(text, cut); /* exactly as long as the cut, for the sanitizers */
+    GString *plain = g_string_new(NULL), *peeked = g_string_new(NULL);
+    ixia_json_walk_t w;
+    const char *k, *ke, *v, *ve;
+    int r = -2, pr = -2;
+    if (ixia_json_members_open(&w, t, cut))
+      while ((r = ixia_json_members_next(&w, &k, &ke, &v, &ve)) > 0)
+        g_string_append_printf(plain, "%.*s=%.*s;", (int)(ke - k), k, (int)(ve - v), v);
+    if (ixia_json_members_open(&w, t, cut)) {
+      while ((pr = ixia_json_members_peek(&w, &k, &ke, &v)) > 0) {
+        ixia_json_walk_t a;
+        if (*v == '[' && ixia_json_elements_open(&a, v, (size_t)(t + cut - v))) {
+          const char *x;
+          int ar;
+          GString *els = g_string_new(NULL);
+          while ((ar = ixia_json_elements_peek(&a, &x)) > 0) {
+            const char *xe = ixia_json_value_end(&a, x);
+            if (!xe) {
+              ar = -1;
+              break;
+            }
+            g_string_append_printf(els, "%s%.*s", els->len ? "," : "", (int)(xe - x), x);
+            ixia_json_walk_resume(&a, xe);
+          }
+          if (ar < 0) {
+            pr = -1;
+            g_string_free(els, TRUE);
+            break;
+          }
+          ixia_json_walk_resume(&w, a.p);
+          /* (The plain walk gives the array's text: compared without white space.) */
+          g_string_append_printf(peeked, "%.*s=[%s];", (int)(ke - k), k, els->str);
+          g_string_free(els, TRUE);
+          continue;
+        }
+        if (!(ve = ixia_json_value_end(&w, v))) {
+          pr = -1;
+          break;
+        }
+        ixia_json_walk_resume(&w, ve);
+        g_string_append_printf(peeked, "%.*s=%.*s;", (int)(ke - k), k, (int)(ve - v), v);
+      }
+    }
+    CU_ASSERT_EQUAL(r < 0, pr < 0);
+    if (cut == len) {
+      CU_ASSERT_EQUAL(r, 0);
+      CU_ASSERT_EQUAL(pr, 0);
+      CU_ASSERT_STRING_EQUAL(plain->str, "\"a\"=[ {\"x\":\"]}\"} , [1,2], \"s\" ];\"b\"={\"c\":[]};\"n\"=null;\"e\"=[];");
+      CU_ASSERT_STRING_EQUAL(peeked->str, "\"a\"=[{\"x\":\"]}\"},[1,2],\"s\"];\"b\"={\"c\":[]};\"n\"=null;\"e\"=[];");
+    } else {
+      CU_ASSERT_TRUE(r != 0 && pr != 0); /* an object cut short never ends */
+    }
+    g_string_free(plain, TRUE);
+    g_string_free(peeked, TRUE);
+    g_free(t);
+  }
+}
+
 /* Strings of every length up to 70 with escapes anywhere (the scanner
  * takes sixteen bytes a step, so escapes fall on each side of a step's
  * edge): the text projection agrees with the tree, and a document cut
@@ -1199,6 +1265,7 @@ int main(void) {
   IXT_ADD(s, test_json_path_arrays);
   IXT_ADD(s, test_json_project_flat);
   IXT_ADD(s, test_json_project_strings);
+  IXT_ADD(s, test_json_walk_peek);
   IXT_ADD(s, test_schema_parse);
   IXT_ADD(s, test_schema_check_doc);
   IXT_ADD(s, test_schema_evolution);
