@@ -513,9 +513,14 @@ guint ixia_json_member_table(const char *json, size_t len, guint16 *table, guint
  * yet; *left counts the paths still without one. */
 static inline void take_member(const char *const *paths, const size_t *nlen, guint npaths,
                                const char *k, const char *kend, const char *val, const char *vend,
-                               const char **v, const char **ve, guint *left) {
+                               gboolean plain, const char **v, const char **ve, guint *left) {
+  /* A plain key (a member table's: none has an escape) is compared only
+   * when its length is the path's: the other members' names in the text
+   * are not read (a page's projection missed on their lines). */
+  size_t klen = (size_t)(kend - k) - 2;
   for (guint i = 0; i < npaths; i++)
-    if (!v[i] && key_is(k, kend, paths[i], nlen[i])) {
+    if (!v[i] && (plain ? klen == nlen[i] && memcmp(k + 1, paths[i], klen) == 0
+                        : key_is(k, kend, paths[i], nlen[i]))) {
       v[i] = val;
       ve[i] = vend;
       (*left)--;
@@ -543,13 +548,13 @@ static int project_flat(const char *json, const char *e, const guint16 *table, g
   if (table) {
     for (guint t = 0; left > 0 && t < n_table; t++) {
       const guint16 *x = table + IXIA_JSON_MEMBER_WORDS * t;
-      take_member(paths, nlen, npaths, json + x[0], json + x[1], json + x[2], json + x[3], v, ve, &left);
+      take_member(paths, nlen, npaths, json + x[0], json + x[1], json + x[2], json + x[3], TRUE, v, ve, &left);
     }
   } else if (ixia_json_members_open(&m, json, (size_t)(e - json))) { /* (a document that is not an object holds none) */
     const char *k, *kend, *val, *vend;
     int r = 0;
     while (left > 0 && (r = ixia_json_members_next(&m, &k, &kend, &val, &vend)) > 0)
-      take_member(paths, nlen, npaths, k, kend, val, vend, v, ve, &left);
+      take_member(paths, nlen, npaths, k, kend, val, vend, FALSE, v, ve, &left);
     if (r < 0) return -1;
   }
   gboolean all = TRUE, first = TRUE;
