@@ -286,7 +286,8 @@ static const ixia_option_t options[] = {
      "Memory for decoded postings, column blocks and id records (which name a page's hits; "
      "about 40 bytes per document) that searches read (roughly least recently used first out), "
      "on top of index.block_cache_mb. The points of numeric fields (about 16 bytes per value) are "
-     "held besides."},
+     "held besides, and so is a directory of the cached id-record blocks (32 KiB per 4,194,304 "
+     "document ids, kept while the index is open)."},
     {"index.docvalues_mb", IXIA_OPT_INT, "1024", 0, 1048576,
      "Memory for doc values: the value of every document of each keyword, bool and numeric field "
      "in one slot per document (8 bytes for numbers, 4 for the others, whether the document has "

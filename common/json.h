@@ -129,7 +129,8 @@ int ixia_json_elements_next(ixia_json_walk_t *w, const char **v, const char **ve
  * its end: a value read whole that way (a shard's page of hits) is not
  * scanned by the walk first. ixia_json_value_end finds the end the walk
  * would have (NULL: text that cannot be followed). A walk that returned 0
- * stands past its closing bracket, where an outer walk resumes. */
+ * stands past its closing bracket, where an outer walk resumes; it is not
+ * called again. */
 int ixia_json_members_peek(ixia_json_walk_t *w, const char **k, const char **kend, const char **v);
 int ixia_json_elements_peek(ixia_json_walk_t *w, const char **v);
 const char *ixia_json_value_end(const ixia_json_walk_t *w, const char *v);

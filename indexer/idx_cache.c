@@ -362,7 +362,9 @@ void ixia_idx_records_prefetch(ixia_idx_t *idx, guint32 block) {
   /* (Unlocked: the block may be evicted meanwhile; a prefetch of freed
    * memory is harmless, and nothing is read from it.) */
   blk_t *b = slot ? atomic_load_explicit(slot, memory_order_relaxed) : NULL;
-  if (b) __builtin_prefetch(b, 1);
+  /* (Both lines of the block: its flags and records pointer may be in
+   * the second.) */
+  if (b) __builtin_prefetch(b, 1), __builtin_prefetch((const char *)b + sizeof *b - 1, 1);
 }
 
 /* A referenced cached record block, from the directory; as cache_lookup. */

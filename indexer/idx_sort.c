@@ -138,7 +138,7 @@ static void sort_cands(ixia_idx_sort_t *S) {
   if (i >= n) return;
   const cand_t **p = g_new(const cand_t *, n);
   for (i = 0; i < n; i++) p[i] = &a[i];
-  g_qsort_with_data(p, (gint)n, sizeof *p, cand_pcmp, S);
+  qsort_r(p, n, sizeof *p, cand_pcmp, S);
   cand_t *out = g_new(cand_t, n);
   for (i = 0; i < n; i++) out[i] = *p[i];
   memcpy(a, out, n * sizeof *out);
@@ -232,9 +232,7 @@ static ixia_idx_sort_t *sorter_new(ixia_idx_search_t *s, const ixia_sort_key_t *
   S->k = k;
   S->slack = SLACK;
   S->cap = MAX(2 * (S->k + SLACK), 256);
-  /* Room for a page and its slack from the start: growing by doubling
-   * moved the candidates (264 bytes each) four or five times a page. */
-  S->cand = g_array_sized_new(FALSE, FALSE, sizeof(cand_t), MIN(S->cap, S->k + SLACK + 16));
+  S->cand = g_array_new(FALSE, FALSE, sizeof(cand_t));
   S->tied_after = roaring_bitmap_create();
   S->block = G_MAXUINT32;
   S->ok = TRUE;
@@ -282,7 +280,12 @@ ixia_idx_sort_t *ixia_idx_sort_new(ixia_idx_search_t *s, const ixia_idx_search_o
                                    ixia_idx_exec_t *ex) {
   const ixia_query_t *q = s->q;
   ixia_idx_sort_t *S = sorter_new(s, q->sort, q->n_sort, o->limit);
+  /* A page's room and its slack from the start: growing by doubling moved
+   * the candidates (264 bytes each) four or five times a page. (Not for a
+   * top_hits sorter: an aggregation makes one per bucket.) */
   if (!S) return NULL;
+  g_array_free(S->cand, TRUE);
+  S->cand = g_array_sized_new(FALSE, FALSE, sizeof(cand_t), MIN(S->cap, S->k + SLACK + 16));
   S->ex = ex;
   /* Positions: as of the cursor's sequence, or as of now. */
   ixia_idx_t *idx = s->idx;
@@ -500,6 +503,9 @@ static void idset_init(idset_t *s, guint bits) {
 static gboolean idset_add(idset_t *s, guint32 id);
 
 static void idset_grow(idset_t *s) {
+  /* (A walk's budget, a quarter of the points, keeps it far below 2^30
+   * ids: the shift in idset_add needs bits < 32.) */
+  g_assert(s->bits < 30);
   idset_t big;
   idset_init(&big, s->bits + 1);
   for (guint i = 0; i < 1u << s->bits; i++)
@@ -929,7 +935,7 @@ static void sort_selected(ixia_idx_sort_t *S, GArray *sel) {
       g_array_sort_with_data(sel, sel_cmp, S);
       return;
     }
-    if (b - a > 1) g_qsort_with_data(x + a, (gint)(b - a), sizeof *x, sel_cmp, S);
+    if (b - a > 1) qsort_r(x + a, b - a, sizeof *x, sel_cmp, S);
   }
 }
 

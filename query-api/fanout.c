@@ -209,12 +209,14 @@ static inline gboolean eat(const char **p, const char *e, const char *lit, size_
   return TRUE;
 }
 
-/* The digits of an integer at p (a sign first), up to e: its end, or NULL. */
+/* The digits of an integer at p (a sign first), followed by a byte before
+ * e: its end, or NULL. (The text need not end with a NUL: read_int may
+ * hand a long integer to strtoll, which then stops at that byte.) */
 static const char *int_end(const char *p, const char *e) {
   const char *s = p + (p < e && *p == '-');
   const char *d = s;
   while (d < e && *d >= '0' && *d <= '9') d++;
-  return d > s ? d : NULL;
+  return d > s && d < e ? d : NULL;
 }
 
 /* A hit as the shard writes it (indexer/search.c, append_hits): key,
@@ -249,13 +251,16 @@ static const char *read_hit_fast(ahits_t *a, const char *p, const char *e) {
     sort_end = ++p;
   }
   if (eat(&p, e, ",\"score\":", 9)) {
-    /* Unbounded by e, but a number stops at the hit's closing brace (and
-     * the text at e: a shard's answer ends with its object's brace). */
+    /* A number's characters, then the hit's closing brace before e (the
+     * text need not end with a NUL): strtod stops at that brace. */
+    const char *t = p;
+    while (t < e && (g_ascii_isdigit(*t) || *t == '-' || *t == '+' || *t == '.' || *t == 'e' || *t == 'E')) t++;
+    if (t == p || t >= e || *t != '}') return NULL;
     char *end;
     double d = g_ascii_strtod(p, &end);
-    if (end == p) return NULL;
+    if (end != t) return NULL;
     h.score = d;
-    p = end;
+    p = t;
   }
   if (p >= e || *p != '}') return NULL;
   gboolean bad = FALSE;
@@ -313,7 +318,8 @@ static gboolean read_answer(call_t *c, const char *json, size_t len) {
   int r;
   while ((r = ixia_json_members_peek(&w, &k, &ke, &v)) > 0) {
     ixia_json_walk_t hw;
-    if (ixia_json_key_is(k, ke, "hits") && ixia_json_elements_open(&hw, v, (size_t)(w.e - v))) {
+    gboolean is_hits = ixia_json_key_is(k, ke, "hits");
+    if (is_hits && ixia_json_elements_open(&hw, v, (size_t)(w.e - v))) {
       /* Read where they stand, a hit at a time: the walk scanning the
        * array, then each hit, before reading it was 8% of the API's CPU
        * on sorted pages of 100. */
@@ -331,7 +337,7 @@ static gboolean read_answer(call_t *c, const char *json, size_t len) {
     }
     if (!(ve = ixia_json_value_end(&w, v))) return FALSE;
     ixia_json_walk_resume(&w, ve);
-    if (ixia_json_key_is(k, ke, "hits")) continue; /* null: none */
+    if (is_hits) continue; /* null: none */
     const char *name = read_string(c->hits->strs, k, ke);
     cJSON *val = cJSON_ParseWithLength(v, (size_t)(ve - v));
     if (!name || !val) {
@@ -913,8 +919,8 @@ static gboolean call_shards(ixia_fanout_t *s, call_t *calls, gboolean partial, g
   return calls_settle(s, calls, partial, err);
 }
 
-/* ",\"score\":X" for a hit of a query that scores (its shard's BM25), or
- * NULL. */
+/* Appends ",\"score\":X" for a hit of a query that scores (its shard's
+ * BM25); nothing otherwise. */
 static void append_score(GString *out, const ixia_query_t *q, const ahit_t *hit) {
   if (!q->scoring) return;
   char num[32];
@@ -922,7 +928,6 @@ static void append_score(GString *out, const ixia_query_t *q, const ahit_t *hit)
   g_string_append(out, ",\"score\":");
   g_string_append(out, num);
 }
-
 
 /* Takes hits shard by shard up to q->limit, advancing pos, and verifies
  * them; the hits' JSON goes to out, comma-separated. */
@@ -1022,12 +1027,17 @@ static gint shit_cmp(gconstpointer a, gconstpointer b, gpointer qp) {
  * as it is: sorting a page of 100 hits already in order was 4% of the
  * API's CPU on sorted pages. A run found out of order (checked as the
  * runs are found) sorts the whole array instead. */
-static GArray *merge_pages(const ixia_query_t *q, GArray *all, guint taken) {
+static GArray *merge_pages(const ixia_query_t *q, guint n_shards, GArray *all, guint taken) {
   const shit_t *x = (const shit_t *)(void *)all->data;
-  guint n_runs = 0, *head = g_new(guint, all->len + 1), *end = g_new(guint, all->len + 1);
+  /* (A run per shard: the hits come shard after shard.) */
+  guint n_runs = 0, *head = g_new(guint, n_shards + 1), *end = g_new(guint, n_shards + 1);
   gboolean in_order = TRUE;
   for (guint i = 0; in_order && i < all->len; i++) {
     if (i == 0 || x[i].shard != x[i - 1].shard) {
+      if (n_runs == n_shards) { /* cannot happen: never write past the arrays */
+        in_order = FALSE;
+        break;
+      }
       head[n_runs] = i;
       end[n_runs++] = i + 1;
       continue;
@@ -1097,7 +1107,7 @@ static gboolean collect_sorted_hits(ixia_fanout_t *s, const ixia_query_t *q, cal
   if (ok) {
     guint taken = MIN(q->limit, all->len);
     if (all->len > taken) more = TRUE;
-    GArray *page = merge_pages(q, all, taken);
+    GArray *page = merge_pages(q, s->n_shards, all, taken);
     for (guint i = 0; i < taken; i++) {
       const shit_t *x = &g_array_index(page, shit_t, i);
       /* Written as text: printing through cJSON checked every number's
