@@ -408,9 +408,9 @@ static gboolean multi_get_hits(ixia_idx_t *idx, const guint32 *ids, const guint 
  * queue: the blocks are prefetched (ixia_idx_records_prefetch), then
  * looked up and each hit's slot in its block's offsets prefetched, then
  * each block's arena header, then each record is located and prefetched,
- * then the records are read. The hits of a page are mostly each in a block of their
- * own, and reading a record where it was located took two misses in a row
- * (its offset, then its bytes). */
+ * then the records are read. The hits of a page are mostly each in a
+ * block of their own, and reading a record where it was located took two
+ * misses in a row (its offset, then its bytes). */
 gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GArray *hits,
                                ixia_error_t **err) {
   if (n == 0) return TRUE;

@@ -491,6 +491,8 @@ typedef struct {
   gboolean has_empty; /* the id IDSET_EMPTY itself */
 } idset_t;
 #define IDSET_EMPTY G_MAXUINT32
+/* Most points one walk visits (a full walk of the matches beyond). */
+#define WALK_MAX (G_GUINT64_CONSTANT(1) << 28)
 
 static void idset_init(idset_t *s, guint bits) {
   s->slot = g_new(guint32, 1u << bits);
@@ -503,8 +505,8 @@ static void idset_init(idset_t *s, guint bits) {
 static gboolean idset_add(idset_t *s, guint32 id);
 
 static void idset_grow(idset_t *s) {
-  /* (A walk's budget, a quarter of the points, keeps it far below 2^30
-   * ids: the shift in idset_add needs bits < 32.) */
+  /* (A walk visits at most WALK_MAX points, so the set holds at most that
+   * many ids and bits stays under 30: the shift in idset_add needs < 32.) */
   g_assert(s->bits < 30);
   idset_t big;
   idset_init(&big, s->bits + 1);
@@ -543,14 +545,16 @@ static gboolean idset_add(idset_t *s, guint32 id) {
  * candidates wanted, the next what the pass rate says is still missing
  * plus a quarter. Documents changed since as_of are offered by their old
  * values, apart. Gives up (a full walk then) when the walk grows past a
- * quarter of the points, or for a bounded search past BOUNDED_POINTS (the
- * search then gives up instead). */
+ * quarter of the points (or WALK_MAX), or for a bounded search past
+ * BOUNDED_POINTS (the search then gives up instead). */
 static gboolean points_walk(ixia_idx_sort_t *S, gboolean *done) {
   *done = FALSE;
   const skey_t *k0 = &S->keys[0];
   ixia_points_t *pts = k0->f->points;
   gboolean desc = k0->k->desc;
-  guint64 key = desc ? G_MAXUINT64 : 0, budget = ixia_points_size(pts) / 4 + 4096, visited = 0;
+  guint64 key = desc ? G_MAXUINT64 : 0, visited = 0;
+  /* (At most WALK_MAX points: the id set of those offered stays small.) */
+  guint64 budget = MIN(ixia_points_size(pts) / 4 + 4096, WALK_MAX);
   if (S->bounded) budget = BOUNDED_POINTS;
   guint32 id = desc ? G_MAXUINT32 : 0;
   if (S->has_after) key = S->after.v[0].num, id = desc ? G_MAXUINT32 : 0;
