@@ -251,17 +251,32 @@ void ixia_json_append_string(GString *out, const char *s, size_t len) {
   g_string_append_c(out, '"');
 }
 
+/* Two digits a step, from a table, written from the end: a page of 100
+ * hits writes two integers a hit in the shard and one in the API (5% of
+ * the shard's CPU on a sorted page went to a digit a step). */
 gsize ixia_json_format_int(gint64 v, char buf[24]) {
+  static const char pairs[201] =
+      "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+      "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+      "8081828384858687888990919293949596979899";
   char tmp[24];
+  char *p = tmp + sizeof tmp;
   guint64 u = v < 0 ? (guint64)0 - (guint64)v : (guint64)v;
-  gsize n = 0;
-  do {
-    tmp[n++] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u);
-  gsize len = 0;
-  if (v < 0) buf[len++] = '-';
-  while (n) buf[len++] = tmp[--n];
+  while (u >= 100) {
+    guint d = (guint)(u % 100);
+    u /= 100;
+    p -= 2;
+    memcpy(p, pairs + 2 * d, 2);
+  }
+  if (u >= 10) {
+    p -= 2;
+    memcpy(p, pairs + 2 * u, 2);
+  } else {
+    *--p = (char)('0' + u);
+  }
+  if (v < 0) *--p = '-';
+  gsize len = (gsize)(tmp + sizeof tmp - p);
+  memcpy(buf, p, len);
   buf[len] = 0;
   return len;
 }

@@ -471,6 +471,25 @@ static void test_json_project_flat(void) {
   CU_ASSERT_STRING_EQUAL(buf, "-9223372036854775808");
   ixia_json_format_int(G_MAXINT64, buf);
   CU_ASSERT_STRING_EQUAL(buf, "9223372036854775807");
+  /* Every digit count and sign, around each power of ten, and at random:
+   * as printf writes them. */
+  GRand *r = g_rand_new_with_seed(11);
+  for (int i = 0; i < 20000; i++) {
+    gint64 v;
+    if (i < 19 * 6) {
+      gint64 p10 = 1;
+      for (int k = 0; k < i / 6; k++) p10 *= 10;
+      v = (p10 - 1 + (i % 3)) * ((i / 3) % 2 ? -1 : 1);
+    } else {
+      v = (gint64)((guint64)g_rand_int(r) << 32 | g_rand_int(r)) >> g_rand_int_range(r, 0, 64);
+    }
+    char want[32];
+    g_snprintf(want, sizeof want, "%" G_GINT64_FORMAT, v);
+    CU_ASSERT_EQUAL(ixia_json_format_int(v, buf), strlen(want));
+    if (strcmp(buf, want) != 0) fprintf(stderr, "format_int(%s) gave %s\n", want, buf);
+    CU_ASSERT_STRING_EQUAL(buf, want);
+  }
+  g_rand_free(r);
 }
 
 /* A walk that leaves values to its caller: an array read element by
