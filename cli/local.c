@@ -18,7 +18,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -391,9 +390,11 @@ static void local_sink_ready(local_t *l) {
  * query.indexers cannot carry (its list is split at commas and trimmed). */
 static char *local_indexer_socket(local_t *l) {
   char *path = local_state_path(l, "indexer.sock");
-  if (strlen(path) < sizeof ((struct sockaddr_un *)NULL)->sun_path && !strchr(path, ',') &&
-      !g_ascii_isspace(path[0]) && !g_ascii_isspace(path[strlen(path) - 1]))
-    return path;
+  char *addr = g_strconcat(IXIA_UNIX_PREFIX, path, NULL);
+  gboolean ok = ixia_address_check(addr, "indexer.socket", NULL) && !strchr(path, ',') &&
+                !g_ascii_isspace(path[0]) && !g_ascii_isspace(path[strlen(path) - 1]);
+  g_free(addr);
+  if (ok) return path;
   g_free(path);
   return NULL;
 }

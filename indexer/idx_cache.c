@@ -248,14 +248,17 @@ static void cache_insert(ixia_idx_cache_t *c, stripe_t *s, blk_t *b) {
 }
 
 /* A referenced cached block, or NULL; *gen is the generation to insert a
- * loaded block under. */
-static blk_t *cache_lookup(ixia_idx_cache_t *c, const guint8 *key, guint klen, guint64 *gen) {
+ * loaded block under. A record block (by_dir) is read from the directory
+ * instead of the map: no key compare on the block's line. */
+static blk_t *cache_lookup(ixia_idx_cache_t *c, const guint8 *key, guint klen, gboolean by_dir,
+                           guint64 *gen) {
   blk_t probe;
   memcpy(probe.key, key, klen);
   probe.klen = (guint8)klen;
   stripe_t *s = stripe_of(c, &probe);
+  _Atomic(blk_t *) *slot = by_dir ? dir_slot(c, recs_block(&probe), FALSE) : NULL;
   g_mutex_lock(&s->lock);
-  blk_t *b = g_hash_table_lookup(s->map, &probe);
+  blk_t *b = !by_dir ? g_hash_table_lookup(s->map, &probe) : slot ? atomic_load(slot) : NULL;
   if (b) {
     atomic_fetch_add(&b->ref, 1);
     b->used = TRUE;
@@ -294,7 +297,7 @@ blk_t *ixia_idx_posting(ixia_idx_t *idx, char prefix, guint32 a, guint32 b, ixia
   guint8 key[11];
   key_post(key, prefix, a, b, 0);
   guint64 gen;
-  blk_t *hit = cache_lookup(idx->cache, key, 9, &gen);
+  blk_t *hit = cache_lookup(idx->cache, key, 9, FALSE, &gen);
   if (hit) return hit;
   roaring_bitmap_t *bm = roaring_bitmap_create();
   rocksdb_iterator_t *it = rocksdb_create_iterator(idx->db, idx->ropts);
@@ -338,7 +341,7 @@ blk_t *ixia_idx_column_at(ixia_idx_t *idx, char prefix, guint32 field, guint8 wi
   guint8 key[9];
   key_colp(key, prefix, field, block);
   guint64 gen;
-  blk_t *hit = cache_lookup(idx->cache, key, 9, &gen);
+  blk_t *hit = cache_lookup(idx->cache, key, 9, FALSE, &gen);
   if (hit) return hit;
   char *rerr = NULL;
   size_t vl = 0;
@@ -367,33 +370,12 @@ void ixia_idx_records_prefetch(ixia_idx_t *idx, guint32 block) {
   if (b) __builtin_prefetch(b, 1), __builtin_prefetch((const char *)b + sizeof *b - 1, 1);
 }
 
-/* A referenced cached record block, from the directory; as cache_lookup. */
-static blk_t *records_lookup(ixia_idx_cache_t *c, const guint8 *key, guint32 block, guint64 *gen) {
-  blk_t probe;
-  memcpy(probe.key, key, 5);
-  probe.klen = 5;
-  stripe_t *s = stripe_of(c, &probe);
-  _Atomic(blk_t *) *slot = dir_slot(c, block, FALSE);
-  g_mutex_lock(&s->lock);
-  blk_t *b = slot ? atomic_load(slot) : NULL;
-  if (b) {
-    atomic_fetch_add(&b->ref, 1);
-    b->used = TRUE;
-    s->hits++;
-  } else {
-    s->misses++;
-  }
-  *gen = atomic_load(&c->gen);
-  g_mutex_unlock(&s->lock);
-  return b;
-}
-
 blk_t *ixia_idx_records(ixia_idx_t *idx, guint32 block, ixia_error_t **err) {
   guint8 key[5];
   key[0] = K_ID;
   ixia_bytes_put32(key + 1, block);
   guint64 gen;
-  blk_t *hit = records_lookup(idx->cache, key, block, &gen);
+  blk_t *hit = cache_lookup(idx->cache, key, 5, TRUE, &gen);
   if (hit) return hit;
   _Atomic guint8 *misses = &idx->cache->rec_misses[block % RECORDS_MISS_SLOTS];
   if (atomic_fetch_add(misses, 1) + 1 < RECORDS_LOAD_AFTER) return NULL;

@@ -574,6 +574,14 @@ static gboolean sparse_walk(ixia_idx_search_t *s, const ixia_idx_exec_t *ex, gui
   }
 }
 
+/* Whether no batch was published since publish_gen read gen0 (even: none
+ * under way then): every read of the index before this call saw one state
+ * of it (a seqlock; the fence orders those reads before the re-read). */
+static gboolean unpublished_since(ixia_idx_t *idx, guint64 gen0) {
+  atomic_thread_fence(memory_order_acquire);
+  return gen0 % 2 == 0 && atomic_load(&idx->publish_gen) == gen0;
+}
+
 gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_search_opts_t *o,
                          const ixia_query_limits_t *lim, GArray *hits, ixia_aggs_t *aggs,
                          ixia_idx_result_t *res, ixia_error_t **err) {
@@ -636,8 +644,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   if (ok && !gave_up && !agg && !walk_sorter && track > 0 &&
       !ixia_idx_plan_lower(&s, plan, (double)track, &known))
     ok = FALSE;
-  atomic_thread_fence(memory_order_acquire); /* the counts' reads before the re-read */
-  gboolean reached = known >= (double)track && gen0 % 2 == 0 && atomic_load(&idx->publish_gen) == gen0;
+  gboolean reached = known >= (double)track && unpublished_since(idx, gen0);
   if (reached) track = 0;
   gint64 after = MAX(o->after_id, -1);
   GArray *ids = g_array_new(FALSE, FALSE, sizeof(guint32));
@@ -733,8 +740,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   } else if (ok) {
     res->total = reached && !exact ? MAX(total, q->track_total_hits) : total;
     res->total_exact = exact;
-    atomic_thread_fence(memory_order_acquire); /* every read above before the re-read */
-    res->settled = gen0 % 2 == 0 && atomic_load(&idx->publish_gen) == gen0;
+    res->settled = unpublished_since(idx, gen0);
     res->schema_current = current;
     if (o->explain) {
       cJSON *e = cJSON_CreateObject();
