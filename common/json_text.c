@@ -19,7 +19,14 @@
  * ixia_json_project_text gives the same object as ixia_json_project (the
  * same members, nesting and order) for such text; a path that goes through
  * an array of objects is left to the tree (reported as text it cannot
- * follow). */
+ * follow).
+ *
+ * The walk over an object's members or an array's elements
+ * (ixia_json_members_next and its kin) serves readers of other daemons'
+ * answers, such as a shard's hits. Its _peek forms leave a value to the
+ * caller, who reads it where it stands and resumes the walk from its end
+ * (ixia_json_walk_resume), so a large array is read once rather than
+ * scanned for its end and then read again. */
 #include <float.h>
 #include <math.h>
 #include <string.h>

@@ -1,13 +1,21 @@
 /* Sorted pages: one shard's first `limit` matches in the order of the
  * request's sort, after a cursor, read from the column blocks.
  *
- * The search walks its matches block by block as for any query; for each
- * match this room computes the sort values from the columns (a number's
- * order-preserving key, a keyword's bytes through the dictionary, the
- * score) and keeps the candidates that can still be on the page: a
- * top-k that keeps the best k + SLACK by value, pruned against the
- * current threshold, so most matches cost one comparison of their first
- * sort value. The query API merges the shards' pages.
+ * Two walks feed the page. When the first sort key is a numeric field with
+ * points and the filter matches many documents, the points are walked in
+ * sort order from the cursor and the filter is checked on them a chunk at
+ * a time (points_walk): the page is certain after a few hundred points
+ * instead of every match; the documents already offered are kept in a
+ * small open-addressing id set. Otherwise (or when that walk grows too
+ * long) the search walks its matches block by block as for any query. For
+ * each match this room computes the sort values from the columns (a
+ * number's order-preserving key, a keyword's bytes through the dictionary,
+ * the score) and keeps the candidates that can still be on the page: a
+ * top-k that keeps the best k + SLACK by value, pruned against the current
+ * threshold, so most matches cost one comparison of their first sort
+ * value. Candidates are sorted through pointers (each holds every sort
+ * value), and the page is ordered by key only within runs of equal values.
+ * The query API merges the shards' pages.
  *
  * Ties by key. After every sort key, ties are broken by the document key,
  * which is not in the columns. Candidates tied on every value are grouped:

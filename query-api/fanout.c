@@ -2,9 +2,16 @@
  * index shard, the answers merged, every hit verified against the truth
  * store, and cursors that page without repeats or gaps.
  *
- * Shards are called in parallel through a thread pool while the request's
- * thread waits for all of them; totals add, aggregation partials merge by
- * the rules of query/, and a page's hits are re-read from the store in one
+ * A query runs one of two ways. Most are sent to the shards by the I/O
+ * thread that read the call and finished there when the last answer comes
+ * (no thread hand-off; "queries on the API's I/O threads" below says which
+ * ones). The rest (min_version, aggregations, large requests, no idle
+ * pooled connection) run on a worker, which calls the shards in parallel
+ * through a thread pool and waits for all of them. Either way a shard's
+ * answer is read in one pass, its hits where they stand in its text
+ * (read_hit_fast); totals add, aggregation partials merge by the rules of
+ * query/, a sorted page is a k-way merge of the shards' sorted runs
+ * (merge_pages), and a page's hits are re-read from the store in one
  * multi-get. Cursors are opaque, prefixed base64 blobs holding each shard's
  * position (and, for sorted pages, the last hit's sort values). */
 #include "fanout.h"
