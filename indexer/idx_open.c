@@ -331,10 +331,6 @@ ixia_idx_t *ixia_idx_open(const char *path, const ixia_config_t *cfg, ixia_error
    * postings and columns through the decoded-block cache, so its slower
    * decompression is paid on cache misses only. */
   rocksdb_options_set_bottommost_compression(idx->opts, rocksdb_zstd_compression);
-  /* Its table files reach the disk a megabyte at a time, as the truth
-   * store's do (store.c): on a disk they share, a compaction's writes
-   * would otherwise land in one burst in front of the store's WAL syncs. */
-  rocksdb_options_set_bytes_per_sync(idx->opts, (uint64_t)1 << 20);
   rocksdb_options_set_write_buffer_size(idx->opts,
                                         (size_t)ixia_config_int(cfg, "index.write_buffer_mb") << 20);
   idx->block_cache =

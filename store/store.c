@@ -1051,13 +1051,6 @@ ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
                    rocksdb_lz4_compression, rocksdb_lz4_compression, rocksdb_lz4_compression,
                    rocksdb_lz4_compression};
   rocksdb_options_set_compression_per_level(s->opts, levels, 7);
-  /* Table files (flushes, compactions) go to the disk a megabyte at a time
-   * as they are written, not all at once when each is closed: a put's WAL
-   * fdatasync otherwise waits behind tens of megabytes of a compaction's
-   * writes. At 5,000 puts/s on a 1M-document store, 60 s runs with
-   * compactions had 24-37 fdatasyncs over 20 ms (worst 57-90 ms) without it
-   * and 1-3 (worst 21-27 ms) with it. */
-  rocksdb_options_set_bytes_per_sync(s->opts, (uint64_t)1 << 20);
   rocksdb_options_set_write_buffer_size(s->opts,
                                         (size_t)ixia_config_int(cfg, "store.write_buffer_mb") << 20);
   /* The CDC feed reads the WAL: keep it around after memtable flushes. */
