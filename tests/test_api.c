@@ -1130,11 +1130,11 @@ static void test_shard_answer_read_as_text(void) {
    * buffer with no NUL after it), and padded with white space past the
    * 16 KiB an I/O thread sends, so a worker runs it. A bad answer is read
    * whole, so the connection stays pooled for the next one. */
-  char *waiting = g_strdup_printf("%.*s%*s}", (int)strlen(query) - 1, query, 17000, "");
+  char *padded = g_strdup_printf("%.*s%*s}", (int)strlen(query) - 1, query, 17000, "");
   double later0 = stat_of(c, "requests_answered_later");
   for (guint i = 0; i < 2 * G_N_ELEMENTS(bad); i++) {
     canned_answer = bad[i / 2].answer;
-    CU_ASSERT_FALSE(ixia_client_query(c, i % 2 ? waiting : query, &out, &e));
+    CU_ASSERT_FALSE(ixia_client_query(c, i % 2 ? padded : query, &out, &e));
     gboolean named = e && strstr(e->message, bad[i / 2].error) && strstr(e->message, "shard 0");
     if (!named) fprintf(stderr, "answer %u: %s\n", i / 2, e ? e->message : "(no error)");
     CU_ASSERT_TRUE(named);
@@ -1148,7 +1148,7 @@ static void test_shard_answer_read_as_text(void) {
   double later = stat_of(c, "requests_answered_later") - later0;
   if (later != G_N_ELEMENTS(bad)) fprintf(stderr, "answered on an I/O thread: %.0f\n", later);
   CU_ASSERT_EQUAL(later, G_N_ELEMENTS(bad));
-  g_free(waiting);
+  g_free(padded);
   canned_stop(&k);
   g_free(answer);
   g_free(own);
