@@ -231,16 +231,17 @@ static void offer(ixia_idx_sort_t *S, const cand_t *c);
 static gboolean doc_matches(ixia_idx_sort_t *S, guint32 id, gboolean *ok);
 static gboolean rewalk(ixia_idx_sort_t *S, const roaring_bitmap_t *set);
 
-/* A sorter of k documents by keys, without cursor or history. */
+/* A sorter of k documents by keys, without cursor or history, with room
+ * for `room` candidates from the start. */
 static ixia_idx_sort_t *sorter_new(ixia_idx_search_t *s, const ixia_sort_key_t *keys, guint nk,
-                                   guint k) {
+                                   guint k, guint room) {
   ixia_idx_sort_t *S = g_new0(ixia_idx_sort_t, 1);
   S->s = s;
   S->nk = nk;
   S->k = k;
   S->slack = SLACK;
   S->cap = MAX(2 * (S->k + SLACK), 256);
-  S->cand = g_array_new(FALSE, FALSE, sizeof(cand_t));
+  S->cand = g_array_sized_new(FALSE, FALSE, sizeof(cand_t), room);
   S->tied_after = roaring_bitmap_create();
   S->block = G_MAXUINT32;
   S->ok = TRUE;
@@ -266,7 +267,7 @@ static ixia_idx_sort_t *sorter_new(ixia_idx_search_t *s, const ixia_sort_key_t *
 
 ixia_idx_sort_t *ixia_idx_topk_new(ixia_idx_search_t *s, const ixia_sort_key_t *keys, guint nk,
                                    guint k) {
-  ixia_idx_sort_t *S = sorter_new(s, keys, nk, k);
+  ixia_idx_sort_t *S = sorter_new(s, keys, nk, k, 0);
   if (S) S->no_history = TRUE;
   return S;
 }
@@ -287,13 +288,11 @@ gboolean ixia_idx_topk_offer(ixia_idx_sort_t *S, guint32 id) {
 ixia_idx_sort_t *ixia_idx_sort_new(ixia_idx_search_t *s, const ixia_idx_search_opts_t *o,
                                    ixia_idx_exec_t *ex) {
   const ixia_query_t *q = s->q;
-  ixia_idx_sort_t *S = sorter_new(s, q->sort, q->n_sort, o->limit);
   /* A page's room and its slack from the start: growing by doubling moved
    * the candidates (264 bytes each) four or five times a page. (Not for a
    * top_hits sorter: an aggregation makes one per bucket.) */
+  ixia_idx_sort_t *S = sorter_new(s, q->sort, q->n_sort, o->limit, o->limit + SLACK + 16);
   if (!S) return NULL;
-  g_array_free(S->cand, TRUE);
-  S->cand = g_array_sized_new(FALSE, FALSE, sizeof(cand_t), MIN(S->cap, S->k + SLACK + 16));
   S->ex = ex;
   /* Positions: as of the cursor's sequence, or as of now. */
   ixia_idx_t *idx = s->idx;
