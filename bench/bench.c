@@ -36,7 +36,11 @@ static const char *const SUMMARY =
     "\n"
     "--conns connections are spread over --threads threads (default: one each);\n"
     "the Thrift client is blocking, so requests in flight = threads. With --rate the\n"
-    "threads send on a fixed timeline and latency counts from the scheduled time.";
+    "threads send on a fixed timeline and latency counts from the scheduled time.\n"
+    "Request workloads also report the machine over the run: box_busy_pct (CPU\n"
+    "time not idle), cpu_pressure_pct (share of time some runnable task waited for\n"
+    "a CPU) and client_wait_us_per_op (this program's request threads waiting for\n"
+    "a CPU, per request); a figure the kernel does not offer is left out.";
 
 static gboolean gen_docs(const ixia_bench_opts_t *o) {
   for (gint64 i = 0; i < o->docs; i++) {

@@ -60,6 +60,17 @@ get() {
   line=$(grep "\"workload\":\"$1\"" "$results" | tail -1 || true)
   sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p" <<<"$line"
 }
+# The machine during a row (ixia-bench's box_busy_pct, cpu_pressure_pct,
+# client_wait_us_per_op), for telling a product's tail from a saturated box's.
+machine() {
+  local b p w
+  b=$(get "$1" box_busy_pct); p=$(get "$1" cpu_pressure_pct); w=$(get "$1" client_wait_us_per_op)
+  [ -n "$b" ] || return 0
+  printf '; box busy %s%%' "$b"
+  [ -n "$p" ] && printf ', CPU pressure %s%%' "$p"
+  [ -n "$w" ] && printf ', load generator waited %s µs a request for a CPU' "$w"
+  return 0
+}
 skipped() { { grep "\"workload\":\"$1\"" "$results" || true; } | sed -n 's/.*"skipped":"\([^"]*\)".*/\1/p' | tail -1; }
 xratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b > 0) printf "%.2f×", a / b; else print "n/a" }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b > 0) printf "%.0f%%", 100 * a / b; else print "n/a" }'; }
@@ -188,20 +199,20 @@ elapsed=$(( $(date +%s) - started ))
   echo
   echo "Machine: $(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GiB, $(. /etc/os-release; echo "$PRETTY_NAME"), $(uname -r)."
   echo "Run: N=$(fmt "$N") generated documents ($(mib "$raw_bytes") of JSON), ${DUR}s per timed workload, $elapsed s in all."
-  echo "Everything (load generator, ixia, memcached, Kafka mock, db_bench) shares this machine; ixia-devkafka with $PARTITIONS partitions, at most $BATCHES record batches kept ($FRESH_BATCHES from the cached-get rows on, once the index has caught up: the mock walks every kept batch to find each fetch's position)."
+  echo "Everything (load generator, ixia, memcached, Kafka mock, db_bench) shares this machine; ixia-devkafka with $PARTITIONS partitions, at most $BATCHES record batches kept ($FRESH_BATCHES from the cached-get rows on, once the index has caught up: the mock walks every kept batch to find each fetch's position). Rows of requests say how busy the machine was (CPU time not idle), its CPU pressure (the share of time in which some runnable task waited for a CPU) and how long the load generator's own threads waited for one, per request: on a saturated box an open-loop row counts that wait in every request scheduled behind it."
   echo
   echo "| workload | ixia | physical limit (same run) | ixia / limit | PostgreSQL 15 (same run) | ixia / PostgreSQL |"
   echo "|---|---|---|---|---|---|"
   echo "| load: durable puts in batches of 100, $LOAD_CONNS conns | $(fmt "$(get load docs_per_s)") docs/s | db_bench fillrandom sync=1 batch_size=100, $LOAD_CONNS threads: $(fmt "$(dbrate "$db_batch")") ops/s | $(ratio "$(get load docs_per_s)" "$(dbrate "$db_batch")") | $(pg load total_s) s COPY + CREATE INDEX ($(fmt "$(pg load docs_per_s)") docs/s) | $(ratio "$(get load docs_per_s)" "$(pg load docs_per_s)") |"
   echo "| index catch-up after the load (load start → min_version query answers) | $(fmt "$(get index docs_per_s)") docs/s $(row_skip index)$(row_err index) | db_bench fillrandom sync=0, 1 thread: $(fmt "$(dbrate "$db_nosync")") ops/s | $(ratio "$(get index docs_per_s)" "$(dbrate "$db_nosync")") | | |"
-  echo "| durable put, 1 doc per call, $CONNS conns (goal ≥ 50%) | $(fmt "$put_rate") puts/s, p99 $(get put p99_ms) ms | db_bench fillrandom sync=1, $CONNS threads: $(fmt "$(dbrate "$db_sync")") ops/s | $(ratio "$put_rate" "$(dbrate "$db_sync")") | upsert: $(pgcell upsert) | $(ratio "$put_rate" "$(pg upsert ops_per_s)") |"
+  echo "| durable put, 1 doc per call, $CONNS conns (goal ≥ 50%) | $(fmt "$put_rate") puts/s, p99 $(get put p99_ms) ms$(machine put) | db_bench fillrandom sync=1, $CONNS threads: $(fmt "$(dbrate "$db_sync")") ops/s | $(ratio "$put_rate" "$(dbrate "$db_sync")") | upsert: $(pgcell upsert) | $(ratio "$put_rate" "$(pg upsert ops_per_s)") |"
   echo "| cached get (get-hot), $CONNS conns (goal ≥ 50%, p99 < 5 ms) | $(fmt "$(get get-hot ops_per_s)") gets/s, p50 $(get get-hot p50_ms) / p99 $(get get-hot p99_ms) / p99.9 $(get get-hot p999_ms) ms | raw memcached get: $(fmt "$(get memcached ops_per_s)") gets/s, p50 $(get memcached p50_ms) / p99 $(get memcached p99_ms) ms | $(ratio "$(get get-hot ops_per_s)" "$(get memcached ops_per_s)") | get of the same hot keys: $(pgcell get-hot) | $(ratio "$(get get-hot ops_per_s)" "$(pg get-hot ops_per_s)") |"
   echo "| cached get over HTTP/JSON, keep-alive (http-get-hot), $CONNS conns (goal ≥ 80% of get-hot) | $(fmt "$(get http-get-hot ops_per_s)") gets/s, p50 $(get http-get-hot p50_ms) / p99 $(get http-get-hot p99_ms) ms $(row_skip http-get-hot)$(row_err http-get-hot) | the same gets over Thrift (get-hot): $(fmt "$(get get-hot ops_per_s)") gets/s | $(ratio "$(get http-get-hot ops_per_s)" "$(get get-hot ops_per_s)") | | |"
   echo "| random get over N keys (get-random), $CONNS conns (goal ≥ 1.5× PostgreSQL) | $(fmt "$(get get-random ops_per_s)") gets/s, p50 $(get get-random p50_ms) / p99 $(get get-random p99_ms) ms, cache hit ratio $(get get-random cache_hit_ratio) | db_bench readrandom over N keys, $CONNS threads: $(fmt "$(dbrate "$db_read")") ops/s | $(ratio "$(get get-random ops_per_s)" "$(dbrate "$db_read")") | get of random keys: $(pgcell get-random) | $(ratio "$(get get-random ops_per_s)" "$(pg get-random ops_per_s)") |"
-  echo "| mixed 15:1 get:put, Zipf 0.99 over N keys, $CONNS conns | $(fmt "$(get mixed ops_per_s)") ops/s, get p99 $(get mixed get_p99_ms) ms, put p99 $(get mixed put_p99_ms) ms, cache hit ratio $(get mixed cache_hit_ratio) | raw memcached get: $(fmt "$(get memcached ops_per_s)") gets/s (misses go to RocksDB: db_bench readrandom over N keys, $CONNS threads: $(fmt "$(dbrate "$db_read")") ops/s) | $(ratio "$(get mixed ops_per_s)" "$(get memcached ops_per_s)") | get of random keys: $(pgcell get-random) | |"
+  echo "| mixed 15:1 get:put, Zipf 0.99 over N keys, $CONNS conns | $(fmt "$(get mixed ops_per_s)") ops/s, get p99 $(get mixed get_p99_ms) ms, put p99 $(get mixed put_p99_ms) ms, cache hit ratio $(get mixed cache_hit_ratio)$(machine mixed) | raw memcached get: $(fmt "$(get memcached ops_per_s)") gets/s (misses go to RocksDB: db_bench readrandom over N keys, $CONNS threads: $(fmt "$(dbrate "$db_read")") ops/s) | $(ratio "$(get mixed ops_per_s)" "$(get memcached ops_per_s)") | get of random keys: $(pgcell get-random) | |"
   echo "| durable put with replication on vs off, $CONNS conns | $(fmt "$put_rate") puts/s | replication off: $(fmt "$off_rate") puts/s | $(ratio "$put_rate" "$off_rate") | | |"
   echo "| agg: terms by category (count/sum/avg/min/max of price) over $(get agg matched_fraction) of docs, $QUERY_CONNS conns (goal p50 < 20 ms, ≥ 100× PostgreSQL, ≥ 50M values/s per core) | p50 $(get agg p50_ms) / p99 $(get agg p99_ms) ms, $(get agg ops_per_s) queries/s; one at a time: p50 $(get agg-alone p50_ms) ms, $(fmt "$(get agg-alone agg_values_per_s)") values/s on one core $(row_skip agg) | | | $(pgcell agg) | $(ratio "$(get agg ops_per_s)" "$(pg agg ops_per_s)") |"
-  echo "| freshness: put → visible to a query, at $fresh_rate puts/s (goal p99 < 50 ms) | p50 $(get freshness fresh_p50_ms) / p99 $(get freshness fresh_p99_ms) / max $(get freshness fresh_max_ms) ms ($(get freshness visible) probes, $(get freshness lost) lost) $(row_skip freshness) | | | | |"
+  echo "| freshness: put → visible to a query, at $fresh_rate puts/s (goal p99 < 50 ms) | p50 $(get freshness fresh_p50_ms) / p99 $(get freshness fresh_p99_ms) / max $(get freshness fresh_max_ms) ms ($(get freshness visible) probes, $(get freshness lost) lost)$(machine freshness) $(row_skip freshness) | | | | |"
   echo "| \`ixia get\` with 10,000 idle connections and a slowloris open (goal < 100 ms) | p50 $(get siege siege_ixia_get_p50_ms) / max $(get siege siege_ixia_get_max_ms) ms ($(get siege idle_connections) idle held; slowloris cut after $(get siege slowloris_cut_after_ms) ms) $(row_err siege) | the same on a quiet API: p50 $(get siege quiet_ixia_get_p50_ms) / max $(get siege quiet_ixia_get_max_ms) ms | | | |"
   echo "| put → readable from Kafka, at $fresh_rate puts/s (goal p99 < 20 ms) | p50 $(get cdc-lag lag_p50_ms) / p99 $(get cdc-lag lag_p99_ms) ms | raw produce (acks=all): $(fmt "$(get kafka-produce ops_per_s)") msgs/s, p50 $(get kafka-produce p50_ms) / p99 $(get kafka-produce p99_ms) ms | | | |"
   echo

@@ -7,6 +7,7 @@
 #include "bench.h"
 #include "data.h"
 #include "json.h"
+#include "machine.h"
 
 const char *const IXIA_BENCH_SCHEMA =
     "{\"namespace\":\"" IXIA_BENCH_NS "\",\"table\":\"" IXIA_BENCH_TABLE "\","
@@ -236,6 +237,7 @@ typedef struct {
   GPtrArray *conns;
   gint64 start_us, end_us;
   int nthreads;
+  gint64 wait_ns; /* this thread's run-queue wait over the run; -1 unknown */
 } thread_t;
 
 static gpointer open_default(ixia_bench_run_t *r, ixia_error_t **err) {
@@ -264,14 +266,13 @@ static void worker_op(thread_t *t, gpointer conn, gint64 sched_us) {
   }
 }
 
-static gpointer thread_main(gpointer data) {
-  thread_t *t = data;
+static void run_ops(thread_t *t) {
   ixia_bench_opts_t *o = t->w.run->o;
   guint n = t->conns->len, i = 0;
   if (o->rate <= 0) {
     while (g_get_monotonic_time() < t->end_us)
       worker_op(t, g_ptr_array_index(t->conns, i++ % n), g_get_monotonic_time());
-    return NULL;
+    return;
   }
   /* Open loop: this thread's share of the rate, its phase offset by its id
    * so the threads' sends interleave. */
@@ -283,6 +284,14 @@ static gpointer thread_main(gpointer data) {
     if (now < sched) g_usleep((gulong)(sched - now));
     worker_op(t, g_ptr_array_index(t->conns, i++ % n), sched);
   }
+}
+
+static gpointer thread_main(gpointer data) {
+  thread_t *t = data;
+  gint64 w0 = ixia_bench_thread_wait_ns();
+  run_ops(t);
+  gint64 w1 = ixia_bench_thread_wait_ns();
+  t->wait_ns = w0 >= 0 && w1 >= w0 ? w1 - w0 : -1;
   return NULL;
 }
 
@@ -322,6 +331,8 @@ gboolean ixia_bench_run(ixia_bench_opts_t *o, const ixia_bench_workload_t *wl) {
       ok = FALSE;
   }
   GThread **handles = g_new0(GThread *, nthreads);
+  ixia_bench_machine_t machine;
+  ixia_bench_machine_snap(&machine);
   gint64 start = g_get_monotonic_time() + 10000;
   gint64 end = start + (gint64)(o->seconds * 1e6);
   for (int i = 0; ok && i < nthreads; i++) {
@@ -330,8 +341,10 @@ gboolean ixia_bench_run(ixia_bench_opts_t *o, const ixia_bench_workload_t *wl) {
     handles[i] = g_thread_new("bench", thread_main, &th[i]);
   }
   ixia_bench_worker_t tot = {.run = &r, .lat = {ixia_hdr_new(), ixia_hdr_new()}};
+  gint64 client_wait_ns = 0;
   for (int i = 0; i < nthreads; i++) {
     if (handles[i]) g_thread_join(handles[i]);
+    client_wait_ns = client_wait_ns < 0 || th[i].wait_ns < 0 ? -1 : client_wait_ns + th[i].wait_ns;
     for (int k = 0; k < 2; k++) {
       ixia_hdr_merge(tot.lat[k], th[i].w.lat[k]);
       tot.ops[k] += th[i].w.ops[k];
@@ -370,6 +383,7 @@ gboolean ixia_bench_run(ixia_bench_opts_t *o, const ixia_bench_workload_t *wl) {
       cJSON_AddNumberToObject(out, name, (double)(gint64)((double)tot.ops[k] / secs + 0.5));
       ixia_bench_add_latency(out, prefix, tot.lat[k]);
     }
+    ixia_bench_machine_report(&machine, client_wait_ns, ops, out);
     if (wl->report) wl->report(&r, &tot, out);
     if (tot.first_error) cJSON_AddStringToObject(out, "first_error", tot.first_error->message);
     ixia_bench_print(out);

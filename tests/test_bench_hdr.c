@@ -1,6 +1,8 @@
 /* Unit tests of ixia-bench's histogram, generators and answer reader:
  * percentiles against exact sorted samples, merging, Zipf frequencies,
- * document shape, answers read as text against cJSON's tree. */
+ * document shape, answers read as text against cJSON's tree, and the
+ * machine figures beside a result (parsed text, and a real run in which
+ * more threads spin than there are CPUs). */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <string.h>
@@ -8,6 +10,7 @@
 #include "answer.h"
 #include "data.h"
 #include "hdr.h"
+#include "machine.h"
 #include "support.h"
 
 static int cmp_i64(gconstpointer a, gconstpointer b) {
@@ -250,6 +253,77 @@ static void test_answer_read(void) {
   }
 }
 
+static void test_machine_parsers(void) {
+  guint64 busy = 0, total = 0, some = 0;
+  CU_ASSERT_TRUE(ixia_bench_parse_stat("cpu  100 5 50 800 20 3 2 1 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n",
+                                       &busy, &total));
+  CU_ASSERT_EQUAL(total, 981); /* user..steal; guest is inside user */
+  CU_ASSERT_EQUAL(busy, 161);  /* all but idle (800) and iowait (20) */
+  CU_ASSERT_FALSE(ixia_bench_parse_stat("cpu0 1 2 3\n", &busy, &total));
+  CU_ASSERT_FALSE(ixia_bench_parse_stat("cpu  1 2 3\n", &busy, &total));
+  CU_ASSERT_FALSE(ixia_bench_parse_stat(NULL, &busy, &total));
+  CU_ASSERT_TRUE(ixia_bench_parse_pressure("some avg10=1.00 avg60=2.00 avg300=3.00 total=12345\n"
+                                           "full avg10=0.00 avg60=0.00 avg300=0.00 total=99\n",
+                                           &some));
+  CU_ASSERT_EQUAL(some, 12345);
+  CU_ASSERT_FALSE(ixia_bench_parse_pressure("full avg10=0.00 total=99\n", &some));
+  CU_ASSERT_FALSE(ixia_bench_parse_pressure("some avg10=1.00\nfull total=5\n", &some));
+}
+
+typedef struct {
+  gint64 until_us;
+  gint64 wait_ns;
+} spinner_t;
+
+static gpointer spin(gpointer data) {
+  spinner_t *sp = data;
+  gint64 w0 = ixia_bench_thread_wait_ns();
+  volatile guint64 x = 0;
+  while (g_get_monotonic_time() < sp->until_us) x++;
+  gint64 w1 = ixia_bench_thread_wait_ns();
+  sp->wait_ns = w0 >= 0 && w1 >= w0 ? w1 - w0 : -1;
+  return NULL;
+}
+
+/* Two more spinning threads than CPUs for 300 ms: the machine is busy, and
+ * the threads waited for a CPU between them. */
+static void test_machine_report_under_load(void) {
+  ixia_bench_machine_t before;
+  ixia_bench_machine_snap(&before);
+  guint n = g_get_num_processors() + 2;
+  spinner_t *sp = g_new0(spinner_t, n);
+  GThread **th = g_new0(GThread *, n);
+  gint64 until = g_get_monotonic_time() + 300 * 1000;
+  for (guint i = 0; i < n; i++) {
+    sp[i].until_us = until;
+    th[i] = g_thread_new("spin", spin, &sp[i]);
+  }
+  gint64 wait = 0;
+  for (guint i = 0; i < n; i++) {
+    g_thread_join(th[i]);
+    wait = wait < 0 || sp[i].wait_ns < 0 ? -1 : wait + sp[i].wait_ns;
+  }
+  cJSON *out = cJSON_CreateObject();
+  ixia_bench_machine_report(&before, wait, 1000, out);
+  const cJSON *busy = cJSON_GetObjectItem(out, "box_busy_pct");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(busy); /* /proc/stat is always there on Linux */
+  CU_ASSERT(busy->valuedouble >= 50 && busy->valuedouble <= 100);
+  const cJSON *pressure = cJSON_GetObjectItem(out, "cpu_pressure_pct");
+  if (pressure) CU_ASSERT(pressure->valuedouble > 0 && pressure->valuedouble <= 100);
+  const cJSON *cw = cJSON_GetObjectItem(out, "client_wait_us_per_op");
+  if (wait >= 0) {
+    /* n threads on n - 2 CPUs for 300 ms: well over 100 ms of waiting. */
+    CU_ASSERT(wait > 100 * 1000 * 1000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cw);
+    CU_ASSERT_DOUBLE_EQUAL(cw->valuedouble, (double)wait / 1000.0 / 1000.0, 0.06);
+  } else {
+    CU_ASSERT_PTR_NULL(cw); /* schedstat absent: left out, not made up */
+  }
+  cJSON_Delete(out);
+  g_free(th);
+  g_free(sp);
+}
+
 int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("bench", NULL, NULL);
@@ -261,5 +335,7 @@ int main(void) {
   IXT_ADD(s, test_zipf_frequencies);
   IXT_ADD(s, test_doc_shape);
   IXT_ADD(s, test_answer_read);
+  IXT_ADD(s, test_machine_parsers);
+  IXT_ADD(s, test_machine_report_under_load);
   return ixt_run();
 }
