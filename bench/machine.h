@@ -15,9 +15,9 @@
  *   wait      time a thread spent runnable but not running
  *             (/proc/thread-self/schedstat, second field, nanoseconds).
  *
- * Not thread-safe by design: a snapshot is a plain value owned by its
- * caller; ixia_bench_thread_wait_ns may be called from any thread and
- * reads that thread's own figure. */
+ * Thread safety: every function may be called from any thread; a snapshot
+ * is a plain value owned by its caller, and ixia_bench_thread_wait_ns reads
+ * the calling thread's own figure. */
 #ifndef IXIA_BENCH_MACHINE_H
 #define IXIA_BENCH_MACHINE_H
 
