@@ -6,8 +6,6 @@
  * unit test can feed it text. */
 #include "machine.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 gboolean ixia_bench_parse_stat(const char *text, guint64 *busy, guint64 *total) {
