@@ -809,6 +809,105 @@ static void test_merge_operands(void) {
   ixia_idx_destroy(idx);
 }
 
+/* Column operands applied to decoded blocks (what a flush, a read of a
+ * block with operands, and the apply thread's cached copy do) against a
+ * model of every slot's values, for both widths: entries that set one
+ * value or clear a slot (changed in place on a block without
+ * multi-valued slots), now and then one with several values (the block
+ * is rebuilt, and rebuilt again once no such slot is left), a slot named
+ * twice in one operand (the later entry wins), and copies taken along the
+ * way. A malformed operand is refused and leaves the block as it was. */
+static void test_column_operands(void) {
+  GRand *r = g_rand_new_with_seed(11);
+  for (guint8 width = 4; width <= 8; width += 4) {
+    col_t *c = ixia_idx_col_empty(width);
+    GArray *model[BLOCK_SLOTS];
+    for (guint s = 0; s < BLOCK_SLOTS; s++) model[s] = g_array_new(FALSE, FALSE, sizeof(guint64));
+    gboolean saw_multi = FALSE, saw_single_after_multi = FALSE;
+    for (int step = 0; step < 600; step++) {
+      GByteArray *op = g_byte_array_new();
+      guint8 head[2] = {COL_SPARSE, width};
+      g_byte_array_append(op, head, 2);
+      int n = g_rand_int_range(r, 1, 24);
+      /* Several values in a slot in ~1 operand of 12 while step < 300. */
+      gboolean multi_op = step < 300 && g_rand_int_range(r, 0, 12) == 0;
+      /* At step 500, one value into every slot still holding several. */
+      GArray *forced = g_array_new(FALSE, FALSE, sizeof(guint));
+      for (guint s = 0; step == 500 && s < BLOCK_SLOTS; s++)
+        if (model[s]->len > 1) g_array_append_val(forced, s);
+      if (forced->len) n = (int)forced->len;
+      guint last = 0;
+      for (int i = 0; i < n; i++) {
+        guint slot = i > 0 && g_rand_int_range(r, 0, 10) == 0 ? last : (guint)g_rand_int_range(r, 0, BLOCK_SLOTS);
+        if (forced->len) slot = g_array_index(forced, guint, i);
+        last = slot;
+        guint32 cnt = forced->len ? 1 : g_rand_int_range(r, 0, 4) == 0 ? 0 : 1;
+        if (multi_op && i == 0) cnt = (guint32)g_rand_int_range(r, 2, 5);
+        guint8 e[6];
+        e[0] = (guint8)(slot >> 8), e[1] = (guint8)slot;
+        ixia_bytes_put32(e + 2, cnt);
+        g_byte_array_append(op, e, 6);
+        g_array_set_size(model[slot], 0);
+        for (guint32 j = 0; j < cnt; j++) {
+          guint64 v;
+          if (width == 8) {
+            double d = g_rand_double_range(r, -1e6, 1e6);
+            memcpy(&v, &d, 8);
+          } else {
+            v = g_rand_int(r);
+          }
+          guint8 b[8];
+          if (width == 8) ixia_bytes_put64(b, v);
+          else ixia_bytes_put32(b, (guint32)v);
+          g_byte_array_append(op, b, width);
+          g_array_append_val(model[slot], v);
+        }
+      }
+      g_array_free(forced, TRUE);
+      gboolean had_multi = c->mstart != NULL;
+      CU_ASSERT_TRUE_FATAL(ixia_idx_col_apply(c, (const char *)op->data, op->len));
+      if (c->mstart) saw_multi = TRUE;
+      if (had_multi && !c->mstart) saw_single_after_multi = TRUE;
+      /* Cut short inside an entry: refused, the block unchanged. */
+      col_t *before = ixia_idx_col_copy(c);
+      CU_ASSERT_FALSE(ixia_idx_col_apply(c, (const char *)op->data, op->len - 1));
+      CU_ASSERT_EQUAL(memcmp(before->has, c->has, sizeof c->has), 0);
+      ixia_idx_col_free(before);
+      g_byte_array_free(op, TRUE);
+      if (step % 50 == 49) {
+        col_t *copy = ixia_idx_col_copy(c);
+        ixia_idx_col_free(c);
+        c = copy;
+      }
+      gboolean ok = TRUE;
+      for (guint s = 0; s < BLOCK_SLOTS; s++) {
+        guint32 got;
+        const void *vals = col_slot(c, s, &got);
+        if (got != model[s]->len) {
+          ok = FALSE;
+          break;
+        }
+        for (guint32 j = 0; j < got; j++) {
+          guint64 v = 0;
+          if (width == 8) memcpy(&v, (const double *)vals + j, 8);
+          else v = ((const guint32 *)vals)[j];
+          if (v != g_array_index(model[s], guint64, j)) ok = FALSE;
+        }
+        /* An empty slot's first value reads 0 (doc values and the fused
+         * pass read v1 without the mask). */
+        if (got == 0 && (width == 8 ? c->v1.d[s] != 0 : c->v1.u[s] != 0)) ok = FALSE;
+      }
+      CU_ASSERT_TRUE(ok);
+      if (!ok) break;
+    }
+    CU_ASSERT_TRUE(saw_multi);
+    CU_ASSERT_TRUE(saw_single_after_multi);
+    for (guint s = 0; s < BLOCK_SLOTS; s++) g_array_free(model[s], TRUE);
+    ixia_idx_col_free(c);
+  }
+  g_rand_free(r);
+}
+
 /* The fused terms pass (idx_aggs.c) against brute force and against the
  * general path, over three blocks: one holds multi-valued categories (that
  * block takes the general path, the others the fused pass), a category
@@ -2132,6 +2231,7 @@ int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("index", NULL, NULL);
   IXT_ADD(s, test_merge_operands);
+  IXT_ADD(s, test_column_operands);
   IXT_ADD(s, test_points_vs_brute_force);
   IXT_ADD(s, test_random_vs_brute_force);
   IXT_ADD(s, test_fused_terms_pass);
