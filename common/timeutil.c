@@ -74,7 +74,11 @@ gboolean ixia_time_parse_rfc3339(const char *s, gint64 *epoch) {
   if (*p == 'Z' || *p == 'z') {
     p++;
   } else if (*p == '+' || *p == '-') {
-    gint64 oh = digits(p + 1, 2), om = p[3] == ':' ? digits(p + 4, 2) : -1;
+    /* The offset is the text's last six bytes, "+hh:mm": nothing is read
+     * past a shorter tail (a query's "2024-02-01T00:00:00+" read two bytes
+     * beyond the string). */
+    if (strlen(p) != 6 || p[3] != ':') return FALSE;
+    gint64 oh = digits(p + 1, 2), om = digits(p + 4, 2);
     if (oh < 0 || oh > 23 || om < 0 || om > 59) return FALSE;
     off = (gint32)((oh * 60 + om) * 60) * (*p == '-' ? -1 : 1);
     p += 6;
