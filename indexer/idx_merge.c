@@ -218,17 +218,28 @@ static void col_sources(const col_t *c, slot_src_t *src) {
   }
 }
 
+/* The sparse entry at *off of an operand of n bytes: its slot, its count
+ * and where its values start; *off moves past it. FALSE for a malformed
+ * entry (cut short, a slot out of the block, more values than bytes). */
+static gboolean sparse_entry(const guint8 *p, size_t n, guint8 width, size_t *off, guint32 *slot,
+                             guint32 *cnt, const guint8 **vals) {
+  if (n - *off < 6) return FALSE;
+  *slot = (guint32)p[*off] << 8 | p[*off + 1];
+  *cnt = ixia_bytes_get32(p + *off + 2);
+  *off += 6;
+  if (*slot >= BLOCK_SLOTS || *cnt > (n - *off) / width) return FALSE;
+  *vals = p + *off;
+  *off += (size_t)*cnt * width;
+  return TRUE;
+}
+
 /* Reads sparse entries into src (later entries win). */
 static gboolean sparse_scan(const guint8 *p, size_t n, guint8 width, slot_src_t *src) {
-  size_t off = 2;
-  while (off < n) {
-    if (n - off < 6) return FALSE;
-    guint32 slot = (guint32)p[off] << 8 | p[off + 1];
-    guint32 cnt = ixia_bytes_get32(p + off + 2);
-    off += 6;
-    if (slot >= BLOCK_SLOTS || cnt > (n - off) / width) return FALSE;
-    src[slot] = (slot_src_t){cnt, p + off, NULL};
-    off += (size_t)cnt * width;
+  for (size_t off = 2; off < n;) {
+    guint32 slot, cnt;
+    const guint8 *vals;
+    if (!sparse_entry(p, n, width, &off, &slot, &cnt, &vals)) return FALSE;
+    src[slot] = (slot_src_t){cnt, vals, NULL};
   }
   return TRUE;
 }
@@ -294,18 +305,12 @@ col_t *ixia_idx_col_copy(const col_t *c) {
 static gboolean col_apply_single(col_t *c, const guint8 *b, size_t n) {
   if (c->mstart) return FALSE;
   guint8 width = c->width;
-  for (size_t off = 2; off < n;) {
-    if (n - off < 6) return FALSE;
-    guint32 cnt = ixia_bytes_get32(b + off + 2);
-    if (((guint32)b[off] << 8 | b[off + 1]) >= BLOCK_SLOTS || cnt > 1 || cnt > (n - off - 6) / width)
-      return FALSE;
-    off += 6 + (size_t)cnt * width;
-  }
-  for (size_t off = 2; off < n;) {
-    guint32 slot = (guint32)b[off] << 8 | b[off + 1];
-    guint32 cnt = ixia_bytes_get32(b + off + 2);
+  guint32 slot = 0, cnt = 0;
+  const guint8 *vals = NULL;
+  for (size_t off = 2; off < n;)
+    if (!sparse_entry(b, n, width, &off, &slot, &cnt, &vals) || cnt > 1) return FALSE;
+  for (size_t off = 2; off < n && sparse_entry(b, n, width, &off, &slot, &cnt, &vals);) {
     guint64 bit = G_GUINT64_CONSTANT(1) << (slot & 63);
-    off += 6;
     if (cnt == 0) {
       c->has[slot >> 6] &= ~bit;
       if (width == 8) c->v1.d[slot] = 0;
@@ -313,9 +318,8 @@ static gboolean col_apply_single(col_t *c, const guint8 *b, size_t n) {
       continue;
     }
     c->has[slot >> 6] |= bit;
-    if (width == 8) c->v1.d[slot] = be_double(b + off);
-    else c->v1.u[slot] = ixia_bytes_get32(b + off);
-    off += width;
+    if (width == 8) c->v1.d[slot] = be_double(vals);
+    else c->v1.u[slot] = ixia_bytes_get32(vals);
   }
   return TRUE;
 }
