@@ -50,6 +50,7 @@ typedef struct {
   gint64 since;
   struct sockaddr_storage addr;
   socklen_t addr_len;
+  gboolean edge; /* watched edge-triggered: bytes are here, more are awaited */
 } pending_t;
 
 struct ixia_http {
@@ -431,8 +432,23 @@ static gboolean request_line_start_ok(const guint8 *b, gsize n) {
   return i > 0 && b[i] == ' ';
 }
 
-/* Decides what a connection that sent bytes is. */
-static void on_first_bytes(ixia_http_t *h, pending_t *p) {
+/* Watches a connection whose bytes so far cannot be decided on for new
+ * bytes or its close only: watched level-triggered, the bytes already
+ * waiting would wake the acceptor again at once, and it would spin (a
+ * whole core until http.request_timeout_ms, for one connection that sent
+ * the start of a Thrift call and no more). */
+static void await_more(ixia_http_t *h, pending_t *p) {
+  if (p->edge) return;
+  struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.fd = p->fd};
+  if (epoll_ctl(h->epfd, EPOLL_CTL_MOD, p->fd, &ev) != 0) {
+    drop_pending(h, p->fd, TRUE);
+    return;
+  }
+  p->edge = TRUE;
+}
+
+/* Decides what a connection that sent bytes is; events: epoll's. */
+static void on_first_bytes(ixia_http_t *h, pending_t *p, guint32 events) {
   guint8 buf[THRIFT_PEEK];
   int fd = p->fd;
   ssize_t n = recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
@@ -446,9 +462,20 @@ static void on_first_bytes(ixia_http_t *h, pending_t *p) {
     const char *name = "";
     guint32 name_len = 0;
     gint32 seqid = 0;
-    if (!ixia_wire_peek_call(buf + 4, (gsize)n - 4, &name, &name_len, &seqid) &&
-        (gsize)n < sizeof buf)
-      return; /* wait for the method name */
+    if (!ixia_wire_peek_call(buf + 4, (gsize)n - 4, &name, &name_len, &seqid)) {
+      /* More bytes may name the call while the frame is not all here and
+       * the client has not closed; otherwise the call is malformed or cut
+       * short, and is answered without its name. */
+      guint32 frame = (guint32)buf[0] << 24 | (guint32)buf[1] << 16 | (guint32)buf[2] << 8 | buf[3];
+      if ((gsize)n < sizeof buf && (gsize)n - 4 < frame &&
+          !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+        await_more(h, p);
+        return;
+      }
+      name = "";
+      name_len = 0;
+      seqid = 0;
+    }
     char *msg = g_strdup_printf("this is the HTTP port of %s (HTTP/1.1%s, docs/HTTP.md); Thrift "
                                 "clients connect to its Thrift port",
                                 h->name, h->tls ? " over TLS" : "");
@@ -537,7 +564,7 @@ static gpointer acceptor_main(gpointer data) {
       if (fd == h->listen_fd) accept_some(h, now);
       else if (fd != h->wakefd) {
         pending_t *p = g_hash_table_lookup(h->pending, GINT_TO_POINTER(fd));
-        if (p) on_first_bytes(h, p);
+        if (p) on_first_bytes(h, p, evs[i].events);
       }
     }
     if (now >= next_tick) {
