@@ -1,0 +1,181 @@
+/* http_request: what a client sends to ixia-query-api's HTTP port.
+ *
+ * The input is the raw byte stream of one connection: request lines,
+ * headers, bodies, several requests pipelined, or anything else. It goes
+ * over a real loopback TCP connection to the API's real HTTP server in this
+ * process (the acceptor that sniffs the first bytes, libmicrohttpd's parser,
+ * the event loops and workers, every route of query-api/http_api.c) over a
+ * real truth store (RocksDB in a temporary directory, unsynced) holding the
+ * fuzz table, with API keys on: a fixed service key, which the seeds send,
+ * so the fuzzer reaches the handlers behind the key check as well as the
+ * check itself. After the input the harness sends one more request,
+ * `GET /healthz` with `Connection: close` (absorbed into whatever the input
+ * left unfinished), closes its sending side shortly after (FIN_DELAY_US)
+ * and reads the answers until the server closes the connection.
+ *
+ * Left out: the cache and replication (off), the index shards (none: a
+ * query is parsed and then refused for want of shards; the query target
+ * covers evaluation), and `_snapshot`, which writes a checkpoint to
+ * whatever absolute path it names: an input that names it, percent-encoded
+ * or not, is skipped, as the fuzzer must not write outside its sandbox.
+ *
+ * Slower than the in-process targets (a connection per input, a few
+ * thousand inputs a second), and the server's threads run the handlers, so
+ * a crash there is reported by the sanitizer for the whole process, with
+ * libFuzzer writing the input it was running. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "auth.h"
+#include "common_schema.h"
+#include "fuzz.h"
+#include "http_api.h"
+
+/* The service key the seeds send (tests/fuzz/corpus/http_request). */
+#define FUZZ_SERVICE_KEY "ixk_service_fuzz0fuzz1fuzz2fuzz3fuzz4fuzz5fuzz6fuzz7"
+/* How long one input may take before the harness gives up on the answer. */
+#define ANSWER_TIMEOUT_MS 3000
+/* The client's FIN goes this long after its last byte. libmicrohttpd
+ * (0.9.75, edge-triggered) that reads a request and the FIN behind it in
+ * one short read does not look at the socket again until it times out:
+ * sent later, the FIN wakes it and it closes at once. */
+#define FIN_DELAY_US 3000
+/* The last request of every connection. */
+static const char CLOSER[] = "\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+
+/* Process-lifetime state, kept reachable. */
+static ixia_config_t *cfg;
+static ixia_auth_t *auth;
+static ixia_api_t *api;
+static ixia_api_http_t *http;
+static int port;
+/* FUZZ_HTTP_SHOW=1 in the environment: the answers go to stderr (to check
+ * what the seeds reach). */
+static gboolean show;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc, (void)argv;
+  char *dir = ixia_fuzz_tmpdir();
+  char *key_file = g_strdup_printf("%s/service.key", dir);
+  if (!g_file_set_contents(key_file, FUZZ_SERVICE_KEY "\n", -1, NULL)) abort();
+  char *store = g_strdup_printf("store.path=%s/store", dir);
+  char *keys = g_strdup_printf("auth.keys_file=%s/keys.json", dir);
+  char *svc = g_strdup_printf("auth.service_key_file=%s", key_file);
+  const char *sets[] = {store, keys, svc, "auth.enabled=true", "store.sync=false",
+                        "cache.servers=", "replication.sinks=", "query.indexers=",
+                        "store.disk_reserve_mb=0", "store.wal_size_limit_mb=64",
+                        "http.host=127.0.0.1", "http.port=0", "http.max_body_bytes=65536",
+                        "http.max_bulk_bytes=65536", "http.workers=4", "http.request_timeout_ms=1000",
+                        "http.idle_timeout_ms=1000", NULL};
+  cfg = ixia_fuzz_config(sets);
+  ixia_error_t *err = NULL;
+  auth = ixia_auth_new(cfg, TRUE, &err);
+  api = auth ? ixia_api_new(cfg, &err) : NULL;
+  if (!api || !ixia_api_apply_schema(api, FUZZ_SCHEMA, NULL, &err) ||
+      !(http = ixia_api_http_new(cfg, api, auth, &err))) {
+    fprintf(stderr, "http_request: %s\n", err ? err->message : "?");
+    abort();
+  }
+  port = ixia_api_http_port(http);
+  show = g_getenv("FUZZ_HTTP_SHOW") != NULL;
+  g_free(store);
+  g_free(keys);
+  g_free(svc);
+  g_free(key_file);
+  g_free(dir);
+  return 0;
+}
+
+static int hexval(uint8_t c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                        : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Whether the input names the snapshot route, percent-decoded any number
+ * of times over (the harness's one refusal, see above). */
+static gboolean names_snapshot(const uint8_t *data, size_t size) {
+  if (!size) return FALSE;
+  GByteArray *a = g_byte_array_sized_new((guint)size);
+  g_byte_array_append(a, data, (guint)size);
+  gboolean found = FALSE, changed = TRUE;
+  while (!found && changed) {
+    found = g_strstr_len((const char *)a->data, a->len, "snapshot") != NULL;
+    changed = FALSE;
+    guint o = 0;
+    for (guint i = 0; i < a->len; i++) {
+      int hi, lo;
+      if (a->data[i] == '%' && i + 2 < a->len && (hi = hexval(a->data[i + 1])) >= 0 &&
+          (lo = hexval(a->data[i + 2])) >= 0) {
+        a->data[o++] = (uint8_t)(hi << 4 | lo);
+        i += 2;
+        changed = TRUE;
+      } else {
+        a->data[o++] = a->data[i];
+      }
+    }
+    g_byte_array_set_size(a, o);
+  }
+  g_byte_array_unref(a);
+  return found;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *in, size_t in_size) {
+  if (names_snapshot(in, in_size)) return 0;
+  size_t size = in_size + sizeof CLOSER - 1;
+  uint8_t *data = g_malloc(size);
+  if (in_size) memcpy(data, in, in_size);
+  memcpy(data + in_size, CLOSER, sizeof CLOSER - 1);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) abort();
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    fprintf(stderr, "http_request: connect: %s\n", g_strerror(errno));
+    abort();
+  }
+  /* Reset on close: no TIME_WAIT left per input. */
+  struct linger lg = {1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+  /* Send and read at once (the server may answer, or close, before it has
+   * read everything), until the server closes or the time is up. */
+  size_t sent = 0;
+  gboolean wr_open = TRUE;
+  char buf[16384];
+  gint64 deadline = g_get_monotonic_time() + ANSWER_TIMEOUT_MS * 1000;
+  gint64 sent_at = 0; /* when the last byte went out */
+  for (;;) {
+    gint64 now = g_get_monotonic_time();
+    if (wr_open && sent == size && !sent_at) sent_at = now;
+    if (wr_open && sent_at && now - sent_at >= FIN_DELAY_US) {
+      shutdown(fd, SHUT_WR);
+      wr_open = FALSE;
+    }
+    struct pollfd p = {fd, (short)(POLLIN | (wr_open && !sent_at ? POLLOUT : 0)), 0};
+    gint64 left = (wr_open && sent_at ? sent_at + FIN_DELAY_US : deadline) - now;
+    if (now >= deadline) break;
+    int ready = poll(&p, 1, (int)(MAX(left, 0) / 1000) + 1);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    if (p.revents & POLLIN) {
+      ssize_t r = recv(fd, buf, sizeof buf, 0);
+      if (r <= 0) break;
+      if (show) fwrite(buf, 1, (size_t)r, stderr);
+    }
+    if (wr_open && !sent_at && (p.revents & POLLOUT)) {
+      ssize_t w = send(fd, data + sent, size - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w > 0) sent += (size_t)w;
+      else if (errno != EAGAIN && errno != EINTR) wr_open = FALSE;
+    }
+    if ((p.revents & (POLLERR | POLLHUP)) && !(p.revents & POLLIN)) break;
+  }
+  close(fd);
+  g_free(data);
+  return 0;
+}
