@@ -684,6 +684,7 @@ static void test_hostile_http(void) {
   fd = connect_port(http_port);
   send_all(fd, cut, sizeof cut - 1);
   double cpu0 = process_cpu_s(stack.api.pid);
+  CU_ASSERT_TRUE(cpu0 >= 0);
   g_usleep(1500 * 1000);
   double spent = process_cpu_s(stack.api.pid) - cpu0;
   CU_ASSERT_TRUE(spent < 0.5);
