@@ -313,10 +313,13 @@ static void wake(io_t *io) {
 }
 
 /* On the connection's own I/O thread (a call answered from a watch) the
- * thread drains its queue before it next waits: no wake-up is needed. */
+ * thread drains its queue before it next waits: no wake-up is needed.
+ * Once pushed, the connection is its I/O thread's, which may close and
+ * free it at once: nothing here reads it after the push. */
 static void hand_back(conn_t *c) {
-  g_async_queue_push(c->io->done, c);
-  if (tl_io != c->io) wake(c->io);
+  io_t *io = c->io;
+  g_async_queue_push(io->done, c);
+  if (tl_io != io) wake(io);
 }
 
 const GByteArray *ixia_server_serve_frame(ThriftProcessor *processor,
