@@ -180,5 +180,8 @@ ThriftProcessor *ixia_search_processor_new(ixia_indexer_t *ix, const ixia_config
  * (ixia_server_set_inline): "search", which moves to a worker itself when
  * the query may take long (see search.c). */
 gboolean ixia_search_inline_call(const char *method, guint32 len);
+/* The Search service's method names, NULL-terminated: the gate of a
+ * shard's port is built with them (ixia_thrift_gate_new). */
+extern const char *const ixia_search_methods[];
 
 #endif

@@ -23,7 +23,6 @@ int main(int argc, char **argv) {
   }
   ixia_server_sched_apply(cfg); /* before any thread starts: they inherit it */
   int rc = 1;
-  static const char *const methods[] = {"search", "status", "reindex", "docs", "authenticate", NULL};
   ixia_indexer_t *ix = NULL;
   ixia_thrift_gate_t *gate = NULL;
   ixia_indexer_http_t *http = NULL;
@@ -45,7 +44,7 @@ int main(int argc, char **argv) {
     ixia_server_set_inline(srv, ixia_search_inline_call);
     ixia_server_set_io_auto(srv, g_get_num_processors());
     ixia_indexer_set_server(ix, srv);
-    gate = ixia_thrift_gate_new(auth, methods);
+    gate = ixia_thrift_gate_new(auth, ixia_search_methods);
     ixia_thrift_gate_install(gate, srv);
   }
   const char *sock = ixia_config_str(cfg, "indexer.socket");

@@ -218,6 +218,9 @@ static void append_hits(GString *out, const ixia_query_t *q, const GArray *hits)
   g_string_append_c(out, ']');
 }
 
+const char *const ixia_search_methods[] = {"search", "status", "reindex", "docs", "authenticate",
+                                           NULL};
+
 gboolean ixia_search_inline_call(const char *method, guint32 len) {
   return len == 6 && memcmp(method, "search", 6) == 0;
 }

@@ -89,7 +89,6 @@ static void fail(const char *what, ixia_error_t *err) {
  * loopback port behind the service-key gate), as its main.c puts them
  * together. Returns the Search port. */
 static int shard_start(const char *dir, const char *svc) {
-  static const char *const methods[] = {"search", "status", "reindex", "docs", "authenticate", NULL};
   const char *ksets[] = {"devkafka.brokers=1", "devkafka.partitions=2", NULL};
   kcfg = ixia_fuzz_config(ksets);
   ixia_error_t *err = NULL;
@@ -108,7 +107,7 @@ static int shard_start(const char *dir, const char *svc) {
   if (!shard) fail("shard server", err);
   ixia_server_set_inline(shard, ixia_search_inline_call);
   ixia_indexer_set_server(ix, shard);
-  gate = ixia_thrift_gate_new(shard_auth, methods);
+  gate = ixia_thrift_gate_new(shard_auth, ixia_search_methods);
   ixia_thrift_gate_install(gate, shard);
   if (!ixia_server_start(shard, &err)) fail("shard server", err);
   g_free(brokers);
