@@ -1004,6 +1004,64 @@ static void test_fused_terms_pass(void) {
   ixia_idx_destroy(idx);
 }
 
+/* Exact sums carry their chunks often enough on every path. 4,124 copies
+ * of one price in one bucket, a price whose mantissa lands almost whole in
+ * the upper of its two chunks (ixia_xsum_t): 2^52 a value, so without a
+ * carry every few hundred values that chunk would overflow its 64 bits
+ * after 2,048. The second block's documents hold the price twice (the
+ * general path, value by value), the others once (the fused terms pass,
+ * or the general path's single-valued loop when the fused pass is off). */
+static void test_exact_sum_carries(void) {
+  ixia_idx_t *idx = open_index("carries");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+  CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_SCHEMA, "", 1, schema_json, NULL));
+  /* (A document's values are a set: its second price differs.) */
+  double p = ldexp((double)((G_GUINT64_CONSTANT(1) << 53) - 1), -19);
+  double p2 = ldexp((double)((G_GUINT64_CONSTANT(1) << 53) - 3), -19);
+  char num[G_ASCII_DTOSTR_BUF_SIZE], num2[G_ASCII_DTOSTR_BUF_SIZE];
+  g_ascii_dtostr(num, sizeof num, p);
+  g_ascii_dtostr(num2, sizeof num2, p2);
+  ixia_fsum_t exact = {0};
+  for (guint i = 0; i < 3100; i++) {
+    gboolean twice = i >= 1024 && i < 2048;
+    char *doc = twice ? g_strdup_printf("{\"cat\": \"c0\", \"price\": [%s, %s]}", num, num2)
+                      : g_strdup_printf("{\"cat\": \"c0\", \"price\": %s}", num);
+    char key[16];
+    g_snprintf(key, sizeof key, "x%04u", i);
+    CU_ASSERT_TRUE(apply_one(idx, IXIA_IDX_PUT, key, 2 + i, doc, NULL));
+    g_free(doc);
+    ixia_fsum_add(&exact, p);
+    if (twice) ixia_fsum_add(&exact, p2);
+  }
+  double want = ixia_fsum_result(&exact);
+  ixia_fsum_clear(&exact);
+  ixia_query_t *q = parse(idx,
+                          "{\"namespace\": \"shop\", \"table\": \"p\", \"aggs\": {\"tot\": {\"sum\": \"price\"},"
+                          " \"by\": {\"terms\": {\"field\": \"cat\", \"aggs\": {\"s\": {\"sum\": \"price\"},"
+                          " \"lo\": {\"min\": \"price\"}, \"hi\": {\"max\": \"price\"}}}}}}");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+  for (int unfused = 0; unfused < 2; unfused++) {
+    if (unfused) g_setenv("IXIA_TEST_AGG_UNFUSED", "1", TRUE);
+    ixia_aggs_t *a = ixia_aggs_new(q, &lim);
+    CU_ASSERT_TRUE(isearch(idx, q, -1, 0, 0, &lim, NULL, NULL, a, NULL));
+    g_unsetenv("IXIA_TEST_AGG_UNFUSED");
+    cJSON *got = ixia_aggs_result_json(a);
+    cJSON *b0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(got, "by"), "buckets"), 0);
+    double tot = cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(got, "tot"), "value"));
+    double sum = cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(b0, "s"), "value"));
+    CU_ASSERT_EQUAL(tot, want);
+    CU_ASSERT_EQUAL(sum, want);
+    CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(b0, "lo"), "value")), p2);
+    CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(b0, "hi"), "value")), p);
+    CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(b0, "count")), 3100);
+    if (sum != want) fprintf(stderr, "\n%s sum %.17g, exact %.17g\n", unfused ? "general" : "fused", sum, want);
+    cJSON_Delete(got);
+    ixia_aggs_destroy(a);
+  }
+  ixia_query_destroy(q);
+  ixia_idx_destroy(idx);
+}
+
 static void test_random_vs_brute_force(void) {
   GRand *r = g_rand_new_with_seed(42);
   GPtrArray *evs = random_stream(r, 4000, 700);
@@ -2235,6 +2293,7 @@ int main(void) {
   IXT_ADD(s, test_points_vs_brute_force);
   IXT_ADD(s, test_random_vs_brute_force);
   IXT_ADD(s, test_fused_terms_pass);
+  IXT_ADD(s, test_exact_sum_carries);
   IXT_ADD(s, test_delete_removes_everywhere);
   IXT_ADD(s, test_stale_after_schema_change);
   IXT_ADD(s, test_hit_records_follow_writes);
