@@ -1004,13 +1004,14 @@ static void test_fused_terms_pass(void) {
   ixia_idx_destroy(idx);
 }
 
-/* Exact sums carry their chunks often enough on every path. 4,124 copies
- * of one price in one bucket, a price whose mantissa lands almost whole in
- * the upper of its two chunks (ixia_xsum_t): 2^52 a value, so without a
+/* Exact sums carry their chunks often enough on every path. 4,124 values
+ * in one bucket, of two prices whose mantissas land almost whole in the
+ * upper of their two chunks (ixia_xsum_t): 2^52 a value, so without a
  * carry every few hundred values that chunk would overflow its 64 bits
- * after 2,048. The second block's documents hold the price twice (the
- * general path, value by value), the others once (the fused terms pass,
- * or the general path's single-valued loop when the fused pass is off). */
+ * after 2,048. The 3,100 documents hold the first price; those of the
+ * second block also hold the second (the general path, value by value),
+ * the others take the fused terms pass, or the general path's
+ * single-valued loop when the fused pass is off. */
 static void test_exact_sum_carries(void) {
   ixia_idx_t *idx = open_index("carries");
   CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
