@@ -34,6 +34,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "bytes.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
@@ -466,8 +467,7 @@ static void on_first_bytes(ixia_http_t *h, pending_t *p, guint32 events) {
       /* More bytes may name the call while the frame is not all here and
        * the client has not closed; otherwise the call is malformed or cut
        * short, and is answered without its name. */
-      guint32 frame = (guint32)buf[0] << 24 | (guint32)buf[1] << 16 | (guint32)buf[2] << 8 | buf[3];
-      if ((gsize)n < sizeof buf && (gsize)n - 4 < frame &&
+      if ((gsize)n < sizeof buf && (gsize)n - 4 < ixia_bytes_get32(buf) &&
           !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
         await_more(h, p);
         return;
