@@ -341,12 +341,16 @@ static const ixia_option_t options[] = {
      "index directory, outside it, so it survives an index wipe)."},
     {"indexer.batch_max_events", IXIA_OPT_INT, "2000", 1, 1000000,
      "Most events applied in one index write batch."},
-    {"indexer.batch_wait_ms", IXIA_OPT_INT, "5", 0, 10000,
-     "How long the consumer waits for more events before applying a partial batch."},
-    {"indexer.fetch_wait_ms", IXIA_OPT_INT, "10", 1, 10000,
+    {"indexer.batch_wait_ms", IXIA_OPT_INT, "2", 0, 10000,
+     "How long the consumer waits for more events before applying a partial batch; it adds up "
+     "to this to put-to-searchable latency. Under load batches fill before the wait ends."},
+    {"indexer.fetch_wait_ms", IXIA_OPT_INT, "4", 1, 10000,
      "librdkafka fetch.wait.max.ms: the longest a fetch waits on an idle partition. Brokers that "
      "answer a waiting fetch only at its timeout (the mock cluster) add up to this to "
-     "put-to-searchable latency."},
+     "put-to-searchable latency; a shorter wait costs empty fetches while idle. On a 2-core "
+     "machine at 2,600 puts/s, 4 and 2 (against 10 and 5) took put-to-searchable from p50 "
+     "18-19 / p99 29-32 ms to 12-13 / 18-20 ms (the mock cluster), for 1.5% of a core in the "
+     "indexer and 2% in the mock spent on empty fetches while idle."},
     {"indexer.invalidate_cache", IXIA_OPT_BOOL, "true", 0, 0,
      "Delete each indexed key from memcached (cache.servers) once more after applying it."},
     {"indexer.retry_max_ms", IXIA_OPT_INT, "5000", 10, 600000,
