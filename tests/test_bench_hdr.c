@@ -236,6 +236,8 @@ static void test_answer_read(void) {
       {"{\"hits\":[],\"total\":+1}", FALSE, 0, 0, 0},
       {"{\"hits\":[],\"total\":1,\"took_ms\":1,\"took_ms\":2}", FALSE, 0, 0, 0},
       {"{\"hits\":[],\"total\":-0.5e1,\"took_ms\":1E-3}", TRUE, 0, -5, 0.001},
+      {"{\"hits\":[{}],\"total\":1,\"next\":[}", FALSE, 0, 0, 0},      /* broken after the hits */
+      {"{\"hits\":[{\"a\":\"]\"}] ,\"total\":1}", TRUE, 1, 1, 0},      /* a bracket in a hit's string */
       {"[]", FALSE, 0, 0, 0},
       {"", FALSE, 0, 0, 0},
   };
