@@ -328,6 +328,7 @@ blk_t *ixia_idx_posting(ixia_idx_t *idx, char prefix, guint32 a, guint32 b, ixia
   roaring_bitmap_run_optimize(bm);
   blk_t *blk = blk_new(BLK_BITMAP, key, 9);
   blk->bm = bm;
+  blk->card = roaring_bitmap_get_cardinality(bm);
   return cache_offer(idx->cache, blk, gen);
 }
 
@@ -481,7 +482,10 @@ void ixia_idx_publish_end(ixia_idx_publish_t *p) {
   g_hash_table_iter_init(&it, p->touched);
   while (g_hash_table_iter_next(&it, &k, NULL)) {
     blk_t *b = k;
-    if (b->bm) roaring_bitmap_run_optimize(b->bm);
+    if (b->bm) {
+      roaring_bitmap_run_optimize(b->bm);
+      b->card = roaring_bitmap_get_cardinality(b->bm);
+    }
   }
   /* Every stripe, in order, so that a search sees the whole batch or none
    * of it per block and the generation moves atomically with the swap. */

@@ -600,7 +600,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
                          .deadline_us = o->deadline_us, .err = err};
   s.live = ixia_idx_posting(idx, K_LIVE, t->id, LIVE_ALL, err);
   if (!s.live) return FALSE;
-  s.n_live = roaring_bitmap_get_cardinality(s.live->bm);
+  s.n_live = s.live->card;
   /* A negation is exact here only when no document waits for a backfill
    * (idx.h, LIVE_STALE); the query's fields are all declared (parsing
    * against this shard's schema refuses any other). */

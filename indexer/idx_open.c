@@ -482,10 +482,10 @@ void ixia_idx_get_stats(ixia_idx_t *idx, ixia_idx_stats_t *out) {
   g_rw_lock_reader_unlock(&idx->dict_lock);
   for (guint i = 0; i < tids->len; i++) {
     blk_t *live = ixia_idx_posting(idx, K_LIVE, g_array_index(tids, guint32, i), LIVE_ALL, NULL);
-    if (live) out->documents += roaring_bitmap_get_cardinality(live->bm);
+    if (live) out->documents += live->card;
     ixia_idx_blk_unref(live);
     blk_t *stale = ixia_idx_posting(idx, K_LIVE, g_array_index(tids, guint32, i), LIVE_STALE, NULL);
-    if (stale) out->stale_documents += roaring_bitmap_get_cardinality(stale->bm);
+    if (stale) out->stale_documents += stale->card;
     ixia_idx_blk_unref(stale);
   }
   for (guint i = 0; i < points->len; i++) out->points_bytes += ixia_points_bytes(points->pdata[i]);

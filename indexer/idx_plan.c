@@ -317,7 +317,7 @@ static gboolean plan_leaf(ixia_idx_search_t *s, pnode_t *p) {
     case IXIA_F_EXISTS: {
       blk_t *e = ixia_idx_posting(s->idx, K_POST, fld->id, VID_EXISTS, s->err);
       if (!e) return FALSE;
-      p->est = (double)roaring_bitmap_get_cardinality(e->bm);
+      p->est = (double)e->card;
       ixia_idx_blk_unref(e);
       return TRUE;
     }
@@ -460,7 +460,7 @@ pnode_t *ixia_idx_plan(ixia_idx_search_t *s, const ixia_filter_t *f) {
 static double posting_count(ixia_idx_search_t *s, guint32 field, guint32 vid) {
   blk_t *b = ixia_idx_posting(s->idx, K_POST, field, vid, s->err);
   if (!b) return -1;
-  double n = (double)roaring_bitmap_get_cardinality(b->bm);
+  double n = (double)b->card;
   ixia_idx_blk_unref(b);
   return n;
 }
