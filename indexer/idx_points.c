@@ -28,9 +28,19 @@ typedef struct {
   guint32 id[LEAF_CAP];
 } leaf_t;
 
+/* Each leaf's first point and size, side by side in one array: finding a
+ * leaf and counting a range read these instead of a cache line of every
+ * leaf (summing the sizes of a half-the-shard range leaf by leaf was a
+ * fifth of the shard's CPU under the 50% price filter). */
+typedef struct {
+  guint64 key;
+  guint32 id, n;
+} head_t;
+
 struct ixia_points {
   pthread_rwlock_t lock;
   GPtrArray *leaves; /* leaf_t*, in order; never empty leaves */
+  GArray *heads;     /* head_t of each leaf, same order */
   guint64 size;
 };
 
@@ -47,12 +57,14 @@ ixia_points_t *ixia_points_new(void) {
   pthread_rwlock_init(&p->lock, &attr);
   pthread_rwlockattr_destroy(&attr);
   p->leaves = g_ptr_array_new_with_free_func(g_free);
+  p->heads = g_array_new(FALSE, FALSE, sizeof(head_t));
   return p;
 }
 
 void ixia_points_destroy(ixia_points_t *p) {
   if (!p) return;
   g_ptr_array_free(p->leaves, TRUE);
+  g_array_free(p->heads, TRUE);
   pthread_rwlock_destroy(&p->lock);
   g_free(p);
 }
@@ -60,6 +72,7 @@ void ixia_points_destroy(ixia_points_t *p) {
 void ixia_points_load(ixia_points_t *p, const guint64 *keys, const guint32 *ids, gsize n) {
   pthread_rwlock_wrlock(&p->lock);
   g_ptr_array_set_size(p->leaves, 0);
+  g_array_set_size(p->heads, 0);
   /* Leaves three quarters full leave room for inserts without splits. */
   const guint fill = LEAF_CAP * 3 / 4;
   for (gsize i = 0; i < n;) {
@@ -68,6 +81,8 @@ void ixia_points_load(ixia_points_t *p, const guint64 *keys, const guint32 *ids,
     memcpy(l->key, keys + i, l->n * sizeof(guint64));
     memcpy(l->id, ids + i, l->n * sizeof(guint32));
     g_ptr_array_add(p->leaves, l);
+    head_t h = {l->key[0], l->id[0], l->n};
+    g_array_append_val(p->heads, h);
     i += l->n;
   }
   p->size = n;
@@ -77,14 +92,23 @@ void ixia_points_load(ixia_points_t *p, const guint64 *keys, const guint32 *ids,
 /* The leaf that holds (or would hold) a point: the last leaf whose first
  * point is <= it, or leaf 0. */
 static guint leaf_of(const ixia_points_t *p, guint64 key, guint32 id) {
-  guint lo = 0, hi = p->leaves->len;
+  const head_t *h = (const head_t *)(const void *)p->heads->data;
+  guint lo = 0, hi = p->heads->len;
   while (hi - lo > 1) {
     guint mid = lo + (hi - lo) / 2;
-    const leaf_t *l = p->leaves->pdata[mid];
-    if (pt_cmp(l->key[0], l->id[0], key, id) <= 0) lo = mid;
+    if (pt_cmp(h[mid].key, h[mid].id, key, id) <= 0) lo = mid;
     else hi = mid;
   }
   return lo;
+}
+
+/* Leaf li's head again after its points changed. */
+static void head_sync(ixia_points_t *p, guint li) {
+  const leaf_t *l = p->leaves->pdata[li];
+  head_t *h = &g_array_index(p->heads, head_t, li);
+  h->n = l->n;
+  h->key = l->n ? l->key[0] : 0;
+  h->id = l->n ? l->id[0] : 0;
 }
 
 /* First position in l not below (key, id). */
@@ -99,7 +123,11 @@ static guint lower_in(const leaf_t *l, guint64 key, guint32 id) {
 }
 
 static void insert(ixia_points_t *p, guint64 key, guint32 id) {
-  if (p->leaves->len == 0) g_ptr_array_add(p->leaves, g_new0(leaf_t, 1));
+  if (p->leaves->len == 0) {
+    g_ptr_array_add(p->leaves, g_new0(leaf_t, 1));
+    head_t h = {0, 0, 0};
+    g_array_append_val(p->heads, h);
+  }
   guint li = leaf_of(p, key, id);
   leaf_t *l = p->leaves->pdata[li];
   guint at = lower_in(l, key, id);
@@ -112,9 +140,13 @@ static void insert(ixia_points_t *p, guint64 key, guint32 id) {
     memcpy(r->id, l->id + half, r->n * sizeof(guint32));
     l->n = half;
     g_ptr_array_insert(p->leaves, (gint)li + 1, r);
+    head_t h = {r->key[0], r->id[0], r->n};
+    g_array_insert_val(p->heads, li + 1, h);
+    head_sync(p, li);
     if (at > half) {
       l = r;
       at -= half;
+      li++;
     }
   }
   memmove(l->key + at + 1, l->key + at, (l->n - at) * sizeof(guint64));
@@ -123,6 +155,7 @@ static void insert(ixia_points_t *p, guint64 key, guint32 id) {
   l->id[at] = id;
   l->n++;
   p->size++;
+  head_sync(p, li);
 }
 
 static void remove_point(ixia_points_t *p, guint64 key, guint32 id) {
@@ -135,7 +168,12 @@ static void remove_point(ixia_points_t *p, guint64 key, guint32 id) {
   memmove(l->id + at, l->id + at + 1, (l->n - at - 1) * sizeof(guint32));
   l->n--;
   p->size--;
-  if (l->n == 0) g_ptr_array_remove_index(p->leaves, li);
+  if (l->n == 0) {
+    g_ptr_array_remove_index(p->leaves, li);
+    g_array_remove_index(p->heads, li);
+  } else {
+    head_sync(p, li);
+  }
 }
 
 void ixia_points_update(ixia_points_t *p, const ixia_point_change_t *ch, guint n) {
@@ -173,7 +211,8 @@ static guint64 count_points(const ixia_points_t *p, guint64 lo, guint64 hi) {
       first_at_least(p, hi + 1, &lb, &ib);
     }
     /* Points in [a, b): whole leaves between, minus the edges. */
-    for (guint l = la; l < lb && l < p->leaves->len; l++) n += ((leaf_t *)p->leaves->pdata[l])->n;
+    const head_t *h = (const head_t *)(const void *)p->heads->data;
+    for (guint l = la; l < lb && l < p->heads->len; l++) n += h[l].n;
     n -= ia;
     if (lb < p->leaves->len) n += ib;
   }
@@ -498,7 +537,7 @@ guint64 ixia_points_size(ixia_points_t *p) {
 
 gsize ixia_points_bytes(ixia_points_t *p) {
   pthread_rwlock_rdlock(&p->lock);
-  gsize n = p->leaves->len * sizeof(leaf_t);
+  gsize n = p->leaves->len * (sizeof(leaf_t) + sizeof(head_t));
   pthread_rwlock_unlock(&p->lock);
   return n;
 }

@@ -2179,6 +2179,40 @@ static void test_sorted_bounded(void) {
   ixia_idx_destroy(idx);
 }
 
+/* The ids of set's points (key << 20 | id) with lo <= key <= hi into want;
+ * returns how many points. */
+static guint64 points_in(GHashTable *set, guint64 lo, guint64 hi, roaring_bitmap_t *want) {
+  guint64 points = 0;
+  GHashTableIter it;
+  gpointer kk;
+  g_hash_table_iter_init(&it, set);
+  while (g_hash_table_iter_next(&it, &kk, NULL)) {
+    guint64 key = GPOINTER_TO_SIZE(kk) >> 20;
+    if (key >= lo && key <= hi) roaring_bitmap_add(want, (guint32)(GPOINTER_TO_SIZE(kk) & 0xfffff)), points++;
+  }
+  return points;
+}
+
+/* Counts and collections of random ranges of p against set (key << 20 | id). */
+static void points_check_ranges(ixia_points_t *p, GHashTable *set, GRand *r, int n) {
+  for (int q = 0; q < n; q++) {
+    guint64 lo = (guint64)g_rand_int_range(r, 0, 1001), hi = lo + (guint64)g_rand_int_range(r, 0, 1001 - (gint32)lo);
+    roaring_bitmap_t *want = roaring_bitmap_create(), *got = roaring_bitmap_create();
+    guint64 points = points_in(set, lo, hi, want);
+    CU_ASSERT_EQUAL(ixia_points_count(p, lo, hi), points);
+    CU_ASSERT_EQUAL(ixia_points_collect(p, lo, hi, got), points);
+    CU_ASSERT_TRUE(roaring_bitmap_equals(got, want));
+    roaring_bitmap_free(want);
+    roaring_bitmap_free(got);
+  }
+  CU_ASSERT_EQUAL(ixia_points_size(p), g_hash_table_size(set));
+}
+
+static gint point_key_cmp(gconstpointer a, gconstpointer b) {
+  guint64 x = GPOINTER_TO_SIZE(*(gconstpointer const *)a), y = GPOINTER_TO_SIZE(*(gconstpointer const *)b);
+  return x < y ? -1 : x > y;
+}
+
 /* Numeric points against a brute-force list of (key, id) pairs: random
  * adds and removes with many equal keys and documents with several values,
  * then ranges of every width collected, counted and used as a filter on
@@ -2208,14 +2242,7 @@ static void test_points_vs_brute_force(void) {
       guint64 lo = (guint64)g_rand_int_range(r, 0, 1001), hi = lo + (guint64)g_rand_int_range(r, 0, 1001 - (gint32)lo);
       if (q == 0) lo = 0, hi = G_MAXUINT64;
       roaring_bitmap_t *want = roaring_bitmap_create(), *cand = roaring_bitmap_create();
-      guint64 points = 0;
-      GHashTableIter it;
-      gpointer kk;
-      g_hash_table_iter_init(&it, set);
-      while (g_hash_table_iter_next(&it, &kk, NULL)) {
-        guint64 key = GPOINTER_TO_SIZE(kk) >> 20;
-        if (key >= lo && key <= hi) roaring_bitmap_add(want, (guint32)(GPOINTER_TO_SIZE(kk) & 0xfffff)), points++;
-      }
+      guint64 points = points_in(set, lo, hi, want);
       /* candidates: a sparse draw (array container), a dense one (bitset)
        * or runs, plus the range's largest id */
       int every = q % 2 ? 2 : 500;
@@ -2250,6 +2277,52 @@ static void test_points_vs_brute_force(void) {
     }
   }
   CU_ASSERT_TRUE(small > 200 && large > 200); /* both filter paths ran */
+  /* Whole leaves emptied: every point with a key up to 300 removed. */
+  GPtrArray *gone = g_ptr_array_new();
+  GHashTableIter it;
+  gpointer kk;
+  g_hash_table_iter_init(&it, set);
+  while (g_hash_table_iter_next(&it, &kk, NULL))
+    if (GPOINTER_TO_SIZE(kk) >> 20 <= 300) g_ptr_array_add(gone, kk);
+  CU_ASSERT_TRUE(gone->len > 2000);
+  for (guint i = 0; i < gone->len; i++) {
+    gsize pk = GPOINTER_TO_SIZE(gone->pdata[i]);
+    ixia_point_change_t c = {pk >> 20, (guint32)(pk & 0xfffff), FALSE};
+    ixia_points_update(p, &c, 1);
+    g_hash_table_remove(set, gone->pdata[i]);
+  }
+  points_check_ranges(p, set, r, 40);
+  /* Loaded whole (as at open), then changed. */
+  GPtrArray *sorted = g_ptr_array_new();
+  g_hash_table_iter_init(&it, set);
+  while (g_hash_table_iter_next(&it, &kk, NULL)) g_ptr_array_add(sorted, kk);
+  g_ptr_array_sort(sorted, point_key_cmp);
+  guint64 *keys = g_new(guint64, sorted->len);
+  guint32 *ids = g_new(guint32, sorted->len);
+  for (guint i = 0; i < sorted->len; i++) {
+    keys[i] = GPOINTER_TO_SIZE(sorted->pdata[i]) >> 20;
+    ids[i] = (guint32)(GPOINTER_TO_SIZE(sorted->pdata[i]) & 0xfffff);
+  }
+  ixia_points_t *loaded = ixia_points_new();
+  ixia_points_load(loaded, keys, ids, sorted->len);
+  points_check_ranges(loaded, set, r, 20);
+  for (int i = 0; i < 3000; i++) {
+    guint64 key = (guint64)g_rand_int_range(r, 0, 1001);
+    guint32 id = (guint32)g_rand_int_range(r, 0, 70000);
+    gboolean add = g_rand_boolean(r);
+    if (!add && i % 2) key = keys[i % sorted->len], id = ids[i % sorted->len]; /* a point that is there */
+    ixia_point_change_t c = {key, id, add};
+    ixia_points_update(loaded, &c, 1);
+    gpointer pk = GSIZE_TO_POINTER((gsize)(key << 20 | id));
+    if (add) g_hash_table_add(set, pk);
+    else g_hash_table_remove(set, pk);
+  }
+  points_check_ranges(loaded, set, r, 40);
+  g_free(keys);
+  g_free(ids);
+  g_ptr_array_free(sorted, TRUE);
+  g_ptr_array_free(gone, TRUE);
+  ixia_points_destroy(loaded);
   g_hash_table_destroy(set);
   ixia_points_destroy(p);
 
