@@ -467,6 +467,10 @@ gboolean ixia_docvals_get(const ixia_docvals_t *dv, guint32 id, guint64 *v);
 /* Where id's slot is (for a prefetch), or NULL. */
 const void *ixia_docvals_prefetch_addr(const ixia_docvals_t *dv, guint32 id);
 gsize ixia_docvals_bytes(ixia_docvals_t *dv);
+/* Whether no document holds several values of the field, as far as the doc
+ * values can tell: FALSE without doc values or once a chunk was denied (its
+ * slots were never recorded). Changes only when the writer publishes. */
+gboolean ixia_docvals_single(const ixia_docvals_t *dv);
 
 /* ---- idx_history.c ---- */
 

@@ -53,6 +53,8 @@ struct ixia_docvals {
   GPtrArray *old_dirs;
   ixia_docvals_budget_t *budget;
   _Atomic gsize bytes; /* this field's chunks */
+  _Atomic gint64 multi;    /* multi-valued slots of every chunk */
+  _Atomic gboolean denied; /* a chunk was denied: its slots were never recorded */
 };
 
 static dvdir_t *dir_new(guint n) {
@@ -102,6 +104,7 @@ static dvchunk_t *chunk_for_write(ixia_docvals_t *dv, guint32 ci) {
   gsize need = chunk_bytes(dv->width);
   if (atomic_fetch_add(&dv->budget->used, need) + need > dv->budget->limit) {
     atomic_fetch_sub(&dv->budget->used, need);
+    atomic_store(&dv->denied, TRUE);
     atomic_store_explicit((_Atomic(dvchunk_t *) *)&d->c[ci], DV_DENIED, memory_order_release);
     return NULL;
   }
@@ -150,6 +153,7 @@ void ixia_docvals_set(ixia_docvals_t *dv, guint32 id, const void *first, guint n
    * of: count and flip before the slot turns multi, uncount and flip after
    * it stops; a reader that saw no count re-reads flips after its check. */
   if (now && !was) {
+    atomic_fetch_add(&dv->multi, 1);
     atomic_fetch_add(&c->multi[b], 1);
     atomic_fetch_add(&c->flips[b], 1);
   }
@@ -158,7 +162,12 @@ void ixia_docvals_set(ixia_docvals_t *dv, guint32 id, const void *first, guint n
   if (was && !now) {
     atomic_fetch_sub(&c->multi[b], 1);
     atomic_fetch_add(&c->flips[b], 1);
+    atomic_fetch_sub(&dv->multi, 1);
   }
+}
+
+gboolean ixia_docvals_single(const ixia_docvals_t *dv) {
+  return dv && !atomic_load(&((ixia_docvals_t *)dv)->denied) && atomic_load(&((ixia_docvals_t *)dv)->multi) == 0;
 }
 
 static const dvchunk_t *chunk_for_read(const ixia_docvals_t *dv, guint32 ci) {

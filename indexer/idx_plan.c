@@ -507,6 +507,39 @@ static double exact_of(ixia_idx_search_t *s, const pnode_t *p, gboolean *ok) {
   return -1;
 }
 
+static int vid_cmp(gconstpointer a, gconstpointer b) {
+  guint32 x = *(const guint32 *)a, y = *(const guint32 *)b;
+  return (x > y) - (x < y);
+}
+
+/* The matches of a leaf over several values of a field whose documents each
+ * hold one value: its postings do not overlap, so their cardinalities add
+ * up. Read until the sum reaches need (0 when the dictionary's counts say
+ * it will not; -1 on a read error). */
+static double disjoint_sum(ixia_idx_search_t *s, const pnode_t *p, double need) {
+  GArray *vids = g_array_sized_new(FALSE, FALSE, sizeof(guint32), p->vids->len);
+  g_array_append_vals(vids, p->vids->data, p->vids->len);
+  g_array_sort(vids, vid_cmp); /* (a value listed twice is counted once) */
+  double est = 0;
+  g_rw_lock_reader_lock(&s->idx->dict_lock);
+  for (guint i = 0; i < vids->len; i++)
+    if (i == 0 || g_array_index(vids, guint32, i) != g_array_index(vids, guint32, i - 1))
+      est += count_of(p->field, g_array_index(vids, guint32, i));
+  g_rw_lock_reader_unlock(&s->idx->dict_lock);
+  double n = 0;
+  for (guint i = 0; est >= need && n < need && i < vids->len; i++) {
+    if (i > 0 && g_array_index(vids, guint32, i) == g_array_index(vids, guint32, i - 1)) continue;
+    double c = posting_count(s, p->field->id, g_array_index(vids, guint32, i));
+    if (c < 0) {
+      n = -1;
+      break;
+    }
+    n += c;
+  }
+  g_array_free(vids, TRUE);
+  return n;
+}
+
 /* A count p's matches reach (0: unknown); reads postings only where an
  * estimate reaches need. */
 static double lower_of(ixia_idx_search_t *s, const pnode_t *p, double need, gboolean *ok) {
@@ -518,7 +551,13 @@ static double lower_of(ixia_idx_search_t *s, const pnode_t *p, double need, gboo
   }
   if (p->kind == N_LEAF && p->checkable && p->vids && p->vids->len > 1 && !needs_all(p->f)) {
     /* Several values (in, prefix, keyword range): the documents of the
-     * most common one are matches; the sum may count a document twice. */
+     * most common one are matches; the sum may count a document twice,
+     * unless no document holds two values of the field. */
+    if (ixia_docvals_single(p->field->dv)) {
+      double n = disjoint_sum(s, p, need);
+      if (n < 0) *ok = FALSE;
+      return MAX(n, 0);
+    }
     guint32 best = 0;
     double best_n = -1;
     g_rw_lock_reader_lock(&s->idx->dict_lock);
