@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 #include <glib.h>
+#include <string.h>
 
 #include "error.h"
 
@@ -85,6 +86,22 @@ cJSON *ixia_json_project(const cJSON *doc, const char *const *paths, guint npath
                          gboolean *all_present);
 
 /* ---- text without a tree (json_text.c) ---- */
+
+/* Appends n bytes at p to out (p must not point into out). GLib 2.74's
+ * g_string_append_len is a call that checks whether the bytes overlap the
+ * string before it copies: a page of 100 hits writes ~600 pieces, and those
+ * calls were a fifth of the shard's search CPU on such pages. */
+static inline void ixia_json_put(GString *out, const char *p, size_t n) {
+  if (G_LIKELY(out->len + n < out->allocated_len)) {
+    memcpy(out->str + out->len, p, n);
+    out->len += n;
+    out->str[out->len] = '\0';
+  } else {
+    g_string_append_len(out, p, (gssize)n);
+  }
+}
+/* ixia_json_put of a string literal. */
+#define ixia_json_put_lit(out, lit) ixia_json_put((out), "" lit, sizeof(lit) - 1)
 
 /* Appends s[0..len) as a JSON string literal. */
 void ixia_json_append_string(GString *out, const char *s, size_t len);

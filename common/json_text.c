@@ -232,7 +232,7 @@ void ixia_json_append_string(GString *out, const char *s, size_t len) {
     size_t run = i;
     while (run < len && (guint8)s[run] >= 0x20 && s[run] != '"' && s[run] != '\\') run++;
     if (run > i) {
-      g_string_append_len(out, s + i, (gssize)(run - i));
+      ixia_json_put(out, s + i, run - i);
       i = run;
       if (i == len) break;
     }
@@ -290,7 +290,7 @@ gsize ixia_json_format_int(gint64 v, char buf[24]) {
 
 void ixia_json_append_int(GString *out, gint64 v) {
   char num[24];
-  g_string_append_len(out, num, (gssize)ixia_json_format_int(v, num));
+  ixia_json_put(out, num, ixia_json_format_int(v, num));
 }
 
 /* Writes sign, then m / 10^k in fixed notation (m > 0 has n digits, no
@@ -593,7 +593,7 @@ static int project_flat(const char *json, const char *e, const guint16 *table, g
     first = FALSE;
     ixia_json_append_string(out, paths[i], nlen[i]);
     g_string_append_c(out, ':');
-    g_string_append_len(out, v[i], ve[i] - v[i]);
+    ixia_json_put(out, v[i], (size_t)(ve[i] - v[i]));
   }
   g_string_append_c(out, '}');
   if (all_present) *all_present = all;

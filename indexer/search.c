@@ -188,11 +188,11 @@ static void append_hits(GString *out, const ixia_query_t *q, const GArray *hits)
   for (guint i = 0; i < hits->len; i++) {
     const ixia_idx_hit_t *hit = &g_array_index(hits, ixia_idx_hit_t, i);
     if (i) g_string_append_c(out, ',');
-    g_string_append(out, "{\"key\":");
+    ixia_json_put_lit(out, "{\"key\":");
     ixia_json_append_string(out, hit->key, strlen(hit->key));
-    g_string_append(out, ",\"version\":");
+    ixia_json_put_lit(out, ",\"version\":");
     ixia_json_append_int(out, hit->version);
-    g_string_append(out, ",\"id\":");
+    ixia_json_put_lit(out, ",\"id\":");
     ixia_json_append_int(out, hit->id);
     if (q->n_sort) {
       g_string_append(out, ",\"sort\":[");

@@ -824,13 +824,13 @@ static guint verify_hits(ixia_fanout_t *s, const ixia_query_t *q, const GArray *
       }
       if (match) {
         if (kept++) g_string_append_c(out, ',');
-        g_string_append(out, "{\"key\":");
+        ixia_json_put_lit(out, "{\"key\":");
         ixia_json_append_string(out, keys[i], lens[i]);
-        g_string_append(out, ",\"version\":");
+        ixia_json_put_lit(out, ",\"version\":");
         ixia_json_append_int(out, d->version);
-        g_string_append(out, ",\"doc\":");
+        ixia_json_put_lit(out, ",\"doc\":");
         append_doc(q, d, out);
-        if (c->extra_len) g_string_append_len(out, extras->str + c->extra_at, c->extra_len);
+        if (c->extra_len) ixia_json_put(out, extras->str + c->extra_at, c->extra_len);
         g_string_append_c(out, '}');
       } else {
         counter_add(&s->stale_dropped, 1);
@@ -1355,7 +1355,9 @@ static char *run_finish(ixia_fanout_t *s, const ixia_query_t *q, run_t *r, ixia_
   gint64 start_us = r->start_us, *pos = r->pos;
   call_t *calls = r->calls;
   guint *stale = r->stale;
-  GString *hits = g_string_new(NULL);
+  /* Room for a page of short documents, so the page is not grown piece by
+   * piece. */
+  GString *hits = g_string_sized_new(64 + 128 * (gsize)MIN(q->limit, 1000));
   gboolean ok = refuse_repairing(s, q, calls, err);
   guint returned = 0;
   char *text = NULL;
