@@ -517,19 +517,21 @@ static int vid_cmp(gconstpointer a, gconstpointer b) {
  * up. Read until the sum reaches need (0 when the dictionary's counts say
  * it will not; -1 on a read error). */
 static double disjoint_sum(ixia_idx_search_t *s, const pnode_t *p, double need) {
+  /* The distinct values (one listed twice is counted once). */
   GArray *vids = g_array_sized_new(FALSE, FALSE, sizeof(guint32), p->vids->len);
   g_array_append_vals(vids, p->vids->data, p->vids->len);
-  g_array_sort(vids, vid_cmp); /* (a value listed twice is counted once) */
+  g_array_sort(vids, vid_cmp);
+  guint32 *v = (guint32 *)(void *)vids->data;
+  guint n_v = 0;
+  for (guint i = 0; i < vids->len; i++)
+    if (n_v == 0 || v[i] != v[n_v - 1]) v[n_v++] = v[i];
   double est = 0;
   g_rw_lock_reader_lock(&s->idx->dict_lock);
-  for (guint i = 0; i < vids->len; i++)
-    if (i == 0 || g_array_index(vids, guint32, i) != g_array_index(vids, guint32, i - 1))
-      est += count_of(p->field, g_array_index(vids, guint32, i));
+  for (guint i = 0; i < n_v; i++) est += count_of(p->field, v[i]);
   g_rw_lock_reader_unlock(&s->idx->dict_lock);
   double n = 0;
-  for (guint i = 0; est >= need && n < need && i < vids->len; i++) {
-    if (i > 0 && g_array_index(vids, guint32, i) == g_array_index(vids, guint32, i - 1)) continue;
-    double c = posting_count(s, p->field->id, g_array_index(vids, guint32, i));
+  for (guint i = 0; est >= need && n < need && i < n_v; i++) {
+    double c = posting_count(s, p->field->id, v[i]);
     if (c < 0) {
       n = -1;
       break;

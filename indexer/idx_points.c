@@ -69,6 +69,22 @@ void ixia_points_destroy(ixia_points_t *p) {
   g_free(p);
 }
 
+/* Leaf li's head again after its points changed. */
+static void head_sync(ixia_points_t *p, guint li) {
+  const leaf_t *l = p->leaves->pdata[li];
+  head_t *h = &g_array_index(p->heads, head_t, li);
+  h->n = l->n;
+  h->key = l->n ? l->key[0] : 0;
+  h->id = l->n ? l->id[0] : 0;
+}
+
+/* A head for leaf li, just inserted into the leaves. */
+static void head_insert(ixia_points_t *p, guint li) {
+  head_t h = {0, 0, 0};
+  g_array_insert_val(p->heads, li, h);
+  head_sync(p, li);
+}
+
 void ixia_points_load(ixia_points_t *p, const guint64 *keys, const guint32 *ids, gsize n) {
   pthread_rwlock_wrlock(&p->lock);
   g_ptr_array_set_size(p->leaves, 0);
@@ -81,8 +97,7 @@ void ixia_points_load(ixia_points_t *p, const guint64 *keys, const guint32 *ids,
     memcpy(l->key, keys + i, l->n * sizeof(guint64));
     memcpy(l->id, ids + i, l->n * sizeof(guint32));
     g_ptr_array_add(p->leaves, l);
-    head_t h = {l->key[0], l->id[0], l->n};
-    g_array_append_val(p->heads, h);
+    head_insert(p, p->leaves->len - 1);
     i += l->n;
   }
   p->size = n;
@@ -102,15 +117,6 @@ static guint leaf_of(const ixia_points_t *p, guint64 key, guint32 id) {
   return lo;
 }
 
-/* Leaf li's head again after its points changed. */
-static void head_sync(ixia_points_t *p, guint li) {
-  const leaf_t *l = p->leaves->pdata[li];
-  head_t *h = &g_array_index(p->heads, head_t, li);
-  h->n = l->n;
-  h->key = l->n ? l->key[0] : 0;
-  h->id = l->n ? l->id[0] : 0;
-}
-
 /* First position in l not below (key, id). */
 static guint lower_in(const leaf_t *l, guint64 key, guint32 id) {
   guint lo = 0, hi = l->n;
@@ -125,8 +131,7 @@ static guint lower_in(const leaf_t *l, guint64 key, guint32 id) {
 static void insert(ixia_points_t *p, guint64 key, guint32 id) {
   if (p->leaves->len == 0) {
     g_ptr_array_add(p->leaves, g_new0(leaf_t, 1));
-    head_t h = {0, 0, 0};
-    g_array_append_val(p->heads, h);
+    head_insert(p, 0);
   }
   guint li = leaf_of(p, key, id);
   leaf_t *l = p->leaves->pdata[li];
@@ -140,8 +145,7 @@ static void insert(ixia_points_t *p, guint64 key, guint32 id) {
     memcpy(r->id, l->id + half, r->n * sizeof(guint32));
     l->n = half;
     g_ptr_array_insert(p->leaves, (gint)li + 1, r);
-    head_t h = {r->key[0], r->id[0], r->n};
-    g_array_insert_val(p->heads, li + 1, h);
+    head_insert(p, li + 1);
     head_sync(p, li);
     if (at > half) {
       l = r;

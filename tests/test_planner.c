@@ -647,6 +647,22 @@ static void test_known_counts(void) {
     CU_ASSERT_TRUE(k.total >= 3000 && k.total <= 3600);
     if (i == 0) CU_ASSERT_TRUE(k.blocks > 2);
   }
+  /* After a restart the doc values are rebuilt from the column blocks, and
+   * so is their count of documents holding several values; without doc
+   * values the sum is never taken. */
+  for (guint i = 0; i < G_N_ELEMENTS(docs); i++) {
+    ixia_idx_event_t ev = {IXIA_IDX_PUT, NS, "m", "m00000", 6, 300003 + M + i, docs[i], strlen(docs[i]), 0};
+    CU_ASSERT_TRUE_FATAL(ixia_idx_apply(idx, &ev, 1, NULL, 0, NULL, NULL, NULL, &e));
+    open_idx("1024");
+    k = known_page("m", colors, "3000", -1);
+    CU_ASSERT_EQUAL(k.at_least, i == 0 ? -1 : 3599);
+    CU_ASSERT_TRUE(k.total >= 3000 && k.total <= 3600);
+  }
+  open_idx("0");
+  k = known_page("m", colors, "3000", -1);
+  CU_ASSERT_EQUAL(k.at_least, -1);
+  CU_ASSERT_TRUE(k.total >= 3000 && k.total <= 3600);
+  open_idx("1024");
 }
 
 /* One search of filter for the sparse-walk comparison: hits (ids), total,
