@@ -121,8 +121,14 @@ static gint64 etag_version(const char *v) {
 }
 
 static void set_etag(ixia_http_req_t *r, gint64 version) {
+  /* Formatted by hand: through g_snprintf the tag cost 2% of a cached
+   * get's CPU. */
   char tag[32];
-  g_snprintf(tag, sizeof tag, "\"%" G_GINT64_FORMAT "\"", version);
+  gsize n = 1;
+  tag[0] = '"';
+  n += ixia_json_format_int(version, tag + n);
+  tag[n++] = '"';
+  tag[n] = 0;
   ixia_http_add_header(r, "ETag", tag);
 }
 
@@ -663,8 +669,16 @@ static void route_v1(ixia_api_http_t *h, ixia_http_req_t *r, const char *rest) {
     else method_not_allowed(r, "PUT");
   } else {
     /* {ns}/{table}/{resource}[/{key}] */
-    char **parts = g_strsplit(rest, "/", 4);
-    guint n = g_strv_length(parts);
+    /* Split in one copy (g_strsplit allocated once per part). */
+    char *copy = g_strdup(rest), *parts[4] = {NULL};
+    guint n = 0;
+    for (char *c = copy; n < 4;) {
+      parts[n++] = c;
+      char *slash = n < 4 ? strchr(c, '/') : NULL;
+      if (!slash) break;
+      *slash = 0;
+      c = slash + 1;
+    }
     const char *ns = n > 0 ? parts[0] : "", *table = n > 1 ? parts[1] : "";
     const char *res = n > 2 ? parts[2] : "";
     if (n < 3 || !*ns || !*table) {
@@ -697,7 +711,7 @@ static void route_v1(ixia_api_http_t *h, ixia_http_req_t *r, const char *rest) {
       reply_err(r, ixia_error_new(IXIA_ENOTFOUND, "no such resource %s (see docs/HTTP.md)",
                                   ixia_http_path(r)));
     }
-    g_strfreev(parts);
+    g_free(copy);
   }
   ixia_principal_unref(p);
 }
