@@ -530,18 +530,32 @@ fail:
   return NULL;
 }
 
+static gboolean field_listed(field_t *const *fs, guint n, const field_t *f) {
+  for (guint i = 0; i < n; i++)
+    if (fs[i] == f) return TRUE;
+  return FALSE;
+}
+
 /* A text field's columns for one document: its length and term counts,
  * and its positions when the field stores them. */
 static void text_columns(batch_t *b, field_t *f, const ixia_schema_field_t *ix, guint32 id,
                          GPtrArray *distinct, const guint32 *vids, GArray *occ) {
   guint n = distinct->len;
-  GHashTable *at = g_hash_table_new(g_bytes_hash, g_bytes_equal);
-  for (guint j = 0; j < n; j++) g_hash_table_insert(at, distinct->pdata[j], GUINT_TO_POINTER(j + 1));
   guint32 *tf = g_new0(guint32, MAX(n, 1));
   guint64 *pos = ix->positions ? g_new(guint64, MAX(occ->len, 1)) : NULL;
   for (guint k = 0; k < occ->len; k++) {
     const ixia_token_t *t = &g_array_index(occ, ixia_token_t, k);
-    guint j = GPOINTER_TO_UINT(g_hash_table_lookup(at, t->tok)) - 1;
+    /* distinct is sorted and holds every token (ixia_doc_text): a binary
+     * search, where a hash table built per document cost more than the
+     * few lookups it served. */
+    guint lo = 0, hi = n;
+    while (lo < hi) {
+      guint mid = lo + (hi - lo) / 2;
+      if (g_bytes_compare(distinct->pdata[mid], t->tok) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    g_assert(lo < n && g_bytes_equal(distinct->pdata[lo], t->tok));
+    guint j = lo;
     tf[j]++;
     if (pos) pos[k] = term_entry(vids[j], t->pos);
   }
@@ -553,7 +567,6 @@ static void text_columns(batch_t *b, field_t *f, const ixia_schema_field_t *ix, 
   g_free(terms);
   g_free(pos);
   g_free(tf);
-  g_hash_table_destroy(at);
 }
 
 /* The non-text pairs of a record (what sorting reads). */
@@ -687,7 +700,9 @@ static ev_result_t apply_put(batch_t *b, const ixia_idx_event_t *ev, ixia_error_
   if (!r->exists) rec_assign_id(b, r);
   GArray *pairs = g_array_new(FALSE, FALSE, sizeof(pair_t));
   GArray *lens = g_array_new(FALSE, FALSE, sizeof(lenp_t));
-  GHashTable *texts = g_hash_table_new(g_direct_hash, g_direct_equal); /* text fields written */
+  /* Text fields written (a few: a list, not a table built per document). */
+  field_t **texts = g_new(field_t *, s->n_indexes + 1);
+  guint n_texts = 0;
   for (guint i = 0; i < s->n_indexes; i++) {
     field_t *f = field_get_or_create(b, t, &s->indexes[i]);
     guint32 *vids = g_new(guint32, vals[i]->len + 1);
@@ -698,7 +713,8 @@ static ev_result_t apply_put(batch_t *b, const ixia_idx_event_t *ev, ixia_error_
       else p.val = vids[j] = value_get_or_create(b, f, v);
       g_array_append_val(pairs, p);
     }
-    if (occs[i] && g_hash_table_add(texts, f)) {
+    if (occs[i] && !field_listed(texts, n_texts, f)) {
+      texts[n_texts++] = f;
       text_columns(b, f, &s->indexes[i], r->id, vals[i], vids, occs[i]);
       if (occs[i]->len) {
         lenp_t l = {f->id, occs[i]->len};
@@ -715,12 +731,12 @@ static ev_result_t apply_put(batch_t *b, const ixia_idx_event_t *ev, ixia_error_
   /* Text fields the document had and no longer declares or holds. */
   for (guint i = 0; was_live && i < r->lens->len; i++) {
     field_t *f = field_by_id(idx, g_array_index(r->lens, lenp_t, i).field);
-    if (!f || g_hash_table_contains(texts, f)) continue;
+    if (!f || field_listed(texts, n_texts, f)) continue;
     col_set_raw(b, K_COL, f, r->id, NULL, 0);
     col_set_raw(b, K_POS, f, r->id, NULL, 0);
     len_change(b, f, -(gint64)g_array_index(r->lens, lenp_t, i).len);
   }
-  g_hash_table_destroy(texts);
+  g_free(texts);
   g_array_free(r->lens, TRUE);
   r->lens = lens;
   g_array_sort(pairs, pair_cmp);
