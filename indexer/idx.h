@@ -329,7 +329,7 @@ typedef enum { BLK_BITMAP, BLK_COLUMN, BLK_RECORDS } blk_kind_t;
 /* The id records (K_ID values: table id, version, key) of one block of
  * BLOCK_SLOTS document ids, as a hit resolves: value i at arena + off[i],
  * len[i] bytes (0: no record). An update appends to the arena; a copy
- * packs it. */
+ * keeps it as it is, or packs it once most of it is dead. */
 typedef struct {
   guint32 off[BLOCK_SLOTS], len[BLOCK_SLOTS];
   GByteArray *arena;
