@@ -548,14 +548,9 @@ static void text_columns(batch_t *b, field_t *f, const ixia_schema_field_t *ix, 
     /* distinct is sorted and holds every token (ixia_doc_text): a binary
      * search, where a hash table built per document cost more than the
      * few lookups it served. */
-    guint lo = 0, hi = n;
-    while (lo < hi) {
-      guint mid = lo + (hi - lo) / 2;
-      if (g_bytes_compare(distinct->pdata[mid], t->tok) < 0) lo = mid + 1;
-      else hi = mid;
-    }
-    g_assert(lo < n && g_bytes_equal(distinct->pdata[lo], t->tok));
-    guint j = lo;
+    gint found = ixia_values_find(distinct, t->tok);
+    g_assert(found >= 0);
+    guint j = (guint)found;
     tf[j]++;
     if (pos) pos[k] = term_entry(vids[j], t->pos);
   }

@@ -6,19 +6,6 @@
  * agree on equality, order and prefixes by construction. */
 #include "internal.h"
 
-/* Whether b is among the sorted, deduplicated values. */
-static gboolean values_contain(const GPtrArray *sorted, GBytes *b) {
-  guint lo = 0, hi = sorted->len;
-  while (lo < hi) {
-    guint mid = lo + (hi - lo) / 2;
-    int c = g_bytes_compare(sorted->pdata[mid], b);
-    if (c == 0) return TRUE;
-    if (c < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return FALSE;
-}
-
 static gboolean in_range(const ixia_filter_t *f, GBytes *v) {
   if (f->lo) {
     int c = g_bytes_compare(v, f->lo);
@@ -38,7 +25,7 @@ static gboolean leaf_matches(const ixia_filter_t *f, const GPtrArray *vals) {
   if (f->kind == IXIA_F_EXISTS) return vals->len > 0;
   if (f->kind == IXIA_F_MATCH) {
     for (guint i = 0; i < f->values->len; i++)
-      if (values_contain(vals, f->values->pdata[i]) == f->match_any) return f->match_any;
+      if ((ixia_values_find(vals, f->values->pdata[i]) >= 0) == f->match_any) return f->match_any;
     return !f->match_any;
   }
   for (guint i = 0; i < vals->len; i++) {
@@ -48,7 +35,7 @@ static gboolean leaf_matches(const ixia_filter_t *f, const GPtrArray *vals) {
     switch (f->kind) {
       case IXIA_F_TERM:
       case IXIA_F_IN:
-        if (values_contain(f->values, v)) return TRUE;
+        if (ixia_values_find(f->values, v) >= 0) return TRUE;
         break;
       case IXIA_F_RANGE:
         if (in_range(f, v)) return TRUE;

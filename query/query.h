@@ -314,6 +314,9 @@ GArray *ixia_doc_tokens(const cJSON *doc, const ixia_schema_field_t *ix);
  * string. */
 gboolean ixia_doc_text(const cJSON *doc, const ixia_schema_field_t *ix, GPtrArray *out, GArray **occ,
                        ixia_error_t **err);
+/* The position of b among sorted, distinct values (as ixia_doc_values and
+ * ixia_doc_text give them), or -1. */
+gint ixia_values_find(const GPtrArray *sorted, GBytes *b);
 void ixia_tokens_free(GArray *toks);
 
 /* Brute-force statistics over a set of documents (what a shard would

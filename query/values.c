@@ -58,6 +58,18 @@ void ixia_values_move_sorted_unique(GPtrArray *tmp, GPtrArray *out) {
   g_free(g_ptr_array_steal(tmp, NULL)); /* the values moved: no free func */
 }
 
+gint ixia_values_find(const GPtrArray *sorted, GBytes *b) {
+  guint lo = 0, hi = sorted->len;
+  while (lo < hi) {
+    guint mid = lo + (hi - lo) / 2;
+    int c = g_bytes_compare(sorted->pdata[mid], b);
+    if (c == 0) return (gint)mid;
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return -1;
+}
+
 /* Appends the encoded value(s) of one scalar; FALSE when v has another type. */
 static gboolean append_value(const cJSON *v, const ixia_schema_field_t *ix, GPtrArray *out) {
   ixia_field_type_t t = ix->type;

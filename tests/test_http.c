@@ -296,6 +296,18 @@ static void test_documents(void) {
   g_free(snap);
   /* unknown paths and methods */
   CU_ASSERT_EQUAL(http_status("GET", "/v2/x", key, NULL), 404);
+  /* resource paths cut short, with an empty part or an unknown resource;
+   * a key keeps the rest of the path, slashes included */
+  CU_ASSERT_EQUAL(http_status("GET", "/v1/shop", key, NULL), 404);
+  CU_ASSERT_EQUAL(http_status("GET", "/v1//products/docs/p1", key, NULL), 404);
+  CU_ASSERT_EQUAL(http_status("GET", "/v1/shop/products/nope", key, NULL), 404);
+  CU_ASSERT_EQUAL(http("GET", "/v1/shop/products/docs/a/b", key, NULL, NULL, &r), 404);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "'a/b'"));
+  resp_clear(&r);
+  CU_ASSERT_EQUAL(http_status("PUT", "/v1/shop/products/docs/a/b", key, "{\"title\": \"slash\"}"), 200);
+  CU_ASSERT_EQUAL(http("GET", "/v1/shop/products/docs/a/b", key, NULL, NULL, &r), 200);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"key\": \"a/b\""));
+  resp_clear(&r);
   CU_ASSERT_EQUAL(http_status("POST", "/v1/shop/products/docs/p1", key, "{}"), 405);
   /* the console */
   CU_ASSERT_EQUAL(http("GET", "/", NULL, NULL, NULL, &r), 200);
