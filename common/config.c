@@ -400,7 +400,9 @@ static const ixia_option_t options[] = {
     {"query.max_clauses", IXIA_OPT_INT, "128", 1, 100000,
      "Most filter and aggregation nodes in one query (an \"in\" list counts as one)."},
     {"query.max_in_values", IXIA_OPT_INT, "10000", 1, 1000000,
-     "Most values in one \"in\" list."},
+     "Most values in one \"in\" list. A list costs the API and each shard CPU in proportion to its "
+     "length: on a 2-core machine, a shuffled list of 10,000 values took 4-5 ms of each (one that "
+     "comes sorted 3-4 ms: it is only checked, not sorted)."},
     {"query.max_limit", IXIA_OPT_INT, "1000", 1, 1000000, "Largest \"limit\" (hits per page)."},
     {"query.max_postings", IXIA_OPT_INT, "200000000", 1000, 1000000000000LL,
      "Most postings (document ids read from posting lists) one shard may touch for one query."},

@@ -111,6 +111,10 @@ typedef struct {
   GList link;          /* in io->conns */
   GList ready_link;    /* in io->ready while `queued` */
   gboolean queued;     /* waits in io->ready for its next turn */
+  /* What the deferring handler left for the worker that runs the frame
+   * again (ixia_server_defer_with), and how to free it if none takes it. */
+  gpointer defer_data;
+  GDestroyNotify defer_free;
 } conn_t;
 
 struct io_thread {
@@ -200,6 +204,17 @@ static __thread serving_t *tl_serving;
 
 /* Set while an I/O thread runs a call itself (see ixia_server_set_inline). */
 static __thread gboolean tl_on_io, tl_deferred;
+/* ixia_server_defer_with's data: on the I/O thread, from the handler to
+ * dispatch; on the worker, from its connection to ixia_server_deferred_data. */
+static __thread gpointer tl_defer_data;
+static __thread GDestroyNotify tl_defer_free;
+
+/* Frees what a handler left and nobody took. */
+static void defer_data_drop(gpointer *data, GDestroyNotify *free_fn) {
+  if (*data && *free_fn) (*free_fn)(*data);
+  *data = NULL;
+  *free_fn = NULL;
+}
 /* The I/O thread this thread is (NULL on every other thread). */
 static __thread io_t *tl_io;
 /* The state slot of the connection whose call runs on this thread. */
@@ -215,6 +230,8 @@ gboolean ixia_server_run_inline(void (*fn)(gpointer), gpointer data) {
   gboolean ran = !tl_deferred;
   tl_on_io = was;
   tl_deferred = FALSE;
+  /* (This loop's worker runs its call again from the start.) */
+  defer_data_drop(&tl_defer_data, &tl_defer_free);
   return ran;
 }
 
@@ -226,6 +243,24 @@ void ixia_server_set_hooks(ixia_server_t *srv, const ixia_server_hooks_t *hooks)
 
 void ixia_server_defer(void) {
   if (tl_on_io) tl_deferred = TRUE;
+}
+
+void ixia_server_defer_with(gpointer data, GDestroyNotify free_fn) {
+  if (!tl_on_io) {
+    if (data && free_fn) free_fn(data);
+    return;
+  }
+  tl_deferred = TRUE;
+  defer_data_drop(&tl_defer_data, &tl_defer_free);
+  tl_defer_data = data;
+  tl_defer_free = free_fn;
+}
+
+gpointer ixia_server_deferred_data(void) {
+  gpointer d = tl_defer_data;
+  tl_defer_data = NULL;
+  tl_defer_free = NULL;
+  return d;
 }
 
 /* Markers told apart from connections in epoll data. */
@@ -411,7 +446,10 @@ static void run_request(gpointer data, gpointer user_data) {
   ixia_server_t *srv = user_data;
   guint32 size = frame_size(c->in->data + c->in_pos);
   ixia_server_call_t *later;
+  tl_defer_data = c->defer_data, tl_defer_free = c->defer_free;
+  c->defer_data = NULL, c->defer_free = NULL;
   const GByteArray *out = serve(srv, c, c->in->data + c->in_pos + 4, size, &later);
+  defer_data_drop(&tl_defer_data, &tl_defer_free); /* the handler did not take it */
   c->in_pos += 4 + size;
   atomic_fetch_add_explicit(&srv->requests, 1, memory_order_relaxed);
   if (later) {
@@ -434,6 +472,7 @@ static void run_request(gpointer data, gpointer user_data) {
 static void conn_free(gpointer data) {
   conn_t *c = data;
   if (c->hook_state && c->io->srv->hooks.state_free) c->io->srv->hooks.state_free(c->hook_state);
+  defer_data_drop(&c->defer_data, &c->defer_free);
   if (c->in) g_byte_array_unref(c->in);
   if (c->out) g_byte_array_unref(c->out);
   g_free(c);
@@ -500,6 +539,12 @@ static int dispatch(conn_t *c, guint32 size, gint64 now) {
     ixia_server_call_t *later;
     const GByteArray *out = serve(srv, c, frame, size, &later);
     tl_on_io = FALSE;
+    if (tl_deferred && !later) {
+      c->defer_data = tl_defer_data, c->defer_free = tl_defer_free;
+      tl_defer_data = NULL, tl_defer_free = NULL;
+    } else {
+      defer_data_drop(&tl_defer_data, &tl_defer_free);
+    }
     if (later) {
       /* Taken over (a write waiting for its group commit): the connection
        * reads on once the answer is out. */

@@ -79,6 +79,15 @@ typedef gboolean (*ixia_server_inline_fn)(const char *method, guint32 len);
 void ixia_server_set_inline(ixia_server_t *srv, ixia_server_inline_fn fn);
 gboolean ixia_server_on_io_thread(void);
 void ixia_server_defer(void);
+/* ixia_server_defer, leaving data to the worker that runs the call again:
+ * there ixia_server_deferred_data returns it (once; the caller owns it
+ * then), so what the I/O thread already did (a parsed request) is not done
+ * twice. free_fn frees it if the call never runs again or its handler does
+ * not take it; off an I/O thread it frees it at once. */
+void ixia_server_defer_with(gpointer data, GDestroyNotify free_fn);
+/* On a worker, while it runs a deferred call: what the I/O thread's run of
+ * it left (ixia_server_defer_with), or NULL. */
+gpointer ixia_server_deferred_data(void);
 /* Runs fn(data) the way an I/O thread runs a cheap call (another event
  * loop, the HTTP port's, uses it): ixia_server_on_io_thread() is TRUE
  * inside. FALSE when fn called ixia_server_defer (run it again where it

@@ -253,6 +253,8 @@ void ixia_idx_value_set(field_t *f, guint32 vid, GBytes *val, guint32 count);
 field_t *ixia_idx_field_lookup(ixia_idx_t *idx, table_t *t, const ixia_schema_field_t *ix);
 /* The value id of an encoded value, or -1; caller holds dict_lock (read). */
 gint64 ixia_idx_value_id(field_t *f, const guint8 *p, gsize len);
+/* The same for a value held as GBytes (no probe to build: a query's values). */
+gint64 ixia_idx_value_id_of(field_t *f, GBytes *val);
 
 /* ---- idx_apply.c ---- */
 

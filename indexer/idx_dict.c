@@ -157,7 +157,12 @@ field_t *ixia_idx_field_lookup(ixia_idx_t *idx, table_t *t, const ixia_schema_fi
 gint64 ixia_idx_value_id(field_t *f, const guint8 *p, gsize len) {
   if (!f->ids) return -1;
   GBytes *b = g_bytes_new_static(len ? p : (const guint8 *)"", len);
-  gpointer v = g_hash_table_lookup(f->ids, b);
+  gint64 id = ixia_idx_value_id_of(f, b);
   g_bytes_unref(b);
+  return id;
+}
+
+gint64 ixia_idx_value_id_of(field_t *f, GBytes *val) {
+  gpointer v = f->ids ? g_hash_table_lookup(f->ids, val) : NULL;
   return v ? (gint64)GPOINTER_TO_UINT(v) - 1 : -1;
 }

@@ -199,9 +199,7 @@ static void lookup_values(ixia_idx_t *idx, pnode_t *p, const GPtrArray *values) 
   p->vids = g_array_new(FALSE, FALSE, sizeof(guint32));
   g_rw_lock_reader_lock(&idx->dict_lock);
   for (guint i = 0; values && i < values->len; i++) {
-    gsize len;
-    const guint8 *v = g_bytes_get_data(values->pdata[i], &len);
-    gint64 vid = ixia_idx_value_id(p->field, v, len);
+    gint64 vid = ixia_idx_value_id_of(p->field, values->pdata[i]);
     if (vid >= 0) {
       guint32 u = (guint32)vid;
       g_array_append_val(p->vids, u);
@@ -219,11 +217,7 @@ static void lookup_values(ixia_idx_t *idx, pnode_t *p, const GPtrArray *values) 
   if (p->f->kind == IXIA_F_MATCH_PHRASE && p->vids->len) {
     /* The phrase's words in order, for the position check. */
     p->phrase = g_new(guint32, values->len);
-    for (guint i = 0; i < values->len; i++) {
-      gsize len;
-      const guint8 *v = g_bytes_get_data(values->pdata[i], &len);
-      p->phrase[i] = (guint32)ixia_idx_value_id(p->field, v, len);
-    }
+    for (guint i = 0; i < values->len; i++) p->phrase[i] = (guint32)ixia_idx_value_id_of(p->field, values->pdata[i]);
   }
   g_rw_lock_reader_unlock(&idx->dict_lock);
   g_array_sort(p->vids, u32_cmp);

@@ -1540,6 +1540,7 @@ struct ixia_fanout_op {
   guint pending;
   gboolean stopping; /* the API stops: answer that */
   gboolean finish;   /* the shards answered; a worker finishes it (a page not in memory) */
+  gboolean on_worker; /* prepared for a worker (ixia_fanout_op_run), not for launch */
   ixia_fanout_done_fn done;
   gpointer ud;
 };
@@ -1586,13 +1587,35 @@ ixia_fanout_op_t *ixia_fanout_prepare(ixia_fanout_t *s, const char *request_json
     take = op->sh[i].client != NULL;
   }
   if (!take) {
-    op_free(op);
-    return NULL;
+    /* For a worker, parsed: the connections taken go back (unsent). */
+    for (guint i = 0; i < s->n_shards; i++)
+      if (op->sh[i].client) g_async_queue_push(s->shards[i].idle, g_steal_pointer(&op->sh[i].client));
+    g_clear_pointer(&op->sh, g_free);
+    op->on_worker = TRUE;
   }
   op->request = g_strndup(request_json, len);
   op->request_len = len;
   counter_add(&s->queries, 1);
   return op;
+}
+
+gboolean ixia_fanout_op_on_worker(const ixia_fanout_op_t *op) { return op->on_worker; }
+
+void ixia_fanout_op_free(ixia_fanout_op_t *op) {
+  if (op) op_free(op);
+}
+
+char *ixia_fanout_op_run(ixia_fanout_op_t *op, ixia_error_t **err) {
+  ixia_fanout_t *s = op->s;
+  ixia_error_t *e = g_steal_pointer(&op->err);
+  /* Its deadline counts from when the I/O thread read it. */
+  char *out = e ? NULL : run(s, op->q, op->request, op->request_len, op->start_us, &e);
+  op_free(op);
+  if (e) {
+    counter_add(&s->query_errors, 1);
+    ixia_error_propagate(err, e);
+  }
+  return out;
 }
 
 /* Ends the query: its answer, or its error, through done. */

@@ -49,19 +49,28 @@ char *ixia_fanout_run(ixia_fanout_t *s, const char *request_json, size_t len,
 
 /* The same query answered without a thread of its own, for a call on an
  * I/O thread of the API's Thrift server (server.h: watches). prepare
- * parses the request and returns NULL when the query is not for this path
- * (it waits for replication, aggregates, or a shard has no idle pooled
- * connection): run ixia_fanout_run on a worker instead. Otherwise launch
- * sends the shard calls and returns; done(ud, json, err) then runs exactly
- * once with the response (g_malloc'd) or an error, both the callee's to
- * free: later on this I/O thread, on a worker when a pooled connection
- * turned out dead and the query ran again there, or before launch returns
- * for a request that does not parse. Call both on the I/O thread. */
+ * parses the request; NULL when no shard is configured (ixia_fanout_run
+ * says so). When ixia_fanout_op_on_worker(op), the query is not for this
+ * path (it waits for replication, aggregates, is large, or a shard has no
+ * idle pooled connection): hand op to a worker, which runs it with
+ * ixia_fanout_op_run (the request is not parsed again), or free it with
+ * ixia_fanout_op_free. Otherwise launch sends the shard calls and returns;
+ * done(ud, json, err) then runs exactly once with the response (g_malloc'd)
+ * or an error, both the callee's to free: later on this I/O thread, on a
+ * worker when a pooled connection turned out dead and the query ran again
+ * there, or before launch returns for a request that does not parse. Call
+ * prepare and launch on the I/O thread. */
 typedef struct ixia_fanout_op ixia_fanout_op_t;
 typedef void (*ixia_fanout_done_fn)(gpointer ud, char *json, ixia_error_t *err);
 ixia_fanout_op_t *ixia_fanout_prepare(ixia_fanout_t *s, const char *request_json, size_t len,
                                       ixia_schema_lookup_fn lookup, void *lookup_ud);
 void ixia_fanout_launch(ixia_fanout_op_t *op, ixia_fanout_done_fn done, gpointer ud);
+gboolean ixia_fanout_op_on_worker(const ixia_fanout_op_t *op);
+/* Runs a prepared query on the calling thread (a worker) and frees op:
+ * the response as ixia_fanout_run's. */
+char *ixia_fanout_op_run(ixia_fanout_op_t *op, ixia_error_t **err);
+/* NULL is ignored. */
+void ixia_fanout_op_free(ixia_fanout_op_t *op);
 
 typedef struct {
   guint shards;

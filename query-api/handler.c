@@ -307,10 +307,10 @@ static gboolean h_query(IxiaIxiaIf *iface, gchar **ret, const gchar *request_jso
   if (ixia_server_can_watch()) {
     /* On an I/O thread: the query is answered later, from its shards'
      * answers, without a thread (fanout.h); one that would wait goes to a
-     * worker. */
+     * worker, parsed. */
     ixia_fanout_op_t *op = ixia_api_query_prepare(api_of(iface), request_json);
-    if (!op) {
-      ixia_server_defer();
+    if (!op || ixia_fanout_op_on_worker(op)) {
+      ixia_server_defer_with(op, (GDestroyNotify)ixia_fanout_op_free);
       return ixia_error_to_thrift(xe, ixia_error_new(IXIA_EUNAVAILABLE, "query deferred to a worker"));
     }
     ixia_server_call_t *call = ixia_server_call_later();
@@ -319,7 +319,9 @@ static gboolean h_query(IxiaIxiaIf *iface, gchar **ret, const gchar *request_jso
     *ret = g_strdup(""); /* dropped: the call was taken over */
     return TRUE;
   }
-  char *out = ixia_api_query(api_of(iface), request_json, &err);
+  /* A worker: the I/O thread's parse of the same call, when it left one. */
+  ixia_fanout_op_t *op = ixia_server_deferred_data();
+  char *out = op ? ixia_fanout_op_run(op, &err) : ixia_api_query(api_of(iface), request_json, &err);
   if (!out) return ixia_error_to_thrift(xe, err);
   *ret = out;
   return TRUE;

@@ -9,6 +9,7 @@
  * binary search or a scan of a short sorted list, here and in the index
  * alike. */
 #include <stdlib.h>
+#include <string.h>
 #include <xxhash.h>
 
 #include "internal.h"
@@ -39,22 +40,94 @@ GBytes *ixia_num_bytes(double d) {
   return g_bytes_new(b, sizeof b);
 }
 
-static gint bytes_cmp_pp(gconstpointer a, gconstpointer b) {
-  return g_bytes_compare(*(GBytes *const *)a, *(GBytes *const *)b);
+/* Sorting a list of values (an "in" of up to query.max_in_values): qsort
+ * over GBytes spent ~19 ns a comparison in calls (a shuffled list of 10,000
+ * values: a third of the API's CPU for the query, and again in the shard).
+ * Here the values are ordered by 8 bytes each, taken after the prefix they
+ * all share and zero-padded, with an LSD radix sort (a pass per byte that
+ * differs somewhere), and only runs of equal keys are compared whole. The
+ * padded key orders as memcmp with a proper prefix first: where one value
+ * ends, its 0 is at most the other's byte, and equal keys go to the
+ * comparison. Lists that come sorted are only checked. */
+typedef struct {
+  const guint8 *p;
+  gsize n;
+  GBytes *b;
+} vref_t;
+
+typedef struct {
+  guint64 key;
+  guint32 i; /* into the vref_t array */
+} vkey_t;
+
+static inline int vref_cmp(const vref_t *x, const vref_t *y) {
+  int c = memcmp(x->p, y->p, MIN(x->n, y->n));
+  return c ? c : (x->n > y->n) - (x->n < y->n);
+}
+
+static int vref_cmp_q(const void *a, const void *b) { return vref_cmp(a, b); }
+
+static void vrefs_sort(vref_t *v, guint n) {
+  gsize lcp = v[0].n;
+  for (guint i = 1; i < n && lcp; i++) {
+    gsize j = 0, m = MIN(lcp, v[i].n);
+    while (j < m && v[i].p[j] == v[0].p[j]) j++;
+    lcp = j;
+  }
+  vkey_t *a = g_new(vkey_t, n), *t = g_new(vkey_t, n);
+  for (guint i = 0; i < n; i++) {
+    guint64 k = 0;
+    for (gsize j = 0; j < 8; j++) k = k << 8 | (lcp + j < v[i].n ? v[i].p[lcp + j] : 0);
+    a[i] = (vkey_t){k, i};
+  }
+  for (guint shift = 0; shift < 64; shift += 8) {
+    guint cnt[256] = {0};
+    for (guint i = 0; i < n; i++) cnt[a[i].key >> shift & 0xFF]++;
+    if (cnt[a[0].key >> shift & 0xFF] == n) continue; /* every key has this byte */
+    guint pos = 0;
+    for (guint b = 0; b < 256; b++) {
+      guint c = cnt[b];
+      cnt[b] = pos;
+      pos += c;
+    }
+    for (guint i = 0; i < n; i++) t[cnt[a[i].key >> shift & 0xFF]++] = a[i];
+    vkey_t *x = a;
+    a = t, t = x;
+  }
+  vref_t *out = g_new(vref_t, n);
+  for (guint i = 0; i < n; i++) out[i] = v[a[i].i];
+  for (guint i = 0, j; i < n; i = j) {
+    for (j = i + 1; j < n && a[j].key == a[i].key; j++) {
+    }
+    if (j - i > 1) qsort(out + i, j - i, sizeof *out, vref_cmp_q);
+  }
+  memcpy(v, out, sizeof *v * n);
+  g_free(out);
+  g_free(a);
+  g_free(t);
 }
 
 void ixia_values_move_sorted_unique(GPtrArray *tmp, GPtrArray *out) {
-  if (tmp->len > 1) qsort(tmp->pdata, tmp->len, sizeof(gpointer), bytes_cmp_pp);
-  GBytes *prev = NULL;
-  for (guint i = 0; i < tmp->len; i++) {
-    GBytes *b = tmp->pdata[i];
-    if (prev && g_bytes_equal(prev, b)) {
-      g_bytes_unref(b);
+  guint n = tmp->len;
+  vref_t *v = g_new(vref_t, MAX(n, 1));
+  gboolean sorted = TRUE;
+  for (guint i = 0; i < n; i++) {
+    v[i].b = tmp->pdata[i];
+    v[i].p = g_bytes_get_data(v[i].b, &v[i].n);
+    if (!v[i].p) v[i].p = (const guint8 *)""; /* (an empty value: memcmp still wants a pointer) */
+    if (i && sorted && vref_cmp(&v[i - 1], &v[i]) > 0) sorted = FALSE;
+  }
+  if (!sorted) vrefs_sort(v, n);
+  const vref_t *kept = NULL; /* (a repeat is freed: compare with what was kept) */
+  for (guint i = 0; i < n; i++) {
+    if (kept && vref_cmp(kept, &v[i]) == 0) {
+      g_bytes_unref(v[i].b);
       continue;
     }
-    g_ptr_array_add(out, b);
-    prev = b;
+    g_ptr_array_add(out, v[i].b);
+    kept = &v[i];
   }
+  g_free(v);
   g_free(g_ptr_array_steal(tmp, NULL)); /* the values moved: no free func */
 }
 

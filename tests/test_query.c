@@ -222,6 +222,77 @@ static GPtrArray *values_of(const char *doc_sq, const char *fname, ixia_error_t 
   return out;
 }
 
+static gint bytes_cmp_p(gconstpointer a, gconstpointer b) {
+  return g_bytes_compare(*(GBytes *const *)a, *(GBytes *const *)b);
+}
+
+/* An "in" list's values come out sorted in memcmp order (a proper prefix
+ * first) and without repeats, whatever their order, against a plain sort:
+ * lists sorted already, shuffled, with shared prefixes longer than 8 bytes
+ * (the radix sort's key starts after them), values that are prefixes of
+ * others, the empty string, bytes past ASCII, and numbers. */
+static void test_in_values_sorted(void) {
+  ixia_query_limits_t lim = default_limits();
+  GRand *rnd = g_rand_new_with_seed(11);
+  static const char *const alphabet[] = {"a", "b", "z", "0", "9", "\xc3\xa9", "\x01", "~"};
+  for (int trial = 0; trial < 60; trial++) {
+    guint n = trial < 10 ? (guint)trial + 1 : (guint)g_rand_int_range(rnd, 2, trial < 50 ? 400 : 10000);
+    const char *prefix = trial % 3 == 0 ? "" : trial % 3 == 1 ? "sku-" : "product-line-0000-";
+    gboolean numeric = trial % 7 == 6;
+    GString *req = g_string_new("{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"in\":{");
+    g_string_append(req, numeric ? "\"price\":[" : "\"brand\":[");
+    GPtrArray *want = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
+    for (guint i = 0; i < n; i++) {
+      if (i) g_string_append_c(req, ',');
+      if (numeric) {
+        double d = (g_rand_int_range(rnd, -500, 500)) / 4.0;
+        if (i % 9 == 0) d = trial % 2 ? -0.0 : 0.0;
+        g_string_append_printf(req, "%.17g", d);
+        guint8 enc[IXIA_NUM_BYTES];
+        ixia_num_encode(d, enc);
+        g_ptr_array_add(want, g_bytes_new(enc, sizeof enc));
+        continue;
+      }
+      GString *v = g_string_new(prefix);
+      guint len = (guint)g_rand_int_range(rnd, 0, trial < 30 ? 4 : 12);
+      for (guint k = 0; k < len; k++) g_string_append(v, alphabet[g_rand_int_range(rnd, 0, G_N_ELEMENTS(alphabet))]);
+      ixia_json_append_string(req, v->str, v->len);
+      g_ptr_array_add(want, g_bytes_new(v->str, v->len));
+      g_string_free(v, TRUE);
+    }
+    g_string_append(req, "]}}}");
+    g_ptr_array_sort(want, bytes_cmp_p);
+    for (guint i = 1; i < want->len;)
+      if (g_bytes_equal(want->pdata[i - 1], want->pdata[i])) g_ptr_array_remove_index(want, i);
+      else i++;
+    /* Every fourth list goes in sorted already (the check-only path). */
+    if (trial % 4 == 0 && !numeric) {
+      g_string_truncate(req, 0);
+      g_string_append(req, "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"in\":{\"brand\":[");
+      for (guint i = 0; i < want->len; i++) {
+        gsize bl;
+        const char *bp = g_bytes_get_data(want->pdata[i], &bl);
+        if (i) g_string_append_c(req, ',');
+        ixia_json_append_string(req, bl ? bp : "", bl);
+      }
+      g_string_append(req, "]}}}");
+    }
+    ixia_error_t *e = NULL;
+    ixia_query_t *q = ixia_query_parse(req->str, req->len, lookup, NULL, &lim, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    const GPtrArray *got = q->filter->values;
+    CU_ASSERT_EQUAL(got->len, want->len);
+    gboolean same = got->len == want->len;
+    for (guint i = 0; same && i < got->len; i++) same = g_bytes_equal(got->pdata[i], want->pdata[i]);
+    if (!same) fprintf(stderr, "trial %d (%u values, prefix '%s'): order differs\n", trial, n, prefix);
+    CU_ASSERT_TRUE(same);
+    ixia_query_destroy(q);
+    g_ptr_array_free(want, TRUE);
+    g_string_free(req, TRUE);
+  }
+  g_rand_free(rnd);
+}
+
 static void test_doc_values(void) {
   ixia_error_t *e = NULL;
   GPtrArray *v = values_of("{'tags': ['b', 'a', null, 'b']}", "tags", &e);
@@ -1541,6 +1612,7 @@ int main(void) {
   IXT_ADD(s, test_encoding_order);
   IXT_ADD(s, test_tokens);
   IXT_ADD(s, test_doc_values);
+  IXT_ADD(s, test_in_values_sorted);
   IXT_ADD(s, test_limits_from_config);
   IXT_ADD(s, test_parse_spec_example);
   IXT_ADD(s, test_parse_tree);
