@@ -48,7 +48,8 @@ GBytes *ixia_num_bytes(double d) {
  * differs somewhere), and only runs of equal keys are compared whole. The
  * padded key orders as memcmp with a proper prefix first: where one value
  * ends, its 0 is at most the other's byte, and equal keys go to the
- * comparison. Lists that come sorted are only checked. */
+ * comparison. Lists that come sorted are only checked; short ones (a
+ * document's values) are sorted by insertion. */
 typedef struct {
   const guint8 *p;
   gsize n;
@@ -67,7 +68,20 @@ static inline int vref_cmp(const vref_t *x, const vref_t *y) {
 
 static int vref_cmp_q(const void *a, const void *b) { return vref_cmp(a, b); }
 
+/* Below this many values the radix sort's passes (a 256-entry count each)
+ * cost more than comparing: a document's few tags take insertion. */
+#define RADIX_MIN 64
+
 static void vrefs_sort(vref_t *v, guint n) {
+  if (n < RADIX_MIN) {
+    for (guint i = 1; i < n; i++) {
+      vref_t x = v[i];
+      guint j = i;
+      for (; j > 0 && vref_cmp(&v[j - 1], &x) > 0; j--) v[j] = v[j - 1];
+      v[j] = x;
+    }
+    return;
+  }
   gsize lcp = v[0].n;
   for (guint i = 1; i < n && lcp; i++) {
     gsize j = 0, m = MIN(lcp, v[i].n);
