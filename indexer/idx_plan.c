@@ -217,7 +217,8 @@ static void lookup_values(ixia_idx_t *idx, pnode_t *p, const GPtrArray *values) 
   if (p->f->kind == IXIA_F_MATCH_PHRASE && p->vids->len) {
     /* The phrase's words in order, for the position check. */
     p->phrase = g_new(guint32, values->len);
-    for (guint i = 0; i < values->len; i++) p->phrase[i] = (guint32)ixia_idx_value_id_of(p->field, values->pdata[i]);
+    for (guint i = 0; i < values->len; i++)
+      p->phrase[i] = (guint32)ixia_idx_value_id_of(p->field, values->pdata[i]);
   }
   g_rw_lock_reader_unlock(&idx->dict_lock);
   g_array_sort(p->vids, u32_cmp);

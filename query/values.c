@@ -123,7 +123,8 @@ static void vrefs_sort(vref_t *v, guint n) {
 
 void ixia_values_move_sorted_unique(GPtrArray *tmp, GPtrArray *out) {
   guint n = tmp->len;
-  vref_t *v = g_new(vref_t, MAX(n, 1));
+  vref_t small[16]; /* a document's values: no allocation */
+  vref_t *v = n <= G_N_ELEMENTS(small) ? small : g_new(vref_t, n);
   gboolean sorted = TRUE;
   for (guint i = 0; i < n; i++) {
     v[i].b = tmp->pdata[i];
@@ -141,7 +142,7 @@ void ixia_values_move_sorted_unique(GPtrArray *tmp, GPtrArray *out) {
     g_ptr_array_add(out, v[i].b);
     kept = &v[i];
   }
-  g_free(v);
+  if (v != small) g_free(v);
   g_free(g_ptr_array_steal(tmp, NULL)); /* the values moved: no free func */
 }
 
