@@ -169,12 +169,12 @@ gboolean ixia_wire_read_get_reply(const guint8 *answer, gsize len, gboolean *fou
 
 /* Calls whose one argument is a string (field 1), and their answers, coded
  * by hand for a caller that sends and receives on its own event loop
- * (query/fanout.c's shard calls from the API's I/O threads). The call,
+ * (query-api/fanout.c's shard calls from the API's I/O threads). The call,
  * without frame header, is appended to out. */
 void ixia_wire_append_string_call(GByteArray *out, const char *method, gint32 seqid,
                                   const char *arg, gsize arg_len);
 /* An answer (without frame header) to such a call of `method` whose result
- * is a string or an IxiaError: IXIA_WIRE_REPLY_OK with *value borrowed from
+ * is a string or binary (coded alike) or an IxiaError: IXIA_WIRE_REPLY_OK with *value borrowed from
  * a (not NUL-terminated); IXIA_WIRE_REPLY_ERROR with the IxiaError's *code
  * and *msg; IXIA_WIRE_REPLY_EXCEPTION for an application exception (the
  * server could not serve the call: *msg); IXIA_WIRE_REPLY_BAD for anything

@@ -358,8 +358,8 @@ static void cands_skip_to(blkit_t *b, unionit_t *u, guint32 block) {
 /* One id record into *h; FALSE with err when it is missing or short. */
 static gboolean hit_of(guint32 id, const char *v, size_t vl, ixia_idx_hit_t *h, ixia_error_t **err) {
   if (!v || vl < 12) return ixia_error_set(err, IXIA_EINTERNAL, "document id %u has no id record", id);
-  *h = (ixia_idx_hit_t){ixia_memdup0(v + 12, vl - 12), (gint64)ixia_bytes_get64((const guint8 *)v + 4),
-                        id, NULL, 0, 0.0};
+  *h = (ixia_idx_hit_t){.key = ixia_memdup0(v + 12, vl - 12),
+                        .version = (gint64)ixia_bytes_get64((const guint8 *)v + 4), .id = id};
   return TRUE;
 }
 

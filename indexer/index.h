@@ -102,11 +102,14 @@ typedef struct {
   char *key; /* g_malloc'd, NUL-terminated (keys are UTF-8) */
   gint64 version;
   guint32 id;
-  /* Sorted searches: the q->n_sort encoded values, packed in one g_malloc'd
-   * buffer (read them with ixia_idx_hit_sort_value); NULL otherwise. */
+  /* Sorted searches: the q->n_sort encoded values, packed (read them with
+   * ixia_idx_hit_sort_value): in sort_small when they fit (a number or
+   * two, a short keyword: no allocation a hit), else in sort, g_malloc'd;
+   * sort is NULL otherwise. */
   guint8 *sort;
   guint n_sort;
   double score; /* relevance (0 when the query scores nothing) */
+  guint8 sort_small[32];
 } ixia_idx_hit_t;
 
 /* Clears a GArray of ixia_idx_hit_t (frees the keys and sort values). */

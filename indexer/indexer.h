@@ -177,8 +177,8 @@ void ixia_indexer_set_server(ixia_indexer_t *ix, const ixia_server_t *srv);
  * the result. */
 ThriftProcessor *ixia_search_processor_new(ixia_indexer_t *ix, const ixia_config_t *cfg);
 /* The Search calls the server's I/O threads answer themselves
- * (ixia_server_set_inline): "search", which moves to a worker itself when
- * the query may take long (see search.c). */
+ * (ixia_server_set_inline): "search" and "search_page", which move to a
+ * worker themselves when the query may take long (see search.c). */
 gboolean ixia_search_inline_call(const char *method, guint32 len);
 /* The Search service's method names, NULL-terminated: the gate of a
  * shard's port is built with them (ixia_thrift_gate_new). */

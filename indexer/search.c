@@ -8,6 +8,7 @@
 #include "antientropy.h"
 #include "bytes.h"
 #include "heal.h"
+#include "hitpage.h"
 #include "indexer.h"
 #include "ixia_search.h"
 #include "json.h"
@@ -218,11 +219,33 @@ static void append_hits(GString *out, const ixia_query_t *q, const GArray *hits)
   g_string_append_c(out, ']');
 }
 
-const char *const ixia_search_methods[] = {"search", "status", "reindex", "docs", "authenticate",
-                                           NULL};
+/* The hits as a packed page (hitpage.h), for search_page: what
+ * append_hits writes, in binary. */
+static void put_page_hits(GByteArray *page, const ixia_query_t *q, const GArray *hits) {
+  g_byte_array_set_size(page, 256 + hits->len * 48); /* room at once (emptied by begin) */
+  ixia_hitpage_begin(page, (q->n_sort ? IXIA_HITPAGE_SORT : 0) | (q->scoring ? IXIA_HITPAGE_SCORE : 0));
+  for (guint i = 0; i < hits->len; i++) {
+    const ixia_idx_hit_t *hit = &g_array_index(hits, ixia_idx_hit_t, i);
+    ixia_hitpage_put_hit(page, hit->key, strlen(hit->key), hit->version, hit->id);
+    if (q->n_sort) {
+      ixia_hitpage_put_count(page, hit->n_sort);
+      for (guint k = 0; k < hit->n_sort; k++) {
+        const guint8 *p = NULL;
+        gsize n = 0;
+        gboolean has = ixia_idx_hit_sort_value(hit, k, &p, &n);
+        ixia_hitpage_put_value(page, has, p, n);
+      }
+    }
+    if (q->scoring) ixia_hitpage_put_score(page, hit->score);
+  }
+}
+
+const char *const ixia_search_methods[] = {"search", "search_page", "status", "reindex", "docs", "digest",
+                                           "authenticate", NULL};
 
 gboolean ixia_search_inline_call(const char *method, guint32 len) {
-  return len == 6 && memcmp(method, "search", 6) == 0;
+  return (len == 6 && memcmp(method, "search", 6) == 0) ||
+         (len == 11 && memcmp(method, "search_page", 11) == 0);
 }
 
 /* Whether a search may run on the I/O thread that read it. A page of at
@@ -277,14 +300,17 @@ static char *defer_parsed(cJSON *req, const search_req_t *r, ixia_query_t *q, gb
 }
 
 static char *search_parsed(IxiaShardHandler *h, cJSON *req, const search_req_t *rq, ixia_query_t *q,
-                           gboolean *deferred, ixia_error_t **err);
+                           GByteArray *page, gboolean *deferred, ixia_error_t **err);
 
-static char *run_search(IxiaShardHandler *h, const char *json, gboolean *deferred,
+/* Runs a search request: its answer as JSON text (search), or, with page,
+ * into page (search_page), the text returned then being a placeholder.
+ * NULL with err set on failure, or with *deferred when a worker runs it. */
+static char *run_search(IxiaShardHandler *h, const char *json, GByteArray *page, gboolean *deferred,
                         ixia_error_t **err) {
   parsed_t *pd = ixia_server_on_io_thread() ? NULL : ixia_server_deferred_data();
   if (pd) {
     /* Parsed by the I/O thread that deferred it: its checks passed there. */
-    char *out = search_parsed(h, pd->req, &pd->r, pd->q, deferred, err);
+    char *out = search_parsed(h, pd->req, &pd->r, pd->q, page, deferred, err);
     g_free(pd);
     return out;
   }
@@ -341,13 +367,13 @@ static char *run_search(IxiaShardHandler *h, const char *json, gboolean *deferre
     cJSON_Delete(req);
     return NULL;
   }
-  return search_parsed(h, req, &r, q, deferred, err);
+  return search_parsed(h, req, &r, q, page, deferred, err);
 }
 
 /* Runs a parsed request and frees req and q (or hands them to a worker
  * when it cannot run on this I/O thread). */
 static char *search_parsed(IxiaShardHandler *h, cJSON *req, const search_req_t *rq, ixia_query_t *q,
-                           gboolean *deferred, ixia_error_t **err) {
+                           GByteArray *page, gboolean *deferred, ixia_error_t **err) {
   search_req_t r = *rq;
   gboolean on_io = ixia_server_on_io_thread();
   ixia_idx_t *idx = ixia_indexer_index(h->ix);
@@ -377,9 +403,10 @@ static char *search_parsed(IxiaShardHandler *h, cJSON *req, const search_req_t *
      * 5% of the shard's CPU at pages of 10 hits. Only the explanation and
      * the aggregation partials, trees of their own, are printed from
      * trees (ixia_json_print). */
-    GString *text = g_string_sized_new(256 + hits->len * 96);
+    GString *text = g_string_sized_new(page ? 256 : 256 + hits->len * 96);
     g_string_append_c(text, '{');
-    append_hits(text, q, hits);
+    if (page) put_page_hits(page, q, hits);
+    else append_hits(text, q, hits);
     if (q->n_sort) {
       /* The positions a later page is sorted by ("as_of" below is the
        * newest applied version: one member name, one meaning). */
@@ -424,7 +451,14 @@ static char *search_parsed(IxiaShardHandler *h, cJSON *req, const search_req_t *
     g_string_append(text, ",\"as_of\":");
     ixia_json_append_int(text, max_version);
     g_string_append(text, ixia_indexer_repairing(h->ix) ? ",\"repairing\":true}" : ",\"repairing\":false}");
-    if (printed) {
+    if (printed && page) {
+      /* The members after the hits, each written with its leading comma:
+       * the page's JSON object starts with the first of them. */
+      g_string_erase(text, 1, 1);
+      ixia_hitpage_finish(page, hits->len, text->str, text->len);
+      g_string_free(text, TRUE);
+      out = g_strdup("");
+    } else if (printed) {
       out = g_string_free(text, FALSE);
     } else {
       g_string_free(text, TRUE);
@@ -447,13 +481,29 @@ static gboolean h_search(IxiaSearchIf *iface, gchar **ret, const gchar *request_
   IXIA_THRIFT_REQUIRE(xe, "search", "request_json", request_json);
   ixia_error_t *err = NULL;
   gboolean deferred = FALSE;
-  char *out = run_search(handler_of(iface), request_json, &deferred, &err);
+  char *out = run_search(handler_of(iface), request_json, NULL, &deferred, &err);
   if (deferred) {
     *ret = g_strdup(""); /* dropped: the call runs again on a worker */
     return TRUE;
   }
   if (!out) return ixia_error_to_thrift(xe, err);
   *ret = out;
+  return TRUE;
+}
+
+/* search_page: the page is written into the (empty) array the processor
+ * hands over. */
+static gboolean h_search_page(IxiaSearchIf *iface, GByteArray **ret, const gchar *request_json,
+                              IxiaIxiaError **xe, GError **error) {
+  (void)error;
+  IXIA_THRIFT_REQUIRE(xe, "search_page", "request_json", request_json);
+  ixia_error_t *err = NULL;
+  gboolean deferred = FALSE;
+  if (!*ret) *ret = g_byte_array_new();
+  char *out = run_search(handler_of(iface), request_json, *ret, &deferred, &err);
+  if (deferred) return TRUE; /* dropped: the call runs again on a worker */
+  if (!out) return ixia_error_to_thrift(xe, err);
+  g_free(out);
   return TRUE;
 }
 
@@ -554,6 +604,7 @@ static void ixia_shard_handler_init(IxiaShardHandler *self) { (void)self; }
 static void ixia_shard_handler_class_init(IxiaShardHandlerClass *klass) {
   IxiaSearchHandlerClass *h = IXIA_SEARCH_HANDLER_CLASS(klass);
   h->search = h_search;
+  h->search_page = h_search_page;
   h->status = h_status;
   h->reindex = h_reindex;
   h->docs = h_docs;

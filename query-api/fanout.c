@@ -7,9 +7,9 @@
  * (no thread hand-off; "queries on the API's I/O threads" below says which
  * ones). The rest (min_version, aggregations, large requests, no idle
  * pooled connection) run on a worker, which calls the shards in parallel
- * through a thread pool and waits for all of them. Either way a shard's
- * answer is read in one pass, its hits where they stand in its text
- * (read_hit_fast); totals add, aggregation partials merge by the rules of
+ * through a thread pool and waits for all of them. Either way a shard
+ * answers a packed page (search_page, common/hitpage.h) whose hits are
+ * read where they stand (read_answer); totals add, aggregation partials merge by the rules of
  * query/, a sorted page is a k-way merge of the shards' sorted runs
  * (merge_pages), and a page's hits are re-read from the store in one
  * multi-get. Cursors are opaque, prefixed base64 blobs holding each shard's
@@ -25,6 +25,7 @@
 
 #include "bytes.h"
 #include "client.h"
+#include "hitpage.h"
 #include "json.h"
 #include "log.h"
 #include "server.h"
@@ -78,8 +79,8 @@ typedef struct {
   gboolean abandoned;
 } round_t;
 
-/* One sort value of a hit: its encoded bytes (in the strings of its
- * ahits_t), or missing. */
+/* One sort value of a hit: its encoded bytes (in its shard's page), or
+ * missing. */
 typedef struct {
   const guint8 *p;
   gsize len;
@@ -88,29 +89,26 @@ typedef struct {
 
 /* A hit of a shard's answer. */
 typedef struct {
-  const char *key; /* in the strings of its ahits_t; NULL: missing, or not a string */
+  const char *key; /* in its shard's page */
   gint64 id, version;
-  gboolean has_id, has_version;
   double score;    /* NAN when absent */
   gint sort_at;    /* sorted pages: index of its first value in the ahits_t's svals; -1: absent */
   guint n_sort;    /* how many values it has there */
 } ahit_t;
 
-/* A shard's hits, read from its answer's text (read_answer). The sort
- * values of a page of 100 were a GPtrArray and a GBytes each, 10% of the
- * API's CPU on sorted pages in allocations; they are decoded in place in
- * the strings instead. */
+/* A shard's hits, read in place from its answer's page (read_answer):
+ * keys and sort values point into the page, which the hits keep. */
 typedef struct {
-  GArray *list;       /* ahit_t */
-  GArray *svals;      /* asval_t, the hits' sort values one after another */
-  GStringChunk *strs; /* their keys and sort values */
+  GArray *list;     /* ahit_t */
+  GArray *svals;    /* asval_t, the hits' sort values one after another */
+  GByteArray *page; /* the answer's frame or array, holding the page */
 } ahits_t;
 
 static void ahits_free(ahits_t *a) {
   if (!a) return;
   g_array_free(a->list, TRUE);
   g_array_free(a->svals, TRUE);
-  g_string_chunk_free(a->strs);
+  if (a->page) g_byte_array_unref(a->page);
   g_free(a);
 }
 
@@ -140,228 +138,57 @@ static void counter_add(_Atomic guint64 *c, guint64 n) { atomic_fetch_add_explic
 
 /* ---- a shard's answer ----
  *
- * The hits are read straight from the answer's text: a page of 100 hits
- * parsed into a cJSON tree (five allocations per hit, then as many frees)
- * was 17% of the API's CPU at limit 100. The other members (totals,
- * aggregation partials, explain, positions) are few and go through cJSON
- * as before. The text comes from a shard, an ixia daemon; text that cannot
- * be followed fails the call as malformed, and a hit without its members
- * fails the merge, as a tree did. */
+ * A shard answers search_page with a packed page (common/hitpage.h): its
+ * hits in binary, read where they stand (a page of 100 hits read from
+ * JSON text was 16% of the API's CPU on sorted pages of 100, a tree 17%
+ * before that), then its other members (totals, positions, aggregation
+ * partials, explain) as one JSON object, parsed through cJSON. The page
+ * comes from a shard, an ixia daemon; one that cannot be read fails the
+ * call as malformed, and a hit the merge cannot use fails the merge. */
 
-/* A string value [v, ve) (quotes included) unescaped into strs; NULL when
- * it is not a string. */
-static const char *read_string(GStringChunk *strs, const char *v, const char *ve) {
-  if (ve - v < 2 || *v != '"') return NULL;
-  if (!memchr(v + 1, '\\', (size_t)(ve - v - 2))) return g_string_chunk_insert_len(strs, v + 1, ve - v - 2);
-  cJSON *j = cJSON_ParseWithLength(v, (size_t)(ve - v));
-  const char *out = cJSON_IsString(j) ? g_string_chunk_insert(strs, j->valuestring) : NULL;
-  cJSON_Delete(j);
-  return out;
-}
-
-/* An integer [v, ve), also written as an integral double. Up to 18
- * digits are read here (g_ascii_strtoll was 2.6% of the API's CPU under
- * pages of 100 hits: two integers a hit); longer or other forms go
- * through GLib. */
-static gboolean read_int(const char *v, const char *ve, gint64 *out) {
-  const char *p = v + (v < ve && *v == '-');
-  if (p < ve && ve - p <= 18) {
-    gint64 x = 0;
-    const char *d = p;
-    while (d < ve && *d >= '0' && *d <= '9') x = x * 10 + (*d++ - '0');
-    if (d == ve) {
-      *out = p > v ? -x : x;
-      return TRUE;
-    }
-  }
-  char *end;
-  errno = 0;
-  gint64 i = g_ascii_strtoll(v, &end, 10);
-  if (errno == ERANGE) return FALSE;
-  if (end == ve && end > v) {
-    *out = i;
-    return TRUE;
-  }
-  double d = g_ascii_strtod(v, &end);
-  if (end != ve || end == v || d != floor(d) || fabs(d) > 9007199254740992.0) return FALSE;
-  *out = (gint64)d;
-  return TRUE;
-}
-
-/* A hit's "sort": base64 strings (a value's bytes, decoded where
- * read_string put them) or null, appended to a->svals; FALSE when it is
- * not an array. */
-static gboolean read_sort(ahits_t *a, const char *v, const char *ve, ahit_t *h, gboolean *bad) {
-  ixia_json_walk_t w;
-  if (!ixia_json_elements_open(&w, v, (size_t)(ve - v))) return FALSE;
-  h->sort_at = (gint)a->svals->len;
-  const char *x, *xe;
+/* The answer's page [data, data + len), held by buf (taken), into c: its
+ * hits into c->hits, its other members into c->response. FALSE: a page
+ * that cannot be read. */
+static gboolean read_answer(call_t *c, GByteArray *buf, const guint8 *data, gsize len) {
+  ahits_t *a = c->hits = g_new0(ahits_t, 1);
+  a->page = buf;
+  a->list = g_array_new(FALSE, FALSE, sizeof(ahit_t));
+  a->svals = g_array_new(FALSE, FALSE, sizeof(asval_t));
+  ixia_hitpage_t pg;
+  const char *meta;
+  gsize meta_len;
+  if (!ixia_hitpage_open(&pg, data, len, &meta, &meta_len)) return FALSE;
+  c->response = cJSON_ParseWithLength(meta, meta_len);
+  if (!cJSON_IsObject(c->response)) return FALSE;
+  /* The hits written in place, room made at once: the count comes from
+   * the shard, and a hit takes at least 17 bytes of the page. */
+  guint cap = MIN(pg.left, (guint32)(len / 17)), n = 0;
+  g_array_set_size(a->list, cap);
+  ahit_t *out = (ahit_t *)(void *)a->list->data;
+  ixia_hitpage_hit_t h;
   int r;
-  while ((r = ixia_json_elements_next(&w, &x, &xe)) > 0) {
-    char *b64 = (char *)read_string(a->strs, x, xe);
-    asval_t sv = {(const guint8 *)b64, 0, b64 != NULL};
-    /* (GLib refuses to decode "", an empty keyword's value: it stays empty.) */
-    if (b64 && *b64) sv.p = g_base64_decode_inplace(b64, &sv.len);
-    g_array_append_val(a->svals, sv);
-    h->n_sort++;
+  while ((r = ixia_hitpage_next(&pg, &h)) > 0 && n < cap) {
+    ahit_t *x = &out[n++];
+    *x = (ahit_t){h.key, h.id, h.version, h.has_score ? h.score : NAN, -1, 0};
+    if (!h.sort) continue;
+    x->sort_at = (gint)a->svals->len;
+    x->n_sort = h.n_sort;
+    g_array_set_size(a->svals, a->svals->len + h.n_sort);
+    asval_t *v = &g_array_index(a->svals, asval_t, x->sort_at);
+    const guint8 *p = h.sort;
+    for (guint k = 0; k < h.n_sort; k++) v[k].has = ixia_hitpage_value(&p, &v[k].p, &v[k].len);
   }
-  if (r < 0) *bad = TRUE;
-  return TRUE;
-}
-
-/* Whether [*p, e) starts with the literal lit; moves *p past it. */
-static inline gboolean eat(const char **p, const char *e, const char *lit, size_t n) {
-  if ((size_t)(e - *p) < n || memcmp(*p, lit, n) != 0) return FALSE;
-  *p += n;
-  return TRUE;
-}
-
-/* The digits of an integer at p (a sign first), followed by a byte before
- * e: its end, or NULL. (The text need not end with a NUL: read_int may
- * hand a long integer to strtoll, which then stops at that byte.) */
-static const char *int_end(const char *p, const char *e) {
-  const char *s = p + (p < e && *p == '-');
-  const char *d = s;
-  while (d < e && *d >= '0' && *d <= '9') d++;
-  return d > s && d < e ? d : NULL;
-}
-
-/* A hit as the shard writes it (indexer/search.c, append_hits): key,
- * version and id in that order, no spaces, a key without escapes, then
- * its sort values and score if any. Read in one pass over the literals:
- * the general walk below (a member at a time, each name compared with
- * every name it might be) was 11-19% of the API's CPU under pages of 100
- * hits. The hit starts at p, in text that ends at e; returns the hit's
- * end, past its closing brace (so that nothing scans the hit before), or
- * NULL, with nothing appended, for anything else: the general walk reads
- * it. */
-static const char *read_hit_fast(ahits_t *a, const char *p, const char *e) {
-  ahit_t h = {NULL, 0, 0, FALSE, FALSE, NAN, -1, 0};
-  if (!eat(&p, e, "{\"key\":\"", 8)) return NULL;
-  const char *ks = p;
-  while (p < e && *p != '"' && *p != '\\') p++;
-  if (p >= e || *p != '"') return NULL;
-  const char *kend = p++;
-  if (!eat(&p, e, ",\"version\":", 11)) return NULL;
-  const char *ve = int_end(p, e);
-  if (!ve || !read_int(p, ve, &h.version)) return NULL;
-  p = ve;
-  if (!eat(&p, e, ",\"id\":", 6)) return NULL;
-  ve = int_end(p, e);
-  if (!ve || !read_int(p, ve, &h.id)) return NULL;
-  p = ve;
-  const char *sort = NULL, *sort_end = NULL;
-  if (eat(&p, e, ",\"sort\":[", 9)) {
-    sort = p - 1;
-    while (p < e && *p != ']' && *p != '\\') p++; /* base64 strings and nulls */
-    if (p >= e || *p != ']') return NULL;
-    sort_end = ++p;
-  }
-  if (eat(&p, e, ",\"score\":", 9)) {
-    /* A number's characters, then the hit's closing brace before e (the
-     * text need not end with a NUL): strtod stops at that brace. */
-    const char *t = p;
-    while (t < e && (g_ascii_isdigit(*t) || *t == '-' || *t == '+' || *t == '.' || *t == 'e' || *t == 'E')) t++;
-    if (t == p || t >= e || *t != '}') return NULL;
-    char *end;
-    double d = g_ascii_strtod(p, &end);
-    if (end != t) return NULL;
-    h.score = d;
-    p = t;
-  }
-  if (p >= e || *p != '}') return NULL;
-  gboolean bad = FALSE;
-  /* Undone on failure but the sort values' strings, which stay in the
-   * chunk until the answer is freed. */
-  guint svals = a->svals->len;
-  if (sort && (!read_sort(a, sort, sort_end, &h, &bad) || bad)) {
-    g_array_set_size(a->svals, svals);
-    return NULL;
-  }
-  h.has_version = h.has_id = TRUE;
-  h.key = g_string_chunk_insert_len(a->strs, ks, kend - ks);
-  g_array_append_val(a->list, h);
-  return p + 1;
-}
-
-/* A hit [p, e) in any other form (read_hit_fast did not read it). */
-static gboolean read_hit(ahits_t *a, const char *p, const char *e) {
-  ixia_json_walk_t w;
-  if (!ixia_json_members_open(&w, p, (size_t)(e - p))) return FALSE;
-  ahit_t h = {NULL, 0, 0, FALSE, FALSE, NAN, -1, 0};
-  const char *k, *ke, *v, *ve;
-  gboolean bad = FALSE;
-  int r;
-  while (!bad && (r = ixia_json_members_next(&w, &k, &ke, &v, &ve)) > 0) {
-    if (ixia_json_key_is(k, ke, "key")) {
-      h.key = read_string(a->strs, v, ve);
-    } else if (ixia_json_key_is(k, ke, "id")) {
-      h.has_id = read_int(v, ve, &h.id);
-    } else if (ixia_json_key_is(k, ke, "version")) {
-      h.has_version = read_int(v, ve, &h.version);
-    } else if (ixia_json_key_is(k, ke, "score")) {
-      char *end;
-      double d = g_ascii_strtod(v, &end);
-      h.score = end == ve ? d : NAN;
-    } else if (ixia_json_key_is(k, ke, "sort") && h.sort_at < 0) {
-      read_sort(a, v, ve, &h, &bad);
-    }
-  }
-  g_array_append_val(a->list, h); /* (freed with the list either way) */
-  return !bad && r == 0;
-}
-
-/* The answer's hits into c->hits, its other members into c->response.
- * FALSE: text that is not an object or cannot be followed. */
-static gboolean read_answer(call_t *c, const char *json, size_t len) {
-  ixia_json_walk_t w;
-  if (!ixia_json_members_open(&w, json, len)) return FALSE;
-  c->response = cJSON_CreateObject();
-  c->hits = g_new0(ahits_t, 1);
-  c->hits->list = g_array_new(FALSE, FALSE, sizeof(ahit_t));
-  c->hits->svals = g_array_new(FALSE, FALSE, sizeof(asval_t));
-  c->hits->strs = g_string_chunk_new(1024);
-  const char *k, *ke, *v, *ve;
-  int r;
-  while ((r = ixia_json_members_peek(&w, &k, &ke, &v)) > 0) {
-    ixia_json_walk_t hw;
-    gboolean is_hits = ixia_json_key_is(k, ke, "hits");
-    if (is_hits && ixia_json_elements_open(&hw, v, (size_t)(w.e - v))) {
-      /* Read where they stand, a hit at a time: the walk scanning the
-       * array, then each hit, before reading it was 8% of the API's CPU
-       * on sorted pages of 100. */
-      const char *h, *he;
-      int hr;
-      while ((hr = ixia_json_elements_peek(&hw, &h)) > 0) {
-        if (!(he = read_hit_fast(c->hits, h, hw.e)) &&
-            (!(he = ixia_json_value_end(&hw, h)) || !read_hit(c->hits, h, he)))
-          return FALSE;
-        ixia_json_walk_resume(&hw, he);
-      }
-      if (hr < 0) return FALSE;
-      ixia_json_walk_resume(&w, hw.p); /* past the array */
-      continue;
-    }
-    if (!(ve = ixia_json_value_end(&w, v))) return FALSE;
-    ixia_json_walk_resume(&w, ve);
-    if (is_hits) continue; /* null: none */
-    const char *name = read_string(c->hits->strs, k, ke);
-    cJSON *val = cJSON_ParseWithLength(v, (size_t)(ve - v));
-    if (!name || !val) {
-      cJSON_Delete(val);
-      return FALSE;
-    }
-    cJSON_AddItemToObject(c->response, name, val);
-  }
+  g_array_set_size(a->list, n);
   return r == 0;
 }
 
-/* A shard's answer text into c (its hits and other members), or the error
- * c->err already holds, or a malformed answer's, named after the shard. */
-static void shard_settle(ixia_fanout_t *s, call_t *c, const char *json, size_t len) {
+/* A shard's answer page [page, page + len) into c (its hits and other
+ * members; buf, taken, holds the page), or the error c->err already holds,
+ * or a malformed answer's, named after the shard. */
+static void shard_settle(ixia_fanout_t *s, call_t *c, GByteArray *buf, const guint8 *page, gsize len) {
   shard_t *sh = &s->shards[c->shard];
-  if (json && !c->err && !read_answer(c, json, len)) {
-    ixia_error_set(&c->err, IXIA_EINTERNAL, "index shard %s answered with malformed JSON",
+  if (buf && !c->err && !read_answer(c, g_steal_pointer(&buf), page, len)) {
+    ixia_error_set(&c->err, IXIA_EINTERNAL, "index shard %s answered with a malformed page",
                    sh->address);
     g_clear_pointer(&c->response, cJSON_Delete);
     g_clear_pointer(&c->hits, ahits_free);
@@ -372,6 +199,7 @@ static void shard_settle(ixia_fanout_t *s, call_t *c, const char *json, size_t l
     if (c->err->code == IXIA_EUNAVAILABLE) c->err->code = IXIA_ESHARD;
     ixia_error_prefix(c->err, "shard %u (%s)", c->shard, sh->address);
   }
+  if (buf) g_byte_array_unref(buf);
 }
 
 /* A transport failure on a pooled connection: the shard restarted, and
@@ -384,10 +212,10 @@ static void drop_idle(shard_t *sh) {
 static void shard_call(ixia_fanout_t *s, call_t *c) {
   shard_t *sh = &s->shards[c->shard];
   counter_add(&s->shard_calls, 1);
-  char *json = NULL;
+  GByteArray *page = NULL;
   /* A pooled connection may have died with a shard restart; that shows only
    * on use, so a transport failure on one is retried once on a new one. */
-  for (int attempt = 0; attempt < 2 && !c->err && !json; attempt++) {
+  for (int attempt = 0; attempt < 2 && !c->err && !page; attempt++) {
     ixia_shard_client_t *client = g_async_queue_try_pop(sh->idle);
     gboolean pooled = client != NULL;
     /* Each call carries its own deadline; the connection's I/O timeout
@@ -402,7 +230,7 @@ static void shard_call(ixia_fanout_t *s, call_t *c) {
     ixia_watchdog_arm(s->watchdog, &watch, ixia_shard_client_fd(client), c->answer_by);
     IxiaIxiaError *xe = NULL;
     GError *gerr = NULL;
-    gboolean ok = ixia_search_if_search(ixia_shard_client_iface(client), &json, c->request, &xe, &gerr);
+    gboolean ok = ixia_search_if_search_page(ixia_shard_client_iface(client), &page, c->request, &xe, &gerr);
     gboolean cut = ixia_watchdog_disarm(s->watchdog, &watch);
     /* A server-side error (an IxiaError, or an application exception the
      * generated client read whole) leaves the connection usable; a
@@ -418,7 +246,7 @@ static void shard_call(ixia_fanout_t *s, call_t *c) {
       if (gerr) g_error_free(gerr);
       ixia_shard_client_destroy(client);
       drop_idle(sh);
-      g_clear_pointer(&json, g_free);
+      g_clear_pointer(&page, g_byte_array_unref);
       continue;
     }
     ixia_shard_client_check(client, ok, xe, gerr, &c->err);
@@ -427,8 +255,8 @@ static void shard_call(ixia_fanout_t *s, call_t *c) {
     if (transport || cut) ixia_shard_client_destroy(client);
     else g_async_queue_push(sh->idle, client);
   }
-  shard_settle(s, c, json, json ? strlen(json) : 0);
-  g_free(json);
+  /* (Settled with the array, which holds the page.) */
+  shard_settle(s, c, page, page ? page->data : NULL, page ? page->len : 0);
 }
 
 static void pool_main(gpointer data, gpointer user) {
@@ -944,8 +772,7 @@ static gboolean collect_hits(ixia_fanout_t *s, const ixia_query_t *q, call_t *ca
   GArray *cands = g_array_new(FALSE, FALSE, sizeof(cand_t));
   GString *extras = g_string_new(NULL);
   guint taken = 0;
-  gboolean ok = TRUE;
-  for (guint i = 0; ok && i < s->n_shards; i++) {
+  for (guint i = 0; i < s->n_shards; i++) {
     if (pos[i] == POS_DONE || !calls[i].response) continue; /* done, or failed (allow_partial) */
     const GArray *hits = calls[i].hits ? calls[i].hits->list : NULL;
     guint n = hits ? hits->len : 0;
@@ -954,10 +781,6 @@ static gboolean collect_hits(ixia_fanout_t *s, const ixia_query_t *q, call_t *ca
     gboolean vouches = call_vouches(q, &calls[i]);
     for (; used < n && taken < q->limit; used++) {
       const ahit_t *h = &g_array_index(hits, ahit_t, used);
-      if (!h->key || !h->has_id || !h->has_version) {
-        ok = ixia_error_set(err, IXIA_EINTERNAL, "shard %u answered a malformed hit", i);
-        break;
-      }
       pos[i] = h->id;
       taken++;
       cand_t c = {h->key, h->version, i, (guint)extras->len, 0, !vouches};
@@ -966,13 +789,11 @@ static gboolean collect_hits(ixia_fanout_t *s, const ixia_query_t *q, call_t *ca
       g_array_append_val(cands, c);
     }
     /* A shard that sent fewer than asked has nothing after them. */
-    if (ok && used == n && n < q->limit) pos[i] = POS_DONE;
+    if (used == n && n < q->limit) pos[i] = POS_DONE;
   }
-  if (ok) {
-    ixia_error_t *e = NULL;
-    *returned = verify_hits(s, q, cands, extras, out, stale_by_shard, &e);
-    if (e) ok = ixia_error_propagate(err, e);
-  }
+  ixia_error_t *e = NULL;
+  *returned = verify_hits(s, q, cands, extras, out, stale_by_shard, &e);
+  gboolean ok = e == NULL || ixia_error_propagate(err, e);
   g_string_free(extras, TRUE);
   g_array_free(cands, TRUE);
   return ok;
@@ -1087,9 +908,6 @@ static gboolean collect_sorted_hits(ixia_fanout_t *s, const ixia_query_t *q, cal
     const GArray *hits = calls[i].hits ? calls[i].hits->list : NULL;
     guint n = hits ? hits->len : 0;
     const cJSON *as_of = cJSON_GetObjectItemCaseSensitive(resp, "sort_as_of");
-    /* Shards before 2026-11-25 sent it as a first, object-valued "as_of". */
-    if (!as_of && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(resp, "as_of")))
-      as_of = cJSON_GetObjectItemCaseSensitive(resp, "as_of");
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(as_of, "epoch");
     const cJSON *sq = cJSON_GetObjectItemCaseSensitive(as_of, "seq");
     if (q->limit && (!cJSON_IsNumber(e) || !cJSON_IsNumber(sq))) {
@@ -1101,7 +919,7 @@ static gboolean collect_sorted_hits(ixia_fanout_t *s, const ixia_query_t *q, cal
     if (n >= q->limit && q->limit) more = TRUE;
     for (guint j = 0; ok && j < n; j++) {
       const ahit_t *h = &g_array_index(hits, ahit_t, j);
-      if (!h->key || !h->has_version || h->sort_at < 0 || h->n_sort != q->n_sort) {
+      if (h->sort_at < 0 || h->n_sort != q->n_sort) {
         ok = ixia_error_set(err, IXIA_EINTERNAL, "shard %u answered a malformed sorted hit", i);
         break;
       }
@@ -1736,7 +1554,7 @@ static void on_shard(ixia_server_watch_t *w, ixia_server_watch_event_t ev, gpoin
     const char *v = NULL, *msg = NULL;
     gsize vlen = 0, mlen = 0;
     gint32 code = 0;
-    switch (ixia_wire_read_string_reply(x->in->data + 4, x->in->len - 4, "search", &v, &vlen,
+    switch (ixia_wire_read_string_reply(x->in->data + 4, x->in->len - 4, "search_page", &v, &vlen,
                                         &code, &msg, &mlen)) {
       case IXIA_WIRE_REPLY_OK:
         break;
@@ -1756,7 +1574,9 @@ static void on_shard(ixia_server_watch_t *w, ixia_server_watch_event_t ev, gpoin
         g_clear_pointer(&x->client, ixia_shard_client_destroy);
         break;
     }
-    shard_settle(s, c, c->err ? NULL : v, vlen);
+    /* (Settled with the frame, which holds the page.) */
+    if (c->err) shard_settle(s, c, NULL, NULL, 0);
+    else shard_settle(s, c, g_steal_pointer(&x->in), (const guint8 *)v, vlen);
     /* An answer, even an error, leaves the connection ready for the next. */
     if (x->client) g_async_queue_push(s->shards[x->i].idle, g_steal_pointer(&x->client));
   } else {
@@ -1766,7 +1586,7 @@ static void on_shard(ixia_server_watch_t *w, ixia_server_watch_event_t ev, gpoin
       op->stopping = TRUE;
     } else {
       ixia_error_set(&c->err, IXIA_EDEADLINE, "no answer within the query's deadline");
-      shard_settle(s, c, NULL, 0);
+      shard_settle(s, c, NULL, NULL, 0);
     }
     /* Its answer may still come: the connection cannot be reused. */
     g_clear_pointer(&x->client, ixia_shard_client_destroy);
@@ -1815,7 +1635,7 @@ void ixia_fanout_launch(ixia_fanout_op_t *op, ixia_fanout_done_fn done, gpointer
     g_byte_array_set_size(f, 4);
     static _Atomic gint32 next_seqid;
     x->seqid = atomic_fetch_add_explicit(&next_seqid, 1, memory_order_relaxed) & G_MAXINT32;
-    ixia_wire_append_string_call(f, "search", x->seqid, req, strlen(req));
+    ixia_wire_append_string_call(f, "search_page", x->seqid, req, strlen(req));
     ixia_bytes_put32(f->data, f->len - 4);
     int fd = ixia_shard_client_fd(x->client);
     x->sent = TRUE;

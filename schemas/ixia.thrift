@@ -266,6 +266,12 @@ service Search {
    * N}], "total": N, "aggs": <partial aggregation state>, "max_version": N}. */
   string search(1: string request_json) throws (1: IxiaError err),
 
+  /* The same search, answered as a packed page (common/hitpage.h): the
+   * hits in binary, then the other members of search's response as one
+   * JSON object. The query API calls this one: reading 100 hits from JSON
+   * text cost more than the rest of its merge. */
+  binary search_page(1: string request_json) throws (1: IxiaError err),
+
   /* JSON: partitions with positions and lag, partition count, max applied
    * version, document and event counters, failed-update count. */
   string status() throws (1: IxiaError err),

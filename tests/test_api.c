@@ -17,9 +17,11 @@
 #include <thrift/c_glib/thrift_application_exception.h>
 #include <unistd.h>
 
+#include "bytes.h"
 #include "cache.h"
 #include "client.h"
 #include "config.h"
+#include "hitpage.h"
 #include "server.h"
 #include "support.h"
 
@@ -851,8 +853,10 @@ static void test_query_threads(void) {
 }
 
 /* A stand-in index shard that answers every search with the text in
- * canned_answer (the API reads a shard's answer without a tree). */
+ * canned_answer, which search_page (the API's call) answers as the page a
+ * shard packs from it (page_of); or, set, with the bytes of canned_page. */
 static const char *volatile canned_answer;
+static GByteArray *volatile canned_page;
 /* How long the canned shard takes to answer, in ms. */
 static volatile gint canned_delay_ms;
 /* How it fails instead of answering: 0 not, 1 with an IxiaError, 2 with
@@ -870,11 +874,47 @@ typedef struct {
 GType canned_shard_get_type(void);
 G_DEFINE_TYPE(CannedShard, canned_shard, IXIA_TYPE_SEARCH_HANDLER)
 
-static gboolean canned_search(IxiaSearchIf *iface, gchar **ret, const gchar *request, IxiaIxiaError **xe,
-                              GError **error) {
-  (void)iface, (void)request;
+/* The page a shard packs for its JSON answer text (hitpage.h): the hits
+ * (key, version, id, sort values as base64 or null, score) in binary, the
+ * other members as the page's object. */
+static GByteArray *page_of(const char *text) {
+  cJSON *j = cJSON_Parse(text);
+  g_assert(cJSON_IsObject(j));
+  cJSON *hits = cJSON_DetachItemFromObjectCaseSensitive(j, "hits");
+  guint32 flags = 0, n = 0;
+  for (cJSON *h = hits ? hits->child : NULL; h; h = h->next) {
+    if (cJSON_GetObjectItem(h, "sort")) flags |= IXIA_HITPAGE_SORT;
+    if (cJSON_GetObjectItem(h, "score")) flags |= IXIA_HITPAGE_SCORE;
+  }
+  GByteArray *page = g_byte_array_new();
+  ixia_hitpage_begin(page, flags);
+  for (cJSON *h = hits ? hits->child : NULL; h; h = h->next, n++) {
+    const char *key = cJSON_GetStringValue(cJSON_GetObjectItem(h, "key"));
+    ixia_hitpage_put_hit(page, key, strlen(key), (gint64)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "version")),
+                         (guint32)cJSON_GetNumberValue(cJSON_GetObjectItem(h, "id")));
+    if (flags & IXIA_HITPAGE_SORT) {
+      cJSON *sort = cJSON_GetObjectItem(h, "sort");
+      ixia_hitpage_put_count(page, (guint)cJSON_GetArraySize(sort));
+      for (cJSON *v = sort ? sort->child : NULL; v; v = v->next) {
+        gsize len = 0;
+        guchar *raw = cJSON_IsString(v) && *v->valuestring ? g_base64_decode(v->valuestring, &len) : NULL;
+        ixia_hitpage_put_value(page, cJSON_IsString(v), raw, len);
+        g_free(raw);
+      }
+    }
+    if (flags & IXIA_HITPAGE_SCORE) ixia_hitpage_put_score(page, cJSON_GetNumberValue(cJSON_GetObjectItem(h, "score")));
+  }
+  char *meta = cJSON_PrintUnformatted(j);
+  ixia_hitpage_finish(page, n, meta, strlen(meta));
+  cJSON_free(meta);
+  cJSON_Delete(hits);
+  cJSON_Delete(j);
+  return page;
+}
+
+/* The canned shard's delay and failure; FALSE when it fails. */
+static gboolean canned_serve(IxiaIxiaError **xe, GError **error) {
   atomic_fetch_add(&canned_calls, 1);
-  const char *answer = canned_answer; /* a late answer is the one of its request's time */
   if (canned_delay_ms) g_usleep((gulong)canned_delay_ms * 1000);
   if (canned_fail == 1) {
     *xe = g_object_new(IXIA_TYPE_IXIA_ERROR, "code", IXIA_ETOOLARGE, "message", "canned refusal", NULL);
@@ -884,13 +924,34 @@ static gboolean canned_search(IxiaSearchIf *iface, gchar **ret, const gchar *req
     g_set_error(error, THRIFT_APPLICATION_EXCEPTION_ERROR, THRIFT_APPLICATION_EXCEPTION_ERROR_INTERNAL_ERROR, "canned failure");
     return FALSE;
   }
+  return TRUE;
+}
+
+static gboolean canned_search(IxiaSearchIf *iface, gchar **ret, const gchar *request, IxiaIxiaError **xe,
+                              GError **error) {
+  (void)iface, (void)request;
+  const char *answer = canned_answer; /* a late answer is the one of its request's time */
+  if (!canned_serve(xe, error)) return FALSE;
   *ret = g_strdup(answer);
+  return TRUE;
+}
+
+static gboolean canned_search_page(IxiaSearchIf *iface, GByteArray **ret, const gchar *request,
+                                   IxiaIxiaError **xe, GError **error) {
+  (void)iface, (void)request;
+  const char *answer = canned_answer; /* a late answer is the one of its request's time */
+  GByteArray *raw = canned_page;
+  if (!canned_serve(xe, error)) return FALSE;
+  GByteArray *page = raw ? g_byte_array_ref(raw) : page_of(answer);
+  if (*ret) g_byte_array_unref(*ret);
+  *ret = page;
   return TRUE;
 }
 
 static void canned_shard_init(CannedShard *self) { (void)self; }
 static void canned_shard_class_init(CannedShardClass *klass) {
   IXIA_SEARCH_HANDLER_CLASS(klass)->search = canned_search;
+  IXIA_SEARCH_HANDLER_CLASS(klass)->search_page = canned_search_page;
 }
 
 /* The canned shard on a loopback port (and, given sock, on a Unix-domain
@@ -926,6 +987,7 @@ static void canned_start(canned_stack_t *k, const char *name, const char *extra_
 
 static void canned_stop(canned_stack_t *k) {
   canned_answer = NULL;
+  canned_page = NULL;
   ixia_client_destroy(k->c);
   CU_ASSERT_TRUE(ixt_api_stop(&k->q));
   g_free(k->indexers);
@@ -1012,11 +1074,41 @@ static void test_shard_over_unix_socket(void) {
   g_free(dir);
 }
 
-/* The hits of a shard's answer: keys with escapes come out as stored,
- * members the API does not know are passed over, and an answer that cannot
- * be read fails the query with an error naming the shard while the API
- * goes on serving. */
-static void test_shard_answer_read_as_text(void) {
+/* One of the bad pages of test_shard_answer_page: a good page of one hit,
+ * then the bytes at `at` (from the start; negative: from the end, counted
+ * before the page's object) overwritten with `with` (n of them), or the
+ * page cut to `cut` bytes. */
+typedef struct {
+  const char *what;
+  gint at;
+  const char *with;
+  guint n;
+  gint cut; /* > 0: keep the first cut bytes */
+  const char *meta; /* instead of the good page's object */
+  gboolean sorted;  /* asked with the sorted query */
+  const char *error;
+} bad_page_t;
+
+/* The answer to query while the canned shard answers `answer` (NULL with
+ * the error printed when the query fails). */
+static cJSON *canned_query(ixia_client_t *c, const char *answer, const char *query) {
+  canned_answer = answer;
+  char *out = NULL;
+  ixia_error_t *e = NULL;
+  CU_ASSERT_TRUE(ixia_client_query(c, query, &out, &e));
+  if (e) fprintf(stderr, "%s: %s\n", query, e->message);
+  ixia_error_destroy(e);
+  cJSON *r = out ? cJSON_Parse(out) : NULL;
+  g_free(out);
+  return r;
+}
+
+/* The hits of a shard's page: keys holding quotes, backslashes and
+ * non-ASCII come out as stored, members of the page's object the API does
+ * not know are passed over, sort values and scores are read in place, and
+ * a page that cannot be read fails the query with an error naming the
+ * shard while the API goes on serving, on an I/O thread and on a worker. */
+static void test_shard_answer_page(void) {
   canned_stack_t k;
   canned_start(&k, "canned-shard", NULL, NULL);
   ixia_client_t *c = k.c;
@@ -1029,55 +1121,33 @@ static void test_shard_answer_read_as_text(void) {
                       "\"fields\":[\"price\"],\"limit\":10}";
 
   char *answer = g_strdup_printf(
-      "{ \"future\": {\"a\": \"}]\", \"b\": [1, {}]},\n \"hits\": [ {\"id\": 4, \"key\": \"say \\\"hi\\\" caf\\u00e9\\\\\","
-      " \"version\": %" G_GINT64_FORMAT ", \"later\": [\"x\"]}, {\"key\":\"plain\",\"version\":%" G_GINT64_FORMAT
-      ",\"id\":9} ], \"total\": 2, \"total_relation\": \"eq\", \"aggs\": null, \"as_of\": 7 }",
+      "{\"future\": {\"a\": \"}]\", \"b\": [1, {}]}, \"hits\": [{\"id\": 4, \"key\": \"say \\\"hi\\\" caf\\u00e9\\\\\","
+      " \"version\": %" G_GINT64_FORMAT "}, {\"key\":\"plain\",\"version\":%" G_GINT64_FORMAT
+      ",\"id\":9}], \"total\": 2, \"total_relation\": \"eq\", \"aggs\": null, \"as_of\": 7}",
       v1, v2);
-  /* The second hit is in the shard's own layout, and so are these: a key
-   * with an escape and a member after the score (read by the general
-   * walk), then sort values and a score (in one pass). */
-  char *own = g_strdup_printf(
-      "{\"hits\":[{\"key\":\"say \\\"hi\\\" caf\xc3\xa9\\\\\",\"version\":%" G_GINT64_FORMAT ",\"id\":4,"
-      "\"sort\":[],\"score\":0,\"later\":1},{\"key\":\"plain\",\"version\":%" G_GINT64_FORMAT
-      ",\"id\":9,\"sort\":[\"AAAAAAAAAAE=\",null],\"score\":1.5}],\"total\":2,\"total_relation\":\"eq\",\"aggs\":null}",
-      v1, v2);
-  char *out = NULL;
-  cJSON *r = NULL;
-  for (int layout = 0; layout < 2; layout++) {
-    cJSON_Delete(r);
-    canned_answer = layout ? answer : own;
-    CU_ASSERT_TRUE(ixia_client_query(c, query, &out, &e));
-    r = out ? cJSON_Parse(out) : NULL;
-    g_clear_pointer(&out, g_free);
-    cJSON *hits = cJSON_GetObjectItem(r, "hits");
-    CU_ASSERT_EQUAL(cJSON_GetArraySize(hits), 2);
-    CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(hits, 0), "key")), odd);
-    CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(hits, 0), "version")), v1);
-    CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(hits, 1), "key")), "plain");
-    CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(hits, 1), "version")), v2);
-    CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "total")), 2);
-  }
+  cJSON *r = canned_query(c, answer, query);
+  cJSON *hits = cJSON_GetObjectItem(r, "hits");
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(hits), 2);
+  CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(hits, 0), "key")), odd);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(hits, 0), "version")), v1);
+  CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(hits, 1), "key")), "plain");
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(hits, 1), "version")), v2);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "total")), 2);
   cJSON *states = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "shards"), "states");
   CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(states, 0), "as_of")), 7);
   cJSON_Delete(r);
 
-  /* Sort values read in either layout order the page: "a" (YQ==) before
-   * "odd" (b2Rk), whatever order the shard listed them in, and each hit
-   * shows its own. */
+  /* Sort values order the page: "a" (YQ==) before "odd" (b2Rk), whatever
+   * order the shard listed them in, and each hit shows its own. */
   const char *squery = "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"odd\"}},"
                        "\"sort\":[{\"category\":\"asc\"}],\"fields\":[\"price\"],\"limit\":10}";
   char *sorted = g_strdup_printf(
       "{\"hits\":[{\"key\":\"say \\\"hi\\\" caf\xc3\xa9\\\\\",\"version\":%" G_GINT64_FORMAT ",\"id\":4,"
-      "\"sort\":[\"b2Rk\"],\"later\":1},{\"key\":\"plain\",\"version\":%" G_GINT64_FORMAT
+      "\"sort\":[\"b2Rk\"]},{\"key\":\"plain\",\"version\":%" G_GINT64_FORMAT
       ",\"id\":9,\"sort\":[\"YQ==\"]}],\"total\":2,\"total_relation\":\"eq\",\"aggs\":null,"
       "\"sort_as_of\":{\"epoch\":3,\"seq\":1}}",
       v1, v2);
-  canned_answer = sorted;
-  CU_ASSERT_TRUE(ixia_client_query(c, squery, &out, &e));
-  if (e) fprintf(stderr, "sorted: %s\n", e->message);
-  ixia_error_destroy(e), e = NULL;
-  r = out ? cJSON_Parse(out) : NULL;
-  g_clear_pointer(&out, g_free);
+  r = canned_query(c, sorted, squery);
   cJSON *sh = cJSON_GetObjectItem(r, "hits");
   CU_ASSERT_EQUAL(cJSON_GetArraySize(sh), 2);
   const char *want[2][2] = {{"plain", "a"}, {odd, "odd"}};
@@ -1089,6 +1159,24 @@ static void test_shard_answer_read_as_text(void) {
   }
   cJSON_Delete(r);
 
+  /* Scores come through the page: a match query (on a table with a text
+   * field) ranks by them. */
+  CU_ASSERT_TRUE_FATAL(ixia_client_apply_schema(
+      c, "{\"namespace\":\"shop\",\"table\":\"notes\",\"indexes\":[{\"field\":\"body\",\"type\":\"text\"}]}",
+      NULL, &e));
+  gint64 vn = 0;
+  CU_ASSERT_TRUE_FATAL(ixia_client_put(c, "shop", "notes", "n1", "{\"body\": \"an odd note\"}", -1, &vn, &e));
+  const char *mquery = "{\"namespace\":\"shop\",\"table\":\"notes\",\"filter\":{\"match\":{\"body\":\"odd\"}},"
+                       "\"sort\":[\"_score\"],\"limit\":10}";
+  char *scored = g_strdup_printf(
+      "{\"hits\":[{\"key\":\"n1\",\"version\":%" G_GINT64_FORMAT ",\"id\":9,\"sort\":[\"v/gAAAAAAAA=\"],"
+      "\"score\":1.5}],\"total\":1,\"total_relation\":\"eq\",\"aggs\":null,\"sort_as_of\":{\"epoch\":3,\"seq\":1}}",
+      vn);
+  r = canned_query(c, scored, mquery);
+  cJSON *top = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "hits"), 0);
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(top, "score")), 1.5);
+  cJSON_Delete(r);
+
   /* A hit at the stored version is trusted (a filter without "not")...
    * unless its shard says a batch was published during the search: then
    * it is checked against the stored document, which left the category. */
@@ -1097,49 +1185,58 @@ static void test_shard_answer_read_as_text(void) {
     char *a = g_strdup_printf("{\"hits\": [{\"id\": 11, \"key\": \"moved\", \"version\": %" G_GINT64_FORMAT
                               "}], \"total\": 1, \"total_relation\": \"eq\", \"aggs\": null%s}",
                               v3, settled ? "" : ", \"settled\": false");
-    canned_answer = a;
-    CU_ASSERT_TRUE(ixia_client_query(c, query, &out, &e));
-    r = out ? cJSON_Parse(out) : NULL;
+    r = canned_query(c, a, query);
     CU_ASSERT_EQUAL(cJSON_GetArraySize(cJSON_GetObjectItem(r, "hits")), settled ? 1 : 0);
     cJSON_Delete(r);
-    g_clear_pointer(&out, g_free);
     g_free(a);
   }
 
-  static const struct {
-    const char *answer, *error;
-  } bad[] = {
-      {"{\"hits\": [{\"key\": \"plain\", \"id\": 1,", "answered with malformed JSON"},
-      {"[\"hits\"]", "answered with malformed JSON"},
-      {"{\"hits\": [{\"key\": \"plain\", \"id\": 1, \"version\": 2}] \"total\": 1}", "answered with malformed JSON"},
-      {"{\"total\": 1, \"aggs\": nul}", "answered with malformed JSON"},
-      {"{\"hits\": [{\"key\": \"plain\", \"version\": 2}], \"total\": 1}", "malformed hit"},
-      {"{\"hits\": [{\"key\": 5, \"id\": 1, \"version\": 2}], \"total\": 1}", "malformed hit"},
-      {"{\"hits\": [{\"key\": \"plain\", \"id\": \"1\", \"version\": 2}], \"total\": 1}", "malformed hit"},
-      /* The same in the shard's own layout (read in one pass when whole). */
-      {"{\"hits\":[{\"key\":\"plain\",\"version\":2}],\"total\":1}", "malformed hit"},
-      {"{\"hits\":[{\"key\":\"plain\",\"version\":2,\"id\":\"1\"}],\"total\":1}", "malformed hit"},
-      {"{\"hits\":[{\"key\":\"plain\",\"version\":-,\"id\":1}],\"total\":1}", "malformed hit"},
-      {"{\"hits\":[{\"key\":\"plain\",\"version\":2,\"id\":1,\"sort\":[\"AAAA\"}],\"total\":1}",
-       "answered with malformed JSON"},
-      {"{\"hits\":[{\"key\":\"plain\",\"version\":2,\"id\":1,\"sort\":[\"AAAA\" \"BBBB\"]}],\"total\":1}",
-       "answered with malformed JSON"},
+  /* The good page the bad ones are made from: header (16 bytes), then a
+   * hit: key length (4), "plain" (5), its NUL, version (8), id (4). */
+  const char *good = "{\"hits\":[{\"key\":\"plain\",\"version\":2,\"id\":1}],\"total\":1,\"aggs\":null}";
+  static const bad_page_t bad[] = {
+      {"empty", 0, NULL, 0, 1, NULL, FALSE, "malformed page"},
+      {"another magic", 0, "IXP2", 4, 0, NULL, FALSE, "malformed page"},
+      {"object longer than the page", 12, "\x00\x01\x00\x00", 4, 0, NULL, FALSE, "malformed page"},
+      {"more hits than there are", 8, "\x00\x00\x00\x02", 4, 0, NULL, FALSE, "malformed page"},
+      {"bytes after the last hit", 8, "\x00\x00\x00\x00", 4, 0, NULL, FALSE, "malformed page"},
+      {"key past the end", 16, "\x00\x10\x00\x00", 4, 0, NULL, FALSE, "malformed page"},
+      {"key without its NUL", 25, "x", 1, 0, NULL, FALSE, "malformed page"},
+      {"key holding a NUL", 22, "\x00", 1, 0, NULL, FALSE, "malformed page"},
+      {"object not JSON", 0, NULL, 0, 0, "{\"total\": 1, \"aggs\": nul}", FALSE, "malformed page"},
+      {"object an array", 0, NULL, 0, 0, "[\"hits\"]", FALSE, "malformed page"},
+      {"sorted hit without values", 0, NULL, 0, 0, "{\"total\":1,\"sort_as_of\":{\"epoch\":3,\"seq\":1}}", TRUE,
+       "malformed sorted hit"},
   };
-  /* Each bad answer twice: as the query above, which an I/O thread sends
-   * on the pooled connection and reads (the answer then lies in a receive
-   * buffer with no NUL after it), and padded with white space past the
-   * 16 KiB an I/O thread sends, so a worker runs it. A bad answer is read
-   * whole, so the connection stays pooled for the next one. */
+  /* Each bad page twice: as the query above, which an I/O thread sends
+   * on the pooled connection and reads (the page then lies in a receive
+   * buffer), and padded with white space past the 16 KiB an I/O thread
+   * sends, so a worker runs it. A bad page is read whole, so the
+   * connection stays pooled for the next one. */
   char *padded = g_strdup_printf("%.*s%*s}", (int)strlen(query) - 1, query, 17000, "");
+  char *spadded = g_strdup_printf("%.*s%*s}", (int)strlen(squery) - 1, squery, 17000, "");
   double later0 = stat_of(c, "requests_answered_later");
+  char *out = NULL;
   for (guint i = 0; i < 2 * G_N_ELEMENTS(bad); i++) {
-    canned_answer = bad[i / 2].answer;
-    CU_ASSERT_FALSE(ixia_client_query(c, i % 2 ? padded : query, &out, &e));
-    gboolean named = e && strstr(e->message, bad[i / 2].error) && strstr(e->message, "shard 0");
-    if (!named) fprintf(stderr, "answer %u: %s\n", i / 2, e ? e->message : "(no error)");
+    const bad_page_t *b = &bad[i / 2];
+    GByteArray *page = page_of(good);
+    if (b->meta) {
+      guint32 ml = ixia_bytes_get32(page->data + 12);
+      g_byte_array_set_size(page, page->len - ml);
+      ixia_hitpage_finish(page, ixia_bytes_get32(page->data + 8), b->meta, strlen(b->meta));
+    }
+    if (b->with) memcpy(page->data + b->at, b->with, b->n);
+    if (b->cut) g_byte_array_set_size(page, (guint)b->cut - 1);
+    canned_page = page;
+    const char *q = b->sorted ? (i % 2 ? spadded : squery) : (i % 2 ? padded : query);
+    CU_ASSERT_FALSE(ixia_client_query(c, q, &out, &e));
+    gboolean named = e && strstr(e->message, b->error) && strstr(e->message, "shard 0");
+    if (!named) fprintf(stderr, "%s: %s\n", b->what, e ? e->message : "(no error)");
     CU_ASSERT_TRUE(named);
     ixia_error_destroy(e), e = NULL;
     g_clear_pointer(&out, g_free);
+    canned_page = NULL;
+    g_byte_array_unref(page);
     char *json = get_doc(c, "plain", NULL, NULL); /* still serving */
     CU_ASSERT_PTR_NOT_NULL(json);
     g_free(json);
@@ -1149,10 +1246,11 @@ static void test_shard_answer_read_as_text(void) {
   if (later != G_N_ELEMENTS(bad)) fprintf(stderr, "answered on an I/O thread: %.0f\n", later);
   CU_ASSERT_EQUAL(later, G_N_ELEMENTS(bad));
   g_free(padded);
+  g_free(spadded);
   canned_stop(&k);
   g_free(answer);
-  g_free(own);
   g_free(sorted);
+  g_free(scored);
 }
 
 /* n queries of q in a row, each answered with total `total` after one
@@ -1809,7 +1907,7 @@ int main(void) {
   IXT_ADD(s, test_get_path);
   IXT_ADD(s, test_sched_batch);
   IXT_ADD(s, test_query_threads);
-  IXT_ADD(s, test_shard_answer_read_as_text);
+  IXT_ADD(s, test_shard_answer_page);
   IXT_ADD(s, test_shard_over_unix_socket);
   IXT_ADD(s, test_queries_on_io_thread);
   IXT_ADD(s, test_trickling_shard);

@@ -17,6 +17,7 @@
 #include "ixia_ixia_types.h"
 #include "disk.h"
 #include "error.h"
+#include "hitpage.h"
 #include "json.h"
 #include "rocksdb_cache.h"
 #include "schema.h"
@@ -1038,6 +1039,96 @@ static void test_wire_string_call_by_hand(void) {
   }
 }
 
+/* A packed page of hits (hitpage.h) reads back as written: keys (empty,
+ * non-ASCII, long), versions and ids at their extremes, sort values
+ * (missing, empty, binary with NULs, 1,000 bytes) and scores, and the
+ * page's object after them; every cut of it and every byte changed to
+ * each of a few values either reads as a page or fails, never past its
+ * end (ASan watches the reads). */
+static void test_hitpage_round_trip(void) {
+  const char *keys[] = {"", "k", "caf\xc3\xa9 \"q\" \\", NULL};
+  char *long_key = g_strnfill(5000, 'x');
+  guint8 bin[1000];
+  for (guint i = 0; i < sizeof bin; i++) bin[i] = (guint8)(i * 7);
+  const char *meta = "{\"total\":3,\"aggs\":null}";
+  for (guint32 flags = 0; flags < 4; flags++) {
+    GByteArray *page = g_byte_array_new();
+    ixia_hitpage_begin(page, flags);
+    guint n = 0;
+    for (guint i = 0; i < 4; i++, n++) {
+      const char *key = keys[i] ? keys[i] : long_key;
+      ixia_hitpage_put_hit(page, key, strlen(key), i == 1 ? G_MAXINT64 : -(gint64)i, i == 2 ? G_MAXUINT32 : i);
+      if (flags & IXIA_HITPAGE_SORT) {
+        ixia_hitpage_put_count(page, i);
+        for (guint k = 0; k < i; k++) ixia_hitpage_put_value(page, k != 1, bin, k == 0 ? 0 : k == 2 ? 1000 : 3);
+      }
+      if (flags & IXIA_HITPAGE_SCORE) ixia_hitpage_put_score(page, i == 3 ? -0.25 : (double)i * 1e300);
+    }
+    ixia_hitpage_finish(page, n, meta, strlen(meta));
+
+    ixia_hitpage_t pg;
+    const char *m;
+    gsize ml;
+    CU_ASSERT_TRUE_FATAL(ixia_hitpage_open(&pg, page->data, page->len, &m, &ml));
+    CU_ASSERT_TRUE(ml == strlen(meta) && memcmp(m, meta, ml) == 0);
+    ixia_hitpage_hit_t h;
+    for (guint i = 0; i < 4; i++) {
+      CU_ASSERT_EQUAL_FATAL(ixia_hitpage_next(&pg, &h), 1);
+      const char *key = keys[i] ? keys[i] : long_key;
+      CU_ASSERT_STRING_EQUAL(h.key, key);
+      CU_ASSERT_EQUAL(h.key_len, strlen(key));
+      CU_ASSERT_EQUAL(h.version, i == 1 ? G_MAXINT64 : -(gint64)i);
+      CU_ASSERT_EQUAL(h.id, i == 2 ? G_MAXUINT32 : i);
+      CU_ASSERT_EQUAL(h.n_sort, flags & IXIA_HITPAGE_SORT ? i : 0);
+      const guint8 *p = h.sort;
+      for (guint k = 0; k < h.n_sort; k++) {
+        const guint8 *v;
+        gsize len;
+        gboolean has = ixia_hitpage_value(&p, &v, &len);
+        CU_ASSERT_EQUAL(has, k != 1);
+        CU_ASSERT_EQUAL(len, k == 1 ? 0 : k == 0 ? 0 : k == 2 ? 1000 : 3);
+        if (has && len) CU_ASSERT_EQUAL(memcmp(v, bin, len), 0);
+      }
+      CU_ASSERT_EQUAL(h.has_score, (flags & IXIA_HITPAGE_SCORE) != 0);
+      if (h.has_score) CU_ASSERT_EQUAL(h.score, i == 3 ? -0.25 : (double)i * 1e300);
+    }
+    CU_ASSERT_EQUAL(ixia_hitpage_next(&pg, &h), 0);
+
+    /* Every cut, and bytes changed: read to the end or failed, in bounds
+     * (each read from a copy of exactly that many bytes). */
+    guint reads = 0;
+    for (guint cut = 0; cut < page->len; cut++) {
+      guint8 *copy = g_memdup2(page->data, cut);
+      if (ixia_hitpage_open(&pg, copy, cut, &m, &ml)) {
+        int r;
+        while ((r = ixia_hitpage_next(&pg, &h)) > 0) reads++;
+        CU_ASSERT_EQUAL(r, -1); /* a cut page never ends cleanly */
+      }
+      g_free(copy);
+    }
+    const guint8 with[] = {0x00, 0x01, 0x02, 0x7f, 0xff};
+    for (guint at = 0; at < MIN(page->len, 6000u); at += at < 64 ? 1 : 97) {
+      for (guint w = 0; w < G_N_ELEMENTS(with); w++) {
+        guint8 *copy = g_memdup2(page->data, page->len);
+        copy[at] = with[w];
+        if (ixia_hitpage_open(&pg, copy, page->len, &m, &ml)) {
+          int r;
+          while ((r = ixia_hitpage_next(&pg, &h)) > 0) {
+            const guint8 *p = h.sort, *v;
+            gsize len;
+            for (guint k = 0; k < h.n_sort; k++) ixia_hitpage_value(&p, &v, &len);
+            reads++;
+          }
+        }
+        g_free(copy);
+      }
+    }
+    CU_ASSERT_TRUE(reads > 0);
+    g_byte_array_unref(page);
+  }
+  g_free(long_key);
+}
+
 static void test_wire_get_by_hand(void) {
   ixia_thrift_init();
   /* Calls the generated client writes are read whole, whatever fields says. */
@@ -1311,6 +1402,7 @@ int main(void) {
   IXT_ADD(s, test_disk_reserve);
   IXT_ADD(s, test_rocksdb_cache_shards);
   IXT_ADD(s, test_wire_get_by_hand);
+  IXT_ADD(s, test_hitpage_round_trip);
   IXT_ADD(s, test_wire_string_call_by_hand);
   IXT_ADD(s, test_client_skips_late_answers);
   return ixt_run();

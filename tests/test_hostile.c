@@ -277,6 +277,7 @@ static void test_deep_nesting(void) {
   CU_ASSERT_TRUE(api_serves());
   check_deep(S.indexer[0].port, "status", 400000);
   check_deep(S.indexer[0].port, "search", 20000);
+  check_deep(S.indexer[0].port, "search_page", 20000);
   CU_ASSERT_TRUE(shard_serves());
   check_deep(S.sink.port, "stats", 400000);
   CU_ASSERT_TRUE(sink_serves());
@@ -316,8 +317,8 @@ static void test_calls_without_arguments(void) {
                               "applySchema", "getSchema", "snapshot", NULL};
   check_no_args(S.api.port, api_methods, api_refuse);
   CU_ASSERT_TRUE(api_serves());
-  const char *search_methods[] = {"search", "status", "reindex", "docs", NULL};
-  const char *search_refuse[] = {"search", "docs", NULL};
+  const char *search_methods[] = {"search", "search_page", "status", "reindex", "docs", NULL};
+  const char *search_refuse[] = {"search", "search_page", "docs", NULL};
   check_no_args(S.indexer[0].port, search_methods, search_refuse);
   CU_ASSERT_TRUE(shard_serves());
   const char *sink_methods[] = {"replicate", "stats", NULL};
