@@ -223,7 +223,8 @@ static void append_hits(GString *out, const ixia_query_t *q, const GArray *hits)
  * append_hits writes, in binary. */
 static void put_page_hits(GByteArray *page, const ixia_query_t *q, const GArray *hits) {
   g_byte_array_set_size(page, 256 + hits->len * 48); /* room at once (emptied by begin) */
-  ixia_hitpage_begin(page, (q->n_sort ? IXIA_HITPAGE_SORT : 0) | (q->scoring ? IXIA_HITPAGE_SCORE : 0));
+  guint32 flags = (q->n_sort ? IXIA_HITPAGE_SORT : 0) | (q->scoring ? IXIA_HITPAGE_SCORE : 0);
+  ixia_hitpage_begin(page, flags);
   for (guint i = 0; i < hits->len; i++) {
     const ixia_idx_hit_t *hit = &g_array_index(hits, ixia_idx_hit_t, i);
     ixia_hitpage_put_hit(page, hit->key, strlen(hit->key), hit->version, hit->id);
@@ -240,8 +241,8 @@ static void put_page_hits(GByteArray *page, const ixia_query_t *q, const GArray 
   }
 }
 
-const char *const ixia_search_methods[] = {"search", "search_page", "status", "reindex", "docs", "digest",
-                                           "authenticate", NULL};
+const char *const ixia_search_methods[] = {"search", "search_page", "status", "reindex",
+                                           "docs", "digest", "authenticate", NULL};
 
 gboolean ixia_search_inline_call(const char *method, guint32 len) {
   return (len == 6 && memcmp(method, "search", 6) == 0) ||

@@ -185,7 +185,8 @@ static gboolean read_answer(call_t *c, GByteArray *buf, const guint8 *data, gsiz
 /* A shard's answer page [page, page + len) into c (its hits and other
  * members; buf, taken, holds the page), or the error c->err already holds,
  * or a malformed answer's, named after the shard. */
-static void shard_settle(ixia_fanout_t *s, call_t *c, GByteArray *buf, const guint8 *page, gsize len) {
+static void shard_settle(ixia_fanout_t *s, call_t *c, GByteArray *buf, const guint8 *page,
+                         gsize len) {
   shard_t *sh = &s->shards[c->shard];
   if (buf && !c->err && !read_answer(c, g_steal_pointer(&buf), page, len)) {
     ixia_error_set(&c->err, IXIA_EINTERNAL, "index shard %s answered with a malformed page",
@@ -230,7 +231,8 @@ static void shard_call(ixia_fanout_t *s, call_t *c) {
     ixia_watchdog_arm(s->watchdog, &watch, ixia_shard_client_fd(client), c->answer_by);
     IxiaIxiaError *xe = NULL;
     GError *gerr = NULL;
-    gboolean ok = ixia_search_if_search_page(ixia_shard_client_iface(client), &page, c->request, &xe, &gerr);
+    gboolean ok =
+        ixia_search_if_search_page(ixia_shard_client_iface(client), &page, c->request, &xe, &gerr);
     gboolean cut = ixia_watchdog_disarm(s->watchdog, &watch);
     /* A server-side error (an IxiaError, or an application exception the
      * generated client read whole) leaves the connection usable; a
