@@ -143,8 +143,8 @@ int ixia_json_members_next(ixia_json_walk_t *w, const char **k, const char **ken
 int ixia_json_elements_next(ixia_json_walk_t *w, const char **v, const char **vend);
 /* The same, but the value is left to the caller, who reads it where it
  * stands (*v, its first byte) and goes on with ixia_json_walk_resume from
- * its end: a value read whole that way (a shard's page of hits) is not
- * scanned by the walk first. ixia_json_value_end finds the end the walk
+ * its end: a value read whole that way (a query answer's array of hits)
+ * is not scanned by the walk first. ixia_json_value_end finds the end the walk
  * would have (NULL: text that cannot be followed). A walk that returned 0
  * stands past its closing bracket, where an outer walk resumes; it is not
  * called again. */

@@ -23,7 +23,8 @@
  *
  * The walk over an object's members or an array's elements
  * (ixia_json_members_next and its kin) serves readers of other daemons'
- * answers, such as a shard's hits. Its _peek forms leave a value to the
+ * answers, such as the benchmark client's summary of a query answer
+ * (bench/answer.c). Its _peek forms leave a value to the
  * caller, who reads it where it stands and resumes the walk from its end
  * (ixia_json_walk_resume), so a large array is read once rather than
  * scanned for its end and then read again. */

@@ -9,10 +9,10 @@
  * pooled connection) run on a worker, which calls the shards in parallel
  * through a thread pool and waits for all of them. Either way a shard
  * answers a packed page (search_page, common/hitpage.h) whose hits are
- * read where they stand (read_answer); totals add, aggregation partials merge by the rules of
- * query/, a sorted page is a k-way merge of the shards' sorted runs
- * (merge_pages), and a page's hits are re-read from the store in one
- * multi-get. Cursors are opaque, prefixed base64 blobs holding each shard's
+ * read where they stand (read_answer); totals add, aggregation partials
+ * merge by the rules of query/, a sorted page is a k-way merge of the
+ * shards' sorted runs (merge_pages), and a page's hits are re-read from
+ * the store in one multi-get. Cursors are opaque, prefixed base64 blobs holding each shard's
  * position (and, for sorted pages, the last hit's sort values). */
 #include "fanout.h"
 
