@@ -419,16 +419,15 @@ static const GByteArray *serve(ixia_server_t *srv, conn_t *c, const guint8 *fram
   serving_t sv = {c, srv, frame, size, NULL, t0};
   tl_state = &c->hook_state;
   const GByteArray *out = NULL;
+  /* (A fast call of the gate may take its call over too.) */
+  tl_serving = &sv;
   if (srv->hooks.gate) {
     if (!gated) g_private_set(&gated_key, gated = g_byte_array_new());
     g_byte_array_set_size(gated, 0);
     if (srv->hooks.gate(srv->hooks.user, frame, size, gated)) out = gated;
   }
-  if (!out) {
-    tl_serving = &sv;
-    out = ixia_server_serve_frame(srv->processor, &srv->lim, frame, size);
-    tl_serving = NULL;
-  }
+  if (!out && !sv.later) out = ixia_server_serve_frame(srv->processor, &srv->lim, frame, size);
+  tl_serving = NULL;
   if (sv.later) {
     out = NULL; /* (the call's t0 was set when it was taken over: it may be answered already) */
   } else if (out && srv->hooks.observe && !tl_deferred) {
@@ -1000,9 +999,10 @@ static void call_release(ixia_server_call_t *call) {
   g_mutex_unlock(&srv->calls_lock);
 }
 
+static void call_send(ixia_server_call_t *call, GByteArray *out);
+
 void ixia_server_call_answer(ixia_server_call_t *call, ThriftStruct *result) {
   ixia_server_t *srv = call->srv;
-  conn_t *c = call->c;
   worker_t *w = worker_get(&srv->lim);
   ixia_frame_buffer_reset(w->out);
   g_byte_array_set_size(w->out->buf, 4);
@@ -1013,7 +1013,33 @@ void ixia_server_call_answer(ixia_server_call_t *call, ThriftStruct *result) {
       thrift_protocol_write_message_end(w->pout, &gerr) >= 0;
   if (gerr) g_error_free(gerr);
   GByteArray *out = w->out->buf;
-  if (!ok) {
+  if (!ok) g_byte_array_set_size(out, 4); /* over the frame: call_send answers TOO_LARGE */
+  call_send(call, out);
+}
+
+void ixia_server_call_answer_string(ixia_server_call_t *call, const char *value, gsize len) {
+  worker_t *w = worker_get(&call->srv->lim);
+  GByteArray *out = w->out->buf;
+  g_byte_array_set_size(out, 4);
+  if (len <= call->srv->lim.max_frame) ixia_wire_append_string_reply(out, call->name, call->seqid, value, len);
+  call_send(call, out);
+}
+
+void ixia_server_call_answer_error(ixia_server_call_t *call, gint32 code, const char *message) {
+  worker_t *w = worker_get(&call->srv->lim);
+  GByteArray *out = w->out->buf;
+  g_byte_array_set_size(out, 4);
+  ixia_wire_append_error(out, call->name, (guint32)strlen(call->name), call->seqid, code, message);
+  call_send(call, out);
+}
+
+/* Sends the answer in out (its frame header left for here; none after the
+ * header, or one over server.max_frame_bytes, becomes a TOO_LARGE error)
+ * and releases the call. */
+static void call_send(ixia_server_call_t *call, GByteArray *out) {
+  ixia_server_t *srv = call->srv;
+  conn_t *c = call->c;
+  if (out->len <= 4 || out->len - 4 > srv->lim.max_frame) {
     char *msg = g_strdup_printf("the answer is over server.max_frame_bytes=%u", srv->lim.max_frame);
     g_byte_array_set_size(out, 4);
     ixia_wire_append_error(out, call->name, (guint32)strlen(call->name), call->seqid,

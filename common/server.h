@@ -120,12 +120,19 @@ gpointer *ixia_server_conn_state(void);
  * which any thread may call once (before or after the handler returns) with
  * the call's generated result struct (success or exception set); it sends
  * the answer and frees the handle. So a write waits for its group commit
- * without holding a thread. NULL outside a server (ixia_server_serve_frame
- * called directly): the handler then answers as usual. Stopping the server
- * waits for every call taken over to be answered. */
+ * without holding a thread. A fast call of the gate (thrift_gate.h) may
+ * take its call over the same way. NULL outside a server
+ * (ixia_server_serve_frame called directly): the handler then answers as
+ * usual. Stopping the server waits for every call taken over to be
+ * answered. */
 typedef struct ixia_server_call ixia_server_call_t;
 ixia_server_call_t *ixia_server_call_later(void);
 void ixia_server_call_answer(ixia_server_call_t *call, ThriftStruct *result);
+/* The same for a call taken over by a fast call of the gate (thrift_gate.h),
+ * which has no generated result struct: a method whose result is a string
+ * answered with value (len bytes), or its IxiaError (code, message). */
+void ixia_server_call_answer_string(ixia_server_call_t *call, const char *value, gsize len);
+void ixia_server_call_answer_error(ixia_server_call_t *call, gint32 code, const char *message);
 
 /* Watches: a call run on an I/O thread that waits on another socket (the
  * API's calls to its index shards) hands the socket to the thread and

@@ -14,9 +14,10 @@
  *
  * Fast calls. A service may answer a hot call straight from its frame
  * (ixia_thrift_gate_set_fast), after the key check. Such a function runs
- * outside the processor: ixia_server_call_later is not available to it,
- * and on an I/O thread it must not block (ixia_server_defer, then the
- * frame runs again on a worker).
+ * outside the processor: it may take its call over (ixia_server_call_later,
+ * answered with ixia_server_call_answer_string or _error), and on an I/O
+ * thread it must not block (ixia_server_defer, then the frame runs again on
+ * a worker).
  *
  * Metrics. Every answered frame is timed into
  * ixia_request_duration_seconds{call, transport="thrift"} and an IxiaError

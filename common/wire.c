@@ -996,6 +996,37 @@ int ixia_wire_read_string_reply(const guint8 *a, gsize len, const char *method, 
   }
 }
 
+gboolean ixia_wire_read_string_call(const guint8 *frame, gsize len, const char *method,
+                                    gint32 *seqid, const char **arg, gsize *arg_len) {
+  const char *name;
+  guint32 name_len;
+  gsize mlen = strlen(method);
+  if (!ixia_wire_peek_call(frame, len, &name, &name_len, seqid) || frame[2] != 0 ||
+      frame[3] != T_CALL || name_len != mlen || memcmp(name, method, mlen) != 0)
+    return FALSE;
+  /* field 1 (string), its length and bytes, then the stop, which ends the
+   * frame and terminates the string in place */
+  gsize p = 12 + name_len;
+  if (len - p < 8 || frame[p] != T_STRING || frame[p + 1] != 0 || frame[p + 2] != 1) return FALSE;
+  guint32 n = ixia_bytes_get32(frame + p + 3);
+  if (n != len - p - 8 || frame[len - 1] != T_STOP) return FALSE;
+  *arg = (const char *)frame + p + 7;
+  *arg_len = n;
+  return memchr(*arg, 0, n) == NULL;
+}
+
+void ixia_wire_append_string_reply(GByteArray *out, const char *method, gint32 seqid,
+                                   const void *value, gsize n) {
+  guint32 mlen = (guint32)strlen(method);
+  ixia_bytes_append32(out, 0x80010000u | T_REPLY);
+  ixia_bytes_append32(out, mlen);
+  g_byte_array_append(out, (const guint8 *)method, mlen);
+  ixia_bytes_append32(out, (guint32)seqid);
+  put_string(out, 0, value, n); /* result { 0: success } */
+  const guint8 stop = T_STOP;
+  g_byte_array_append(out, &stop, 1);
+}
+
 gint32 ixia_wire_answer_error_code(const guint8 *answer, gsize len) {
   if (len < 12 || answer[0] != 0x80 || answer[1] != 0x01) return 0;
   guint32 n;

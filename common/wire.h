@@ -189,6 +189,18 @@ enum {
 int ixia_wire_read_string_reply(const guint8 *answer, gsize len, const char *method,
                                 const char **value, gsize *value_len, gint32 *code,
                                 const char **msg, gsize *msg_len);
+/* The serving side, for a hot call answered from its frame (thrift_gate.h's
+ * fast calls: a shard's search_page). TRUE when frame is exactly a call of
+ * `method` with field 1 a string and nothing else: *arg is borrowed from
+ * frame and NUL-terminated there (the argument struct's stop byte follows
+ * it), *seqid the call's. FALSE for any other shape, or an argument holding
+ * a NUL (left to the processor, which answers as it always did). */
+gboolean ixia_wire_read_string_call(const guint8 *frame, gsize len, const char *method,
+                                    gint32 *seqid, const char **arg, gsize *arg_len);
+/* A successful answer to such a call whose result is a string or binary
+ * (value, n bytes), without frame header, appended to out. */
+void ixia_wire_append_string_reply(GByteArray *out, const char *method, gint32 seqid,
+                                   const void *value, gsize n);
 
 /* The IxiaError code an answer frame (without header) carries, 0 when it
  * is not an IxiaError answer. */

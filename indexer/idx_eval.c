@@ -414,7 +414,11 @@ static gboolean multi_get_hits(ixia_idx_t *idx, const guint32 *ids, const guint 
 gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GArray *hits,
                                ixia_error_t **err) {
   if (n == 0) return TRUE;
-  ixia_idx_hit_t *out = g_new0(ixia_idx_hit_t, n);
+  /* Straight into hits (no array of their own to copy from). */
+  guint base = hits->len;
+  g_array_set_size(hits, base + n);
+  ixia_idx_hit_t *out = &g_array_index(hits, ixia_idx_hit_t, base);
+  memset(out, 0, n * sizeof *out);
   guint *rest = g_new(guint, n), n_rest = 0;
   const recs_t **rs = g_new0(const recs_t *, n); /* hit i's records, NULL: not cached */
   GPtrArray *held = g_ptr_array_new();           /* blk_t*, one reference each */
@@ -460,11 +464,10 @@ gboolean ixia_idx_resolve_hits(ixia_idx_t *idx, const guint32 *ids, guint n, GAr
   g_ptr_array_free(held, TRUE);
   g_free(rs);
   if (ok) ok = multi_get_hits(idx, ids, rest, n_rest, out, err);
-  for (guint i = 0; i < n; i++) {
-    if (ok) g_array_append_val(hits, out[i]);
-    else g_free(out[i].key);
+  if (!ok) {
+    for (guint i = 0; i < n; i++) g_free(out[i].key);
+    g_array_set_size(hits, base);
   }
-  g_free(out);
   g_free(rest);
   return ok;
 }

@@ -180,6 +180,13 @@ ThriftProcessor *ixia_search_processor_new(ixia_indexer_t *ix, const ixia_config
  * (ixia_server_set_inline): "search" and "search_page", which move to a
  * worker themselves when the query may take long (see search.c). */
 gboolean ixia_search_inline_call(const char *method, guint32 len);
+/* search_page answered straight from its frame, before the processor
+ * (ixia_thrift_gate_set_fast; user: the processor of
+ * ixia_search_processor_new): TRUE with the whole answer appended to out,
+ * FALSE (out untouched) for a frame of another shape, left to the
+ * processor. Any server thread. */
+gboolean ixia_search_answer_page(gpointer processor, const guint8 *frame, guint32 size,
+                                 GByteArray *out);
 /* The Search service's method names, NULL-terminated: the gate of a
  * shard's port is built with them (ixia_thrift_gate_new). */
 extern const char *const ixia_search_methods[];

@@ -45,6 +45,7 @@ int main(int argc, char **argv) {
     ixia_server_set_io_auto(srv, g_get_num_processors());
     ixia_indexer_set_server(ix, srv);
     gate = ixia_thrift_gate_new(auth, ixia_search_methods);
+    ixia_thrift_gate_set_fast(gate, "search_page", ixia_search_answer_page, proc);
     ixia_thrift_gate_install(gate, srv);
   }
   const char *sock = ixia_config_str(cfg, "indexer.socket");

@@ -16,6 +16,7 @@
 #include "server.h"
 #include "testhook.h"
 #include "thrift_util.h"
+#include "wire.h"
 
 /* Bounds of docs()'s limit. */
 #define DOCS_MAX 10000
@@ -388,7 +389,9 @@ static char *search_parsed(IxiaShardHandler *h, cJSON *req, const search_req_t *
   ixia_indexer_settle_expired(h->ix, deadline_us);
   char *out = NULL;
   ixia_aggs_t *aggs = q->n_aggs ? ixia_aggs_new(q, &h->lim) : NULL;
-  GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
+  /* (Room for the page from the start: grown by doubling, a page of 100
+   * hits of 80 bytes moved six times.) */
+  GArray *hits = g_array_sized_new(FALSE, FALSE, sizeof(ixia_idx_hit_t), MIN(limit, 1024));
   ixia_idx_search_opts_t so = {.after_id = r.after_id, .limit = limit,
                                .deadline_us = deadline_us, .explain = q->explain, .bounded = on_io};
   ixia_idx_result_t res;
@@ -505,6 +508,42 @@ static gboolean h_search_page(IxiaSearchIf *iface, GByteArray **ret, const gchar
   if (deferred) return TRUE; /* dropped: the call runs again on a worker */
   if (!out) return ixia_error_to_thrift(xe, err);
   g_free(out);
+  return TRUE;
+}
+
+/* search_page answered from its frame (ixia_thrift_gate_set_fast): the same
+ * run and answer as h_search_page without the generated coding, whose
+ * argument and result objects, property reads and copies of the request
+ * and of the page were ~9% of the shard's CPU on a sorted page of 100. */
+gboolean ixia_search_answer_page(gpointer processor, const guint8 *frame, guint32 size,
+                                 GByteArray *out) {
+  gint32 seqid;
+  const char *json;
+  gsize len;
+  if (!ixia_wire_read_string_call(frame, size, "search_page", &seqid, &json, &len)) return FALSE;
+  /* The page, per thread (freed with it), let go of after a large one. */
+  static GPrivate page_key = G_PRIVATE_INIT((GDestroyNotify)g_byte_array_unref);
+  GByteArray *page = g_private_get(&page_key);
+  if (page && page->len > (1u << 20)) {
+    g_byte_array_unref(page);
+    g_private_set(&page_key, page = NULL);
+  }
+  if (!page) g_private_set(&page_key, page = g_byte_array_new());
+  g_byte_array_set_size(page, 0);
+  IxiaShardHandler *h = (IxiaShardHandler *)((IxiaSearchProcessor *)processor)->handler;
+  ixia_error_t *err = NULL;
+  gboolean deferred = FALSE;
+  char *text = run_search(h, json, page, &deferred, &err);
+  if (deferred) {
+    /* The server drops this answer and runs the frame again on a worker. */
+    ixia_wire_append_error(out, "search_page", 11, seqid, IXIA_EUNAVAILABLE, "deferred");
+  } else if (!text) {
+    ixia_wire_append_error(out, "search_page", 11, seqid, (gint32)err->code, err->message);
+    ixia_error_destroy(err);
+  } else {
+    ixia_wire_append_string_reply(out, "search_page", seqid, page->data, page->len);
+  }
+  g_free(text);
   return TRUE;
 }
 

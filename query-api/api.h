@@ -127,6 +127,10 @@ ThriftProcessor *ixia_api_processor_new(ixia_api_t *api);
  * FALSE leaves the frame to the processor. Any thread. */
 gboolean ixia_api_answer_get(gpointer processor, const guint8 *frame, guint32 size,
                              GByteArray *out);
+/* query likewise: taken over on an I/O thread and answered from its shards'
+ * answers (ixia_server_call_later), run in place on a worker. */
+gboolean ixia_api_answer_query(gpointer processor, const guint8 *frame, guint32 size,
+                               GByteArray *out);
 
 /* The calls ixia-query-api tries on its I/O threads (ixia_server_set_inline):
  * gets and multi-gets (answered from the store's memory, deferred to a

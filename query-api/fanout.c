@@ -899,7 +899,12 @@ static gboolean collect_sorted_hits(ixia_fanout_t *s, const ixia_query_t *q, cal
                                     GString *out, guint *returned, char **next,
                                     guint *stale_by_shard, ixia_error_t **err) {
   *next = NULL;
-  GArray *all = g_array_new(FALSE, FALSE, sizeof(shit_t));
+  /* (The arrays sized once for the pages' hits: grown by doubling, they
+   * were 2-3% of the API's CPU on sorted pages of 100.) */
+  guint n_all = 0;
+  for (guint i = 0; i < s->n_shards; i++)
+    if (calls[i].response && calls[i].hits && calls[i].hits->list) n_all += calls[i].hits->list->len;
+  GArray *all = g_array_sized_new(FALSE, FALSE, sizeof(shit_t), n_all);
   guint64 *epoch = g_new0(guint64, s->n_shards), *seq = g_new0(guint64, s->n_shards);
   gboolean *vouches = g_new0(gboolean, s->n_shards);
   gboolean ok = TRUE, more = FALSE;
@@ -929,10 +934,10 @@ static gboolean collect_sorted_hits(ixia_fanout_t *s, const ixia_query_t *q, cal
       g_array_append_val(all, x);
     }
   }
-  GArray *cands = g_array_new(FALSE, FALSE, sizeof(cand_t));
-  GString *extras = g_string_new(NULL);
+  guint taken = MIN(q->limit, all->len);
+  GArray *cands = g_array_sized_new(FALSE, FALSE, sizeof(cand_t), taken);
+  GString *extras = g_string_sized_new(32 * (gsize)taken + 16);
   if (ok) {
-    guint taken = MIN(q->limit, all->len);
     if (all->len > taken) more = TRUE;
     GArray *page = merge_pages(q, s->n_shards, all, taken);
     for (guint i = 0; i < taken; i++) {

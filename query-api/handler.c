@@ -327,6 +327,56 @@ static gboolean h_query(IxiaIxiaIf *iface, gchar **ret, const gchar *request_jso
   return TRUE;
 }
 
+/* A query taken over by ixia_api_answer_query, answered from its shards'
+ * answers. */
+static void answer_query_fast(gpointer ud, char *json, ixia_error_t *err) {
+  if (err) {
+    ixia_server_call_answer_error(ud, (gint32)err->code, err->message);
+    ixia_error_destroy(err);
+  } else {
+    ixia_server_call_answer_string(ud, json, strlen(json));
+  }
+  g_free(json);
+}
+
+/* query answered from its frame (ixia_thrift_gate_set_fast): the same run
+ * and answers as h_query without the generated coding (argument and result
+ * objects, property reads, a copy of the request and one of the answer:
+ * ~8% of the API's CPU on pages of 10). */
+gboolean ixia_api_answer_query(gpointer processor, const guint8 *frame, guint32 size,
+                               GByteArray *out) {
+  gint32 seqid;
+  const char *json;
+  gsize len;
+  if (!ixia_wire_read_string_call(frame, size, "query", &seqid, &json, &len)) return FALSE;
+  IxiaApiHandler *h = (IxiaApiHandler *)((IxiaIxiaProcessor *)processor)->handler;
+  ixia_error_t *err = NULL;
+  char *text = NULL;
+  if (!ixia_access_allow_json(h->auth, ixia_thrift_gate_principal(), IXIA_ACT_QUERY, json, &err)) {
+    /* refused: answered below */
+  } else if (ixia_server_can_watch()) {
+    /* On an I/O thread: answered later, from the shards' answers (fanout.h);
+     * a query that would wait goes to a worker, parsed. */
+    ixia_fanout_op_t *op = ixia_api_query_prepare(h->api, json);
+    ixia_server_call_t *call = op && !ixia_fanout_op_on_worker(op) ? ixia_server_call_later() : NULL;
+    if (call) {
+      ixia_fanout_launch(op, answer_query_fast, call);
+      return TRUE;
+    }
+    ixia_server_defer_with(op, (GDestroyNotify)ixia_fanout_op_free);
+    err = ixia_error_new(IXIA_EUNAVAILABLE, "query deferred to a worker"); /* (dropped) */
+  } else {
+    /* A worker: the I/O thread's parse of the same call, when it left one. */
+    ixia_fanout_op_t *op = ixia_server_deferred_data();
+    text = op ? ixia_fanout_op_run(op, &err) : ixia_api_query(h->api, json, &err);
+  }
+  if (text) ixia_wire_append_string_reply(out, "query", seqid, text, strlen(text));
+  else ixia_wire_append_error(out, "query", 5, seqid, (gint32)err->code, err->message);
+  ixia_error_destroy(err);
+  g_free(text);
+  return TRUE;
+}
+
 static gboolean h_apply_schema(IxiaIxiaIf *iface, gint64 *ret, const gchar *json,
                                IxiaIxiaError **xe, GError **error) {
   (void)error;

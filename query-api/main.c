@@ -43,6 +43,7 @@ int main(int argc, char **argv) {
   ixia_server_set_method_threads(srv, "query", ixia_config_threads(cfg, "query.threads"));
   gate = ixia_thrift_gate_new(auth, ixia_api_methods);
   ixia_thrift_gate_set_fast(gate, "get", ixia_api_answer_get, proc);
+  ixia_thrift_gate_set_fast(gate, "query", ixia_api_answer_query, proc);
   ixia_thrift_gate_install(gate, srv);
   if (!ixia_server_start(srv, &err)) goto out;
   ixia_api_set_server(api, srv);

@@ -245,7 +245,7 @@ static gboolean merge_terms(ixia_aggs_t *a, const ixia_agg_t *g, agg_state_t *st
     b->count += count;
     for (guint i = 0; i < g->n_subs; i++) {
       const cJSON *sj = cJSON_GetObjectItemCaseSensitive(subs, g->subs[i]->name);
-      char *sp = g_strdup_printf("%s.%s", path, g->subs[i]->name);
+      char *sp = ixia_path_member(path, g->subs[i]->name);
       gboolean ok = state_merge(a, g->subs[i], &b->subs[i], sj, sp, err);
       g_free(sp);
       if (!ok) return FALSE;

@@ -149,7 +149,7 @@ static const cJSON *leaf_body(pctx_t *c, ixia_filter_t *f, const cJSON *body, co
     perr(err, path, "must be an object with exactly one field, like %s", example);
     return NULL;
   }
-  *fpath = g_strdup_printf("%s.%s", path, body->child->string);
+  *fpath = ixia_path_member(path, body->child->string);
   f->field = find_field(c, body->child->string, *fpath, err);
   return f->field ? body->child : NULL;
 }
@@ -394,7 +394,7 @@ static gboolean parse_bool_op(pctx_t *c, ixia_filter_t *f, const cJSON *body, co
     return perr(err, path, "must be a non-empty array of filters");
   f->children = g_new0(ixia_filter_t *, cJSON_GetArraySize(body));
   for (const cJSON *e = body->child; e; e = e->next) {
-    char *ep = g_strdup_printf("%s[%u]", path, f->n_children);
+    char *ep = ixia_path_index(path, f->n_children);
     ixia_filter_t *child = parse_filter(c, e, ep, err);
     g_free(ep);
     if (!child) return FALSE;
@@ -441,7 +441,7 @@ static ixia_filter_t *parse_filter(pctx_t *c, const cJSON *j, const char *path,
     if (strcmp(body->string, filter_kinds[i].name) != 0) continue;
     ixia_filter_t *f = g_new0(ixia_filter_t, 1);
     f->kind = filter_kinds[i].kind;
-    char *kp = g_strdup_printf("%s.%s", path, body->string);
+    char *kp = ixia_path_member(path, body->string);
     gboolean ok = filter_kinds[i].parse(c, f, body, kp, err);
     g_free(kp);
     if (!ok) {
@@ -475,7 +475,7 @@ static gboolean parse_sort_key(pctx_t *c, ixia_sort_key_t *k, const cJSON *e, co
   }
   gboolean score = strcmp(name, "_score") == 0;
   k->desc = score; /* relevance: best first */
-  char *fp = g_strdup_printf("%s.%s", path, name);
+  char *fp = ixia_path_member(path, name);
   gboolean ok = TRUE;
   const cJSON *order = spec, *missing = NULL;
   if (cJSON_IsObject(spec)) {
@@ -517,7 +517,7 @@ static gboolean parse_sort_keys(pctx_t *c, const cJSON *j, const char *path, ixi
   *out = g_new0(ixia_sort_key_t, n);
   GString *sig = g_string_new(NULL);
   for (const cJSON *e = j->child; e; e = e->next) {
-    char *ep = g_strdup_printf("%s[%u]", path, *n_out);
+    char *ep = ixia_path_index(path, *n_out);
     ixia_sort_key_t *k = &(*out)[*n_out];
     gboolean ok = parse_sort_key(c, k, e, ep, err);
     for (guint i = 0; ok && i < *n_out; i++)
@@ -588,7 +588,7 @@ static gboolean agg_field(pctx_t *c, ixia_agg_t *g, const cJSON *body, const cha
   }
   if (!cJSON_IsString(name))
     return perr(err, path, "needs a field: \"<field>\" or {\"field\": \"<field>\"}");
-  char *fp = g_strdup_printf("%s.field", path);
+  char *fp = ixia_path_member(path, "field");
   g->field = find_field(c, name->valuestring, fp, err);
   g_free(fp);
   if (!g->field) return FALSE;
@@ -619,7 +619,7 @@ static gboolean parse_percents(ixia_agg_t *g, const cJSON *body, const char *pat
     g->percents = g_memdup2(def, sizeof def);
     return TRUE;
   }
-  char *pp = g_strdup_printf("%s.percents", path);
+  char *pp = ixia_path_member(path, "percents");
   int n = cJSON_GetArraySize(p);
   gboolean ok = cJSON_IsArray(p) && n >= 1 && n <= MAX_PERCENTS;
   if (!ok) perr(err, pp, "must be an array of 1 to %d numbers in (0, 100]", MAX_PERCENTS);
@@ -643,7 +643,7 @@ static gboolean parse_subs(pctx_t *c, ixia_agg_t *g, const cJSON *body, const ch
                            ixia_error_t **err) {
   const cJSON *subs = cJSON_GetObjectItemCaseSensitive(body, "aggs");
   if (!subs || cJSON_IsNull(subs)) return TRUE;
-  char *sp = g_strdup_printf("%s.aggs", path);
+  char *sp = ixia_path_member(path, "aggs");
   gboolean ok = parse_aggs(c, subs, sp, TRUE, &g->subs, &g->n_subs, err);
   g_free(sp);
   return ok;
@@ -870,7 +870,7 @@ static gboolean parse_top_hits(pctx_t *c, ixia_agg_t *g, const cJSON *body, cons
       return perr(err, path, "size must be an integer from 1 to %d", MAX_TOP_HITS);
     g->size = (guint)size->valuedouble;
   }
-  char *sp = g_strdup_printf("%s.sort", path);
+  char *sp = ixia_path_member(path, "sort");
   gboolean ok = parse_sort_keys(c, cJSON_GetObjectItemCaseSensitive(body, "sort"), sp, &g->sort,
                                 &g->n_sort, NULL, err);
   g_free(sp);
@@ -911,7 +911,7 @@ static ixia_agg_t *parse_agg(pctx_t *c, const char *name, const cJSON *j, const 
       known = TRUE;
     }
   }
-  char *kp = g_strdup_printf("%s.%s", path, body->string);
+  char *kp = ixia_path_member(path, body->string);
   static const char *const pct_extra[] = {"percents", NULL};
   gboolean ok;
   if (!known) {
@@ -957,7 +957,7 @@ static gboolean parse_aggs(pctx_t *c, const cJSON *j, const char *path, gboolean
     size_t n = strlen(e->string);
     if (n == 0 || n > MAX_AGG_NAME)
       return perr(err, path, "aggregation names must be 1 to %d bytes, got %zu", MAX_AGG_NAME, n);
-    char *ep = g_strdup_printf("%s.%s", path, e->string);
+    char *ep = ixia_path_member(path, e->string);
     gboolean ok = TRUE;
     /* Bucket objects hold "key", "count" (and key_as_string, from, to)
      * next to the nested results. */
@@ -1009,13 +1009,16 @@ static gboolean parse_fields(ixia_query_t *q, const cJSON *j, ixia_error_t **err
   q->fields = g_new0(char *, n + 1);
   int i = 0;
   for (const cJSON *e = j->child; e; e = e->next, i++) {
-    char *ep = g_strdup_printf("fields[%d]", i);
     ixia_error_t *e2 = NULL;
-    gboolean ok = cJSON_IsString(e) ? ixia_field_path_valid(e->valuestring, &e2)
-                                    : perr(&e2, ep, "must be a string");
-    if (!ok && e2 && cJSON_IsString(e)) ixia_error_prefix(e2, "%s", ep);
-    g_free(ep);
-    if (!ok) return ixia_error_propagate(err, e2);
+    gboolean ok = cJSON_IsString(e) && ixia_field_path_valid(e->valuestring, &e2);
+    if (!ok) {
+      /* (The element's path only for an error.) */
+      char *ep = g_strdup_printf("fields[%d]", i);
+      if (!cJSON_IsString(e)) perr(&e2, ep, "must be a string");
+      else if (e2) ixia_error_prefix(e2, "%s", ep);
+      g_free(ep);
+      return ixia_error_propagate(err, e2);
+    }
     q->fields[i] = g_strdup(e->valuestring);
   }
   return TRUE;

@@ -1039,6 +1039,63 @@ static void test_wire_string_call_by_hand(void) {
   }
 }
 
+/* The serving side of such calls (a shard's search_page, the API's query
+ * answered from their frames): the generated client's call reads back with
+ * its argument NUL-terminated in place; every other shape (a cut, another
+ * method, a one-way call, a second field, a NUL inside) is left to the
+ * processor; the reply is byte for byte what the generated server writes. */
+static void test_wire_string_call_served_by_hand(void) {
+  const char *req = "{\"query\": {\"filter\": \"caf\u00e9\"}}";
+  GByteArray *call = g_byte_array_new();
+  ixia_wire_append_string_call(call, "search_page", 41, req, strlen(req));
+  gint32 seqid = 0;
+  const char *arg = NULL;
+  gsize len = 0;
+  CU_ASSERT_TRUE(ixia_wire_read_string_call(call->data, call->len, "search_page", &seqid, &arg, &len));
+  CU_ASSERT_EQUAL(seqid, 41);
+  CU_ASSERT_TRUE(len == strlen(req) && arg && strcmp(arg, req) == 0);
+  CU_ASSERT_FALSE(ixia_wire_read_string_call(call->data, call->len, "search", &seqid, &arg, &len));
+  for (guint cut = 0; cut < call->len; cut++)
+    CU_ASSERT_FALSE(ixia_wire_read_string_call(call->data, cut, "search_page", &seqid, &arg, &len));
+  GByteArray *odd = g_byte_array_new();
+  g_byte_array_append(odd, call->data, call->len);
+  odd->data[3] = T_ONEWAY;
+  CU_ASSERT_FALSE(ixia_wire_read_string_call(odd->data, odd->len, "search_page", &seqid, &arg, &len));
+  /* a second field before the stop */
+  g_byte_array_set_size(odd, 0);
+  g_byte_array_append(odd, call->data, call->len - 1);
+  const guint8 field2[] = {T_I32, 0, 2, 0, 0, 0, 7, T_STOP};
+  g_byte_array_append(odd, field2, sizeof field2);
+  CU_ASSERT_FALSE(ixia_wire_read_string_call(odd->data, odd->len, "search_page", &seqid, &arg, &len));
+  /* a NUL inside the argument */
+  g_byte_array_set_size(odd, 0);
+  ixia_wire_append_string_call(odd, "search_page", 1, "ab\0cd", 5);
+  CU_ASSERT_FALSE(ixia_wire_read_string_call(odd->data, odd->len, "search_page", &seqid, &arg, &len));
+  g_byte_array_unref(odd);
+  g_byte_array_unref(call);
+
+  /* the reply of a binary result, as the generated server writes it */
+  const guint8 page[] = {'I', 'X', 'P', '1', 0, 0, 0, 0, 0xff};
+  IxiaSearchSearchPageResult *r = g_object_new(IXIA_TYPE_SEARCH_SEARCH_PAGE_RESULT, NULL);
+  g_byte_array_append(r->success ? r->success : (r->success = g_byte_array_new()), page, sizeof page);
+  r->__isset_success = TRUE;
+  GByteArray *body = ixia_thrift_serialize(THRIFT_STRUCT(r), FALSE, NULL);
+  GByteArray *want = message(T_REPLY, "search_page", 41, body);
+  GByteArray *mine = g_byte_array_new();
+  ixia_wire_append_string_reply(mine, "search_page", 41, page, sizeof page);
+  CU_ASSERT_TRUE(mine->len == want->len && memcmp(mine->data, want->data, want->len) == 0);
+  const char *v, *msg;
+  gsize vlen, mlen;
+  gint32 code;
+  CU_ASSERT_EQUAL(ixia_wire_read_string_reply(mine->data, mine->len, "search_page", &v, &vlen, &code, &msg, &mlen),
+                  IXIA_WIRE_REPLY_OK);
+  CU_ASSERT_TRUE(vlen == sizeof page && memcmp(v, page, vlen) == 0);
+  g_byte_array_unref(mine);
+  g_byte_array_unref(want);
+  g_byte_array_unref(body);
+  g_object_unref(r);
+}
+
 /* A packed page of hits (hitpage.h) reads back as written: keys (empty,
  * non-ASCII, long), versions and ids at their extremes, sort values
  * (missing, empty, binary with NULs, 1,000 bytes) and scores, and the
@@ -1404,6 +1461,7 @@ int main(void) {
   IXT_ADD(s, test_wire_get_by_hand);
   IXT_ADD(s, test_hitpage_round_trip);
   IXT_ADD(s, test_wire_string_call_by_hand);
+  IXT_ADD(s, test_wire_string_call_served_by_hand);
   IXT_ADD(s, test_client_skips_late_answers);
   return ixt_run();
 }

@@ -2,8 +2,9 @@
  *
  * The input is a byte stream of framed requests (4-byte big-endian length,
  * then a binary-protocol message), as on the API port; each frame goes
- * through the path a server runs: get's hand-coded reader and handler
- * (ixia_api_answer_get), and for any frame that one leaves,
+ * through the path a server runs: the hand-coded readers and handlers of
+ * get and query (ixia_api_answer_get, ixia_api_answer_query: off an I/O
+ * thread the query runs in place), and for any frame those leave,
  * ixia_server_serve_frame (message check, bounded protocol, the generated
  * processor, the real handlers), and the client's reader of get answers, over
  * a real truth store (RocksDB in a temporary directory, unsynced) holding the
@@ -62,7 +63,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         name_len == 8 && memcmp(name, "snapshot", 8) == 0;
     if (!snapshot) {
       g_byte_array_set_size(out, 4);
-      if (!ixia_api_answer_get(proc, frame, len, out)) ixia_server_serve_frame(proc, &lim, frame, len);
+      if (!ixia_api_answer_get(proc, frame, len, out) && !ixia_api_answer_query(proc, frame, len, out))
+        ixia_server_serve_frame(proc, &lim, frame, len);
     }
     /* The same bytes as an answer to the client's get (its hand-coded reader). */
     gboolean found;

@@ -1,8 +1,10 @@
 /* search_frame: what a client connection sends to an ixia-indexer shard.
  *
  * The input is a byte stream of framed requests to the Search service, each
- * served by ixia_server_serve_frame (the server worker's path) with the real
- * shard handler over a real index shard: an index RocksDB in a temporary
+ * served as a server worker does: search_page's hand-coded reader and
+ * handler (ixia_search_answer_page), and for any frame it leaves
+ * ixia_server_serve_frame, with the real shard handler over a real index
+ * shard: an index RocksDB in a temporary
  * directory and an ixia_indexer consuming from librdkafka's mock cluster
  * started in this process (ixia-devkafka's code), holding the fuzz table's
  * schema. Searches run with a short deadline (query.deadline_ms) so that a
@@ -25,6 +27,7 @@ static ixia_idx_t *idx;
 static ixia_indexer_t *ix;
 static ThriftProcessor *proc;
 static ixia_wire_limits_t lim;
+static GByteArray *out;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
@@ -53,6 +56,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   }
   proc = ixia_search_processor_new(ix, cfg);
   lim = ixia_wire_limits_from_config(cfg);
+  out = g_byte_array_new();
   g_free(brokers);
   g_free(index);
   g_free(dir);
@@ -63,7 +67,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   while (size >= 4) {
     guint32 len = (guint32)data[0] << 24 | (guint32)data[1] << 16 | (guint32)data[2] << 8 | data[3];
     if (len > lim.max_frame || len > size - 4) break;
-    ixia_server_serve_frame(proc, &lim, data + 4, len);
+    g_byte_array_set_size(out, 4);
+    if (!ixia_search_answer_page(proc, data + 4, len, out)) ixia_server_serve_frame(proc, &lim, data + 4, len);
     data += 4 + len;
     size -= 4 + len;
   }
