@@ -1021,7 +1021,8 @@ void ixia_server_call_answer_string(ixia_server_call_t *call, const char *value,
   worker_t *w = worker_get(&call->srv->lim);
   GByteArray *out = w->out->buf;
   g_byte_array_set_size(out, 4);
-  if (len <= call->srv->lim.max_frame) ixia_wire_append_string_reply(out, call->name, call->seqid, value, len);
+  if (len <= call->srv->lim.max_frame)
+    ixia_wire_append_string_reply(out, call->name, call->seqid, value, len);
   call_send(call, out);
 }
 

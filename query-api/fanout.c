@@ -903,7 +903,8 @@ static gboolean collect_sorted_hits(ixia_fanout_t *s, const ixia_query_t *q, cal
    * were 2-3% of the API's CPU on sorted pages of 100.) */
   guint n_all = 0;
   for (guint i = 0; i < s->n_shards; i++)
-    if (calls[i].response && calls[i].hits && calls[i].hits->list) n_all += calls[i].hits->list->len;
+    if (calls[i].response && calls[i].hits && calls[i].hits->list)
+      n_all += calls[i].hits->list->len;
   GArray *all = g_array_sized_new(FALSE, FALSE, sizeof(shit_t), n_all);
   guint64 *epoch = g_new0(guint64, s->n_shards), *seq = g_new0(guint64, s->n_shards);
   gboolean *vouches = g_new0(gboolean, s->n_shards);

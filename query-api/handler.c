@@ -358,7 +358,8 @@ gboolean ixia_api_answer_query(gpointer processor, const guint8 *frame, guint32 
     /* On an I/O thread: answered later, from the shards' answers (fanout.h);
      * a query that would wait goes to a worker, parsed. */
     ixia_fanout_op_t *op = ixia_api_query_prepare(h->api, json);
-    ixia_server_call_t *call = op && !ixia_fanout_op_on_worker(op) ? ixia_server_call_later() : NULL;
+    ixia_server_call_t *call =
+        op && !ixia_fanout_op_on_worker(op) ? ixia_server_call_later() : NULL;
     if (call) {
       ixia_fanout_launch(op, answer_query_fast, call);
       return TRUE;

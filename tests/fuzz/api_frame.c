@@ -63,7 +63,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         name_len == 8 && memcmp(name, "snapshot", 8) == 0;
     if (!snapshot) {
       g_byte_array_set_size(out, 4);
-      if (!ixia_api_answer_get(proc, frame, len, out) && !ixia_api_answer_query(proc, frame, len, out))
+      if (!ixia_api_answer_get(proc, frame, len, out) &&
+          !ixia_api_answer_query(proc, frame, len, out))
         ixia_server_serve_frame(proc, &lim, frame, len);
     }
     /* The same bytes as an answer to the client's get (its hand-coded reader). */

@@ -68,7 +68,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     guint32 len = (guint32)data[0] << 24 | (guint32)data[1] << 16 | (guint32)data[2] << 8 | data[3];
     if (len > lim.max_frame || len > size - 4) break;
     g_byte_array_set_size(out, 4);
-    if (!ixia_search_answer_page(proc, data + 4, len, out)) ixia_server_serve_frame(proc, &lim, data + 4, len);
+    if (!ixia_search_answer_page(proc, data + 4, len, out))
+      ixia_server_serve_frame(proc, &lim, data + 4, len);
     data += 4 + len;
     size -= 4 + len;
   }
