@@ -402,19 +402,24 @@ const GByteArray *ixia_server_serve_frame(ThriftProcessor *processor,
 
 static void call_release(ixia_server_call_t *call);
 
+GByteArray *ixia_server_thread_bytes(GPrivate *key) {
+  GByteArray *b = g_private_get(key);
+  if (b && b->len > (1u << 20)) {
+    g_byte_array_unref(b);
+    b = NULL;
+  }
+  if (!b) g_private_set(key, b = g_byte_array_new());
+  g_byte_array_set_size(b, 0);
+  return b;
+}
+
 /* One frame of connection c through the hooks and the processor, with
  * tl_serving set; NULL answer and *later set when the handler took the call
  * over (the observe hook then runs when it is answered). */
 static const GByteArray *serve(ixia_server_t *srv, conn_t *c, const guint8 *frame, guint32 size,
                                ixia_server_call_t **later) {
-  /* The gate's answers (whole get answers among them): per thread, freed
-   * with it (pool workers come and go), let go of after a large one. */
+  /* The gate's answers (whole get answers among them). */
   static GPrivate gated_key = G_PRIVATE_INIT((GDestroyNotify)g_byte_array_unref);
-  GByteArray *gated = g_private_get(&gated_key);
-  if (gated && gated->len > (1u << 20)) {
-    g_byte_array_unref(gated);
-    g_private_set(&gated_key, gated = NULL);
-  }
   gint64 t0 = srv->hooks.observe ? g_get_monotonic_time() : 0;
   serving_t sv = {c, srv, frame, size, NULL, t0};
   tl_state = &c->hook_state;
@@ -422,8 +427,7 @@ static const GByteArray *serve(ixia_server_t *srv, conn_t *c, const guint8 *fram
   /* (A fast call of the gate may take its call over too.) */
   tl_serving = &sv;
   if (srv->hooks.gate) {
-    if (!gated) g_private_set(&gated_key, gated = g_byte_array_new());
-    g_byte_array_set_size(gated, 0);
+    GByteArray *gated = ixia_server_thread_bytes(&gated_key);
     if (srv->hooks.gate(srv->hooks.user, frame, size, gated)) out = gated;
   }
   if (!out && !sv.later) out = ixia_server_serve_frame(srv->processor, &srv->lim, frame, size);

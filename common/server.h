@@ -174,6 +174,13 @@ void ixia_server_destroy(ixia_server_t *srv);
  * (adds nothing). */
 void ixia_server_add_stats(const ixia_server_t *srv, cJSON *o);
 
+/* An empty byte array of the calling thread, kept in key (a GPrivate made
+ * with G_PRIVATE_INIT((GDestroyNotify)g_byte_array_unref), so the array goes
+ * with its thread: pool workers come and go). One that grew past 1 MiB by
+ * its last use is let go of first: one large answer does not stay held by
+ * every thread. For answers built per call (the gate's, a shard's page). */
+GByteArray *ixia_server_thread_bytes(GPrivate *key);
+
 /* Serves one request frame (its body, without the 4-byte header) with
  * processor, as a worker does for every frame: decoded through the bounded
  * protocols of wire.h (limits lim), answered with the call's result or an

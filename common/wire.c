@@ -1004,15 +1004,17 @@ gboolean ixia_wire_read_string_call(const guint8 *frame, gsize len, const char *
   if (!ixia_wire_peek_call(frame, len, &name, &name_len, seqid) || frame[2] != 0 ||
       frame[3] != T_CALL || name_len != mlen || memcmp(name, method, mlen) != 0)
     return FALSE;
-  /* field 1 (string), its length and bytes, then the stop, which ends the
-   * frame and terminates the string in place */
-  gsize p = 12 + name_len;
-  if (len - p < 8 || frame[p] != T_STRING || frame[p + 1] != 0 || frame[p + 2] != 1) return FALSE;
-  guint32 n = ixia_bytes_get32(frame + p + 3);
-  if (n != len - p - 8 || frame[len - 1] != T_STOP) return FALSE;
-  *arg = (const char *)frame + p + 7;
+  /* field 1 (string) first, then the stop, which ends the frame and
+   * terminates the string in place */
+  const char *v;
+  guint32 n;
+  if (!ixia_wire_call_string(frame, len, 1, &v, &n) ||
+      (const guint8 *)v != frame + 12 + name_len + 7 || (const guint8 *)v + n + 1 != frame + len ||
+      frame[len - 1] != T_STOP)
+    return FALSE;
+  *arg = v;
   *arg_len = n;
-  return memchr(*arg, 0, n) == NULL;
+  return memchr(v, 0, n) == NULL;
 }
 
 void ixia_wire_append_string_reply(GByteArray *out, const char *method, gint32 seqid,

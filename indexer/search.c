@@ -521,15 +521,8 @@ gboolean ixia_search_answer_page(gpointer processor, const guint8 *frame, guint3
   const char *json;
   gsize len;
   if (!ixia_wire_read_string_call(frame, size, "search_page", &seqid, &json, &len)) return FALSE;
-  /* The page, per thread (freed with it), let go of after a large one. */
   static GPrivate page_key = G_PRIVATE_INIT((GDestroyNotify)g_byte_array_unref);
-  GByteArray *page = g_private_get(&page_key);
-  if (page && page->len > (1u << 20)) {
-    g_byte_array_unref(page);
-    g_private_set(&page_key, page = NULL);
-  }
-  if (!page) g_private_set(&page_key, page = g_byte_array_new());
-  g_byte_array_set_size(page, 0);
+  GByteArray *page = ixia_server_thread_bytes(&page_key);
   IxiaShardHandler *h = (IxiaShardHandler *)((IxiaSearchProcessor *)processor)->handler;
   ixia_error_t *err = NULL;
   gboolean deferred = FALSE;

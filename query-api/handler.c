@@ -296,32 +296,44 @@ static void answer_query(gpointer ud, char *json, ixia_error_t *err) {
   g_object_unref(r);
 }
 
+/* What both readers of a query call do (h_query, ixia_api_answer_query):
+ * the key's access check, then on an I/O thread the query is taken over
+ * and answered later through done, from its shards' answers, without a
+ * thread (fanout.h: TRUE); one that would wait goes to a worker, parsed
+ * (*err says so; the answer is dropped). On a worker it runs here, with the
+ * I/O thread's parse when it left one: *text, or *err. */
+static gboolean query_run(IxiaApiHandler *h, const char *json, ixia_fanout_done_fn done,
+                          char **text, ixia_error_t **err) {
+  *text = NULL;
+  if (!ixia_access_allow_json(h->auth, ixia_thrift_gate_principal(), IXIA_ACT_QUERY, json, err))
+    return FALSE;
+  if (ixia_server_can_watch()) {
+    ixia_fanout_op_t *op = ixia_api_query_prepare(h->api, json);
+    ixia_server_call_t *call =
+        op && !ixia_fanout_op_on_worker(op) ? ixia_server_call_later() : NULL;
+    if (call) {
+      ixia_fanout_launch(op, done, call);
+      return TRUE;
+    }
+    ixia_server_defer_with(op, (GDestroyNotify)ixia_fanout_op_free);
+    *err = ixia_error_new(IXIA_EUNAVAILABLE, "query deferred to a worker");
+    return FALSE;
+  }
+  ixia_fanout_op_t *op = ixia_server_deferred_data();
+  *text = op ? ixia_fanout_op_run(op, err) : ixia_api_query(h->api, json, err);
+  return FALSE;
+}
+
 static gboolean h_query(IxiaIxiaIf *iface, gchar **ret, const gchar *request_json,
                         IxiaIxiaError **xe, GError **error) {
   (void)error;
   IXIA_THRIFT_REQUIRE(xe, "query", "request_json", request_json);
   ixia_error_t *err = NULL;
-  if (!ixia_access_allow_json(auth_of(iface), ixia_thrift_gate_principal(), IXIA_ACT_QUERY,
-                              request_json, &err))
-    return ixia_error_to_thrift(xe, err);
-  if (ixia_server_can_watch()) {
-    /* On an I/O thread: the query is answered later, from its shards'
-     * answers, without a thread (fanout.h); one that would wait goes to a
-     * worker, parsed. */
-    ixia_fanout_op_t *op = ixia_api_query_prepare(api_of(iface), request_json);
-    if (!op || ixia_fanout_op_on_worker(op)) {
-      ixia_server_defer_with(op, (GDestroyNotify)ixia_fanout_op_free);
-      return ixia_error_to_thrift(xe, ixia_error_new(IXIA_EUNAVAILABLE, "query deferred to a worker"));
-    }
-    ixia_server_call_t *call = ixia_server_call_later();
-    g_assert(call); /* the server runs this call */
-    ixia_fanout_launch(op, answer_query, call);
+  char *out = NULL;
+  if (query_run((IxiaApiHandler *)iface, request_json, answer_query, &out, &err)) {
     *ret = g_strdup(""); /* dropped: the call was taken over */
     return TRUE;
   }
-  /* A worker: the I/O thread's parse of the same call, when it left one. */
-  ixia_fanout_op_t *op = ixia_server_deferred_data();
-  char *out = op ? ixia_fanout_op_run(op, &err) : ixia_api_query(api_of(iface), request_json, &err);
   if (!out) return ixia_error_to_thrift(xe, err);
   *ret = out;
   return TRUE;
@@ -352,25 +364,7 @@ gboolean ixia_api_answer_query(gpointer processor, const guint8 *frame, guint32 
   IxiaApiHandler *h = (IxiaApiHandler *)((IxiaIxiaProcessor *)processor)->handler;
   ixia_error_t *err = NULL;
   char *text = NULL;
-  if (!ixia_access_allow_json(h->auth, ixia_thrift_gate_principal(), IXIA_ACT_QUERY, json, &err)) {
-    /* refused: answered below */
-  } else if (ixia_server_can_watch()) {
-    /* On an I/O thread: answered later, from the shards' answers (fanout.h);
-     * a query that would wait goes to a worker, parsed. */
-    ixia_fanout_op_t *op = ixia_api_query_prepare(h->api, json);
-    ixia_server_call_t *call =
-        op && !ixia_fanout_op_on_worker(op) ? ixia_server_call_later() : NULL;
-    if (call) {
-      ixia_fanout_launch(op, answer_query_fast, call);
-      return TRUE;
-    }
-    ixia_server_defer_with(op, (GDestroyNotify)ixia_fanout_op_free);
-    err = ixia_error_new(IXIA_EUNAVAILABLE, "query deferred to a worker"); /* (dropped) */
-  } else {
-    /* A worker: the I/O thread's parse of the same call, when it left one. */
-    ixia_fanout_op_t *op = ixia_server_deferred_data();
-    text = op ? ixia_fanout_op_run(op, &err) : ixia_api_query(h->api, json, &err);
-  }
+  if (query_run(h, json, answer_query_fast, &text, &err)) return TRUE;
   if (text) ixia_wire_append_string_reply(out, "query", seqid, text, strlen(text));
   else ixia_wire_append_error(out, "query", 5, seqid, (gint32)err->code, err->message);
   ixia_error_destroy(err);
