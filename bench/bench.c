@@ -34,9 +34,12 @@ static const char *const SUMMARY =
     "                 idle connections and a slowloris client open\n"
     "  gen            print --docs generated documents as JSON lines\n"
     "\n"
-    "--conns connections are spread over --threads threads (default: one each);\n"
-    "the Thrift client is blocking, so requests in flight = threads. With --rate the\n"
-    "threads send on a fixed timeline and latency counts from the scheduled time.\n"
+    "Closed loops keep one request in flight on each of --conns connections. The\n"
+    "gets, puts, mixed, memcached, filter and agg workloads drive them from --threads\n"
+    "event-driven threads (default 2, as pgbench -j 2 beside them in bench/run.sh);\n"
+    "the others use blocking clients, one thread per connection by default. With\n"
+    "--rate the threads send on a fixed timeline (blocking clients) and latency\n"
+    "counts from the scheduled time.\n"
     "Request workloads also report the machine over the run: box_busy_pct (CPU\n"
     "time not idle), cpu_pressure_pct (share of time some runnable task waited for\n"
     "a CPU) and client_wait_us_per_op (this program's request threads waiting for\n"
@@ -114,7 +117,8 @@ int main(int argc, char **argv) {
       {"memcached", 0, 0, G_OPTION_ARG_STRING, &mc, "memcached (default $IXIA_MEMCACHED)", "HOST:PORT"},
       {"http", 0, 0, G_OPTION_ARG_STRING, &http, "the API's HTTP port (default $IXIA_HTTP)", "http://HOST:PORT"},
       {"kafka", 0, 0, G_OPTION_ARG_STRING, &kafka, "Kafka bootstrap (default $IXIA_KAFKA)", "HOSTS"},
-      {"threads", 0, 0, G_OPTION_ARG_INT, &threads, "client threads (default: --conns)", "N"},
+      {"threads", 0, 0, G_OPTION_ARG_INT, &threads,
+       "client threads (default: 2 for event-driven workloads, else --conns)", "N"},
       {"conns", 0, 0, G_OPTION_ARG_INT, &conns, "connections, spread over the threads (16)", "N"},
       {"duration", 0, 0, G_OPTION_ARG_DOUBLE, &seconds, "seconds per timed workload (10)", "S"},
       {"rate", 0, 0, G_OPTION_ARG_DOUBLE, &rate, "requests per second, open loop (0: closed loop)", "R"},
@@ -158,7 +162,7 @@ int main(int argc, char **argv) {
       .http = http ? g_strdup(http) : g_strdup(g_getenv("IXIA_HTTP")),
       .kafka = kafka ? g_strdup(kafka) : g_strdup(g_getenv("IXIA_KAFKA")),
       .topic = ixia_config_str(cfg, "kafka.topic"),
-      .threads = threads > 0 ? threads : conns,
+      .threads = threads, /* 0: the driver's default */
       .conns = conns,
       .seconds = seconds,
       .rate = rate,

@@ -1,15 +1,21 @@
-/* ixia-bench internals: options, the closed/open-loop driver shared by the
+/* ixia-bench internals: options, the closed/open-loop drivers shared by the
  * request/response workloads, and result printing.
  *
- * Concurrency model: --conns connections are spread over --threads client
- * threads (threads = min(threads, conns)). The Thrift c_glib client is
- * blocking, so requests in flight = threads; a thread with several
- * connections uses them in turn (more server-side connections, same
- * concurrency). The default is one connection per thread.
+ * Concurrency model, closed loop (no --rate): --conns connections, each
+ * with one request in flight: it sends its next request as soon as the
+ * previous one answered; latency is measured per request. A workload with
+ * an event-driven form (`request`/`answer` below; bench/events.c) spreads
+ * its connections over --threads threads (default 2), each of which drives
+ * its connections from one epoll set, as pgbench -c N -j 2 drives
+ * PostgreSQL's in bench/run.sh: the load generator shares the machine with
+ * what it measures, and a blocked thread per connection spent a third of
+ * the machine's CPU on its own context switches (perf of ixia-bench under
+ * mixed: 64% of its samples in schedule() after a blocking recv). The
+ * other workloads use blocking clients: requests in flight = threads
+ * (default: one per connection); a thread with several connections uses
+ * them in turn.
  *
- * Closed loop (no --rate): every thread sends its next request as soon as
- * the previous one answered; latency is measured per request.
- * Open loop (--rate R): thread t of T sends on a fixed timeline, one request
+ * Open loop (--rate R, blocking clients): thread t of T sends on a fixed timeline, one request
  * every T/R seconds (phases staggered across threads), whatever the answers
  * do; latency is measured from the *scheduled* send time, so a stall delays
  * and counts every request scheduled behind it (no coordinated omission).
@@ -61,6 +67,28 @@ typedef struct {
 typedef struct ixia_bench_run ixia_bench_run_t;
 typedef struct ixia_bench_worker ixia_bench_worker_t;
 
+/* How an event-driven workload's connections speak (events.c connects and
+ * cuts answers; frames.c). */
+typedef enum {
+  IXIA_BENCH_WIRE_THRIFT,    /* the API's framed binary Thrift: request() writes the message */
+  IXIA_BENCH_WIRE_HTTP,      /* HTTP/1.1 keep-alive to --http */
+  IXIA_BENCH_WIRE_MEMCACHED, /* memcached's text protocol to --memcached */
+} ixia_bench_wire_t;
+
+/* Bytes of the first whole answer at the start of in (len bytes so far): 0
+ * while more are needed; *bad set (and 0 returned) when the bytes cannot
+ * start an answer of that wire (or announce one over 256 MiB). For Thrift
+ * the answer includes its 4-byte frame header. */
+gsize ixia_bench_answer_len(ixia_bench_wire_t wire, const guint8 *in, gsize len, gboolean *bad);
+
+/* One request in flight on a connection of the event-driven driver: what
+ * the workload's request() noted for its answer(). */
+typedef struct {
+  int op_class;
+  gint32 seqid;
+  char key[48];
+} ixia_bench_call_t;
+
 /* Counters a workload may add to per worker; summed over workers. */
 #define IXIA_BENCH_EXTRA 4
 
@@ -88,6 +116,16 @@ typedef struct {
   void (*close)(gpointer conn);
   /* One operation on conn. */
   gboolean (*op)(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err);
+  /* The event-driven form (optional; closed-loop runs use it when set):
+   * request() appends the next request's bytes to out (for Thrift the
+   * message, which the driver frames) and notes in *call what answer()
+   * needs; answer() checks the whole answer (for Thrift the frame's body)
+   * and adds the workload's counters; FALSE with err for an error answer. */
+  ixia_bench_wire_t wire;
+  gboolean (*request)(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
+                      ixia_error_t **err);
+  gboolean (*answer)(ixia_bench_worker_t *w, const ixia_bench_call_t *call, const guint8 *ans,
+                     gsize len, ixia_error_t **err);
   /* Adds workload figures to the result; totals holds the summed counters. */
   void (*report)(ixia_bench_run_t *r, const ixia_bench_worker_t *totals, cJSON *out);
   void (*cleanup)(gpointer state);
@@ -98,6 +136,16 @@ struct ixia_bench_run {
   const ixia_bench_workload_t *wl;
   gpointer state;
 };
+
+/* The event-driven driver (events.c): a connection of the workload's wire
+ * (NULL with err), closed by ixia_bench_events_close; the closed loop of
+ * one thread over its n connections until end_us (then it waits for the
+ * answers in flight, at most 10 s). */
+gpointer ixia_bench_events_open(ixia_bench_run_t *r, ixia_error_t **err);
+void ixia_bench_events_close(gpointer conn);
+void ixia_bench_events_run(ixia_bench_worker_t *w, gpointer const *conns, guint n, gint64 end_us);
+/* Threads of an event-driven run when --threads is not given. */
+#define IXIA_BENCH_EVENT_THREADS 2
 
 /* Runs the workload: prepare, the threads, the report. Prints its line;
  * returns FALSE when it failed (errors, or set-up failed). */

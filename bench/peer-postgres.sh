@@ -72,23 +72,31 @@ awk -v n="$N" -v a="$t0" -v b="$t1" -v c="$t2" -v s="$size" 'BEGIN {
 
 # ---- timed workloads with pgbench -------------------------------------------
 # run NAME CLIENTS SCRIPT: pgbench for DUR seconds over TCP; prints ops/s,
-# mean and p50/p99 latency (from pgbench's per-transaction log).
+# mean and p50/p99 latency (from pgbench's per-transaction log), and
+# pgbench's own CPU per transaction (the shell's `times` for its child).
 run() {
   local name=$1 clients=$2 script=$3 logdir
   logdir=$(mktemp -d "$dir/log-XXXX")
   printf '%s\n' "$script" > "$logdir/script.sql"
   local out
-  out=$(cd "$logdir" && pgbench -n -c "$clients" -j 2 -T "$DUR" -f script.sql -l --log-prefix=tx 2>&1) ||
-    { say "$name failed: $(tail -2 <<<"$out")"; echo "{\"workload\":\"$name\",\"error\":\"pgbench failed\"}"; return 0; }
-  local tps
+  out=$(cd "$logdir" && { pgbench -n -c "$clients" -j 2 -T "$DUR" -f script.sql -l --log-prefix=tx 2>&1 ||
+    echo "pgbench exited with an error"; }; times)
+  if grep -q '^pgbench exited with an error$' <<<"$out"; then
+    say "$name failed: $(tail -4 <<<"$out" | head -2)"; echo "{\"workload\":\"$name\",\"error\":\"pgbench failed\"}"; return 0
+  fi
+  local tps txs cpu
   tps=$(sed -n 's/^tps = \([0-9.]*\) (without.*/\1/p' <<<"$out")
+  txs=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+  # times: the shell's user and system time, then its children's.
+  cpu=$(tail -1 <<<"$out" | awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); t += a[1] * 60 + a[2] } print t }')
   # Log columns: client, transaction, latency in microseconds, ...
-  cat "$logdir"/tx.* | awk '{print $3}' | sort -n | awk -v name="$name" -v tps="$tps" -v c="$clients" '
+  cat "$logdir"/tx.* | awk '{print $3}' | sort -n | awk -v name="$name" -v tps="$tps" -v c="$clients" \
+    -v cpu_us_op="$(awk -v c="$cpu" -v n="$txs" 'BEGIN { if (n > 0) printf "%.1f", c * 1e6 / n; else print -1 }')" '
     { v[NR] = $1; s += $1 }
     END { if (NR == 0) { printf "{\"workload\":\"%s\",\"error\":\"no transactions\"}\n", name; exit }
           p50 = v[int(NR * 0.50) > 0 ? int(NR * 0.50) : 1]; p99 = v[int(NR * 0.99) > 0 ? int(NR * 0.99) : 1]
-          printf "{\"workload\":\"%s\",\"conns\":%d,\"ops_per_s\":%.1f,\"mean_ms\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f}\n",
-            name, c, tps, s / NR / 1000, p50 / 1000, p99 / 1000, v[NR] / 1000 }'
+          printf "{\"workload\":\"%s\",\"conns\":%d,\"ops_per_s\":%.1f,\"mean_ms\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"client_cpu_us_per_op\":%s}\n",
+            name, c, tps, s / NR / 1000, p50 / 1000, p99 / 1000, v[NR] / 1000, cpu_us_op }'
   rm -rf "$logdir"
 }
 

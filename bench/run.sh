@@ -5,7 +5,8 @@
 # Usage: bench/run.sh [--quick]
 #   N           documents to load (default 1000000; --quick 20000)
 #   DUR         seconds per timed workload (default 15; --quick 5)
-#   CONNS       connections (one client thread each) for gets and puts (default 16)
+#   CONNS       connections for gets and puts (default 16; ixia-bench drives them from 2
+#               event-driven threads, as pgbench -j 2 drives PostgreSQL's)
 #   LOAD_CONNS  connections of the bulk load, batches of 100 (default 8)
 #   QUERY_CONNS connections of the filter shapes and agg (default 16)
 #   SHAPES      filter shapes to run (default: all; ixia-bench --help lists them)
@@ -232,6 +233,15 @@ elapsed=$(( $(date +%s) - started ))
     done
     echo "| $shape$cells |"
   done
+  echo
+  # Both load generators drive their connections from 2 event-driven threads; what each
+  # costs the shared machine per request, from its own CPU time.
+  cpu_range() { # PREFIX LIMIT: min–max of client_cpu_us_per_op over the shapes
+    for shape in $SHAPES; do get "$1filter:$shape:$2" client_cpu_us_per_op; done |
+      awk 'NF { if (n == 0 || $1 < lo) lo = $1; if (n == 0 || $1 > hi) hi = $1; n++ }
+           END { if (n) printf "%s–%s", lo, hi; else printf "n/a" }'
+  }
+  echo "Load generators' own CPU per request, µs (ixia-bench, and pgbench -j 2 beside it): cached get $(get get-hot client_cpu_us_per_op) and $(pg get-hot client_cpu_us_per_op); random get $(get get-random client_cpu_us_per_op) and $(pg get-random client_cpu_us_per_op); put $(get put client_cpu_us_per_op) and upsert $(pg upsert client_cpu_us_per_op); filter pages of 10 $(cpu_range "" 10) and $(cpu_range pg- 10), of 100 $(cpu_range "" 100) and $(cpu_range pg- 100); agg $(get agg client_cpu_us_per_op) and $(pg agg client_cpu_us_per_op)."
   echo
   echo "Index size on disk: $(mib "$index_du") for $(fmt "$N") documents ($(mib "$raw_bytes") of JSON; index/raw = $(ratio "$index_du" "$raw_bytes")); truth store: $(mib "$store_du"). Indexer's own count: $(mib "$(get index index_disk_bytes)")."
   echo

@@ -3,6 +3,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "bench.h"
 #include "data.h"
@@ -237,6 +238,7 @@ typedef struct {
   GPtrArray *conns;
   gint64 start_us, end_us;
   int nthreads;
+  gboolean events; /* the event-driven driver (events.c) */
   gint64 wait_ns; /* this thread's run-queue wait over the run; -1 unknown */
 } thread_t;
 
@@ -289,7 +291,10 @@ static void run_ops(thread_t *t) {
 static gpointer thread_main(gpointer data) {
   thread_t *t = data;
   gint64 w0 = ixia_bench_thread_wait_ns();
-  run_ops(t);
+  if (t->events)
+    ixia_bench_events_run(&t->w, t->conns->pdata, t->conns->len, t->end_us);
+  else
+    run_ops(t);
   gint64 w1 = ixia_bench_thread_wait_ns();
   t->wait_ns = w0 >= 0 && w1 >= w0 ? w1 - w0 : -1;
   return NULL;
@@ -311,9 +316,13 @@ gboolean ixia_bench_run(ixia_bench_opts_t *o, const ixia_bench_workload_t *wl) {
     if (wl->cleanup) wl->cleanup(r.state);
     return TRUE;
   }
-  gpointer (*open)(ixia_bench_run_t *, ixia_error_t **) = wl->open ? wl->open : open_default;
-  void (*close)(gpointer) = wl->close ? wl->close : close_default;
-  int nconns = MAX(1, o->conns), nthreads = CLAMP(o->threads, 1, nconns);
+  /* Closed loops of workloads with an event-driven form run it. */
+  gboolean events = wl->request && o->rate <= 0;
+  gpointer (*open)(ixia_bench_run_t *, ixia_error_t **) =
+      events ? ixia_bench_events_open : wl->open ? wl->open : open_default;
+  void (*close)(gpointer) = events ? ixia_bench_events_close : wl->close ? wl->close : close_default;
+  int nconns = MAX(1, o->conns);
+  int nthreads = CLAMP(o->threads > 0 ? o->threads : events ? IXIA_BENCH_EVENT_THREADS : nconns, 1, nconns);
   thread_t *th = g_new0(thread_t, nthreads);
   gboolean ok = TRUE;
   for (int i = 0; i < nthreads; i++) {
@@ -322,6 +331,7 @@ gboolean ixia_bench_run(ixia_bench_opts_t *o, const ixia_bench_workload_t *wl) {
                                     .lat = {ixia_hdr_new(), ixia_hdr_new()}};
     th[i].conns = g_ptr_array_new_with_free_func(close);
     th[i].nthreads = nthreads;
+    th[i].events = events;
   }
   for (int c = 0; ok && c < nconns; c++) {
     gpointer conn = open(&r, &err);
@@ -333,6 +343,10 @@ gboolean ixia_bench_run(ixia_bench_opts_t *o, const ixia_bench_workload_t *wl) {
   GThread **handles = g_new0(GThread *, nthreads);
   ixia_bench_machine_t machine;
   ixia_bench_machine_snap(&machine);
+  /* This program's own CPU over the run (set-up excluded), per request:
+   * bench/run.sh puts it beside pgbench's. */
+  struct rusage ru0, ru1;
+  getrusage(RUSAGE_SELF, &ru0);
   gint64 start = g_get_monotonic_time() + 10000;
   gint64 end = start + (gint64)(o->seconds * 1e6);
   for (int i = 0; ok && i < nthreads; i++) {
@@ -357,6 +371,7 @@ gboolean ixia_bench_run(ixia_bench_opts_t *o, const ixia_bench_workload_t *wl) {
     g_rand_free(th[i].w.rnd);
   }
   double secs = (double)(g_get_monotonic_time() - start) / 1e6;
+  getrusage(RUSAGE_SELF, &ru1);
   if (!ok) {
     fprintf(stderr, "ixia-bench: %s: connect: %s\n", wl->name, err->message);
     ixia_error_destroy(err);
@@ -364,6 +379,7 @@ gboolean ixia_bench_run(ixia_bench_opts_t *o, const ixia_bench_workload_t *wl) {
     cJSON *out = ixia_bench_result_new(wl->name);
     cJSON_AddNumberToObject(out, "threads", nthreads);
     cJSON_AddNumberToObject(out, "conns", nconns);
+    cJSON_AddStringToObject(out, "client", events ? "event-driven" : "blocking");
     cJSON_AddNumberToObject(out, "seconds", (double)(gint64)(secs * 10 + 0.5) / 10);
     if (o->rate > 0) cJSON_AddNumberToObject(out, "target_rate", o->rate);
     guint64 ops = tot.ops[0] + tot.ops[1];
@@ -384,6 +400,9 @@ gboolean ixia_bench_run(ixia_bench_opts_t *o, const ixia_bench_workload_t *wl) {
       ixia_bench_add_latency(out, prefix, tot.lat[k]);
     }
     ixia_bench_machine_report(&machine, client_wait_ns, ops, out);
+    double cpu_us = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec + ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) * 1e6 +
+                    (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec + ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec);
+    if (ops) cJSON_AddNumberToObject(out, "client_cpu_us_per_op", (double)(gint64)(cpu_us / (double)ops * 10 + 0.5) / 10);
     if (wl->report) wl->report(&r, &tot, out);
     if (tot.first_error) cJSON_AddStringToObject(out, "first_error", tot.first_error->message);
     ixia_bench_print(out);

@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "bench.h"
+#include "bytes.h"
 #include "data.h"
+#include "wire.h"
 
 /* ---- cache hit ratio over a run (from the API's counters) ---------------- */
 
@@ -60,6 +62,99 @@ static gboolean put_one(ixia_bench_worker_t *w, ixia_client_t *c, gint64 i, ixia
   return ok;
 }
 
+/* ---- event-driven forms (events.c): calls written and answers read by hand --- */
+
+/* Sequence ids of this thread's calls (the API echoes them). */
+static gint32 next_seqid(void) {
+  static __thread gint32 seq;
+  seq = seq >= G_MAXINT32 - 1 ? 1 : seq + 1;
+  return seq;
+}
+
+/* Where the result struct of a reply to (method, seqid) starts, or 0 when
+ * the answer is not that reply. */
+static gsize reply_body(const guint8 *a, gsize len, const char *method, gint32 seqid) {
+  const char *name;
+  guint32 name_len;
+  gint32 seq;
+  if (!ixia_wire_peek_call(a, len, &name, &name_len, &seq) || seq != seqid ||
+      name_len != strlen(method) || memcmp(name, method, name_len) != 0 || (a[3] & 0x7) != 2 /* T_REPLY */)
+    return 0;
+  return 12 + (gsize)name_len;
+}
+
+/* err from an answer that is not a success: the IxiaError it carries, or
+ * a word on its shape. */
+static gboolean answer_error(const guint8 *a, gsize len, const char *method, const char *key,
+                             ixia_error_t **err) {
+  const char *v, *msg = NULL;
+  gsize vl, ml = 0;
+  gint32 code = 0;
+  int kind = ixia_wire_read_string_reply(a, len, method, &v, &vl, &code, &msg, &ml);
+  if (kind == IXIA_WIRE_REPLY_ERROR || kind == IXIA_WIRE_REPLY_EXCEPTION)
+    return ixia_error_set(err, kind == IXIA_WIRE_REPLY_ERROR ? (ixia_code_t)code : IXIA_EINTERNAL,
+                          "%s%s%s: %.*s", method, key ? " " : "", key ? key : "", (int)ml, msg);
+  return ixia_error_set(err, IXIA_EINTERNAL, "%s%s%s: an answer of another shape (%zu bytes)", method,
+                        key ? " " : "", key ? key : "", len);
+}
+
+static void get_request(ixia_bench_call_t *call, const char *key, GByteArray *out) {
+  if (key != call->key) g_strlcpy(call->key, key, sizeof call->key);
+  call->seqid = next_seqid();
+  ixia_wire_append_get_call(out, call->seqid, IXIA_BENCH_NS, IXIA_BENCH_TABLE, key, NULL);
+}
+
+static gboolean get_answer(ixia_bench_worker_t *w, const ixia_bench_call_t *call, const guint8 *a,
+                           gsize len, ixia_error_t **err) {
+  (void)w;
+  gboolean found;
+  gint64 version;
+  const char *json;
+  gsize json_len;
+  if (!reply_body(a, len, "get", call->seqid) ||
+      !ixia_wire_read_get_reply(a, len, &found, &version, &json, &json_len))
+    return answer_error(a, len, "get", call->key, err);
+  if (!found) return ixia_error_set(err, IXIA_ENOTFOUND, "get %s: not found", call->key);
+  return TRUE;
+}
+
+static void put_string(GByteArray *out, guint16 id, const char *s) {
+  const guint8 h[3] = {11 /* T_STRING */, (guint8)(id >> 8), (guint8)id};
+  g_byte_array_append(out, h, 3);
+  ixia_bytes_append32(out, (guint32)strlen(s));
+  g_byte_array_append(out, (const guint8 *)s, (guint)strlen(s));
+}
+
+/* put(ns, table, key, json, expected_version -1), as the generated client
+ * writes it. */
+static void put_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, gint64 i, GByteArray *out) {
+  key_of(i, call->key, sizeof call->key);
+  call->seqid = next_seqid();
+  char *doc = ixia_bench_doc((guint64)i, w->run->o->seed, 1 + g_rand_int_range(w->rnd, 0, 1000), NULL);
+  ixia_bytes_append32(out, 0x80010001u); /* version 1, T_CALL */
+  ixia_bytes_append32(out, 3);
+  g_byte_array_append(out, (const guint8 *)"put", 3);
+  ixia_bytes_append32(out, (guint32)call->seqid);
+  put_string(out, 1, IXIA_BENCH_NS);
+  put_string(out, 2, IXIA_BENCH_TABLE);
+  put_string(out, 3, call->key);
+  put_string(out, 4, doc);
+  const guint8 h[3] = {10 /* T_I64 */, 0, 5}, stop = 0;
+  g_byte_array_append(out, h, 3);
+  ixia_bytes_append64(out, (guint64)(gint64)-1);
+  g_byte_array_append(out, &stop, 1);
+  g_free(doc);
+}
+
+/* A success: the result struct's field 0, an i64 (the new version). */
+static gboolean put_answer(ixia_bench_worker_t *w, const ixia_bench_call_t *call, const guint8 *a,
+                           gsize len, ixia_error_t **err) {
+  (void)w;
+  gsize p = reply_body(a, len, "put", call->seqid);
+  if (p && len >= p + 3 + 8 && a[p] == 10 && a[p + 1] == 0 && a[p + 2] == 0) return TRUE;
+  return answer_error(a, len, "put", call->key, err);
+}
+
 /* ---- get-hot: cached gets of a few hot keys -------------------------------- */
 
 static gboolean get_hot_prepare(ixia_bench_run_t *r, gpointer *state, char **skip, ixia_error_t **err) {
@@ -94,8 +189,17 @@ static void hit_ratio_report(ixia_bench_run_t *r, const ixia_bench_worker_t *tot
   add_hit_ratio(r->o, r->state, out);
 }
 
+static gboolean get_hot_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
+                                ixia_error_t **err) {
+  (void)err;
+  key_of(g_rand_int_range(w->rnd, 0, (gint32)w->run->o->hot_keys), call->key, sizeof call->key);
+  get_request(call, call->key, out);
+  return TRUE;
+}
+
 const ixia_bench_workload_t ixia_bench_get_hot = {
     .name = "get-hot", .prepare = get_hot_prepare, .op = get_hot_op,
+    .wire = IXIA_BENCH_WIRE_THRIFT, .request = get_hot_request, .answer = get_answer,
     .report = hit_ratio_report, .cleanup = g_free};
 
 /* ---- get-random: gets of uniformly random keys of the loaded table --------- */
@@ -116,8 +220,17 @@ static gboolean get_random_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_
   return get_one(conn, key, err);
 }
 
+static gboolean get_random_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
+                                   ixia_error_t **err) {
+  (void)err;
+  key_of(g_rand_int_range(w->rnd, 0, (gint32)w->run->o->keys), call->key, sizeof call->key);
+  get_request(call, call->key, out);
+  return TRUE;
+}
+
 const ixia_bench_workload_t ixia_bench_get_random = {
     .name = "get-random", .prepare = get_random_prepare, .op = get_random_op,
+    .wire = IXIA_BENCH_WIRE_THRIFT, .request = get_random_request, .answer = get_answer,
     .report = hit_ratio_report, .cleanup = g_free};
 
 /* ---- mixed: gets and puts at read_ratio:1 over Zipf keys ------------------- */
@@ -150,6 +263,28 @@ static gboolean mixed_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **e
   return get_one(conn, key, err);
 }
 
+static gboolean mixed_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
+                              ixia_error_t **err) {
+  (void)err;
+  const ixia_bench_opts_t *o = w->run->o;
+  mixed_t *m = w->run->state;
+  gint64 i = (gint64)ixia_zipf_key(m->zipf, ixia_zipf_rank(m->zipf, w->rnd));
+  if (g_rand_int_range(w->rnd, 0, o->read_ratio + 1) == o->read_ratio) {
+    call->op_class = 1;
+    put_request(w, call, i, out);
+    return TRUE;
+  }
+  char key[32];
+  key_of(i, key, sizeof key);
+  get_request(call, key, out);
+  return TRUE;
+}
+
+static gboolean mixed_answer(ixia_bench_worker_t *w, const ixia_bench_call_t *call, const guint8 *a,
+                             gsize len, ixia_error_t **err) {
+  return call->op_class ? put_answer(w, call, a, len, err) : get_answer(w, call, a, len, err);
+}
+
 static void mixed_report(ixia_bench_run_t *r, const ixia_bench_worker_t *tot, cJSON *out) {
   hit_ratio_report(r, tot, out);
   cJSON_AddNumberToObject(out, "zipf_theta", r->o->theta);
@@ -165,6 +300,7 @@ static void mixed_cleanup(gpointer state) {
 
 const ixia_bench_workload_t ixia_bench_mixed = {
     .name = "mixed", .class_names = {"get", "put"}, .prepare = mixed_prepare, .op = mixed_op,
+    .wire = IXIA_BENCH_WIRE_THRIFT, .request = mixed_request, .answer = mixed_answer,
     .report = mixed_report, .cleanup = mixed_cleanup};
 
 /* ---- put: durable puts, one document per call -------------------------------- */
@@ -178,7 +314,16 @@ static gboolean put_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err
   return put_one(w, conn, g_rand_int_range(w->rnd, 0, (gint32)w->run->o->keys), err);
 }
 
-const ixia_bench_workload_t ixia_bench_put = {.name = "put", .prepare = put_prepare, .op = put_op};
+static gboolean put_only_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
+                                 ixia_error_t **err) {
+  (void)err;
+  put_request(w, call, g_rand_int_range(w->rnd, 0, (gint32)w->run->o->keys), out);
+  return TRUE;
+}
+
+const ixia_bench_workload_t ixia_bench_put = {
+    .name = "put", .prepare = put_prepare, .op = put_op,
+    .wire = IXIA_BENCH_WIRE_THRIFT, .request = put_only_request, .answer = put_answer};
 
 /* ---- memcached: raw libmemcached gets, the limit beside get-hot --------------- */
 
@@ -234,8 +379,29 @@ static gboolean mc_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err)
   return ok;
 }
 
+/* The same get in memcached's text protocol, as the event-driven driver
+ * sends it (libmemcached's client is blocking). */
+static gboolean mc_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
+                           ixia_error_t **err) {
+  (void)err;
+  snprintf(call->key, sizeof call->key, "raw:%d", g_rand_int_range(w->rnd, 0, (gint32)w->run->o->hot_keys));
+  g_byte_array_append(out, (const guint8 *)"get ", 4);
+  g_byte_array_append(out, (const guint8 *)call->key, (guint)strlen(call->key));
+  g_byte_array_append(out, (const guint8 *)"\r\n", 2);
+  return TRUE;
+}
+
+static gboolean mc_answer(ixia_bench_worker_t *w, const ixia_bench_call_t *call, const guint8 *a,
+                          gsize len, ixia_error_t **err) {
+  (void)w;
+  if (len > 6 && memcmp(a, "VALUE ", 6) == 0) return TRUE;
+  return ixia_error_set(err, IXIA_EUNAVAILABLE, "memcached get %s: %.*s", call->key,
+                        (int)MIN(len, 80), (const char *)a);
+}
+
 const ixia_bench_workload_t ixia_bench_memcached = {
-    .name = "memcached", .prepare = mc_prepare, .open = mc_open, .close = mc_close, .op = mc_op};
+    .name = "memcached", .prepare = mc_prepare, .open = mc_open, .close = mc_close, .op = mc_op,
+    .wire = IXIA_BENCH_WIRE_MEMCACHED, .request = mc_request, .answer = mc_answer};
 
 /* ---- filter and agg: queries over the loaded table ---------------------------- */
 
@@ -279,6 +445,33 @@ static gboolean query_op(ixia_bench_worker_t *w, ixia_client_t *c, const char *r
   w->extra[1] += (guint64)a.total;
   w->extra[2] += (guint64)(a.took_ms * 1000);
   return TRUE;
+}
+
+static void query_request(ixia_bench_call_t *call, const char *request, GByteArray *out) {
+  call->seqid = next_seqid();
+  ixia_wire_append_string_call(out, "query", call->seqid, request, strlen(request));
+}
+
+static gboolean query_answer(ixia_bench_worker_t *w, const ixia_bench_call_t *call, const guint8 *a,
+                             gsize len, ixia_error_t **err) {
+  const char *v;
+  gsize vl;
+  if (!reply_body(a, len, "query", call->seqid) ||
+      ixia_wire_read_string_reply(a, len, "query", &v, &vl, &(gint32){0}, &(const char *){NULL},
+                                  &(gsize){0}) != IXIA_WIRE_REPLY_OK)
+    return answer_error(a, len, "query", NULL, err);
+  char *json = g_strndup(v, vl);
+  ixia_bench_answer_t ans;
+  gboolean ok = ixia_bench_answer_read(json, &ans);
+  if (ok) {
+    w->extra[0] += ans.hits;
+    w->extra[1] += (guint64)ans.total;
+    w->extra[2] += (guint64)(ans.took_ms * 1000);
+  } else {
+    ixia_error_set(err, IXIA_EINTERNAL, "query response without hits or total, or not JSON: %.200s", json);
+  }
+  g_free(json);
+  return ok;
 }
 
 static void query_report(ixia_bench_run_t *r, const ixia_bench_worker_t *tot, cJSON *out) {
@@ -399,37 +592,63 @@ static void shape_filter(int shape, GRand *r, GString *f) {
   }
 }
 
-/* One query of --shape with --limit hits of 2 fields. */
-static gboolean filter_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err) {
+/* One query of --shape with --limit hits of 2 fields (g_free it). */
+static char *filter_text(ixia_bench_worker_t *w) {
   const ixia_bench_opts_t *o = w->run->o;
   GString *req = g_string_new("{\"namespace\":\"" IXIA_BENCH_NS "\",\"table\":\"" IXIA_BENCH_TABLE "\","
                               "\"filter\":");
   shape_filter(o->filter_shape, w->rnd, req);
   if (!strcmp(SHAPES[o->filter_shape].name, "sorted")) g_string_append(req, ",\"sort\":[{\"price\":\"desc\"}]");
   g_string_append_printf(req, ",\"fields\":[\"title\",\"price\"],\"limit\":%d}", o->limit);
-  gboolean ok = query_op(w, conn, req->str, err);
-  g_string_free(req, TRUE);
+  return g_string_free(req, FALSE);
+}
+
+static gboolean filter_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err) {
+  char *req = filter_text(w);
+  gboolean ok = query_op(w, conn, req, err);
+  g_free(req);
   return ok;
 }
 
+static gboolean filter_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
+                               ixia_error_t **err) {
+  (void)err;
+  char *req = filter_text(w);
+  query_request(call, req, out);
+  g_free(req);
+  return TRUE;
+}
+
 const ixia_bench_workload_t ixia_bench_filter = {
-    .name = "filter", .prepare = query_prepare, .op = filter_op, .report = query_report,
-    .cleanup = g_free};
+    .name = "filter", .prepare = query_prepare, .op = filter_op,
+    .wire = IXIA_BENCH_WIRE_THRIFT, .request = filter_request, .answer = query_answer,
+    .report = query_report, .cleanup = g_free};
 
 /* Group by category over price < P (~30% of documents): count, sum, avg,
- * min, max of price. */
+ * min, max of price: always the same text. */
+#define AGG_TEXT_FMT                                                                  \
+  "{\"namespace\":\"" IXIA_BENCH_NS "\",\"table\":\"" IXIA_BENCH_TABLE "\","                 \
+  "\"filter\":{\"range\":{\"price\":{\"lt\":%.2f}}},\"limit\":0,"                           \
+  "\"aggs\":{\"by_cat\":{\"terms\":{\"field\":\"category\",\"size\":50,\"aggs\":{"          \
+  "\"sum\":{\"sum\":\"price\"},\"avg\":{\"avg\":\"price\"},"                                \
+  "\"min\":{\"min\":\"price\"},\"max\":{\"max\":\"price\"}}}}}}"
+
 static gboolean agg_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err) {
   char req[768];
-  snprintf(req, sizeof req,
-           "{\"namespace\":\"" IXIA_BENCH_NS "\",\"table\":\"" IXIA_BENCH_TABLE "\","
-           "\"filter\":{\"range\":{\"price\":{\"lt\":%.2f}}},\"limit\":0,"
-           "\"aggs\":{\"by_cat\":{\"terms\":{\"field\":\"category\",\"size\":50,\"aggs\":{"
-           "\"sum\":{\"sum\":\"price\"},\"avg\":{\"avg\":\"price\"},"
-           "\"min\":{\"min\":\"price\"},\"max\":{\"max\":\"price\"}}}}}}",
-           AGG_PRICE_LT);
+  snprintf(req, sizeof req, AGG_TEXT_FMT, AGG_PRICE_LT);
   return query_op(w, conn, req, err);
 }
 
+static gboolean agg_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
+                            ixia_error_t **err) {
+  (void)w, (void)err;
+  char req[768];
+  snprintf(req, sizeof req, AGG_TEXT_FMT, AGG_PRICE_LT);
+  query_request(call, req, out);
+  return TRUE;
+}
+
 const ixia_bench_workload_t ixia_bench_agg = {
-    .name = "agg", .prepare = query_prepare, .op = agg_op, .report = query_report,
-    .cleanup = g_free};
+    .name = "agg", .prepare = query_prepare, .op = agg_op,
+    .wire = IXIA_BENCH_WIRE_THRIFT, .request = agg_request, .answer = query_answer,
+    .report = query_report, .cleanup = g_free};

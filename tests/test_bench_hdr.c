@@ -1,13 +1,20 @@
 /* Unit tests of ixia-bench's histogram, generators and answer reader:
  * percentiles against exact sorted samples, merging, Zipf frequencies,
- * document shape, answers read as text against cJSON's tree, and the
- * machine figures beside a result (parsed text, and a real run in which
- * more threads spin than there are CPUs). */
+ * document shape, answers read as text against cJSON's tree, the machine
+ * figures beside a result (parsed text, and a real run in which more
+ * threads spin than there are CPUs), answers cut from received bytes for
+ * each wire, and the event-driven driver against a real memcached. */
 #include <cjson/cJSON.h>
+#include <arpa/inet.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "answer.h"
+#include "bench.h"
 #include "data.h"
 #include "hdr.h"
 #include "machine.h"
@@ -326,6 +333,150 @@ static void test_machine_report_under_load(void) {
   g_free(sp);
 }
 
+/* Where an answer ends, for each wire: never before its last byte, never
+ * past it when a second answer follows, and a stream that cannot be an
+ * answer is named bad at once rather than awaited. */
+static void test_answer_cuts(void) {
+  static const struct {
+    ixia_bench_wire_t wire;
+    const char *bytes;
+    gsize len; /* 0: strlen */
+    gsize want;
+    gboolean bad;
+  } cases[] = {
+      {IXIA_BENCH_WIRE_THRIFT, "\0\0\0", 3, 0, FALSE},
+      {IXIA_BENCH_WIRE_THRIFT, "\0\0\0\5abcd", 8, 0, FALSE},
+      {IXIA_BENCH_WIRE_THRIFT, "\0\0\0\5abcde", 9, 9, FALSE},
+      {IXIA_BENCH_WIRE_THRIFT, "\0\0\0\2ab\0\0\0\1c", 11, 6, FALSE},
+      {IXIA_BENCH_WIRE_THRIFT, "\0\0\0\0", 4, 0, TRUE},
+      {IXIA_BENCH_WIRE_THRIFT, "\x7f\0\0\0", 4, 0, TRUE},
+      {IXIA_BENCH_WIRE_HTTP, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n", 0, 0, FALSE},
+      {IXIA_BENCH_WIRE_HTTP, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nab", 0, 0, FALSE},
+      {IXIA_BENCH_WIRE_HTTP, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc", 0, 41, FALSE},
+      {IXIA_BENCH_WIRE_HTTP, "HTTP/1.1 200 OK\r\ncontent-length:2\r\n\r\nabHTTP/1.1 304 x\r\n\r\n", 0, 39, FALSE},
+      {IXIA_BENCH_WIRE_HTTP, "HTTP/1.1 304 Not Modified\r\nETag: \"3\"\r\n\r\n", 0, 40, FALSE},
+      {IXIA_BENCH_WIRE_HTTP, "HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", 0, 0, TRUE},
+      {IXIA_BENCH_WIRE_HTTP, "XTTP/1.1 200 OK\r\n", 0, 0, TRUE},
+      {IXIA_BENCH_WIRE_MEMCACHED, "VALUE raw:1 0 5\r\nhello\r\nEND\r\n", 0, 29, FALSE},
+      {IXIA_BENCH_WIRE_MEMCACHED, "VALUE raw:1 0 5\r\nhello\r\nEND\r", 0, 0, FALSE},
+      {IXIA_BENCH_WIRE_MEMCACHED, "VALUE raw:1 0 7\r\na\r\nEND\r\r\nEND\r\n", 0, 31, FALSE}, /* END inside */
+      {IXIA_BENCH_WIRE_MEMCACHED, "VALUE k 0 2 99\r\nhi\r\nEND\r\nEND\r\n", 0, 25, FALSE},  /* with a cas */
+      {IXIA_BENCH_WIRE_MEMCACHED, "END\r\nEND\r\n", 0, 5, FALSE},
+      {IXIA_BENCH_WIRE_MEMCACHED, "SERVER_ERROR out of memory\r\n", 0, 28, FALSE},
+      {IXIA_BENCH_WIRE_MEMCACHED, "VALUE k 0 x\r\n", 0, 0, TRUE},
+      {IXIA_BENCH_WIRE_MEMCACHED, "VALUE k 0\r\n", 0, 0, TRUE},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    gsize len = cases[i].len ? cases[i].len : strlen(cases[i].bytes);
+    gboolean bad = !cases[i].bad;
+    gsize got = ixia_bench_answer_len(cases[i].wire, (const guint8 *)cases[i].bytes, len, &bad);
+    if (got != cases[i].want || bad != cases[i].bad) fprintf(stderr, "case %u: got %zu bad %d\n", i, got, bad);
+    CU_ASSERT_EQUAL(got, cases[i].want);
+    CU_ASSERT_EQUAL(bad, cases[i].bad);
+  }
+}
+
+/* ---- the event-driven driver against a real memcached ---- */
+
+#define MC_KEYS 10
+static const char MC_VALUE[] = "a value of some length";
+static ixia_bench_worker_t mc_totals;
+
+/* Gets of raw:0..9, every 7th of a key never set; or, with --seed 1, a
+ * command memcached does not know. */
+static gboolean mc_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
+                           ixia_error_t **err) {
+  (void)err;
+  guint32 k = (guint32)g_rand_int_range(w->rnd, 0, 7 * MC_KEYS);
+  call->op_class = k % 7 == 0; /* 1: a miss is the right answer */
+  char req[64];
+  int n = w->run->o->seed == 1 ? snprintf(req, sizeof req, "bogus %u\r\n", k)
+                               : snprintf(req, sizeof req, "get raw:%u\r\n", call->op_class ? 1000 + k : k % MC_KEYS);
+  g_byte_array_append(out, (const guint8 *)req, (guint)n);
+  return TRUE;
+}
+
+static gboolean mc_answer(ixia_bench_worker_t *w, const ixia_bench_call_t *call, const guint8 *a,
+                          gsize len, ixia_error_t **err) {
+  char hit[128];
+  snprintf(hit, sizeof hit, "VALUE raw:%%u 0 %zu\r\n%s\r\nEND\r\n", strlen(MC_VALUE), MC_VALUE);
+  if (call->op_class && len == 5 && memcmp(a, "END\r\n", 5) == 0) return TRUE;
+  guint k;
+  char text[128];
+  if (!call->op_class && len < sizeof text) {
+    memcpy(text, a, len);
+    text[len] = 0;
+    char again[128];
+    if (sscanf(text, "VALUE raw:%u", &k) == 1 && k < MC_KEYS) {
+      snprintf(again, sizeof again, hit, k);
+      if (strcmp(again, text) == 0) {
+        w->extra[0] += len;
+        return TRUE;
+      }
+    }
+  }
+  return ixia_error_set(err, IXIA_EINTERNAL, "unexpected answer: %.*s", (int)MIN(len, 60), (const char *)a);
+}
+
+static void mc_report(ixia_bench_run_t *r, const ixia_bench_worker_t *tot, cJSON *out) {
+  (void)r, (void)out;
+  mc_totals = *tot;
+}
+
+/* Four connections on two threads keep a request in flight each; every
+ * answer is cut where it ends (a hit checked byte for byte, a miss as one
+ * END line) and counted in its class; error answers fail the run without
+ * ending it. */
+static void test_event_driver_on_memcached(void) {
+  ixt_memcached_t mc = {0};
+  CU_ASSERT_FATAL(ixt_memcached_start(&mc, 0));
+  int fd = -1;
+  {
+    ixia_error_t *e = NULL;
+    ixia_bench_opts_t o0 = {.memcached = mc.addr, .conns = 1};
+    ixia_bench_workload_t set = {.name = "set", .wire = IXIA_BENCH_WIRE_MEMCACHED};
+    ixia_bench_run_t r0 = {.o = &o0, .wl = &set};
+    gpointer conn = ixia_bench_events_open(&r0, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(conn);
+    ixia_bench_events_close(conn);
+    /* The values, set over a plain socket. */
+    char *host = g_strndup(mc.addr, strrchr(mc.addr, ':') - mc.addr);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((guint16)mc.port)};
+    inet_pton(AF_INET, host, &sa.sin_addr);
+    g_free(host);
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    CU_ASSERT_FATAL(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    for (int k = 0; k < MC_KEYS; k++) {
+      char cmd[128], ans[16] = {0};
+      int n = snprintf(cmd, sizeof cmd, "set raw:%d 0 0 %zu\r\n%s\r\n", k, strlen(MC_VALUE), MC_VALUE);
+      CU_ASSERT_EQUAL(send(fd, cmd, (size_t)n, 0), n);
+      CU_ASSERT_EQUAL(recv(fd, ans, 8, MSG_WAITALL), 8);
+      CU_ASSERT_STRING_EQUAL(ans, "STORED\r\n");
+    }
+    close(fd);
+  }
+  ixia_bench_opts_t o = {.memcached = mc.addr, .conns = 4, .threads = 2, .seconds = 0.4, .seed = 7};
+  ixia_bench_workload_t wl = {.name = "mc-test", .class_names = {"hit", "miss"},
+                              .wire = IXIA_BENCH_WIRE_MEMCACHED, .request = mc_request,
+                              .answer = mc_answer, .report = mc_report};
+  memset(&mc_totals, 0, sizeof mc_totals);
+  CU_ASSERT_TRUE(ixia_bench_run(&o, &wl));
+  guint64 hits = mc_totals.ops[0], misses = mc_totals.ops[1];
+  CU_ASSERT(hits > 200);
+  CU_ASSERT_EQUAL(mc_totals.errors, 0);
+  CU_ASSERT_EQUAL(mc_totals.extra[0], hits * (strlen("VALUE raw:0 0 22\r\n") + strlen(MC_VALUE) + 7));
+  CU_ASSERT(misses > hits / 12 && misses < hits / 3); /* 1 in 7 */
+  /* Answers memcached gives to a command it does not know: errors, the run
+   * goes on to its end and fails. */
+  o.seed = 1;
+  memset(&mc_totals, 0, sizeof mc_totals);
+  CU_ASSERT_FALSE(ixia_bench_run(&o, &wl));
+  CU_ASSERT(mc_totals.errors > 100);
+  CU_ASSERT_EQUAL(mc_totals.ops[0] + mc_totals.ops[1], 0);
+  CU_ASSERT_PTR_NOT_NULL(mc_totals.first_error);
+  ixt_memcached_stop(&mc);
+}
+
 int main(void) {
   CU_initialize_registry();
   CU_pSuite s = CU_add_suite("bench", NULL, NULL);
@@ -339,5 +490,7 @@ int main(void) {
   IXT_ADD(s, test_answer_read);
   IXT_ADD(s, test_machine_parsers);
   IXT_ADD(s, test_machine_report_under_load);
+  IXT_ADD(s, test_answer_cuts);
+  IXT_ADD(s, test_event_driver_on_memcached);
   return ixt_run();
 }
