@@ -74,12 +74,15 @@ awk -v n="$N" -v a="$t0" -v b="$t1" -v c="$t2" -v s="$size" 'BEGIN {
 # run NAME CLIENTS SCRIPT: pgbench for DUR seconds over TCP; prints ops/s,
 # mean and p50/p99 latency (from pgbench's per-transaction log), and
 # pgbench's own CPU per transaction (the shell's `times` for its child).
+# PROTOCOL: pgbench's query mode (-M): simple (each query parsed and planned,
+# as psycopg2 or node-postgres send them) or prepared (as JDBC after a few
+# executions, or pgx).
 run() {
   local name=$1 clients=$2 script=$3 logdir
   logdir=$(mktemp -d "$dir/log-XXXX")
   printf '%s\n' "$script" > "$logdir/script.sql"
   local out
-  out=$(cd "$logdir" && { pgbench -n -c "$clients" -j 2 -T "$DUR" -f script.sql -l --log-prefix=tx 2>&1 ||
+  out=$(cd "$logdir" && { pgbench -n -M "$PROTOCOL" -c "$clients" -j 2 -T "$DUR" -f script.sql -l --log-prefix=tx 2>&1 ||
     echo "pgbench exited with an error"; }; times)
   if grep -q '^pgbench exited with an error$' <<<"$out"; then
     say "$name failed: $(tail -4 <<<"$out" | head -2)"; echo "{\"workload\":\"$name\",\"error\":\"pgbench failed\"}"; return 0
@@ -98,6 +101,12 @@ run() {
           printf "{\"workload\":\"%s\",\"conns\":%d,\"ops_per_s\":%.1f,\"mean_ms\":%.3f,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"client_cpu_us_per_op\":%s}\n",
             name, c, tps, s / NR / 1000, p50 / 1000, p99 / 1000, v[NR] / 1000, cpu_us_op }'
   rm -rf "$logdir"
+}
+# each NAME CLIENTS SCRIPT: pg-NAME with the simple protocol (the goals'
+# reference), then pgp-NAME with prepared statements (PG_PREPARED=0: not).
+each() {
+  PROTOCOL=simple run "pg-$1" "$2" "$3"
+  if [ "${PG_PREPARED:-1}" = 1 ]; then PROTOCOL=prepared run "pgp-$1" "$2" "$3"; fi
 }
 
 # The ixia-bench shapes (bench/workloads.c, bench/data.h): prices are uniform
@@ -132,21 +141,21 @@ shape_sql() { # SHAPE LIMIT
 for shape in ${SHAPES:-cat-price narrow wide brand-wide country-narrow in100 not prefix exists sorted}; do
   for limit in 10 100; do
     say "filter:$shape, limit $limit ($QUERY_CONNS conns)"
-    run "pg-filter:$shape:$limit" "$QUERY_CONNS" "$(shape_sql "$shape" "$limit")"
+    each "filter:$shape:$limit" "$QUERY_CONNS" "$(shape_sql "$shape" "$limit")"
   done
 done
 say "agg: terms by category, count/sum/avg/min/max of price over ~30% ($QUERY_CONNS conns)"
-run pg-agg "$QUERY_CONNS" "SELECT doc->>'category', count(*), sum((doc->>'price')::float8),
+each agg "$QUERY_CONNS" "SELECT doc->>'category', count(*), sum((doc->>'price')::float8),
   avg((doc->>'price')::float8), min((doc->>'price')::float8), max((doc->>'price')::float8)
   FROM docs WHERE (doc->>'price')::float8 < 150.7 GROUP BY 1;"
 say "get of $HOT_KEYS hot keys ($CONNS conns)"
-run pg-get-hot "$CONNS" "\\set k random(0, $((HOT_KEYS - 1)))
+each get-hot "$CONNS" "\\set k random(0, $((HOT_KEYS - 1)))
 SELECT doc FROM docs WHERE key = 'p' || lpad(:k::text, 12, '0');"
 say "get of random keys over $N ($CONNS conns)"
-run pg-get-random "$CONNS" "\\set k random(0, $((N - 1)))
+each get-random "$CONNS" "\\set k random(0, $((N - 1)))
 SELECT doc FROM docs WHERE key = 'p' || lpad(:k::text, 12, '0');"
 say "durable single-document upsert ($CONNS conns)"
 doc=$("$bin/ixia-bench" --docs 1 gen | sed "s/'/''/g")
-run pg-upsert "$CONNS" "\\set k random(0, $((N - 1)))
+each upsert "$CONNS" "\\set k random(0, $((N - 1)))
 INSERT INTO docs VALUES ('p' || lpad(:k::text, 12, '0'), '$doc')
   ON CONFLICT (key) DO UPDATE SET doc = EXCLUDED.doc;"

@@ -183,7 +183,21 @@ say "the peer: PostgreSQL 15 (bench/peer-postgres.sh)"
 N=$N DUR=$DUR CONNS=$CONNS QUERY_CONNS=$QUERY_CONNS HOT_KEYS=$HOT_KEYS IXIA_BIN=$bin SHAPES=$SHAPES \
   bench/peer-postgres.sh "$dir" | tee -a "$results" >&2 || say "the PostgreSQL peer failed (figures kept)"
 pg() { get "pg-$1" "$2"; }
-pgcell() { local v; v=$(pg "$1" ops_per_s); if [ -n "$v" ]; then echo "$(fmt "$v")/s, p50 $(pg "$1" p50_ms) / p99 $(pg "$1" p99_ms) ms"; else echo "n/a"; fi; }
+pgp() { get "pgp-$1" "$2"; } # the same with prepared statements
+pgcell() {
+  local v w; v=$(pg "$1" ops_per_s); w=$(pgp "$1" ops_per_s)
+  if [ -n "$v" ]; then printf '%s' "$(fmt "$v")/s, p50 $(pg "$1" p50_ms) / p99 $(pg "$1" p99_ms) ms"; else printf 'n/a'; fi
+  if [ -n "$w" ]; then printf '%s' "; prepared: $(fmt "$w")/s, p99 $(pgp "$1" p99_ms) ms"; fi
+  echo
+}
+# pgratio FN IXIA NAME: IXIA against PostgreSQL's simple protocol, and
+# against its prepared statements when they ran.
+pgratio() {
+  local w; w=$(pgp "$3" ops_per_s)
+  printf '%s' "$("$1" "$2" "$(pg "$3" ops_per_s)")"
+  if [ -n "$w" ]; then printf '%s' " ($("$1" "$2" "$w") prepared)"; fi
+  echo
+}
 
 # ---- report --------------------------------------------------------------------
 row_err() { local e; e=$({ grep "\"workload\":\"$1\"" "$results" || true; } | sed -n 's/.*"error":"\([^"]*\)".*/\1/p' | tail -1); if [ -n "$e" ]; then echo "**error: $e**"; fi; }
@@ -206,18 +220,20 @@ elapsed=$(( $(date +%s) - started ))
   echo "|---|---|---|---|---|---|"
   echo "| load: durable puts in batches of 100, $LOAD_CONNS conns | $(fmt "$(get load docs_per_s)") docs/s | db_bench fillrandom sync=1 batch_size=100, $LOAD_CONNS threads: $(fmt "$(dbrate "$db_batch")") ops/s | $(ratio "$(get load docs_per_s)" "$(dbrate "$db_batch")") | $(pg load total_s) s COPY + CREATE INDEX ($(fmt "$(pg load docs_per_s)") docs/s) | $(ratio "$(get load docs_per_s)" "$(pg load docs_per_s)") |"
   echo "| index catch-up after the load (load start → min_version query answers) | $(fmt "$(get index docs_per_s)") docs/s $(row_skip index)$(row_err index) | db_bench fillrandom sync=0, 1 thread: $(fmt "$(dbrate "$db_nosync")") ops/s | $(ratio "$(get index docs_per_s)" "$(dbrate "$db_nosync")") | | |"
-  echo "| durable put, 1 doc per call, $CONNS conns (goal ≥ 50%) | $(fmt "$put_rate") puts/s, p99 $(get put p99_ms) ms$(machine put) | db_bench fillrandom sync=1, $CONNS threads: $(fmt "$(dbrate "$db_sync")") ops/s | $(ratio "$put_rate" "$(dbrate "$db_sync")") | upsert: $(pgcell upsert) | $(ratio "$put_rate" "$(pg upsert ops_per_s)") |"
-  echo "| cached get (get-hot), $CONNS conns (goal ≥ 50%, p99 < 5 ms) | $(fmt "$(get get-hot ops_per_s)") gets/s, p50 $(get get-hot p50_ms) / p99 $(get get-hot p99_ms) / p99.9 $(get get-hot p999_ms) ms | raw memcached get: $(fmt "$(get memcached ops_per_s)") gets/s, p50 $(get memcached p50_ms) / p99 $(get memcached p99_ms) ms | $(ratio "$(get get-hot ops_per_s)" "$(get memcached ops_per_s)") | get of the same hot keys: $(pgcell get-hot) | $(ratio "$(get get-hot ops_per_s)" "$(pg get-hot ops_per_s)") |"
+  echo "| durable put, 1 doc per call, $CONNS conns (goal ≥ 50%) | $(fmt "$put_rate") puts/s, p99 $(get put p99_ms) ms$(machine put) | db_bench fillrandom sync=1, $CONNS threads: $(fmt "$(dbrate "$db_sync")") ops/s | $(ratio "$put_rate" "$(dbrate "$db_sync")") | upsert: $(pgcell upsert) | $(pgratio ratio "$put_rate" upsert) |"
+  echo "| cached get (get-hot), $CONNS conns (goal ≥ 50%, p99 < 5 ms) | $(fmt "$(get get-hot ops_per_s)") gets/s, p50 $(get get-hot p50_ms) / p99 $(get get-hot p99_ms) / p99.9 $(get get-hot p999_ms) ms | raw memcached get: $(fmt "$(get memcached ops_per_s)") gets/s, p50 $(get memcached p50_ms) / p99 $(get memcached p99_ms) ms | $(ratio "$(get get-hot ops_per_s)" "$(get memcached ops_per_s)") | get of the same hot keys: $(pgcell get-hot) | $(pgratio ratio "$(get get-hot ops_per_s)" get-hot) |"
   echo "| cached get over HTTP/JSON, keep-alive (http-get-hot), $CONNS conns (goal ≥ 80% of get-hot) | $(fmt "$(get http-get-hot ops_per_s)") gets/s, p50 $(get http-get-hot p50_ms) / p99 $(get http-get-hot p99_ms) ms $(row_skip http-get-hot)$(row_err http-get-hot) | the same gets over Thrift (get-hot): $(fmt "$(get get-hot ops_per_s)") gets/s | $(ratio "$(get http-get-hot ops_per_s)" "$(get get-hot ops_per_s)") | | |"
-  echo "| random get over N keys (get-random), $CONNS conns (goal ≥ 1.5× PostgreSQL) | $(fmt "$(get get-random ops_per_s)") gets/s, p50 $(get get-random p50_ms) / p99 $(get get-random p99_ms) ms, cache hit ratio $(get get-random cache_hit_ratio) | db_bench readrandom over N keys, $CONNS threads: $(fmt "$(dbrate "$db_read")") ops/s | $(ratio "$(get get-random ops_per_s)" "$(dbrate "$db_read")") | get of random keys: $(pgcell get-random) | $(ratio "$(get get-random ops_per_s)" "$(pg get-random ops_per_s)") |"
+  echo "| random get over N keys (get-random), $CONNS conns (goal ≥ 1.5× PostgreSQL) | $(fmt "$(get get-random ops_per_s)") gets/s, p50 $(get get-random p50_ms) / p99 $(get get-random p99_ms) ms, cache hit ratio $(get get-random cache_hit_ratio) | db_bench readrandom over N keys, $CONNS threads: $(fmt "$(dbrate "$db_read")") ops/s | $(ratio "$(get get-random ops_per_s)" "$(dbrate "$db_read")") | get of random keys: $(pgcell get-random) | $(pgratio ratio "$(get get-random ops_per_s)" get-random) |"
   echo "| mixed 15:1 get:put, Zipf 0.99 over N keys, $CONNS conns | $(fmt "$(get mixed ops_per_s)") ops/s, get p99 $(get mixed get_p99_ms) ms, put p99 $(get mixed put_p99_ms) ms, cache hit ratio $(get mixed cache_hit_ratio)$(machine mixed) | raw memcached get: $(fmt "$(get memcached ops_per_s)") gets/s (misses go to RocksDB: db_bench readrandom over N keys, $CONNS threads: $(fmt "$(dbrate "$db_read")") ops/s) | $(ratio "$(get mixed ops_per_s)" "$(get memcached ops_per_s)") | get of random keys: $(pgcell get-random) | |"
   echo "| durable put with replication on vs off, $CONNS conns | $(fmt "$put_rate") puts/s | replication off: $(fmt "$off_rate") puts/s | $(ratio "$put_rate" "$off_rate") | | |"
-  echo "| agg: terms by category (count/sum/avg/min/max of price) over $(get agg matched_fraction) of docs, $QUERY_CONNS conns (goal p50 < 20 ms, ≥ 100× PostgreSQL, ≥ 50M values/s per core) | p50 $(get agg p50_ms) / p99 $(get agg p99_ms) ms, $(get agg ops_per_s) queries/s; one at a time: p50 $(get agg-alone p50_ms) ms, $(fmt "$(get agg-alone agg_values_per_s)") values/s on one core $(row_skip agg) | | | $(pgcell agg) | $(ratio "$(get agg ops_per_s)" "$(pg agg ops_per_s)") |"
+  echo "| agg: terms by category (count/sum/avg/min/max of price) over $(get agg matched_fraction) of docs, $QUERY_CONNS conns (goal p50 < 20 ms, ≥ 100× PostgreSQL, ≥ 50M values/s per core) | p50 $(get agg p50_ms) / p99 $(get agg p99_ms) ms, $(get agg ops_per_s) queries/s; one at a time: p50 $(get agg-alone p50_ms) ms, $(fmt "$(get agg-alone agg_values_per_s)") values/s on one core $(row_skip agg) | | | $(pgcell agg) | $(pgratio ratio "$(get agg ops_per_s)" agg) |"
   echo "| freshness: put → visible to a query, at $fresh_rate puts/s (goal p99 < 50 ms) | p50 $(get freshness fresh_p50_ms) / p99 $(get freshness fresh_p99_ms) / max $(get freshness fresh_max_ms) ms ($(get freshness visible) probes, $(get freshness lost) lost)$(machine freshness) $(row_skip freshness) | | | | |"
   echo "| \`ixia get\` with 10,000 idle connections and a slowloris open (goal < 100 ms) | p50 $(get siege siege_ixia_get_p50_ms) / max $(get siege siege_ixia_get_max_ms) ms ($(get siege idle_connections) idle held; slowloris cut after $(get siege slowloris_cut_after_ms) ms) $(row_err siege) | the same on a quiet API: p50 $(get siege quiet_ixia_get_p50_ms) / max $(get siege quiet_ixia_get_max_ms) ms | | | |"
   echo "| put → readable from Kafka, at $fresh_rate puts/s (goal p99 < 20 ms) | p50 $(get cdc-lag lag_p50_ms) / p99 $(get cdc-lag lag_p99_ms) ms | raw produce (acks=all): $(fmt "$(get kafka-produce ops_per_s)") msgs/s, p50 $(get kafka-produce p50_ms) / p99 $(get kafka-produce p99_ms) ms | | | |"
   echo
   echo "Filter shapes, every hit re-read from the truth store, 2 fields per hit, $QUERY_CONNS connections (goals: limit 10 ≥ 3× PostgreSQL, limit 100 ≥ 1.5×, p99 < 10 ms):"
+  echo
+  echo "PostgreSQL runs every workload twice: with pgbench's simple query protocol (each query parsed and planned, as psycopg2 or node-postgres send them; the goals were set against it) and with prepared statements (-M prepared, as JDBC after a few executions or pgx); cells and ratios give the second in parentheses or after \"prepared\"."
   echo
   echo "(\`sorted\`: category < cat15, ~30%, sorted by price descending, against PostgreSQL's ORDER BY (doc->>'price')::float8 DESC, key LIMIT n on the price btree; goal at limit 100: ≥ 3× PostgreSQL, p99 < 20 ms.)"
   echo
@@ -229,7 +245,7 @@ elapsed=$(( $(date +%s) - started ))
       w="filter:$shape:$limit"
       v=$(get "$w" ops_per_s)
       if [ -n "$v" ]; then ix="$(fmt "$v")/s, p50 $(get "$w" p50_ms) / p99 $(get "$w" p99_ms) ms, total $(get "$w" avg_total)"; else ix="n/a $(row_skip "$w")$(row_err "$w")"; fi
-      cells="$cells | $ix | $(pgcell "$w") | $(xratio "$v" "$(pg "$w" ops_per_s)")"
+      cells="$cells | $ix | $(pgcell "$w") | $(pgratio xratio "$v" "$w")"
     done
     echo "| $shape$cells |"
   done
