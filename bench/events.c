@@ -194,9 +194,9 @@ static void on_readable(ixia_bench_worker_t *w, conn_t *c, int ep, guint *busy, 
     gsize len = ixia_bench_answer_len(c->wire, c->in->data, c->in->len, &bad);
     if (bad || (len && !c->busy)) {
       retire(w, c, ep,
-             ixia_error_new(IXIA_EINTERNAL, "%s: %.60s",
+             ixia_error_new(IXIA_EINTERNAL, "%s: %.*s",
                             bad ? "an answer that cannot be read" : "bytes no request asked for",
-                            (const char *)c->in->data),
+                            (int)MIN(c->in->len, 60), (const char *)c->in->data),
              busy);
       return;
     }
