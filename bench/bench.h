@@ -141,6 +141,9 @@ struct ixia_bench_run {
  * (NULL with err), closed by ixia_bench_events_close; the closed loop of
  * one thread over its n connections until end_us (then it waits for the
  * answers in flight, at most 10 s). */
+/* "host:port" or "http://host:port[/...]" -> a connected, blocking TCP
+ * socket (-1 with err naming `what`, the option it came from). */
+int ixia_bench_tcp_connect(const char *addr, const char *what, ixia_error_t **err);
 gpointer ixia_bench_events_open(ixia_bench_run_t *r, ixia_error_t **err);
 void ixia_bench_events_close(gpointer conn);
 void ixia_bench_events_run(ixia_bench_worker_t *w, gpointer const *conns, guint n, gint64 end_us);

@@ -40,8 +40,7 @@ typedef struct {
   ixia_bench_call_t call;
 } conn_t;
 
-/* "host:port" or "http://host:port[/...]" -> a connected TCP socket. */
-static int tcp_connect(const char *addr, const char *what, ixia_error_t **err) {
+int ixia_bench_tcp_connect(const char *addr, const char *what, ixia_error_t **err) {
   const char *p = g_str_has_prefix(addr, "http://") ? addr + 7 : addr;
   const char *colon = strrchr(p, ':');
   if (!colon || colon == p) {
@@ -87,8 +86,8 @@ gpointer ixia_bench_events_open(ixia_bench_run_t *r, ixia_error_t **err) {
       ixia_thrift_conn_close(&c);
       break;
     }
-    case IXIA_BENCH_WIRE_HTTP: fd = tcp_connect(o->http, "--http", err); break;
-    case IXIA_BENCH_WIRE_MEMCACHED: fd = tcp_connect(o->memcached, "--memcached", err); break;
+    case IXIA_BENCH_WIRE_HTTP: fd = ixia_bench_tcp_connect(o->http, "--http", err); break;
+    case IXIA_BENCH_WIRE_MEMCACHED: fd = ixia_bench_tcp_connect(o->memcached, "--memcached", err); break;
   }
   if (fd < 0) return NULL;
   int one = 1;

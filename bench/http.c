@@ -8,7 +8,6 @@
  * then exactly Content-Length bytes, so the connection stays usable for the
  * next request. Anything but 200 with a body is an error. */
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -23,51 +22,16 @@
 typedef struct {
   int fd;
   GString *in;
-  char *auth_header;
 } http_conn_t;
 
-/* "http://host:port" (or host:port) -> host, port. */
-static gboolean split_url(const char *url, char **host, char **port) {
-  const char *p = g_str_has_prefix(url, "http://") ? url + 7 : url;
-  const char *colon = strrchr(p, ':');
-  if (!colon || colon == p) return FALSE;
-  *host = g_strndup(p, (gsize)(colon - p));
-  *port = g_strdup(colon + 1);
-  char *slash = strchr(*port, '/');
-  if (slash) *slash = 0;
-  return TRUE;
-}
-
 static gpointer http_open(ixia_bench_run_t *r, ixia_error_t **err) {
-  char *host = NULL, *port = NULL;
-  if (!split_url(r->o->http, &host, &port)) {
-    ixia_error_set(err, IXIA_EINVAL, "bad --http address '%s' (expected http://HOST:PORT)", r->o->http);
-    return NULL;
-  }
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-  struct addrinfo *res = NULL;
-  int fd = -1;
-  if (getaddrinfo(host, port, &hints, &res) == 0) {
-    fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
-      close(fd);
-      fd = -1;
-    }
-    freeaddrinfo(res);
-  }
-  g_free(host);
-  g_free(port);
-  if (fd < 0) {
-    ixia_error_set(err, IXIA_EUNAVAILABLE, "cannot connect to %s: %s", r->o->http, g_strerror(errno));
-    return NULL;
-  }
+  int fd = ixia_bench_tcp_connect(r->o->http, "--http", err);
+  if (fd < 0) return NULL;
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   http_conn_t *c = g_new0(http_conn_t, 1);
   c->fd = fd;
   c->in = g_string_sized_new(8192);
-  const char *key = ixia_auth_client_key();
-  c->auth_header = key ? g_strdup_printf("Authorization: Bearer %s\r\n", key) : g_strdup("");
   return c;
 }
 
@@ -76,7 +40,6 @@ static void http_close(gpointer conn) {
   if (!c) return;
   close(c->fd);
   g_string_free(c->in, TRUE);
-  g_free(c->auth_header);
   g_free(c);
 }
 
@@ -92,13 +55,27 @@ static gboolean fill(http_conn_t *c, gsize want) {
   return TRUE;
 }
 
+/* The get of a random hot key (its name in key): the request's length in
+ * req, or -1 with err when it does not fit. */
+static int http_get_text(ixia_bench_worker_t *w, char *key, gsize key_size, char *req, gsize size,
+                         ixia_error_t **err) {
+  ixia_bench_key((guint64)g_rand_int_range(w->rnd, 0, (gint32)w->run->o->hot_keys), key, key_size);
+  const char *auth = ixia_auth_client_key();
+  int len = snprintf(req, size, "GET /v1/" IXIA_BENCH_NS "/" IXIA_BENCH_TABLE "/docs/%s HTTP/1.1\r\n"
+                     "Host: bench\r\n%s%s%s\r\n", key, auth ? "Authorization: Bearer " : "",
+                     auth ? auth : "", auth ? "\r\n" : "");
+  if (len < 0 || (gsize)len >= size) {
+    ixia_error_set(err, IXIA_EINVAL, "http get: the request is over %zu bytes", size);
+    return -1;
+  }
+  return len;
+}
+
 static gboolean http_get_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err) {
   http_conn_t *c = conn;
-  char key[32];
-  ixia_bench_key((guint64)g_rand_int_range(w->rnd, 0, (gint32)w->run->o->hot_keys), key, sizeof key);
-  char req[512];
-  int len = snprintf(req, sizeof req, "GET /v1/" IXIA_BENCH_NS "/" IXIA_BENCH_TABLE "/docs/%s HTTP/1.1\r\n"
-                     "Host: bench\r\n%s\r\n", key, c->auth_header);
+  char key[32], req[512];
+  int len = http_get_text(w, key, sizeof key, req, sizeof req, err);
+  if (len < 0) return FALSE;
   if (send(c->fd, req, (size_t)len, MSG_NOSIGNAL) != len)
     return ixia_error_set(err, IXIA_EUNAVAILABLE, "http send: %s", g_strerror(errno));
   char *end = NULL;
@@ -136,15 +113,9 @@ static void http_report(ixia_bench_run_t *r, const ixia_bench_worker_t *tot, cJS
  * its Content-Length by the driver. */
 static gboolean http_get_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
                                  ixia_error_t **err) {
-  ixia_bench_key((guint64)g_rand_int_range(w->rnd, 0, (gint32)w->run->o->hot_keys), call->key,
-                 sizeof call->key);
-  const char *key = ixia_auth_client_key();
   char req[512];
-  int len = snprintf(req, sizeof req, "GET /v1/" IXIA_BENCH_NS "/" IXIA_BENCH_TABLE "/docs/%s HTTP/1.1\r\n"
-                     "Host: bench\r\n%s%s%s\r\n", call->key, key ? "Authorization: Bearer " : "",
-                     key ? key : "", key ? "\r\n" : "");
-  if (len < 0 || len >= (int)sizeof req)
-    return ixia_error_set(err, IXIA_EINVAL, "http get: the request is over %zu bytes", sizeof req);
+  int len = http_get_text(w, call->key, sizeof call->key, req, sizeof req, err);
+  if (len < 0) return FALSE;
   g_byte_array_append(out, (const guint8 *)req, (guint)len);
   return TRUE;
 }

@@ -189,11 +189,16 @@ static void hit_ratio_report(ixia_bench_run_t *r, const ixia_bench_worker_t *tot
   add_hit_ratio(r->o, r->state, out);
 }
 
+/* A get of a uniformly random key among the first n. */
+static void random_get(ixia_bench_worker_t *w, ixia_bench_call_t *call, gint64 n, GByteArray *out) {
+  key_of(g_rand_int_range(w->rnd, 0, (gint32)n), call->key, sizeof call->key);
+  get_request(call, call->key, out);
+}
+
 static gboolean get_hot_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
                                 ixia_error_t **err) {
   (void)err;
-  key_of(g_rand_int_range(w->rnd, 0, (gint32)w->run->o->hot_keys), call->key, sizeof call->key);
-  get_request(call, call->key, out);
+  random_get(w, call, w->run->o->hot_keys, out);
   return TRUE;
 }
 
@@ -223,8 +228,7 @@ static gboolean get_random_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_
 static gboolean get_random_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
                                    ixia_error_t **err) {
   (void)err;
-  key_of(g_rand_int_range(w->rnd, 0, (gint32)w->run->o->keys), call->key, sizeof call->key);
-  get_request(call, call->key, out);
+  random_get(w, call, w->run->o->keys, out);
   return TRUE;
 }
 
