@@ -579,6 +579,10 @@ void ixia_idx_bm_block(const roaring_bitmap_t *bm, guint32 block, guint64 *out);
  * container, a container at a time: a run is a word fill); !set: zeroes
  * the 1,024 words of each of bm's containers. */
 void ixia_idx_bm_mark(const roaring_bitmap_t *bm, guint64 *bits, gboolean set);
+/* Adds ids, sorted (repeats allowed), to bm: the containers are built
+ * whole (through CRoaring's portable format) instead of grown a value at
+ * a time as roaring_bitmap_add_many does, ~3x faster from 1,000 ids up. */
+void ixia_idx_bm_add_sorted(roaring_bitmap_t *bm, const guint32 *ids, gsize n);
 /* mask &= the bits of bm in block `block`; per bit when the mask has only a
  * few (a sorted page checks one candidate at a time). */
 void ixia_idx_bm_and_block(const roaring_bitmap_t *bm, guint32 block, guint64 *mask);

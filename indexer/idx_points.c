@@ -348,7 +348,7 @@ guint64 ixia_points_collect(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bi
   guint32 *a = (guint32 *)(void *)ids->data;
   if (n > 256) sort_ids(a, n);
   else if (n > 1) qsort(a, n, sizeof *a, u32_cmp);
-  if (n) roaring_bitmap_add_many(out, n, a);
+  ixia_idx_bm_add_sorted(out, a, n);
   scratch_done(sc);
   return n;
 }
@@ -440,7 +440,7 @@ static guint64 filter_by_points(ixia_points_t *p, guint64 lo, guint64 hi, roarin
   if (pr.n > 256) sort_ids(h, pr.n);
   else if (pr.n > 1) qsort(h, pr.n, sizeof *h, u32_cmp);
   roaring_bitmap_clear(cand);
-  if (pr.n) roaring_bitmap_add_many(cand, pr.n, h);
+  ixia_idx_bm_add_sorted(cand, h, pr.n);
   scratch_done(sc);
   return n;
 }
@@ -491,7 +491,7 @@ guint64 ixia_points_filter(ixia_points_t *p, guint64 lo, guint64 hi, roaring_bit
     kept += bits[id >> 6] >> (id & 63) & 1;
   }
   roaring_bitmap_clear(cand);
-  if (kept) roaring_bitmap_add_many(cand, kept, c);
+  ixia_idx_bm_add_sorted(cand, c, kept);
   g_free(c);
   if (dense) {
     memset(bits, 0, words * sizeof *bits);

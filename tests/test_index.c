@@ -2355,6 +2355,56 @@ static void test_points_vs_brute_force(void) {
   g_rand_free(r);
 }
 
+/* Bitmaps built whole from sorted ids (ixia_idx_bm_add_sorted) against
+ * roaring_bitmap_add_many: repeats, containers of one value, of exactly
+ * 4,096 and 4,097 values (the array/bitset edge), ids up to 2^32 - 1, into
+ * an empty bitmap and into one that already holds ids. */
+static gint u32_order(gconstpointer x, gconstpointer y) {
+  guint32 a = *(const guint32 *)x, b = *(const guint32 *)y;
+  return a < b ? -1 : a > b;
+}
+
+static void test_bitmap_from_sorted_ids(void) {
+  GRand *r = g_rand_new_with_seed(11);
+  for (int round = 0; round < 60; round++) {
+    GArray *a = g_array_new(FALSE, FALSE, sizeof(guint32));
+    guint containers = (guint)g_rand_int_range(r, 1, 6);
+    for (guint c = 0; c < containers; c++) {
+      guint32 key = (guint32)g_rand_int_range(r, 0, 8) + (round % 7 == 0 ? 65528 : 0);
+      guint n = round % 5 == 0 ? 4096 + (guint)(round % 2) : (guint)g_rand_int_range(r, 1, 9000);
+      for (guint i = 0; i < n; i++) {
+        guint32 low = round % 5 == 0 ? i : (guint32)g_rand_int_range(r, 0, 65536);
+        guint32 id = key << 16 | low;
+        g_array_append_val(a, id);
+        if (g_rand_int_range(r, 0, 10) == 0) g_array_append_val(a, id); /* a repeat */
+      }
+    }
+    g_array_sort(a, u32_order);
+    const guint32 *ids = (const guint32 *)(void *)a->data;
+    roaring_bitmap_t *want = roaring_bitmap_create(), *got = roaring_bitmap_create();
+    if (round % 3 == 1) {
+      /* Into a bitmap holding ids already. */
+      for (guint32 i = 0; i < 3000; i++) roaring_bitmap_add(want, i * 97), roaring_bitmap_add(got, i * 97);
+    }
+    roaring_bitmap_add_many(want, a->len, ids);
+    ixia_idx_bm_add_sorted(got, ids, a->len);
+    CU_ASSERT_TRUE(roaring_bitmap_equals(want, got));
+    CU_ASSERT_EQUAL(roaring_bitmap_get_cardinality(got), roaring_bitmap_get_cardinality(want));
+    /* The built bitmap goes on working as any other. */
+    roaring_bitmap_add(got, 5);
+    roaring_bitmap_add(want, 5);
+    CU_ASSERT_TRUE(roaring_bitmap_equals(want, got));
+    roaring_bitmap_free(want);
+    roaring_bitmap_free(got);
+    g_array_free(a, TRUE);
+  }
+  roaring_bitmap_t *b = roaring_bitmap_create();
+  ixia_idx_bm_add_sorted(b, NULL, 0);
+  CU_ASSERT_TRUE(roaring_bitmap_is_empty(b));
+  roaring_bitmap_free(b);
+  g_rand_free(r);
+}
+
 int main(void) {
   dir = ixt_tmpdir();
   cfg = ixia_config_new();
@@ -2375,6 +2425,7 @@ int main(void) {
   IXT_ADD(s, test_merge_operands);
   IXT_ADD(s, test_column_operands);
   IXT_ADD(s, test_points_vs_brute_force);
+  IXT_ADD(s, test_bitmap_from_sorted_ids);
   IXT_ADD(s, test_random_vs_brute_force);
   IXT_ADD(s, test_fused_terms_pass);
   IXT_ADD(s, test_exact_sum_carries);
