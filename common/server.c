@@ -845,16 +845,18 @@ ixia_server_watch_t *ixia_server_watch(int fd, gint64 deadline_us, ixia_server_w
   ixia_server_watch_t *w = g_new0(ixia_server_watch_t, 1);
   *w = (ixia_server_watch_t){EV_WATCH, io, fd, deadline_us, fn, ud, FALSE, TRUE, {w, NULL, NULL}};
   /* One-shot, re-armed after each firing that leaves the watch on
-   * (watch_rearm), so that an answer that came in pieces is reported until
+   * (watch_readable), so that an answer that came in pieces is reported until
    * it has been read whole. A socket this thread watched before is still
    * registered, disarmed (io->parked): re-arming it is one epoll_ctl where
    * adding and deleting it were two, a third of the API's syscalls under
    * pages of 10 hits. A parked number whose socket was closed since is
-   * registered no more (MOD says ENOENT): it is added. */
+   * registered no more (MOD says ENOENT): it is added; one registered
+   * here but not remembered (ADD says EEXIST) is re-armed. */
   struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.ptr = w};
   int op = g_hash_table_remove(io->parked, GINT_TO_POINTER(fd + 1)) ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
   int rc = epoll_ctl(io->epfd, op, fd, &ev);
   if (rc != 0 && op == EPOLL_CTL_MOD && errno == ENOENT) rc = epoll_ctl(io->epfd, EPOLL_CTL_ADD, fd, &ev);
+  else if (rc != 0 && op == EPOLL_CTL_ADD && errno == EEXIST) rc = epoll_ctl(io->epfd, EPOLL_CTL_MOD, fd, &ev);
   if (rc != 0) {
     g_free(w);
     return NULL;

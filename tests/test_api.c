@@ -24,6 +24,7 @@
 #include "hitpage.h"
 #include "server.h"
 #include "support.h"
+#include "wire.h"
 
 static ixt_memcached_t mc;
 static ixt_api_t api;
@@ -1321,6 +1322,73 @@ static void test_trickling_shard(void) {
   g_free(indexers);
 }
 
+/* A shard that answers every call on its connection correctly, but each
+ * answer in three pieces 20 ms apart (the text in stutter_answer, packed as
+ * a shard packs it). */
+static const char *volatile stutter_answer;
+
+static gpointer stutter_call(gpointer data) {
+  int fd = GPOINTER_TO_INT(data);
+  guint8 hdr[4];
+  while (recv_all(fd, hdr, 4)) {
+    guint32 len = (guint32)hdr[0] << 24 | (guint32)hdr[1] << 16 | (guint32)hdr[2] << 8 | hdr[3];
+    guint8 *req = len <= 1 << 20 ? g_malloc(len) : NULL;
+    const char *name;
+    guint32 name_len;
+    gint32 seqid;
+    if (!req || !recv_all(fd, req, len) || !ixia_wire_peek_call(req, len, &name, &name_len, &seqid)) {
+      g_free(req);
+      break;
+    }
+    g_free(req);
+    GByteArray *page = page_of(stutter_answer);
+    GByteArray *f = g_byte_array_new();
+    g_byte_array_set_size(f, 4);
+    ixia_wire_append_string_reply(f, "search_page", seqid, page->data, page->len);
+    ixia_bytes_put32(f->data, f->len - 4);
+    guint cut[] = {0, 3, f->len / 2, f->len};
+    gboolean open = TRUE;
+    for (guint i = 0; open && i < 3; i++) {
+      if (i) g_usleep(20 * 1000);
+      open = send(fd, f->data + cut[i], cut[i + 1] - cut[i], MSG_NOSIGNAL) == (ssize_t)(cut[i + 1] - cut[i]);
+    }
+    g_byte_array_unref(f);
+    g_byte_array_unref(page);
+    if (!open) break;
+  }
+  close(fd);
+  return NULL;
+}
+
+/* A query the I/O thread takes over waits for its shard's answer through
+ * a watch that is re-armed while the answer comes in pieces: each of
+ * twenty queries gets the whole answer, on the same pooled connection,
+ * from the I/O thread, and none is run a second time. */
+static void test_shard_answer_in_pieces(void) {
+  stand_in_t t;
+  stand_in_start(&t, stutter_call);
+  char *indexers = g_strdup_printf("query.indexers=127.0.0.1:%d", t.port);
+  const char *sets[] = {indexers, "server.io_threads=1", NULL};
+  ixt_api_t q;
+  CU_ASSERT_TRUE_FATAL(start_api_from_memory(&q, "stutter", sets));
+  ixia_client_t *c = connect_to(q.addr);
+  gint64 v = put_doc(c, "s1", "{\"category\": \"io\", \"price\": 3}");
+  char *answer = g_strdup_printf("{\"hits\": [{\"id\": 1, \"key\": \"s1\", \"version\": %" G_GINT64_FORMAT
+                                 "}], \"total\": 1, \"total_relation\": \"eq\", \"aggs\": null}", v);
+  stutter_answer = answer;
+  const char *query = "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"io\"}},"
+                      "\"fields\":[\"price\"],\"limit\":10}";
+  double later0 = stat_of(c, "requests_answered_later"), calls0 = stat_of(c, "query_shard_calls");
+  for (int i = 0; i < 20; i++) expect_one_hit(c, query, "s1", 3);
+  CU_ASSERT_TRUE(stat_of(c, "requests_answered_later") - later0 >= 19);
+  CU_ASSERT_EQUAL(stat_of(c, "query_shard_calls") - calls0, 20);
+  ixia_client_destroy(c);
+  CU_ASSERT_TRUE(ixt_api_stop(&q));
+  stand_in_stop(&t);
+  g_free(answer);
+  g_free(indexers);
+}
+
 /* Queries are answered by the I/O thread that read them, from their
  * shards' answers, without a worker: while a shard takes its time, the
  * same (only) I/O thread goes on answering gets. A shard that misses the
@@ -1910,6 +1978,7 @@ int main(void) {
   IXT_ADD(s, test_shard_answer_page);
   IXT_ADD(s, test_shard_over_unix_socket);
   IXT_ADD(s, test_queries_on_io_thread);
+  IXT_ADD(s, test_shard_answer_in_pieces);
   IXT_ADD(s, test_trickling_shard);
   IXT_ADD(s, test_bad_input);
   IXT_ADD(s, test_concurrent_reads_never_stale);
