@@ -465,6 +465,17 @@ static gboolean recv_all(int fd, guint8 *p, gsize n) {
   return TRUE;
 }
 
+/* One whole frame from fd: its body (freed by the caller) and *size; NULL
+ * when the connection ends first or the header announces over 16 MiB. */
+static guint8 *recv_frame(int fd, guint32 *size) {
+  guint8 hdr[4];
+  if (!recv_all(fd, hdr, 4)) return NULL;
+  *size = ixia_bytes_get32(hdr);
+  guint8 *body = *size <= 1u << 24 ? g_malloc(MAX(*size, 1)) : NULL;
+  if (body && !recv_all(fd, body, *size)) g_clear_pointer(&body, g_free);
+  return body;
+}
+
 /* An API in dir/name, with the schema, that reads the store's memory first
  * (the suite's APIs skip it: IXIA_TEST_MEMCACHED_FIRST), so that gets are
  * answered on its I/O threads. */
@@ -529,14 +540,9 @@ static void test_gets_from_memory_and_pipelining(void) {
   CU_ASSERT_EQUAL(send(fd, frames->data, frames->len, MSG_NOSIGNAL), (ssize_t)frames->len);
   int matched = 0;
   for (int i = 0; i < n; i++) {
-    guint8 hdr[4];
-    if (!recv_all(fd, hdr, 4)) break;
-    guint32 size = (guint32)hdr[0] << 24 | (guint32)hdr[1] << 16 | (guint32)hdr[2] << 8 | hdr[3];
-    guint8 *body = g_malloc(size);
-    if (!recv_all(fd, body, size)) {
-      g_free(body);
-      break;
-    }
+    guint32 size;
+    guint8 *body = recv_frame(fd, &size);
+    if (!body) break;
     /* REPLY "get" seqid, then the Document: its key and document. */
     guint32 seqid = (guint32)body[11] << 24 | (guint32)body[12] << 16 | (guint32)body[13] << 8 | body[14];
     char key[16], doc[32];
@@ -565,14 +571,9 @@ static void test_gets_from_memory_and_pipelining(void) {
   matched = 0;
   gint64 last_version = 0;
   for (int i = 0; i < 2 * pairs; i++) {
-    guint8 hdr[4];
-    if (!recv_all(fd, hdr, 4)) break;
-    guint32 size = (guint32)hdr[0] << 24 | (guint32)hdr[1] << 16 | (guint32)hdr[2] << 8 | hdr[3];
-    guint8 *body = g_malloc(size);
-    if (!recv_all(fd, body, size)) {
-      g_free(body);
-      break;
-    }
+    guint32 size;
+    guint8 *body = recv_frame(fd, &size);
+    if (!body) break;
     guint32 seqid = (guint32)body[11] << 24 | (guint32)body[12] << 16 | (guint32)body[13] << 8 | body[14];
     gboolean ok = body[3] == 2 && seqid == 5000 + (guint32)i;
     if (i % 2 == 0) {
@@ -614,11 +615,9 @@ static int pipelined_round(int port, int *got) {
   append_get_frame(lone, "f", 77777);
   CU_ASSERT_EQUAL(send(a, frames->data, frames->len, MSG_NOSIGNAL), (ssize_t)frames->len);
   CU_ASSERT_EQUAL(send(b, lone->data, lone->len, MSG_NOSIGNAL), (ssize_t)lone->len);
-  guint8 hdr[4];
-  CU_ASSERT_TRUE_FATAL(recv_all(b, hdr, 4));
-  guint32 size = (guint32)hdr[0] << 24 | (guint32)hdr[1] << 16 | (guint32)hdr[2] << 8 | hdr[3];
-  guint8 *body = g_malloc(size);
-  CU_ASSERT_TRUE_FATAL(recv_all(b, body, size));
+  guint32 size = 0;
+  guint8 *body = recv_frame(b, &size);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(body);
   int queued = 0; /* bytes of the pipelined answers already sent */
   CU_ASSERT_EQUAL(ioctl(a, FIONREAD, &queued), 0);
   CU_ASSERT_TRUE(memmem(body, size, "\"category\":\"f\"", 14) != NULL);
@@ -628,12 +627,9 @@ static int pipelined_round(int port, int *got) {
   guint total = 0;
   *got = 0;
   for (int i = 0; i < n; i++) {
-    if (!recv_all(a, hdr, 4)) break;
-    size = (guint32)hdr[0] << 24 | (guint32)hdr[1] << 16 | (guint32)hdr[2] << 8 | hdr[3];
-    body = g_malloc(size);
-    gboolean ok = recv_all(a, body, size);
-    guint32 seqid = ok ? (guint32)body[11] << 24 | (guint32)body[12] << 16 | (guint32)body[13] << 8 | body[14] : 0;
-    *got += ok && seqid == (guint32)i;
+    if (!(body = recv_frame(a, &size))) break;
+    guint32 seqid = (guint32)body[11] << 24 | (guint32)body[12] << 16 | (guint32)body[13] << 8 | body[14];
+    *got += seqid == (guint32)i;
     total += 4 + size;
     if (answered_before < 0 && total >= (guint)queued) answered_before = i + 1;
     g_free(body);
@@ -1279,17 +1275,14 @@ static _Atomic gint trickle_conns; /* connections the trickling shard took */
 static gpointer trickle_call(gpointer data) {
   int fd = GPOINTER_TO_INT(data);
   atomic_fetch_add(&trickle_conns, 1);
-  guint8 hdr[4];
-  if (recv_all(fd, hdr, 4)) {
-    guint32 len = (guint32)hdr[0] << 24 | (guint32)hdr[1] << 16 | (guint32)hdr[2] << 8 | hdr[3];
-    guint8 *req = len <= 1 << 20 ? g_malloc(len) : NULL;
-    if (req && recv_all(fd, req, len)) {
-      const guint8 frame[4] = {0, 0, 600 >> 8, 600 & 0xff};
-      gboolean open = send(fd, frame, 4, MSG_NOSIGNAL) == 4;
-      for (int i = 0; open && i < 600; i++) {
-        g_usleep(100 * 1000);
-        open = send(fd, "x", 1, MSG_NOSIGNAL) == 1;
-      }
+  guint32 len;
+  guint8 *req = recv_frame(fd, &len);
+  if (req) {
+    const guint8 frame[4] = {0, 0, 600 >> 8, 600 & 0xff};
+    gboolean open = send(fd, frame, 4, MSG_NOSIGNAL) == 4;
+    for (int i = 0; open && i < 600; i++) {
+      g_usleep(100 * 1000);
+      open = send(fd, "x", 1, MSG_NOSIGNAL) == 1;
     }
     g_free(req);
   }
@@ -1329,18 +1322,14 @@ static const char *volatile stutter_answer;
 
 static gpointer stutter_call(gpointer data) {
   int fd = GPOINTER_TO_INT(data);
-  guint8 hdr[4];
-  while (recv_all(fd, hdr, 4)) {
-    guint32 len = (guint32)hdr[0] << 24 | (guint32)hdr[1] << 16 | (guint32)hdr[2] << 8 | hdr[3];
-    guint8 *req = len <= 1 << 20 ? g_malloc(len) : NULL;
+  guint32 len;
+  for (guint8 *req; (req = recv_frame(fd, &len));) {
     const char *name;
     guint32 name_len;
     gint32 seqid;
-    if (!req || !recv_all(fd, req, len) || !ixia_wire_peek_call(req, len, &name, &name_len, &seqid)) {
-      g_free(req);
-      break;
-    }
+    gboolean call = ixia_wire_peek_call(req, len, &name, &name_len, &seqid);
     g_free(req);
+    if (!call) break;
     GByteArray *page = page_of(stutter_answer);
     GByteArray *f = g_byte_array_new();
     g_byte_array_set_size(f, 4);
