@@ -10,7 +10,10 @@
  * the order of blocks changes nothing), extremes, the values of
  * percentiles, and the distinct values of cardinality (value ids in a
  * bitmap, numbers in a set). The common shape, a terms node with count,
- * sum, avg, min and max under it, takes one fused pass per block (below).
+ * sum, avg, min and max under it, takes one fused pass per block (below),
+ * which keeps what it adds to a bucket in one cache line (fcell_t: the
+ * count, an integer window in front of the exact sum, the extremes),
+ * folded into the nodes' arrays when the search finishes.
  *
  * Only at the end does the state meet the query library: one summary per
  * node and bucket is merged into the ixia_aggs_t (ixia_aggs_cell_merge),
@@ -35,6 +38,19 @@ typedef struct {
   guint32 cap;
 } bmap_t;
 
+/* What the fused pass (below) adds for one bucket of a SUM/AVG lane, with
+ * its fused MIN and MAX, in one cache line instead of six arrays of the
+ * nodes (count, sum, the MIN's and the MAX's counts and extremes, and with
+ * one lane the terms bucket's document count): folded into those by
+ * cells_fold before anything reads them. */
+typedef struct {
+  ixia_xwin_t win; /* in front of the node's ixia_xsum_t for the bucket */
+  guint64 n;
+  double min, max; /* set when n > 0 */
+  guint64 docs;    /* the parent terms bucket's documents (the one-lane pass) */
+} __attribute__((aligned(64))) fcell_t;
+G_STATIC_ASSERT(sizeof(fcell_t) == 64);
+
 typedef struct anode {
   const ixia_agg_t *g;
   field_t *field; /* NULL: COUNT, or a field nothing was indexed under */
@@ -48,6 +64,9 @@ typedef struct anode {
   /* metrics, by parent bucket */
   GArray *n;      /* guint64 */
   GArray *sum;    /* ixia_xsum_t */
+  fcell_t *cells;  /* SUM/AVG: the fused pass's, folded at the finish (64-byte aligned) */
+  guint32 n_cells, cap_cells;
+  gboolean celled; /* SUM/AVG: has cells */
   GArray *ext;    /* double (STATS: the minimum) */
   GArray *ext2;   /* double: STATS' maximum */
   GPtrArray *vals; /* GArray* of double (percentiles) */
@@ -98,6 +117,7 @@ static anode_t *anode_new(ixia_idx_agg_t *A, const ixia_agg_t *g, gboolean top) 
     case IXIA_AGG_SUM:
     case IXIA_AGG_AVG:
       n->sum = g_array_new(FALSE, TRUE, sizeof(ixia_xsum_t));
+      n->celled = TRUE;
       break;
     case IXIA_AGG_MIN:
     case IXIA_AGG_MAX:
@@ -181,6 +201,7 @@ static void anode_free(anode_t *n) {
   g_free(n->subs);
   g_array_free(n->n, TRUE);
   if (n->sum) g_array_free(n->sum, TRUE);
+  g_aligned_free(n->cells);
   if (n->ext) g_array_free(n->ext, TRUE);
   if (n->ext2) g_array_free(n->ext2, TRUE);
   for (guint i = 0; n->fplans && i < n->g->n_filters; i++) ixia_idx_plan_free(n->fplans[i]);
@@ -264,6 +285,20 @@ static gboolean metric_reserve(ixia_idx_agg_t *A, anode_t *n, guint32 b) {
   if (n->sum && n->sum->len <= b) {
     guint64 more = (guint64)(b + 1 - n->sum->len) * sizeof(ixia_xsum_t);
     g_array_set_size(n->sum, b + 1);
+    if (!mem_grow(A, more)) return FALSE;
+  }
+  if (n->celled && n->n_cells <= b) {
+    if (b >= n->cap_cells) {
+      /* GArray's blocks are only 16-byte aligned: a cell would straddle two lines. */
+      guint32 cap = MAX(b + 1, MAX(n->cap_cells * 2, 16u));
+      fcell_t *cells = g_aligned_alloc0(cap, sizeof(fcell_t), 64);
+      if (n->n_cells) memcpy(cells, n->cells, (gsize)n->n_cells * sizeof(fcell_t));
+      g_aligned_free(n->cells);
+      n->cells = cells;
+      n->cap_cells = cap;
+    }
+    guint64 more = (guint64)(b + 1 - n->n_cells) * sizeof(fcell_t);
+    n->n_cells = b + 1;
     if (!mem_grow(A, more)) return FALSE;
   }
   if (n->ext && n->ext->len <= b) g_array_set_size(n->ext, b + 1);
@@ -609,12 +644,11 @@ static gboolean add_pairs(ixia_idx_agg_t *A, anode_t *n, const apair_t *pr, guin
  * are fused into it are not lanes). */
 typedef struct {
   anode_t *n;
-  const col_t *c; /* NULL for COUNT */
-  guint64 *cnt;
-  ixia_xsum_t *xs;          /* SUM, AVG */
-  double *ext;              /* MIN, MAX alone */
-  guint64 *cmin, *cmax;     /* a SUM/AVG's fused MIN and MAX */
-  double *emin, *emax;
+  const col_t *c;  /* NULL for COUNT */
+  guint64 *cnt;    /* COUNT, MIN and MAX alone */
+  double *ext;     /* MIN, MAX alone */
+  ixia_xsum_t *xs; /* SUM, AVG ... */
+  fcell_t *cells;  /* ... with their count, window and fused extremes */
 } lane_t;
 
 static gboolean fused_shape(const anode_t *t) {
@@ -647,22 +681,52 @@ static gboolean lanes_reserve(ixia_idx_agg_t *A, lane_t *lanes, guint nl, guint3
     if (!metric_reserve(A, m, b) || (mn && !metric_reserve(A, mn, b)) || (mx && !metric_reserve(A, mx, b)))
       return FALSE;
     l->cnt = (guint64 *)(void *)m->n->data;
-    l->xs = m->sum ? (ixia_xsum_t *)(void *)m->sum->data : NULL;
     l->ext = m->ext ? (double *)(void *)m->ext->data : NULL;
-    l->cmin = mn ? (guint64 *)(void *)mn->n->data : NULL;
-    l->emin = mn ? (double *)(void *)mn->ext->data : NULL;
-    l->cmax = mx ? (guint64 *)(void *)mx->n->data : NULL;
-    l->emax = mx ? (double *)(void *)mx->ext->data : NULL;
+    l->xs = m->sum ? (ixia_xsum_t *)(void *)m->sum->data : NULL;
+    l->cells = m->cells;
   }
   return TRUE;
 }
 
-/* A value of a SUM/AVG lane into bucket b, with its fused MIN and MAX. */
-static inline void lane_sum(lane_t *l, guint32 b, double x) {
-  l->cnt[b]++;
-  ixia_xsum_add(&l->xs[b], x);
-  if (l->cmin && (l->cmin[b]++ == 0 || x < l->emin[b])) l->emin[b] = x;
-  if (l->cmax && (l->cmax[b]++ == 0 || x > l->emax[b])) l->emax[b] = x;
+/* A value of a SUM/AVG lane into its bucket's cell c, whose exact sum is
+ * xs (extremes kept whether or not a MIN or MAX is fused: the same cache
+ * line, no branch). */
+static inline void cell_add(fcell_t *c, ixia_xsum_t *xs, double x) {
+  ixia_xwin_add(&c->win, xs, x);
+  gboolean first = c->n++ == 0;
+  c->min = first || x < c->min ? x : c->min;
+  c->max = first || x > c->max ? x : c->max;
+}
+
+/* A cell's extreme into a fused MIN or MAX node's arrays for bucket b. */
+static void fold_ext(anode_t *m, guint32 b, guint64 n, double x) {
+  if (!m) return;
+  guint64 *cnt = &g_array_index(m->n, guint64, b);
+  double *e = &g_array_index(m->ext, double, b);
+  if (*cnt == 0 || (m->g->kind == IXIA_AGG_MIN ? x < *e : x > *e)) *e = x;
+  *cnt += n;
+}
+
+/* Folds the fused pass's cells of n and its sub-nodes into their arrays
+ * (count, exact sum, fused MIN and MAX); the cells are emptied. */
+static void cells_fold(anode_t *n) {
+  for (guint i = 0; i < n->n_subs; i++) {
+    anode_t *m = n->subs[i];
+    cells_fold(m);
+    for (guint32 b = 0; n->b_count && b < m->n_cells; b++) {
+      g_array_index(n->b_count, guint64, b) += m->cells[b].docs;
+      m->cells[b].docs = 0;
+    }
+  }
+  for (guint32 b = 0; b < n->n_cells; b++) {
+    fcell_t *c = &n->cells[b];
+    if (!c->n) continue;
+    g_array_index(n->n, guint64, b) += c->n;
+    ixia_xwin_flush(&c->win, &g_array_index(n->sum, ixia_xsum_t, b));
+    fold_ext(n->fmin, b, c->n, c->min);
+    fold_ext(n->fmax, b, c->n, c->max);
+    c->n = 0;
+  }
 }
 
 /* The pass over one block; FALSE with *ok untouched when the block's
@@ -692,12 +756,19 @@ IXIA_CLONES_V3 static gboolean fused_block(ixia_idx_agg_t *A, anode_t *t, const 
   const guint32 *direct = (const guint32 *)(void *)t->direct->data;
   guint32 ndirect = t->direct->len;
   const guint32 *ids = tc->v1.u;
-  /* One sum lane (with its avg, min and max: the common shape) is read
-   * from a local copy, which the compiler keeps in registers. */
-  lane_t one = nl ? lanes[0] : (lane_t){0};
+  /* One sum lane (with its avg, min and max: the common shape) reads its
+   * arrays and its column's word through locals: stores into the cells
+   * (64-bit counts, doubles) may alias anything reached through a pointer,
+   * so the compiler reloaded them from memory at every value (a fifth of
+   * the pass's samples sat on the presence word's reload). */
+  const lane_t *one = nl ? &lanes[0] : NULL;
   /* (By kind: before the block's first bucket the lanes' arrays are unset.) */
-  gboolean sum1 = nl == 1 && one.c && (one.n->g->kind == IXIA_AGG_SUM || one.n->g->kind == IXIA_AGG_AVG);
+  gboolean sum1 = nl == 1 && one->c && (one->n->g->kind == IXIA_AGG_SUM || one->n->g->kind == IXIA_AGG_AVG);
+  fcell_t *cells = sum1 ? one->cells : NULL;
+  ixia_xsum_t *xs = sum1 ? one->xs : NULL;
+  const double *vals = sum1 ? one->c->v1.d : NULL;
   for (guint w = 0; w < BLOCK_WORDS; w++) {
+    const guint64 vhas = sum1 ? one->c->has[w] : 0;
     for (guint64 m = mask[w] & tc->has[w]; m; m &= m - 1) {
       guint s = w << 6 | (guint)__builtin_ctzll(m);
       guint32 key = ids[s];
@@ -708,15 +779,16 @@ IXIA_CLONES_V3 static gboolean fused_block(ixia_idx_agg_t *A, anode_t *t, const 
         bcount = (guint64 *)(void *)t->b_count->data;
         direct = (const guint32 *)(void *)t->direct->data;
         ndirect = t->direct->len;
-        if (nl) one = lanes[0];
+        if (sum1) cells = one->cells, xs = one->xs;
         b1 = (guint32)nb + 1;
       }
       guint32 b = b1 - 1;
-      bcount[b]++;
       if (sum1) {
-        if (one.c->has[w] >> (s & 63) & 1) lane_sum(&one, b, one.c->v1.d[s]);
+        cells[b].docs++;
+        if (vhas >> (s & 63) & 1) cell_add(&cells[b], &xs[b], vals[s]);
         continue;
       }
+      bcount[b]++;
       for (guint i = 0; i < nl; i++) {
         lane_t *l = &lanes[i];
         if (!l->c) {
@@ -726,7 +798,7 @@ IXIA_CLONES_V3 static gboolean fused_block(ixia_idx_agg_t *A, anode_t *t, const 
         if (!(l->c->has[w] >> (s & 63) & 1)) continue;
         double x = l->c->v1.d[s];
         if (l->xs) {
-          lane_sum(l, b, x);
+          cell_add(&l->cells[b], &l->xs[b], x);
         } else if (l->cnt[b]++ == 0 || (l->n->g->kind == IXIA_AGG_MIN ? x < l->ext[b] : x > l->ext[b])) {
           l->ext[b] = x;
         }
@@ -948,6 +1020,7 @@ static gboolean finish_node(ixia_idx_agg_t *A, anode_t *n, ixia_agg_cell_t *cell
 }
 
 gboolean ixia_idx_agg_finish(ixia_idx_agg_t *A) {
+  for (guint i = 0; i < A->n_top; i++) cells_fold(A->top[i]);
   for (guint i = 0; i < A->n_top; i++)
     if (!finish_node(A, A->top[i], ixia_aggs_top_cell(A->aggs, i), 0)) return FALSE;
   return TRUE;

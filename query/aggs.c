@@ -146,6 +146,22 @@ gsize ixia_xsum_into(const ixia_xsum_t *x, ixia_fsum_t *s) {
   return more;
 }
 
+void ixia_xwin_flush(ixia_xwin_t *w, ixia_xsum_t *s) {
+  if (!w->acc) return;
+  /* The magnitude in pieces of 53 bits, each exactly a double: its lowest
+   * bit weighs 2^(base - 1075) >= 2^-1074, its highest stays under 2^1024
+   * (IXIA_XWIN_MAX_BASE), so ldexp rounds nothing. */
+  gboolean neg = w->acc < 0;
+  unsigned __int128 mag = neg ? -(unsigned __int128)w->acc : (unsigned __int128)w->acc;
+  for (int k = 0; mag; k++, mag >>= 53) {
+    guint64 piece = (guint64)mag & ((G_GUINT64_CONSTANT(1) << 53) - 1);
+    if (!piece) continue;
+    double d = ldexp((double)piece, (int)w->base - 1075 + 53 * k);
+    ixia_xsum_add(s, neg ? -d : d);
+  }
+  w->acc = 0;
+}
+
 void ixia_fsum_clear(ixia_fsum_t *s) {
   g_free(s->parts);
   memset(s, 0, sizeof *s);

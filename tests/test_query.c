@@ -1560,6 +1560,64 @@ static void test_xsum_equals_fsum(void) {
   g_rand_free(r);
 }
 
+/* A window in front of the superaccumulator changes nothing either: the
+ * same values, through windows flushed at random points (as a bucket's
+ * window is flushed before its sum is read), give the fsum bit for bit,
+ * including values outside the window's span, subnormals, values near
+ * DBL_MAX, negatives that cancel, and infinities. */
+static void test_xwin_equals_fsum(void) {
+  GRand *r = g_rand_new_with_seed(11);
+  for (int rnd = 0; rnd < 400; rnd++) {
+    ixia_fsum_t f = {0}, g = {0};
+    ixia_xsum_t x;
+    ixia_xwin_t w;
+    memset(&x, 0, sizeof x);
+    memset(&w, 0, sizeof w);
+    int n = g_rand_int_range(r, 0, rnd % 4 == 3 ? 20000 : 300);
+    int kind = rnd % 7; /* some rounds of one magnitude: most values through the window */
+    for (int i = 0; i < n; i++) {
+      double v;
+      switch (kind == 6 ? g_rand_int_range(r, 0, 6) : kind) {
+        case 0: v = g_rand_double_range(r, -1000, 1000); break;
+        case 1: v = ldexp(g_rand_double_range(r, -1, 1), g_rand_int_range(r, -1074, 1000)); break;
+        case 2: /* beyond the window's top base, and about it */
+          v = g_rand_int_range(r, 0, 2) ? (double)g_rand_int_range(r, -5, 5) * 1e300
+                                        : ldexp(g_rand_double_range(r, -1, 1), g_rand_int_range(r, 860, 895));
+          break;
+        case 3: v = ldexp((double)g_rand_int_range(r, -3, 3), g_rand_int_range(r, -1074, -1020)); break;
+        case 4: v = g_rand_int_range(r, 0, 2) ? 0.1 : -0.1; break;
+        default: v = round(g_rand_double_range(r, 0, 100000)) / 100; break; /* prices */
+      }
+      if (rnd % 50 == 49 && i == n / 2) v = rnd % 100 == 99 ? -INFINITY : INFINITY;
+      if (rnd == 398 && i == 0) v = NAN;
+      ixia_fsum_add(&f, v);
+      ixia_xwin_add(&w, &x, v);
+      if (g_rand_int_range(r, 0, 1000) == 0) ixia_xwin_flush(&w, &x);
+    }
+    ixia_xwin_flush(&w, &x);
+    ixia_xsum_into(&x, &g);
+    double a = ixia_fsum_result(&f), b = ixia_fsum_result(&g);
+    gboolean same = (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
+    if (!same) fprintf(stderr, "\n  round %d: fsum %.17g, window %.17g\n", rnd, a, b);
+    CU_ASSERT_TRUE(same);
+    ixia_fsum_clear(&f);
+    ixia_fsum_clear(&g);
+  }
+  /* Prices from 1 to 1,000 cover 10 binary exponents: after the first,
+   * nearly all of them go through the window (none left in the chunks). */
+  ixia_xsum_t x;
+  ixia_xwin_t w;
+  memset(&x, 0, sizeof x);
+  memset(&w, 0, sizeof w);
+  ixia_xwin_add(&w, &x, 600.25);
+  for (int i = 0; i < 1000; i++) ixia_xwin_add(&w, &x, 16 + i * 0.75);
+  gboolean chunks_empty = TRUE;
+  for (guint i = 0; i < IXIA_XSUM_CHUNKS; i++) chunks_empty &= x.c[i] == 0;
+  CU_ASSERT_TRUE(chunks_empty);
+  CU_ASSERT_TRUE(w.acc != 0);
+  g_rand_free(r);
+}
+
 static void test_aggs_add_speed(void) {
   ixia_query_t *q = parse_ok(
       "'aggs': {'n': {'count': {}}, 'a': {'avg': 'price'}, 'mx': {'max': 'price'},"
@@ -1629,6 +1687,7 @@ int main(void) {
   IXT_ADD(s, test_aggs_bad_partial);
   IXT_ADD(s, test_aggs_limits);
   IXT_ADD(s, test_xsum_equals_fsum);
+  IXT_ADD(s, test_xwin_equals_fsum);
   IXT_ADD(s, test_aggs_add_speed);
   int rc = ixt_run();
   ixia_schema_unref(schema);
