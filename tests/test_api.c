@@ -681,11 +681,13 @@ static gpointer slow_call(gpointer data) {
 
 /* A stand-in index shard on a loopback port: every connection it accepts
  * is handed (the fd as a pointer) to call, on a thread of its own, until
- * stand_in_stop shuts the listening socket down. */
+ * stand_in_stop shuts the listening socket down. indexers is the API
+ * option that points at it. */
 typedef struct {
   int lfd, port;
   GThreadFunc call;
   GThread *thread;
+  char *indexers;
 } stand_in_t;
 
 static gpointer stand_in_main(gpointer data) {
@@ -703,6 +705,7 @@ static void stand_in_start(stand_in_t *s, GThreadFunc call) {
   CU_ASSERT_TRUE_FATAL(bind(s->lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(s->lfd, 16) == 0 &&
                        getsockname(s->lfd, (struct sockaddr *)&a, &alen) == 0);
   s->port = ntohs(a.sin_port);
+  s->indexers = g_strdup_printf("query.indexers=127.0.0.1:%d", s->port);
   s->thread = g_thread_new("stand-in", stand_in_main, s);
 }
 
@@ -710,6 +713,7 @@ static void stand_in_stop(stand_in_t *s) {
   shutdown(s->lfd, SHUT_RDWR);
   g_thread_join(s->thread);
   close(s->lfd);
+  g_free(s->indexers);
 }
 
 /* A query, run by a thread of the test (it may take a while). */
@@ -812,11 +816,10 @@ static void test_sched_batch(void) {
 static void test_query_threads(void) {
   stand_in_t shard;
   stand_in_start(&shard, slow_call);
-  char *indexers = g_strdup_printf("query.indexers=127.0.0.1:%d", shard.port);
   for (int threads = 1; threads <= 2; threads++) {
     ixt_api_t q = {0};
     char *set = g_strdup_printf("query.threads=%d", threads);
-    const char *sets[] = {indexers, set, NULL};
+    const char *sets[] = {shard.indexers, set, NULL};
     char *name = g_strdup_printf("query-threads-%d", threads);
     CU_ASSERT_TRUE_FATAL(start_api_from_memory(&q, name, sets));
     g_free(name);
@@ -845,7 +848,6 @@ static void test_query_threads(void) {
     ixia_client_destroy(c);
     CU_ASSERT_TRUE(ixt_api_stop(&q));
   }
-  g_free(indexers);
   stand_in_stop(&shard);
 }
 
@@ -1299,8 +1301,7 @@ static gpointer trickle_call(gpointer data) {
 static void test_trickling_shard(void) {
   stand_in_t t;
   stand_in_start(&t, trickle_call);
-  char *indexers = g_strdup_printf("query.indexers=127.0.0.1:%d", t.port);
-  const char *sets[] = {indexers, NULL};
+  const char *sets[] = {t.indexers, NULL};
   ixt_api_t q;
   CU_ASSERT_TRUE_FATAL(start_api_from_memory(&q, "trickle", sets));
   const char *late = "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":10,\"timeout_ms\":200}";
@@ -1312,7 +1313,6 @@ static void test_trickling_shard(void) {
   CU_ASSERT_TRUE(atomic_load(&trickle_conns) >= 2);
   CU_ASSERT_TRUE(ixt_api_stop(&q));
   stand_in_stop(&t);
-  g_free(indexers);
 }
 
 /* A shard that answers every call on its connection correctly, but each
@@ -1356,8 +1356,7 @@ static gpointer stutter_call(gpointer data) {
 static void test_shard_answer_in_pieces(void) {
   stand_in_t t;
   stand_in_start(&t, stutter_call);
-  char *indexers = g_strdup_printf("query.indexers=127.0.0.1:%d", t.port);
-  const char *sets[] = {indexers, "server.io_threads=1", NULL};
+  const char *sets[] = {t.indexers, "server.io_threads=1", NULL};
   ixt_api_t q;
   CU_ASSERT_TRUE_FATAL(start_api_from_memory(&q, "stutter", sets));
   ixia_client_t *c = connect_to(q.addr);
@@ -1375,7 +1374,6 @@ static void test_shard_answer_in_pieces(void) {
   CU_ASSERT_TRUE(ixt_api_stop(&q));
   stand_in_stop(&t);
   g_free(answer);
-  g_free(indexers);
 }
 
 /* Queries are answered by the I/O thread that read them, from their

@@ -1521,8 +1521,17 @@ static void test_aggs_limits(void) {
   ixia_query_destroy(q);
 }
 
-/* The index calls ixia_aggs_add once per matching document; 300,000 calls
- * should take well under the 100 ms a whole query may spend. */
+/* Two exact sums of the same values agree bit for bit (NaN with NaN);
+ * says which round and what when they do not. */
+static void assert_same_sum(ixia_fsum_t *f, ixia_fsum_t *g, int rnd, const char *what) {
+  double a = ixia_fsum_result(f), b = ixia_fsum_result(g);
+  gboolean same = (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
+  if (!same) fprintf(stderr, "\n  round %d: fsum %.17g, %s %.17g\n", rnd, a, what, b);
+  CU_ASSERT_TRUE(same);
+  ixia_fsum_clear(f);
+  ixia_fsum_clear(g);
+}
+
 /* The superaccumulator gives the fsum of the same values, bit for bit, for
  * values of every magnitude and sign (subnormals, near DBL_MAX, cancelling),
  * and the same infinities and NaN. */
@@ -1550,12 +1559,7 @@ static void test_xsum_equals_fsum(void) {
       ixia_xsum_add(&x, v);
     }
     ixia_xsum_into(&x, &g);
-    double a = ixia_fsum_result(&f), b = ixia_fsum_result(&g);
-    gboolean same = (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
-    if (!same) fprintf(stderr, "\n  round %d: fsum %.17g, xsum %.17g\n", rnd, a, b);
-    CU_ASSERT_TRUE(same);
-    ixia_fsum_clear(&f);
-    ixia_fsum_clear(&g);
+    assert_same_sum(&f, &g, rnd, "xsum");
   }
   g_rand_free(r);
 }
@@ -1596,12 +1600,7 @@ static void test_xwin_equals_fsum(void) {
     }
     ixia_xwin_flush(&w, &x);
     ixia_xsum_into(&x, &g);
-    double a = ixia_fsum_result(&f), b = ixia_fsum_result(&g);
-    gboolean same = (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
-    if (!same) fprintf(stderr, "\n  round %d: fsum %.17g, window %.17g\n", rnd, a, b);
-    CU_ASSERT_TRUE(same);
-    ixia_fsum_clear(&f);
-    ixia_fsum_clear(&g);
+    assert_same_sum(&f, &g, rnd, "window");
   }
   /* Prices from 1 to 1,000 cover 10 binary exponents: after the first,
    * nearly all of them go through the window (none left in the chunks). */
@@ -1618,6 +1617,8 @@ static void test_xwin_equals_fsum(void) {
   g_rand_free(r);
 }
 
+/* The index calls ixia_aggs_add once per matching document; 300,000 calls
+ * should take well under the 100 ms a whole query may spend. */
 static void test_aggs_add_speed(void) {
   ixia_query_t *q = parse_ok(
       "'aggs': {'n': {'count': {}}, 'a': {'avg': 'price'}, 'mx': {'max': 'price'},"
