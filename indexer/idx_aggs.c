@@ -22,6 +22,7 @@
  *
  * Limits: query.max_terms_buckets per terms node and parent bucket, and
  * query.max_memory_mb for what the dense state holds. */
+#include <math.h>
 #include <string.h>
 
 #include "idx.h"
@@ -67,6 +68,11 @@ typedef struct anode {
   fcell_t *cells;  /* SUM/AVG: the fused pass's, folded at the finish (64-byte aligned) */
   guint32 n_cells, cap_cells;
   gboolean celled; /* SUM/AVG: has cells */
+  /* SUM/AVG alone under a terms node: the one-lane fused pass's cells by the
+   * terms field's value id (below KEYED_MAX), their buckets found at the
+   * fold; every window based at wbase (0: not yet set). */
+  fcell_t *kcells;
+  guint32 n_kcells, wbase;
   GArray *ext;    /* double (STATS: the minimum) */
   GArray *ext2;   /* double: STATS' maximum */
   GPtrArray *vals; /* GArray* of double (percentiles) */
@@ -202,6 +208,7 @@ static void anode_free(anode_t *n) {
   g_array_free(n->n, TRUE);
   if (n->sum) g_array_free(n->sum, TRUE);
   g_aligned_free(n->cells);
+  g_aligned_free(n->kcells);
   if (n->ext) g_array_free(n->ext, TRUE);
   if (n->ext2) g_array_free(n->ext2, TRUE);
   for (guint i = 0; n->fplans && i < n->g->n_filters; i++) ixia_idx_plan_free(n->fplans[i]);
@@ -698,6 +705,71 @@ static inline void cell_add(fcell_t *c, ixia_xsum_t *xs, double x) {
   c->max = first || x > c->max ? x : c->max;
 }
 
+/* The one-lane pass keys its cells by value id below this (a MiB of
+ * cells); a bucket of a larger id goes through its bucket's cell. */
+#define KEYED_MAX 16384u
+
+/* m's keyed cells hold value id key (< KEYED_MAX); FALSE at
+ * query.max_memory_mb. New cells take the lane's window base. */
+static gboolean kcells_grow(ixia_idx_agg_t *A, anode_t *m, guint32 key) {
+  guint32 cap = MIN(KEYED_MAX, MAX(key + 1, MAX(m->n_kcells * 2, 64u)));
+  fcell_t *kc = g_aligned_alloc0(cap, sizeof(fcell_t), 64);
+  if (m->n_kcells) memcpy(kc, m->kcells, (gsize)m->n_kcells * sizeof(fcell_t));
+  for (guint32 k = m->n_kcells; k < cap; k++) {
+    kc[k].win.base = m->wbase;
+    kc[k].min = INFINITY; /* (no test of a first value in the pass) */
+    kc[k].max = -INFINITY;
+  }
+  g_aligned_free(m->kcells);
+  guint64 more = (guint64)(cap - m->n_kcells) * sizeof(fcell_t);
+  m->kcells = kc;
+  m->n_kcells = cap;
+  return mem_grow(A, more);
+}
+
+/* A window base for the values of column block c: the lowest biased
+ * exponent among its normal values, or IXIA_XWIN_SPAN below the highest
+ * when they span more, so that the largest fit (prices from 1 to 1,000
+ * span exponents 0 to 9: all of them); 0 when it has none. */
+static guint32 window_base(const col_t *c) {
+  guint32 lo = 0x7FF, hi = 0;
+  for (guint s = 0; s < BLOCK_SLOTS; s++) {
+    guint64 bits;
+    memcpy(&bits, &c->v1.d[s], sizeof bits);
+    guint32 e = (guint32)(bits >> 52) & 0x7FF;
+    if (!(c->has[s >> 6] >> (s & 63) & 1) || e == 0 || e == 0x7FF) continue;
+    lo = MIN(lo, e);
+    hi = MAX(hi, e);
+  }
+  if (!hi) return 0;
+  return MIN(MAX(lo, hi > IXIA_XWIN_SPAN ? hi - IXIA_XWIN_SPAN : 1), IXIA_XWIN_MAX_BASE);
+}
+
+/* A value of the one-lane pass outside its window (bits' exponent more
+ * than IXIA_XWIN_SPAN above wbase, or below it, or no base yet): the first
+ * value of a normal magnitude sets the base of the lane and of all its
+ * keyed cells from the values of its block; the others go to the exact
+ * sum of key's bucket (zeros among them: a cost of a bucket lookup). */
+static gboolean keyed_outside(ixia_idx_agg_t *A, anode_t *t, lane_t *lanes, guint nl, guint32 key,
+                              guint64 bits) {
+  anode_t *m = lanes[0].n;
+  guint32 e = (guint32)(bits >> 52) & 0x7FF;
+  if (!m->wbase && e != 0 && e != 0x7FF) {
+    m->wbase = window_base(lanes[0].c);
+    for (guint32 k = 0; k < m->n_kcells; k++) m->kcells[k].win.base = m->wbase;
+    if (e - m->wbase <= IXIA_XWIN_SPAN) {
+      ixia_xwin_add_at(&m->kcells[key].win, bits, e - m->wbase);
+      return TRUE;
+    }
+  }
+  gint64 b = bucket_of(A, t, 0, key);
+  if (b < 0 || !lanes_reserve(A, lanes, nl, (guint32)b)) return FALSE;
+  double x;
+  memcpy(&x, &bits, sizeof x);
+  ixia_xsum_add(&g_array_index(m->sum, ixia_xsum_t, b), x);
+  return TRUE;
+}
+
 /* A cell's extreme into a fused MIN or MAX node's arrays for bucket b. */
 static void fold_ext(anode_t *m, guint32 b, guint64 n, double x) {
   if (!m) return;
@@ -707,26 +779,103 @@ static void fold_ext(anode_t *m, guint32 b, guint64 n, double x) {
   *cnt += n;
 }
 
+/* A cell's count, window and extremes into lane m's arrays for bucket b
+ * (the cell's docs are the caller's). */
+static void cell_fold(anode_t *m, fcell_t *c, guint32 b) {
+  if (!c->n) return;
+  g_array_index(m->n, guint64, b) += c->n;
+  ixia_xwin_flush(&c->win, &g_array_index(m->sum, ixia_xsum_t, b));
+  fold_ext(m->fmin, b, c->n, c->min);
+  fold_ext(m->fmax, b, c->n, c->max);
+  c->n = 0;
+}
+
+/* Folds the keyed cells of t's lane m into buckets, each found or created
+ * now; FALSE at a limit (error set). */
+static gboolean kcells_fold(ixia_idx_agg_t *A, anode_t *t, anode_t *m) {
+  for (guint32 k = 0; k < m->n_kcells; k++) {
+    fcell_t *c = &m->kcells[k];
+    if (!c->docs) continue; /* (a value counts its document too) */
+    gint64 b = bucket_of(A, t, 0, k);
+    if (b < 0 || !metric_reserve(A, m, (guint32)b) || (m->fmin && !metric_reserve(A, m->fmin, (guint32)b)) ||
+        (m->fmax && !metric_reserve(A, m->fmax, (guint32)b)))
+      return FALSE;
+    g_array_index(t->b_count, guint64, b) += c->docs;
+    c->docs = 0;
+    cell_fold(m, c, (guint32)b);
+    c->min = INFINITY;
+    c->max = -INFINITY;
+  }
+  return TRUE;
+}
+
 /* Folds the fused pass's cells of n and its sub-nodes into their arrays
- * (count, exact sum, fused MIN and MAX); the cells are emptied. */
-static void cells_fold(anode_t *n) {
+ * (count, exact sum, fused MIN and MAX); the cells are emptied. FALSE at a
+ * limit (error set). */
+static gboolean cells_fold(ixia_idx_agg_t *A, anode_t *n) {
   for (guint i = 0; i < n->n_subs; i++) {
     anode_t *m = n->subs[i];
-    cells_fold(m);
+    if (!cells_fold(A, m) || (m->kcells && !kcells_fold(A, n, m))) return FALSE;
     for (guint32 b = 0; n->b_count && b < m->n_cells; b++) {
       g_array_index(n->b_count, guint64, b) += m->cells[b].docs;
       m->cells[b].docs = 0;
     }
   }
-  for (guint32 b = 0; b < n->n_cells; b++) {
-    fcell_t *c = &n->cells[b];
-    if (!c->n) continue;
-    g_array_index(n->n, guint64, b) += c->n;
-    ixia_xwin_flush(&c->win, &g_array_index(n->sum, ixia_xsum_t, b));
-    fold_ext(n->fmin, b, c->n, c->min);
-    fold_ext(n->fmax, b, c->n, c->max);
-    c->n = 0;
+  for (guint32 b = 0; b < n->n_cells; b++) cell_fold(n, &n->cells[b], b);
+  return TRUE;
+}
+
+/* The one-lane pass over a block (fused_block): cells by value id, so no
+ * bucket lookup stands between a match and its cell, and the window's base
+ * in a register (one base for the lane). Its own function so that its
+ * loop's values stay in registers (inside fused_block, beside the lanes'
+ * loop, they were spilled to the stack). FALSE at a limit (error set). */
+IXIA_CLONES_V3 static gboolean keyed_block(ixia_idx_agg_t *A, anode_t *t, lane_t *lanes, guint nl,
+                                           const col_t *tc, const guint64 *mask) {
+  const lane_t *one = &lanes[0];
+  const guint32 *ids = tc->v1.u;
+  anode_t *ln = one->n;
+  const double *vals = one->c->v1.d;
+  fcell_t *kc = ln->kcells;
+  guint32 nk = ln->n_kcells;
+  /* (With no base yet every value takes keyed_outside.) */
+  guint32 base = ln->wbase ? ln->wbase : G_MAXUINT32 / 2;
+  for (guint w = 0; w < BLOCK_WORDS; w++) {
+    const guint64 vhas = one->c->has[w];
+    for (guint64 m = mask[w] & tc->has[w]; m; m &= m - 1) {
+      guint s = w << 6 | (guint)__builtin_ctzll(m);
+      guint32 key = ids[s];
+      if (G_UNLIKELY(key >= nk)) {
+        if (key >= KEYED_MAX) {
+          gint64 nb = bucket_of(A, t, 0, key);
+          if (nb < 0 || !lanes_reserve(A, lanes, nl, (guint32)nb)) return FALSE;
+          one->cells[nb].docs++;
+          if (vhas >> (s & 63) & 1) cell_add(&one->cells[nb], &one->xs[nb], vals[s]);
+          continue;
+        }
+        if (!kcells_grow(A, ln, key)) return FALSE;
+        kc = ln->kcells;
+        nk = ln->n_kcells;
+      }
+      fcell_t *c = &kc[key];
+      c->docs++;
+      if (!(vhas >> (s & 63) & 1)) continue;
+      double x = vals[s];
+      guint64 bits;
+      memcpy(&bits, &x, sizeof bits);
+      guint32 sh = ((guint32)(bits >> 52) & 0x7FF) - base;
+      if (G_LIKELY(sh <= IXIA_XWIN_SPAN)) {
+        ixia_xwin_add_at(&c->win, bits, sh);
+      } else {
+        if (!keyed_outside(A, t, lanes, nl, key, bits)) return FALSE;
+        if (ln->wbase) base = ln->wbase;
+      }
+      c->n++;
+      c->min = x < c->min ? x : c->min;
+      c->max = x > c->max ? x : c->max;
+    }
   }
+  return TRUE;
 }
 
 /* The pass over one block; FALSE with *ok untouched when the block's
@@ -764,11 +913,11 @@ IXIA_CLONES_V3 static gboolean fused_block(ixia_idx_agg_t *A, anode_t *t, const 
   const lane_t *one = nl ? &lanes[0] : NULL;
   /* (By kind: before the block's first bucket the lanes' arrays are unset.) */
   gboolean sum1 = nl == 1 && one->c && (one->n->g->kind == IXIA_AGG_SUM || one->n->g->kind == IXIA_AGG_AVG);
-  fcell_t *cells = sum1 ? one->cells : NULL;
-  ixia_xsum_t *xs = sum1 ? one->xs : NULL;
-  const double *vals = sum1 ? one->c->v1.d : NULL;
+  if (sum1) {
+    *ok = keyed_block(A, t, lanes, nl, tc, mask);
+    return TRUE;
+  }
   for (guint w = 0; w < BLOCK_WORDS; w++) {
-    const guint64 vhas = sum1 ? one->c->has[w] : 0;
     for (guint64 m = mask[w] & tc->has[w]; m; m &= m - 1) {
       guint s = w << 6 | (guint)__builtin_ctzll(m);
       guint32 key = ids[s];
@@ -779,15 +928,9 @@ IXIA_CLONES_V3 static gboolean fused_block(ixia_idx_agg_t *A, anode_t *t, const 
         bcount = (guint64 *)(void *)t->b_count->data;
         direct = (const guint32 *)(void *)t->direct->data;
         ndirect = t->direct->len;
-        if (sum1) cells = one->cells, xs = one->xs;
         b1 = (guint32)nb + 1;
       }
       guint32 b = b1 - 1;
-      if (sum1) {
-        cells[b].docs++;
-        if (vhas >> (s & 63) & 1) cell_add(&cells[b], &xs[b], vals[s]);
-        continue;
-      }
       bcount[b]++;
       for (guint i = 0; i < nl; i++) {
         lane_t *l = &lanes[i];
@@ -1020,7 +1163,8 @@ static gboolean finish_node(ixia_idx_agg_t *A, anode_t *n, ixia_agg_cell_t *cell
 }
 
 gboolean ixia_idx_agg_finish(ixia_idx_agg_t *A) {
-  for (guint i = 0; i < A->n_top; i++) cells_fold(A->top[i]);
+  for (guint i = 0; i < A->n_top; i++)
+    if (!cells_fold(A, A->top[i])) return FALSE;
   for (guint i = 0; i < A->n_top; i++)
     if (!finish_node(A, A->top[i], ixia_aggs_top_cell(A->aggs, i), 0)) return FALSE;
   return TRUE;

@@ -502,6 +502,14 @@ typedef struct {
   guint32 base;  /* biased exponent of the accumulator's unit; 0 = not set */
 } ixia_xwin_t;
 
+/* Adds the value of bits, whose biased exponent lies sh <= IXIA_XWIN_SPAN
+ * above w's base (set), to w's integer. */
+static inline void ixia_xwin_add_at(ixia_xwin_t *w, guint64 bits, guint32 sh) {
+  gint64 m = (gint64)(((bits & G_GUINT64_CONSTANT(0xFFFFFFFFFFFFF)) | G_GUINT64_CONSTANT(1) << 52) << sh);
+  gint64 neg = -(gint64)(bits >> 63);
+  w->acc += (m ^ neg) - neg;
+}
+
 static inline void ixia_xwin_add(ixia_xwin_t *w, ixia_xsum_t *s, double x) {
   guint64 bits;
   memcpy(&bits, &x, sizeof bits);
@@ -515,9 +523,7 @@ static inline void ixia_xwin_add(ixia_xwin_t *w, ixia_xsum_t *s, double x) {
     w->base = e - IXIA_XWIN_SPAN / 2;
     sh = IXIA_XWIN_SPAN / 2;
   }
-  gint64 m = (gint64)(((bits & G_GUINT64_CONSTANT(0xFFFFFFFFFFFFF)) | G_GUINT64_CONSTANT(1) << 52) << sh);
-  gint64 neg = -(gint64)(bits >> 63);
-  w->acc += (m ^ neg) - neg;
+  ixia_xwin_add_at(w, bits, sh);
 }
 /* Moves what the window accumulated into s (exactly); the base stays. */
 void ixia_xwin_flush(ixia_xwin_t *w, ixia_xsum_t *s);

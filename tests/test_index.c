@@ -908,6 +908,59 @@ static void test_column_operands(void) {
   g_rand_free(r);
 }
 
+/* q's aggregations over more than max terms buckets: refused, naming the
+ * limit. */
+static void assert_bucket_limit(ixia_idx_t *idx, ixia_query_t *q, guint max) {
+  ixia_query_limits_t small = lim;
+  small.max_terms_buckets = max;
+  ixia_aggs_t *a = ixia_aggs_new(q, &small);
+  ixia_error_t *e = NULL;
+  CU_ASSERT_FALSE(isearch(idx, q, -1, 0, 0, &small, NULL, NULL, a, &e));
+  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ETOOLARGE);
+  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "query.max_terms_buckets"));
+  ixia_error_destroy(e);
+  ixia_aggs_destroy(a);
+}
+
+/* Runs q's aggregations over idx through the fused pass and through the
+ * general path: both must agree with brute force over model and with each
+ * other to the last bit. Returns the fused path's result (cJSON_Delete it). */
+static cJSON *check_agg_paths(ixia_idx_t *idx, GHashTable *model, ixia_query_t *q) {
+  guint64 bt = 0;
+  ixia_aggs_t *ba = ixia_aggs_new(q, &lim);
+  g_free(brute_keys(model, q, &bt, ba));
+  cJSON *want = ixia_aggs_result_json(ba), *fused = NULL;
+  char *paths[2] = {NULL, NULL};
+  for (int unfused = 0; unfused < 2; unfused++) {
+    if (unfused) g_setenv("IXIA_TEST_AGG_UNFUSED", "1", TRUE);
+    ixia_aggs_t *ia = ixia_aggs_new(q, &lim);
+    ixia_error_t *e = NULL;
+    guint64 total = 0;
+    CU_ASSERT_TRUE(isearch(idx, q, -1, 0, 0, &lim, NULL, &total, ia, &e));
+    g_unsetenv("IXIA_TEST_AGG_UNFUSED");
+    if (e) fprintf(stderr, "aggs: %s\n", e->message);
+    ixia_error_destroy(e);
+    CU_ASSERT_EQUAL(total, bt);
+    cJSON *got = ixia_aggs_result_json(ia);
+    paths[unfused] = ixia_json_print(got);
+    if (!json_close(got, want)) {
+      char *w = ixia_json_print(want);
+      fprintf(stderr, "\n%s\n  index: %s\n  brute: %s\n", unfused ? "general" : "fused", paths[unfused], w);
+      g_free(w);
+      CU_FAIL("aggregations disagree with brute force");
+    }
+    if (unfused) cJSON_Delete(got);
+    else fused = got;
+    ixia_aggs_destroy(ia);
+  }
+  CU_ASSERT_STRING_EQUAL(paths[0], paths[1]); /* the two paths, to the last bit */
+  g_free(paths[0]);
+  g_free(paths[1]);
+  cJSON_Delete(want);
+  ixia_aggs_destroy(ba);
+  return fused;
+}
+
 /* The fused terms pass (idx_aggs.c) against brute force and against the
  * general path, over three blocks: one holds multi-valued categories (that
  * block takes the general path, the others the fused pass), a category
@@ -964,40 +1017,62 @@ static void test_fused_terms_pass(void) {
   for (guint i = 0; i < G_N_ELEMENTS(queries); i++) {
     ixia_query_t *q = parse(idx, queries[i]);
     CU_ASSERT_PTR_NOT_NULL_FATAL(q);
-    guint64 bt = 0;
-    ixia_aggs_t *ba = ixia_aggs_new(q, &lim);
-    g_free(brute_keys(model, q, &bt, ba));
-    cJSON *want = ixia_aggs_result_json(ba);
-    char *paths[2] = {NULL, NULL};
-    for (int unfused = 0; unfused < 2; unfused++) {
-      if (unfused) g_setenv("IXIA_TEST_AGG_UNFUSED", "1", TRUE);
-      ixia_aggs_t *ia = ixia_aggs_new(q, &lim);
-      ixia_error_t *e = NULL;
-      guint64 total = 0;
-      CU_ASSERT_TRUE(isearch(idx, q, -1, 0, 0, &lim, NULL, &total, ia, &e));
-      g_unsetenv("IXIA_TEST_AGG_UNFUSED");
-      if (e) fprintf(stderr, "aggs: %s\n", e->message);
-      ixia_error_destroy(e);
-      CU_ASSERT_EQUAL(total, bt);
-      cJSON *got = ixia_aggs_result_json(ia);
-      paths[unfused] = ixia_json_print(got);
-      if (!json_close(got, want)) {
-        char *w = ixia_json_print(want);
-        fprintf(stderr, "\nquery %u (%s)\n  index: %s\n  brute: %s\n", i, unfused ? "general" : "fused",
-                paths[unfused], w);
-        g_free(w);
-        CU_FAIL("aggregations disagree with brute force");
-      }
-      cJSON_Delete(got);
-      ixia_aggs_destroy(ia);
-    }
-    CU_ASSERT_STRING_EQUAL(paths[0], paths[1]); /* the two paths, to the last bit */
-    g_free(paths[0]);
-    g_free(paths[1]);
-    cJSON_Delete(want);
-    ixia_aggs_destroy(ba);
+    cJSON_Delete(check_agg_paths(idx, model, q));
     ixia_query_destroy(q);
   }
+  g_rand_free(r);
+  g_hash_table_destroy(model);
+  g_ptr_array_free(evs, TRUE);
+  ixia_idx_destroy(idx);
+}
+
+/* The one-lane fused pass keys its cells by the terms field's value id
+ * below 16,384 and finds their buckets when it folds them; a larger id goes
+ * through its bucket as it comes. 16,500 categories of one document each,
+ * then 1,000 documents over 40 categories whose ids lie past that bound
+ * (and 20 below it); prices of two magnitudes 2^13 apart (beyond the
+ * window of one base), negative, missing. Against brute force, the general
+ * path to the last bit, and the bucket limit, which the fold enforces. */
+static void test_fused_keyed_cells(void) {
+  GPtrArray *evs = g_ptr_array_new_with_free_func(tev_free);
+  g_ptr_array_add(evs, tev_new(IXIA_IDX_SCHEMA, "", 1, schema_json));
+  gint64 v = 2;
+  for (guint i = 0; i < 17500; i++) {
+    guint cat = i < 16500 ? i : (i % 2 ? 16384 + i / 2 % 40 : i / 2 % 20);
+    GString *d = g_string_new(NULL);
+    g_string_append_printf(d, "{\"cat\": \"u%05u\"", cat);
+    if (i % 9 != 0) {
+      double price = i % 7 == 0 ? 1e6 * (double)(i % 3 + 1) : (double)(i % 97) * 1.25 - 20.0;
+      char num[G_ASCII_DTOSTR_BUF_SIZE];
+      g_ascii_dtostr(num, sizeof num, price);
+      g_string_append_printf(d, ", \"price\": %s", num);
+    }
+    g_string_append_c(d, '}');
+    char key[16];
+    g_snprintf(key, sizeof key, "k%05u", i);
+    g_ptr_array_add(evs, tev_new(IXIA_IDX_PUT, key, v++, d->str));
+    g_string_free(d, TRUE);
+  }
+  GHashTable *model = model_of(evs);
+  ixia_idx_t *idx = open_index("keyed");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(idx);
+  GRand *r = g_rand_new_with_seed(11);
+  CU_ASSERT_TRUE(apply_all(idx, evs, r));
+  ixia_query_t *q = parse(idx,
+                          "{\"namespace\": \"shop\", \"table\": \"p\", \"filter\": {\"range\": {\"price\": {\"lt\": 3e6}}},"
+                          " \"aggs\": {\"by\": {\"terms\": {\"field\": \"cat\", \"size\": 70, \"aggs\": {\"s\": {\"sum\": \"price\"},"
+                          " \"a\": {\"avg\": \"price\"}, \"lo\": {\"min\": \"price\"}, \"hi\": {\"max\": \"price\"}}}}}}");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+  cJSON *got = check_agg_paths(idx, model, q);
+  /* A bucket of an id past the keyed cells, with its documents. */
+  cJSON *b, *past = NULL;
+  cJSON_ArrayForEach(b, cJSON_GetObjectItem(cJSON_GetObjectItem(got, "by"), "buckets"))
+    if (!g_strcmp0(cJSON_GetStringValue(cJSON_GetObjectItem(b, "key")), "u16384")) past = b;
+  CU_ASSERT_TRUE(past && cJSON_GetNumberValue(cJSON_GetObjectItem(past, "count")) >= 10);
+  cJSON_Delete(got);
+  /* More buckets than allowed: refused when the cells are folded. */
+  assert_bucket_limit(idx, q, 1000);
+  ixia_query_destroy(q);
   g_rand_free(r);
   g_hash_table_destroy(model);
   g_ptr_array_free(evs, TRUE);
@@ -1720,14 +1795,7 @@ static void test_limits(void) {
   /* An aggregation over too many buckets fails with the aggregation's limit. */
   q = parse(idx, "{\"namespace\": \"shop\", \"table\": \"p\", \"aggs\": {\"t\": {\"terms\": {\"field\": \"qty\"}}}}");
   CU_ASSERT_PTR_NOT_NULL_FATAL(q);
-  small = lim;
-  small.max_terms_buckets = 100;
-  ixia_aggs_t *a = ixia_aggs_new(q, &small);
-  CU_ASSERT_FALSE(isearch(idx, q, -1, 0, 0, &small, NULL, &total, a, &e));
-  CU_ASSERT_EQUAL(e ? e->code : 0, IXIA_ETOOLARGE);
-  CU_ASSERT_PTR_NOT_NULL(e && strstr(e->message, "query.max_terms_buckets"));
-  ixia_error_destroy(e);
-  ixia_aggs_destroy(a);
+  assert_bucket_limit(idx, q, 100);
   ixia_query_destroy(q);
   ixia_idx_destroy(idx);
 }
@@ -2428,6 +2496,7 @@ int main(void) {
   IXT_ADD(s, test_bitmap_from_sorted_ids);
   IXT_ADD(s, test_random_vs_brute_force);
   IXT_ADD(s, test_fused_terms_pass);
+  IXT_ADD(s, test_fused_keyed_cells);
   IXT_ADD(s, test_exact_sum_carries);
   IXT_ADD(s, test_delete_removes_everywhere);
   IXT_ADD(s, test_stale_after_schema_change);
