@@ -734,7 +734,7 @@ static gboolean kcells_grow(ixia_idx_agg_t *A, anode_t *m, guint32 key) {
  * 9: all of them. 0 when it has none. Once a query per lane: a histogram
  * of 2,048 exponents. */
 static guint32 window_base(const col_t *c) {
-  guint32 at[2049] = {0}; /* at[e + 1]: values of exponent below e + 1 (prefix sums) */
+  guint32 at[2049] = {0}; /* counts of exponent e at e + 1; then at[k]: values of exponent below k */
   gboolean any = FALSE;
   for (guint s = 0; s < BLOCK_SLOTS; s++) {
     guint64 bits;
