@@ -681,12 +681,17 @@ static gboolean fused_shape(const anode_t *t) {
 }
 
 /* Every lane's arrays hold bucket b; their pointers (re)read. */
+/* A lane's node and its fused MIN and MAX hold bucket b. */
+static gboolean lane_reserve(ixia_idx_agg_t *A, anode_t *m, guint32 b) {
+  return metric_reserve(A, m, b) && (!m->fmin || metric_reserve(A, m->fmin, b)) &&
+         (!m->fmax || metric_reserve(A, m->fmax, b));
+}
+
 static gboolean lanes_reserve(ixia_idx_agg_t *A, lane_t *lanes, guint nl, guint32 b) {
   for (guint i = 0; i < nl; i++) {
     lane_t *l = &lanes[i];
-    anode_t *m = l->n, *mn = m->fmin, *mx = m->fmax;
-    if (!metric_reserve(A, m, b) || (mn && !metric_reserve(A, mn, b)) || (mx && !metric_reserve(A, mx, b)))
-      return FALSE;
+    anode_t *m = l->n;
+    if (!lane_reserve(A, m, b)) return FALSE;
     l->cnt = (guint64 *)(void *)m->n->data;
     l->ext = m->ext ? (double *)(void *)m->ext->data : NULL;
     l->xs = m->sum ? (ixia_xsum_t *)(void *)m->sum->data : NULL;
@@ -806,9 +811,7 @@ static gboolean kcells_fold(ixia_idx_agg_t *A, anode_t *t, anode_t *m) {
     fcell_t *c = &m->kcells[k];
     if (!c->docs) continue; /* (a value counts its document too) */
     gint64 b = bucket_of(A, t, 0, k);
-    if (b < 0 || !metric_reserve(A, m, (guint32)b) || (m->fmin && !metric_reserve(A, m->fmin, (guint32)b)) ||
-        (m->fmax && !metric_reserve(A, m->fmax, (guint32)b)))
-      return FALSE;
+    if (b < 0 || !lane_reserve(A, m, (guint32)b)) return FALSE;
     g_array_index(t->b_count, guint64, b) += c->docs;
     c->docs = 0;
     cell_fold(m, c, (guint32)b);
@@ -838,7 +841,10 @@ static gboolean cells_fold(ixia_idx_agg_t *A, anode_t *n) {
  * bucket lookup stands between a match and its cell, and the window's base
  * in a register (one base for the lane). Its own function so that its
  * loop's values stay in registers (inside fused_block, beside the lanes'
- * loop, they were spilled to the stack). FALSE at a limit (error set). */
+ * loop, they were spilled to the stack; and stores into the cells may
+ * alias anything reached through a pointer, so the column's arrays and
+ * presence word are read through locals, not reloaded at every value).
+ * FALSE at a limit (error set). */
 IXIA_CLONES_V3 static gboolean keyed_block(ixia_idx_agg_t *A, anode_t *t, lane_t *lanes, guint nl,
                                            const col_t *tc, const guint64 *mask) {
   const lane_t *one = &lanes[0];
@@ -908,24 +914,20 @@ IXIA_CLONES_V3 static gboolean fused_block(ixia_idx_agg_t *A, anode_t *t, const 
     }
     lanes[nl++] = (lane_t){.n = m, .c = c};
   }
+  /* One sum lane (with its avg, min and max: the common shape) takes
+   * keyed_block, which reserves buckets only when it makes one. (By kind:
+   * before the block's first bucket the lanes' arrays are unset.) */
+  const lane_t *one = nl ? &lanes[0] : NULL;
+  if (nl == 1 && one->c && (one->n->g->kind == IXIA_AGG_SUM || one->n->g->kind == IXIA_AGG_AVG)) {
+    *ok = keyed_block(A, t, lanes, nl, tc, mask);
+    return TRUE;
+  }
   *ok = FALSE;
   if (t->b_count->len && !lanes_reserve(A, lanes, nl, t->b_count->len - 1)) return TRUE;
   guint64 *bcount = (guint64 *)(void *)t->b_count->data;
   const guint32 *direct = (const guint32 *)(void *)t->direct->data;
   guint32 ndirect = t->direct->len;
   const guint32 *ids = tc->v1.u;
-  /* One sum lane (with its avg, min and max: the common shape) reads its
-   * arrays and its column's word through locals: stores into the cells
-   * (64-bit counts, doubles) may alias anything reached through a pointer,
-   * so the compiler reloaded them from memory at every value (a fifth of
-   * the pass's samples sat on the presence word's reload). */
-  const lane_t *one = nl ? &lanes[0] : NULL;
-  /* (By kind: before the block's first bucket the lanes' arrays are unset.) */
-  gboolean sum1 = nl == 1 && one->c && (one->n->g->kind == IXIA_AGG_SUM || one->n->g->kind == IXIA_AGG_AVG);
-  if (sum1) {
-    *ok = keyed_block(A, t, lanes, nl, tc, mask);
-    return TRUE;
-  }
   for (guint w = 0; w < BLOCK_WORDS; w++) {
     for (guint64 m = mask[w] & tc->has[w]; m; m &= m - 1) {
       guint s = w << 6 | (guint)__builtin_ctzll(m);
