@@ -51,7 +51,13 @@
  * its block's stripe, like the map; a lookup reads it under that lock, and
  * ixia_idx_records_prefetch reads it without the lock, only to ask the CPU
  * for the block's memory, so that a page's lookups miss together instead
- * of one after another. */
+ * of one after another.
+ *
+ * Column blocks too, a directory per field (below COLDIR_FIELDS): an
+ * aggregation over 30% of a million documents looks up two columns' 977
+ * blocks each, and the map's lookups (the key hashed twice, the bucket,
+ * the block's key compared) were 9% of the shard's CPU. The map still
+ * holds every block: inserts, removals and the publish find them there. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -61,11 +67,20 @@
 /* Misses of a record block before it is loaded, and the slots counting them. */
 #define RECORDS_LOAD_AFTER 3
 #define RECORDS_MISS_SLOTS 4096
-/* The record block directory: DIR_PAGES pages of DIR_PAGE_SLOTS blocks
- * cover every 32-bit document id. */
+/* A block directory: DIR_PAGES pages of DIR_PAGE_SLOTS blocks cover every
+ * 32-bit document id. */
 #define DIR_PAGE_BITS 12
 #define DIR_PAGE_SLOTS (1u << DIR_PAGE_BITS)
 #define DIR_PAGES (1u << (32 - BLOCK_BITS - DIR_PAGE_BITS))
+/* Column fields with a directory: ids below this (a field id is never
+ * reused; the ones above are found through the map). */
+#define COLDIR_FIELDS 1024u
+
+/* Cached blocks of one kind by block number (record blocks; one field's
+ * column blocks). */
+typedef struct {
+  _Atomic(blk_t *) *_Atomic pages[DIR_PAGES];
+} blkdir_t;
 
 typedef struct {
   GMutex lock;
@@ -80,7 +95,8 @@ struct ixia_idx_cache {
   gsize budget;
   _Atomic guint64 gen; /* written with every stripe locked */
   _Atomic guint8 rec_misses[RECORDS_MISS_SLOTS]; /* by record block, hashed */
-  _Atomic(blk_t *) *_Atomic recs_dir[DIR_PAGES];   /* cached record blocks by number */
+  blkdir_t recs_dir;                               /* cached record blocks by number */
+  _Atomic(blkdir_t *) col_dirs[COLDIR_FIELDS];     /* cached K_COL blocks, by field */
 };
 
 static guint blk_hash(gconstpointer p) {
@@ -105,20 +121,47 @@ static stripe_t *stripe_of(ixia_idx_cache_t *c, const blk_t *b) {
   return &c->stripes[h % CACHE_STRIPES];
 }
 
-/* The directory slot of record block `block`; NULL when its page was
- * never allocated and create is FALSE. */
-static _Atomic(blk_t *) *dir_slot(ixia_idx_cache_t *c, guint32 block, gboolean create) {
-  _Atomic(blk_t *) *page = atomic_load(&c->recs_dir[block >> DIR_PAGE_BITS]);
+/* The slot of block `block` in directory d; NULL when its page was never
+ * allocated and create is FALSE. */
+static _Atomic(blk_t *) *dir_slot(blkdir_t *d, guint32 block, gboolean create) {
+  _Atomic(blk_t *) *_Atomic *at = &d->pages[block >> DIR_PAGE_BITS];
+  _Atomic(blk_t *) *page = atomic_load(at);
   if (!page && create) {
     _Atomic(blk_t *) *fresh = g_new0(_Atomic(blk_t *), DIR_PAGE_SLOTS);
-    if (atomic_compare_exchange_strong(&c->recs_dir[block >> DIR_PAGE_BITS], &page, fresh)) page = fresh;
+    if (atomic_compare_exchange_strong(at, &page, fresh)) page = fresh;
     else g_free((gpointer)fresh); /* another stripe's insert made it: page holds it */
   }
   return page ? &page[block & (DIR_PAGE_SLOTS - 1)] : NULL;
 }
 
-/* A record block's number, from its key (K_ID, then the number). */
-static guint32 recs_block(const blk_t *b) { return ixia_bytes_get32(b->key + 1); }
+/* The directory slot of the block with b's key (b may be a key-only
+ * probe): record blocks (K_ID, then the number) and column blocks (K_COL,
+ * the field, the number) of fields below COLDIR_FIELDS. *listed is set
+ * when the key belongs in a directory; NULL when it does not, or when its
+ * directory or page was never made and create is FALSE. */
+static _Atomic(blk_t *) *dir_slot_of(ixia_idx_cache_t *c, const blk_t *b, gboolean create,
+                                     gboolean *listed) {
+  *listed = FALSE;
+  if (b->klen == 5 && b->key[0] == K_ID) {
+    *listed = TRUE;
+    return dir_slot(&c->recs_dir, ixia_bytes_get32(b->key + 1), create);
+  }
+  if (b->klen != 9 || b->key[0] != K_COL) return NULL;
+  guint32 field = ixia_bytes_get32(b->key + 1);
+  if (field >= COLDIR_FIELDS) return NULL;
+  *listed = TRUE;
+  blkdir_t *d = atomic_load(&c->col_dirs[field]);
+  if (!d && create) {
+    blkdir_t *fresh = g_new0(blkdir_t, 1);
+    if (atomic_compare_exchange_strong(&c->col_dirs[field], &d, fresh)) d = fresh;
+    else g_free(fresh);
+  }
+  return d ? dir_slot(d, ixia_bytes_get32(b->key + 5), create) : NULL;
+}
+
+static void dir_free(blkdir_t *d) {
+  for (guint i = 0; d && i < DIR_PAGES; i++) g_free((gpointer)atomic_load(&d->pages[i]));
+}
 
 ixia_idx_cache_t *ixia_idx_cache_new(gsize budget) {
   ixia_idx_cache_t *c = g_new0(ixia_idx_cache_t, 1);
@@ -200,7 +243,12 @@ void ixia_idx_cache_destroy(ixia_idx_cache_t *c) {
     g_hash_table_destroy(s->map);
     g_mutex_clear(&s->lock);
   }
-  for (guint i = 0; i < DIR_PAGES; i++) g_free((gpointer)atomic_load(&c->recs_dir[i]));
+  dir_free(&c->recs_dir);
+  for (guint f = 0; f < COLDIR_FIELDS; f++) {
+    blkdir_t *d = atomic_load(&c->col_dirs[f]);
+    dir_free(d);
+    g_free(d);
+  }
   g_free(c);
 }
 
@@ -224,10 +272,9 @@ static gsize blk_bytes(const blk_t *b) {
 
 /* Caller holds the stripe's lock. */
 static void cache_remove(ixia_idx_cache_t *c, stripe_t *s, blk_t *b) {
-  if (b->kind == BLK_RECORDS) {
-    _Atomic(blk_t *) *slot = dir_slot(c, recs_block(b), FALSE);
-    if (slot && atomic_load(slot) == b) atomic_store(slot, NULL);
-  }
+  gboolean listed;
+  _Atomic(blk_t *) *slot = dir_slot_of(c, b, FALSE, &listed);
+  if (slot && atomic_load(slot) == b) atomic_store(slot, NULL);
   g_queue_unlink(&s->lru, &b->link);
   g_hash_table_remove(s->map, b);
   atomic_fetch_sub(&c->bytes, b->bytes);
@@ -245,7 +292,9 @@ static void cache_insert(ixia_idx_cache_t *c, stripe_t *s, blk_t *b) {
   b->bytes = blk_bytes(b);
   b->used = FALSE;
   g_hash_table_add(s->map, b);
-  if (b->kind == BLK_RECORDS) atomic_store(dir_slot(c, recs_block(b), TRUE), b);
+  gboolean listed;
+  _Atomic(blk_t *) *slot = dir_slot_of(c, b, TRUE, &listed);
+  if (slot) atomic_store(slot, b);
   g_queue_push_head_link(&s->lru, &b->link);
   atomic_fetch_add(&c->bytes, b->bytes);
   gboolean b_passed = FALSE;
@@ -265,17 +314,18 @@ static void cache_insert(ixia_idx_cache_t *c, stripe_t *s, blk_t *b) {
 }
 
 /* A referenced cached block, or NULL; *gen is the generation to insert a
- * loaded block under. A record block (by_dir) is read from the directory
- * instead of the map: no key compare on the block's line. */
-static blk_t *cache_lookup(ixia_idx_cache_t *c, const guint8 *key, guint klen, gboolean by_dir,
-                           guint64 *gen) {
+ * loaded block under. A block listed in a directory (record and column
+ * blocks) is read from its slot instead of the map: no hash table probe,
+ * no key compare on the block's line. */
+static blk_t *cache_lookup(ixia_idx_cache_t *c, const guint8 *key, guint klen, guint64 *gen) {
   blk_t probe;
   memcpy(probe.key, key, klen);
   probe.klen = (guint8)klen;
   stripe_t *s = stripe_of(c, &probe);
-  _Atomic(blk_t *) *slot = by_dir ? dir_slot(c, recs_block(&probe), FALSE) : NULL;
+  gboolean listed;
+  _Atomic(blk_t *) *slot = dir_slot_of(c, &probe, FALSE, &listed);
   g_mutex_lock(&s->lock);
-  blk_t *b = !by_dir ? g_hash_table_lookup(s->map, &probe) : slot ? atomic_load(slot) : NULL;
+  blk_t *b = !listed ? g_hash_table_lookup(s->map, &probe) : slot ? atomic_load(slot) : NULL;
   if (b) {
     atomic_fetch_add(&b->ref, 1);
     b->used = TRUE;
@@ -314,7 +364,7 @@ blk_t *ixia_idx_posting(ixia_idx_t *idx, char prefix, guint32 a, guint32 b, ixia
   guint8 key[11];
   key_post(key, prefix, a, b, 0);
   guint64 gen;
-  blk_t *hit = cache_lookup(idx->cache, key, 9, FALSE, &gen);
+  blk_t *hit = cache_lookup(idx->cache, key, 9, &gen);
   if (hit) return hit;
   roaring_bitmap_t *bm = roaring_bitmap_create();
   rocksdb_iterator_t *it = rocksdb_create_iterator(idx->db, idx->ropts);
@@ -359,7 +409,7 @@ blk_t *ixia_idx_column_at(ixia_idx_t *idx, char prefix, guint32 field, guint8 wi
   guint8 key[9];
   key_colp(key, prefix, field, block);
   guint64 gen;
-  blk_t *hit = cache_lookup(idx->cache, key, 9, FALSE, &gen);
+  blk_t *hit = cache_lookup(idx->cache, key, 9, &gen);
   if (hit) return hit;
   char *rerr = NULL;
   size_t vl = 0;
@@ -379,7 +429,7 @@ blk_t *ixia_idx_column_at(ixia_idx_t *idx, char prefix, guint32 field, guint8 wi
 }
 
 void ixia_idx_records_prefetch(ixia_idx_t *idx, guint32 block) {
-  _Atomic(blk_t *) *slot = dir_slot(idx->cache, block, FALSE);
+  _Atomic(blk_t *) *slot = dir_slot(&idx->cache->recs_dir, block, FALSE);
   /* (Unlocked: the block may be evicted meanwhile; a prefetch of freed
    * memory is harmless, and nothing is read from it.) */
   blk_t *b = slot ? atomic_load_explicit(slot, memory_order_relaxed) : NULL;
@@ -393,7 +443,7 @@ blk_t *ixia_idx_records(ixia_idx_t *idx, guint32 block, ixia_error_t **err) {
   key[0] = K_ID;
   ixia_bytes_put32(key + 1, block);
   guint64 gen;
-  blk_t *hit = cache_lookup(idx->cache, key, 5, TRUE, &gen);
+  blk_t *hit = cache_lookup(idx->cache, key, 5, &gen);
   if (hit) return hit;
   _Atomic guint8 *misses = &idx->cache->rec_misses[block % RECORDS_MISS_SLOTS];
   if (atomic_fetch_add(misses, 1) + 1 < RECORDS_LOAD_AFTER) return NULL;
