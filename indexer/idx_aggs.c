@@ -73,6 +73,12 @@ typedef struct anode {
    * fold; every window based at wbase (0: not yet set). */
   fcell_t *kcells;
   guint32 n_kcells, wbase;
+  /* ... and the values on their way to the keyed cells of ids below
+   * n_stage (<= STAGE_KEYS): stage_n[k] of them at stage[k * STAGE_CAP],
+   * added to cell k a run at a time (stage_add). */
+  double *stage;
+  guint16 *stage_n;
+  guint32 n_stage;
   GArray *ext;    /* double (STATS: the minimum) */
   GArray *ext2;   /* double: STATS' maximum */
   GPtrArray *vals; /* GArray* of double (percentiles) */
@@ -209,6 +215,8 @@ static void anode_free(anode_t *n) {
   if (n->sum) g_array_free(n->sum, TRUE);
   g_aligned_free(n->cells);
   g_aligned_free(n->kcells);
+  g_free(n->stage);
+  g_free(n->stage_n);
   if (n->ext) g_array_free(n->ext, TRUE);
   if (n->ext2) g_array_free(n->ext2, TRUE);
   for (guint i = 0; n->fplans && i < n->g->n_filters; i++) ixia_idx_plan_free(n->fplans[i]);
@@ -713,6 +721,10 @@ static inline void cell_add(fcell_t *c, ixia_xsum_t *xs, double x) {
 /* The one-lane pass keys its cells by value id below this (a MiB of
  * cells); a bucket of a larger id goes through its bucket's cell. */
 #define KEYED_MAX 16384u
+/* Keyed cells of ids below STAGE_KEYS gather up to STAGE_CAP of their
+ * in-window values before adding them as one run (256 KiB at most). */
+#define STAGE_KEYS 256u
+#define STAGE_CAP 128u
 
 /* m's keyed cells hold value id key (< KEYED_MAX); FALSE at
  * query.max_memory_mb. New cells take the lane's window base. */
@@ -729,7 +741,89 @@ static gboolean kcells_grow(ixia_idx_agg_t *A, anode_t *m, guint32 key) {
   guint64 more = (guint64)(cap - m->n_kcells) * sizeof(fcell_t);
   m->kcells = kc;
   m->n_kcells = cap;
+  guint32 ns = MIN(cap, STAGE_KEYS);
+  if (ns > m->n_stage) {
+    m->stage = g_renew(double, m->stage, (gsize)ns * STAGE_CAP);
+    m->stage_n = g_renew(guint16, m->stage_n, ns);
+    memset(m->stage_n + m->n_stage, 0, (ns - m->n_stage) * sizeof *m->stage_n);
+    more += (guint64)(ns - m->n_stage) * (STAGE_CAP * sizeof(double) + sizeof(guint16));
+    m->n_stage = ns;
+  }
   return mem_grow(A, more);
+}
+
+/* Adds to cell c n values whose exponents lie within its window (based
+ * at base, set): their count (as documents too), exact sum and extremes.
+ * All are normal and nonzero, so no two equal values differ in their bits
+ * and the order of the extremes' compares changes nothing. */
+static void stage_add_scalar(fcell_t *c, const double *v, guint32 n, guint32 base) {
+  double lo = c->min, hi = c->max;
+  for (guint32 i = 0; i < n; i++) {
+    guint64 bits;
+    memcpy(&bits, &v[i], sizeof bits);
+    ixia_xwin_add_at(&c->win, bits, ((guint32)(bits >> 52) & 0x7FF) - base);
+    lo = v[i] < lo ? v[i] : lo;
+    hi = v[i] > hi ? v[i] : hi;
+  }
+  c->min = lo;
+  c->max = hi;
+  c->n += n;
+  c->docs += n;
+}
+
+#ifdef HAVE_AVX2_PATH
+/* stage_add four values a step: each mantissa shifted to its place in the
+ * window, split at bit 32 into two lanes of 64-bit sums (under 2^31 and
+ * 2^32 a value, so STAGE_CAP values cannot overflow them), negated for a
+ * negative value; the extremes in two more registers. The per-match loop
+ * that added each value into its cell's 128-bit integer and extremes in
+ * memory (keyed_block before) was ~2.7 ns a match, staged ~2.1. */
+__attribute__((target("avx2"))) static void stage_add_avx2(fcell_t *c, const double *v, guint32 n,
+                                                           guint32 base) {
+  const __m256i mant = _mm256_set1_epi64x((gint64)G_GUINT64_CONSTANT(0xFFFFFFFFFFFFF));
+  const __m256i unit = _mm256_set1_epi64x((gint64)1 << 52), low = _mm256_set1_epi64x(0xFFFFFFFF);
+  const __m256i emask = _mm256_set1_epi64x(0x7FF), vbase = _mm256_set1_epi64x(base);
+  const __m256i zero = _mm256_setzero_si256();
+  __m256i hs = zero, ls = zero;
+  __m256d lo = _mm256_set1_pd(INFINITY), hi = _mm256_set1_pd(-INFINITY);
+  guint32 i = 0;
+  for (; i + 4 <= n; i += 4) {
+    __m256d x = _mm256_loadu_pd(v + i);
+    __m256i b = _mm256_castpd_si256(x);
+    __m256i sh = _mm256_sub_epi64(_mm256_and_si256(_mm256_srli_epi64(b, 52), emask), vbase);
+    __m256i m = _mm256_sllv_epi64(_mm256_or_si256(_mm256_and_si256(b, mant), unit), sh);
+    __m256i neg = _mm256_cmpgt_epi64(zero, b);
+    __m256i h = _mm256_srli_epi64(m, 32), l = _mm256_and_si256(m, low);
+    hs = _mm256_add_epi64(hs, _mm256_sub_epi64(_mm256_xor_si256(h, neg), neg));
+    ls = _mm256_add_epi64(ls, _mm256_sub_epi64(_mm256_xor_si256(l, neg), neg));
+    lo = _mm256_min_pd(x, lo);
+    hi = _mm256_max_pd(x, hi);
+  }
+  gint64 hv[4], lv[4];
+  double lov[4], hiv[4];
+  _mm256_storeu_si256((__m256i *)(void *)hv, hs);
+  _mm256_storeu_si256((__m256i *)(void *)lv, ls);
+  _mm256_storeu_pd(lov, lo);
+  _mm256_storeu_pd(hiv, hi);
+  for (guint k = 0; k < 4; k++) {
+    c->win.acc += (ixia_i128)hv[k] * ((ixia_i128)1 << 32) + lv[k];
+    c->min = lov[k] < c->min ? lov[k] : c->min;
+    c->max = hiv[k] > c->max ? hiv[k] : c->max;
+  }
+  c->n += i;
+  c->docs += i;
+  stage_add_scalar(c, v + i, n - i, base);
+}
+#endif
+
+static void stage_add(fcell_t *c, const double *v, guint32 n, guint32 base) {
+#ifdef HAVE_AVX2_PATH
+  if (__builtin_cpu_supports("avx2")) {
+    stage_add_avx2(c, v, n, base);
+    return;
+  }
+#endif
+  stage_add_scalar(c, v, n, base);
 }
 
 /* A window base for the values of column block c: the one whose window
@@ -805,8 +899,13 @@ static void cell_fold(anode_t *m, fcell_t *c, guint32 b) {
 }
 
 /* Folds the keyed cells of t's lane m into buckets, each found or created
- * now; FALSE at a limit (error set). */
+ * now, their staged values added first; FALSE at a limit (error set). */
 static gboolean kcells_fold(ixia_idx_agg_t *A, anode_t *t, anode_t *m) {
+  for (guint32 k = 0; k < m->n_stage; k++) {
+    if (!m->stage_n[k]) continue;
+    stage_add(&m->kcells[k], &m->stage[(gsize)k * STAGE_CAP], m->stage_n[k], m->wbase);
+    m->stage_n[k] = 0;
+  }
   for (guint32 k = 0; k < m->n_kcells; k++) {
     fcell_t *c = &m->kcells[k];
     if (!c->docs) continue; /* (a value counts its document too) */
@@ -844,7 +943,11 @@ static gboolean cells_fold(ixia_idx_agg_t *A, anode_t *n) {
  * loop, they were spilled to the stack; and stores into the cells may
  * alias anything reached through a pointer, so the column's arrays and
  * presence word are read through locals, not reloaded at every value).
- * FALSE at a limit (error set). */
+ * A value within the window for a cell of an id below STAGE_KEYS is only
+ * staged, in the cell's run, which stage_add adds four values a step once
+ * full (or at the fold): at a match two loads and two stores instead of
+ * the cell's count, 128-bit integer and extremes read and written in
+ * memory. FALSE at a limit (error set). */
 IXIA_CLONES_V3 static gboolean keyed_block(ixia_idx_agg_t *A, anode_t *t, lane_t *lanes, guint nl,
                                            const col_t *tc, const guint64 *mask) {
   const lane_t *one = &lanes[0];
@@ -853,7 +956,10 @@ IXIA_CLONES_V3 static gboolean keyed_block(ixia_idx_agg_t *A, anode_t *t, lane_t
   const double *vals = one->c->v1.d;
   fcell_t *kc = ln->kcells;
   guint32 nk = ln->n_kcells;
-  /* (With no base yet every value takes keyed_outside.) */
+  double *st = ln->stage;
+  guint16 *sn = ln->stage_n;
+  guint32 ns = ln->n_stage;
+  /* (With no base yet every value takes keyed_outside, and none is staged.) */
   guint32 base = ln->wbase ? ln->wbase : G_MAXUINT32 / 2;
   for (guint w = 0; w < BLOCK_WORDS; w++) {
     const guint64 vhas = one->c->has[w];
@@ -871,20 +977,38 @@ IXIA_CLONES_V3 static gboolean keyed_block(ixia_idx_agg_t *A, anode_t *t, lane_t
         if (!kcells_grow(A, ln, key)) return FALSE;
         kc = ln->kcells;
         nk = ln->n_kcells;
+        st = ln->stage;
+        sn = ln->stage_n;
+        ns = ln->n_stage;
       }
       fcell_t *c = &kc[key];
-      c->docs++;
-      if (!(vhas >> (s & 63) & 1)) continue;
+      if (!(vhas >> (s & 63) & 1)) {
+        c->docs++;
+        continue;
+      }
       double x = vals[s];
       guint64 bits;
       memcpy(&bits, &x, sizeof bits);
       guint32 sh = ((guint32)(bits >> 52) & 0x7FF) - base;
       if (G_LIKELY(sh <= IXIA_XWIN_SPAN)) {
+        if (G_LIKELY(key < ns)) {
+          /* Staged: two loads and two stores here, the cell's work at
+           * the run's add. */
+          guint32 k = sn[key];
+          st[key * STAGE_CAP + k] = x;
+          if (G_UNLIKELY(++k == STAGE_CAP)) {
+            stage_add(c, &st[key * STAGE_CAP], STAGE_CAP, base);
+            k = 0;
+          }
+          sn[key] = (guint16)k;
+          continue;
+        }
         ixia_xwin_add_at(&c->win, bits, sh);
       } else {
         if (!keyed_outside(A, t, lanes, nl, key, bits)) return FALSE;
         if (ln->wbase) base = ln->wbase;
       }
+      c->docs++;
       c->n++;
       c->min = x < c->min ? x : c->min;
       c->max = x > c->max ? x : c->max;

@@ -1030,15 +1030,20 @@ static void test_fused_terms_pass(void) {
  * below 16,384 and finds their buckets when it folds them; a larger id goes
  * through its bucket as it comes. 16,500 categories of one document each,
  * then 1,000 documents over 40 categories whose ids lie past that bound
- * (and 20 below it); prices of two magnitudes 2^13 apart (beyond the
- * window of one base), negative, missing. Against brute force, the general
- * path to the last bit, and the bucket limit, which the fold enforces. */
+ * (and 20 below it), then 2,500 over three, whose staged runs of 128
+ * values fill and are added many times (and the rest at the fold); prices
+ * of two magnitudes 2^13 apart (beyond the window of one base), negative,
+ * zero, missing. Against brute force, the general path to the last bit,
+ * and the bucket limit, which the fold enforces. */
 static void test_fused_keyed_cells(void) {
   GPtrArray *evs = g_ptr_array_new_with_free_func(tev_free);
   g_ptr_array_add(evs, tev_new(IXIA_IDX_SCHEMA, "", 1, schema_json));
   gint64 v = 2;
-  for (guint i = 0; i < 17500; i++) {
-    guint cat = i < 16500 ? i : (i % 2 ? 16384 + i / 2 % 40 : i / 2 % 20);
+  for (guint i = 0; i < 20000; i++) {
+    /* One document for each of the first 16,500 ids; then 40 ids past the
+     * keyed cells and 20 below, and 2,500 documents over three ids, whose
+     * staged runs fill and are added many times over. */
+    guint cat = i < 16500 ? i : i < 17500 ? (i % 2 ? 16384 + i / 2 % 40 : i / 2 % 20) : i % 3;
     GString *d = g_string_new(NULL);
     g_string_append_printf(d, "{\"cat\": \"u%05u\"", cat);
     if (i % 9 != 0) {
