@@ -807,6 +807,7 @@ char *ixia_api_stats(ixia_api_t *api) {
   cJSON_AddNumberToObject(o, "query_stale_hits_dropped", (double)qs.stale_hits_dropped);
   cJSON_AddNumberToObject(o, "query_hits_rechecked", (double)qs.hits_rechecked);
   cJSON_AddNumberToObject(o, "query_pages_read_on_worker", (double)qs.pages_on_worker);
+  cJSON_AddNumberToObject(o, "query_merges_on_worker", (double)qs.merges_on_worker);
   g_rw_lock_reader_lock(&api->schemas_lock);
   cJSON_AddNumberToObject(o, "tables", g_hash_table_size(api->schemas));
   g_rw_lock_reader_unlock(&api->schemas_lock);

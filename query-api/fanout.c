@@ -66,6 +66,7 @@ struct ixia_search {
   _Atomic guint64 queries, query_errors, shard_calls, shard_errors, hits_returned, stale_dropped;
   _Atomic guint64 rechecked; /* hits evaluated again on the stored document */
   _Atomic guint64 pages_on_worker; /* pages an I/O thread left to a worker (not in memory) */
+  _Atomic guint64 merges_on_worker; /* aggregation merges an I/O thread left to a worker */
 };
 
 /* What the shard calls of one query share; freed by the last holder. A
@@ -341,6 +342,7 @@ void ixia_fanout_get_stats(ixia_fanout_t *s, ixia_fanout_stats_t *out) {
   out->stale_hits_dropped = atomic_load_explicit(&s->stale_dropped, memory_order_relaxed);
   out->hits_rechecked = atomic_load_explicit(&s->rechecked, memory_order_relaxed);
   out->pages_on_worker = atomic_load_explicit(&s->pages_on_worker, memory_order_relaxed);
+  out->merges_on_worker = atomic_load_explicit(&s->merges_on_worker, memory_order_relaxed);
 }
 
 char *ixia_fanout_shard_list(const ixia_fanout_t *s) {
@@ -1325,10 +1327,15 @@ char *ixia_fanout_run(ixia_fanout_t *s, const char *request_json, size_t len,
  * hand-off at all.
  *
  * Only what never waits is taken: a query with min_version (it waits for
- * replication), with aggregations (their merge can be long), over
- * ASYNC_MAX_REQUEST bytes (its send could wait) or without an
- * idle pooled connection to every shard (opening one blocks) goes to a
- * worker (the connections it opens are pooled for the next ones). A
+ * replication), with a top_hits aggregation (its documents are read from
+ * the store, perhaps from the disk), over ASYNC_MAX_REQUEST bytes (its
+ * send could wait) or without an idle pooled connection to every shard
+ * (opening one blocks) goes to a worker (the connections it opens are
+ * pooled for the next ones). Other aggregations are taken, and their
+ * partials merged here when the shards' pages hold at most
+ * ASYNC_MAX_AGG_ANSWER bytes; a longer merge is left to a worker (a
+ * terms aggregation of 50 buckets answers a few KiB, and its hand-offs
+ * to a worker and back were 10% of the API's CPU under 16 connections). A
  * pooled connection that turns out dead (the shard restarted) sends the
  * query to a worker too, which runs it again from the start on new
  * connections, as run() does for its own calls. The page's documents are
@@ -1342,6 +1349,8 @@ char *ixia_fanout_run(ixia_fanout_t *s, const char *request_json, size_t len,
 /* Largest request sent from an I/O thread (well under any socket's send
  * buffer); larger ones go to a worker. */
 #define ASYNC_MAX_REQUEST 16384
+/* Most page bytes whose aggregation partials an I/O thread merges. */
+#define ASYNC_MAX_AGG_ANSWER (256 * 1024)
 
 typedef struct {
   ixia_fanout_op_t *op;
@@ -1363,6 +1372,7 @@ struct ixia_fanout_op {
   ixia_error_t *err; /* the query failed before its shard calls */
   op_shard_t *sh;    /* per shard */
   guint pending;
+  gsize answered;    /* bytes of the shards' pages so far */
   gboolean stopping; /* the API stops: answer that */
   gboolean finish;   /* the shards answered; a worker finishes it (a page not in memory) */
   gboolean on_worker; /* prepared for a worker (ixia_fanout_op_run), not for launch */
@@ -1388,6 +1398,14 @@ static void op_free(ixia_fanout_op_t *op) {
   g_free(op);
 }
 
+/* Some aggregation among n (or nested in them) is a top_hits. */
+static gboolean aggs_read_store(ixia_agg_t *const *aggs, guint n) {
+  for (guint i = 0; i < n; i++)
+    if (aggs[i]->kind == IXIA_AGG_TOP_HITS || aggs_read_store(aggs[i]->subs, aggs[i]->n_subs))
+      return TRUE;
+  return FALSE;
+}
+
 ixia_fanout_op_t *ixia_fanout_prepare(ixia_fanout_t *s, const char *request_json, size_t len,
                                       ixia_schema_lookup_fn lookup, void *lookup_ud) {
   if (s->n_shards == 0) return NULL; /* a worker says so */
@@ -1405,7 +1423,8 @@ ixia_fanout_op_t *ixia_fanout_prepare(ixia_fanout_t *s, const char *request_json
   }
   /* A request larger than a socket takes at once would have the I/O
    * thread wait for the shard to read it. */
-  gboolean take = op->q->min_version <= 0 && op->q->n_aggs == 0 && len <= ASYNC_MAX_REQUEST;
+  gboolean take = op->q->min_version <= 0 && !aggs_read_store(op->q->aggs, op->q->n_aggs) &&
+                  len <= ASYNC_MAX_REQUEST;
   op->sh = g_new0(op_shard_t, s->n_shards);
   for (guint i = 0; take && i < s->n_shards; i++) {
     op->sh[i] = (op_shard_t){op, i, g_async_queue_try_pop(s->shards[i].idle), FALSE, 0, NULL, NULL};
@@ -1451,6 +1470,16 @@ static void op_complete(ixia_fanout_op_t *op) {
   if (!e && op->stopping)
     e = ixia_error_new(IXIA_EUNAVAILABLE, "ixia-query-api is stopping; the query was not answered");
   if (!e && calls_settle(s, op->r.calls, op->q->allow_partial, &e)) {
+    /* (IXIA_TEST_AGG_MERGE_MAX: the most page bytes merged here.) */
+    static gint merge_max = -1;
+    if (merge_max < 0) merge_max = ixia_test_hook("AGG_MERGE_MAX", ASYNC_MAX_AGG_ANSWER);
+    if (op->q->n_aggs && op->answered > (gsize)merge_max) {
+      /* A long merge: a worker's, from the same answers. */
+      op->finish = TRUE;
+      counter_add(&s->merges_on_worker, 1);
+      g_thread_pool_push(s->retry_pool, op, NULL);
+      return;
+    }
     /* The page's documents from memory only: a disk read would hold every
      * connection of this thread. A page that needs one is finished on a
      * worker from the same answers (the cursor positions put back). */
@@ -1584,6 +1613,7 @@ static void on_shard(ixia_server_watch_t *w, ixia_server_watch_event_t ev, gpoin
     /* (Settled with the frame, which holds the page.) */
     if (c->err) shard_settle(s, c, NULL, NULL, 0);
     else shard_settle(s, c, g_steal_pointer(&x->in), (const guint8 *)v, vlen);
+    op->answered += vlen;
     /* An answer, even an error, leaves the connection ready for the next. */
     if (x->client) g_async_queue_push(s->shards[x->i].idle, g_steal_pointer(&x->client));
   } else {

@@ -79,6 +79,7 @@ typedef struct {
   _Atomic guint64 hits_rechecked; /* hits matched again on the stored document: their shard did not
                                     vouch for them, or the store holds a newer version */
   _Atomic guint64 pages_on_worker; /* queries whose page an I/O thread left to a worker */
+  _Atomic guint64 merges_on_worker; /* queries whose aggregation merge an I/O thread left to a worker */
 } ixia_fanout_stats_t;
 
 void ixia_fanout_get_stats(ixia_fanout_t *s, ixia_fanout_stats_t *out);

@@ -1381,7 +1381,8 @@ static void test_shard_answer_in_pieces(void) {
  * same (only) I/O thread goes on answering gets. A shard that misses the
  * deadline is reported as such; a shard that restarted (every pooled
  * connection to it dead) still answers, the query run again on a worker;
- * an aggregation (run on a worker) gives the same hits. */
+ * an aggregation gives the same hits, merged on the I/O thread or (long
+ * answers) on a worker, and so does a top_hits one, run on a worker. */
 static void test_queries_on_io_thread(void) {
   canned_stack_t k;
   canned_start(&k, "io-queries", "server.io_threads=1", NULL);
@@ -1399,6 +1400,16 @@ static void test_queries_on_io_thread(void) {
    * answered from the I/O thread. */
   CU_ASSERT_TRUE(stat_of(c, "requests_answered_later") - later0 >= 19);
   CU_ASSERT_EQUAL(stat_of(c, "query_shard_calls") - calls0, 20); /* one each: none ran twice */
+  /* So is a query with an aggregation (a count: its partials are short,
+   * merged on the I/O thread), with the same hit. */
+  const char *counted = "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"io\"}},"
+                        "\"fields\":[\"price\"],\"limit\":10,\"aggs\":{\"n\":{\"count\":{}}}}";
+  later0 = stat_of(c, "requests_answered_later");
+  double deferred0 = stat_of(c, "requests_deferred"), merges0 = stat_of(c, "query_merges_on_worker");
+  expect_one_hit(c, counted, "a1", 5);
+  CU_ASSERT_EQUAL(stat_of(c, "requests_answered_later") - later0, 1);
+  CU_ASSERT_EQUAL(stat_of(c, "requests_deferred") - deferred0, 0);
+  CU_ASSERT_EQUAL(stat_of(c, "query_merges_on_worker") - merges0, 0);
 
   /* A shard that takes a second: a get on another connection is answered
    * meanwhile by the one I/O thread. */
@@ -1426,9 +1437,9 @@ static void test_queries_on_io_thread(void) {
                  strstr(e->message, "deadline"));
   ixia_error_destroy(e), e = NULL;
   g_clear_pointer(&out, g_free);
-  /* The same on a worker (an aggregation), as soon. */
+  /* The same on a worker (a top_hits aggregation), as soon. */
   const char *partial_agg = "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"io\"}},"
-                            "\"limit\":10,\"timeout_ms\":200,\"allow_partial\":true,\"aggs\":{\"n\":{\"count\":{}}}}";
+                            "\"limit\":10,\"timeout_ms\":200,\"allow_partial\":true,\"aggs\":{\"t\":{\"top_hits\":{\"size\":1}}}}";
   t0 = g_get_monotonic_time();
   CU_ASSERT_FALSE(ixia_client_query(c, partial_agg, &out, &e));
   took = (g_get_monotonic_time() - t0) / 1000;
@@ -1466,10 +1477,12 @@ static void test_queries_on_io_thread(void) {
    * finishes the query from the same answer, cursor included. (Here the
    * test hook makes every page count as not in memory.) */
   g_setenv("IXIA_TEST_PAGES_FROM_DISK", "1", TRUE);
+  g_setenv("IXIA_TEST_AGG_MERGE_MAX", "0", TRUE);
   ixia_client_destroy(c);
   ixt_daemon_kill(&k.q);
   gboolean restarted = ixt_daemon_restart(&k.q);
   g_unsetenv("IXIA_TEST_PAGES_FROM_DISK");
+  g_unsetenv("IXIA_TEST_AGG_MERGE_MAX");
   CU_ASSERT_TRUE_FATAL(restarted);
   c = k.c = connect_to(k.q.addr);
   gint64 v2 = put_doc(c, "a2", "{\"category\": \"io\", \"price\": 7}");
@@ -1495,20 +1508,33 @@ static void test_queries_on_io_thread(void) {
   CU_ASSERT_EQUAL(stat_of(c, "requests_answered_later") - later1, 1);
   canned_answer = answer;
 
-  /* A query with an aggregation runs on a worker, with the same hits (the
-   * shard's partial is null: nothing to add). */
+  /* A query with a top_hits aggregation (whose documents may need the
+   * disk) runs on a worker, with the same hits (the shard's partial is
+   * null: nothing to add). */
   double deferred = stat_of(c, "requests_deferred");
+  CU_ASSERT_TRUE(ixia_client_query(c, "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":10,"
+                                      "\"aggs\":{\"t\":{\"top_hits\":{\"size\":1}}}}", &out, &e));
+  CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "\"a1\""));
+  g_clear_pointer(&out, g_free);
+  CU_ASSERT_EQUAL(stat_of(c, "requests_deferred") - deferred, 1);
+  /* Another aggregation is sent from the I/O thread; its partials are
+   * merged there unless the shards' answers are long (here the test hook
+   * makes every one long): then a worker merges them from the same
+   * answers, with the same hits. */
+  double merges = stat_of(c, "query_merges_on_worker");
+  deferred = stat_of(c, "requests_deferred");
   CU_ASSERT_TRUE(ixia_client_query(c, "{\"namespace\":\"shop\",\"table\":\"products\",\"limit\":10,"
                                       "\"aggs\":{\"n\":{\"count\":{}}}}", &out, &e));
   CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "\"a1\""));
   g_clear_pointer(&out, g_free);
-  CU_ASSERT_EQUAL(stat_of(c, "requests_deferred") - deferred, 1);
+  CU_ASSERT_EQUAL(stat_of(c, "requests_deferred") - deferred, 0);
+  CU_ASSERT_EQUAL(stat_of(c, "query_merges_on_worker") - merges, 1);
 
   /* A shard that fails gives the same error whichever path the query took:
    * an I/O thread's (the query above) or a worker's (the same query with an
    * aggregation). */
   const char *agg = "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"io\"}},"
-                    "\"fields\":[\"price\"],\"limit\":10,\"aggs\":{\"n\":{\"count\":{}}}}";
+                    "\"fields\":[\"price\"],\"limit\":10,\"aggs\":{\"t\":{\"top_hits\":{\"size\":1}}}}";
   static const struct {
     gint fail;
     ixia_code_t code;
@@ -1539,7 +1565,7 @@ static void test_queries_on_io_thread(void) {
   const char *late = "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"io\"}},"
                      "\"limit\":10,\"timeout_ms\":200}";
   const char *late_agg = "{\"namespace\":\"shop\",\"table\":\"products\",\"filter\":{\"term\":{\"category\":\"io\"}},"
-                         "\"limit\":10,\"timeout_ms\":200,\"aggs\":{\"n\":{\"count\":{}}}}";
+                         "\"limit\":10,\"timeout_ms\":200,\"aggs\":{\"t\":{\"top_hits\":{\"size\":1}}}}";
   canned_delay_ms = 7000;
   slow_query_t lq[2];
   run_late_pair(k.q.addr, late, late_agg, lq);
