@@ -1333,9 +1333,10 @@ char *ixia_fanout_run(ixia_fanout_t *s, const char *request_json, size_t len,
  * (opening one blocks) goes to a worker (the connections it opens are
  * pooled for the next ones). Other aggregations are taken, and their
  * partials merged here when the shards' pages hold at most
- * ASYNC_MAX_AGG_ANSWER bytes; a longer merge is left to a worker (a
- * terms aggregation of 50 buckets answers a few KiB, and its hand-offs
- * to a worker and back were 10% of the API's CPU under 16 connections). A
+ * ASYNC_MAX_AGG_ANSWER bytes; a longer merge is left to a worker (the
+ * benchmark's terms aggregation of 50 buckets answers far less, and its
+ * hand-offs to a worker and back were 10% of the API's CPU under 16
+ * connections). A
  * pooled connection that turns out dead (the shard restarted) sends the
  * query to a worker too, which runs it again from the start on new
  * connections, as run() does for its own calls. The page's documents are
@@ -1374,7 +1375,7 @@ struct ixia_fanout_op {
   guint pending;
   gsize answered;    /* bytes of the shards' pages so far */
   gboolean stopping; /* the API stops: answer that */
-  gboolean finish;   /* the shards answered; a worker finishes it (a page not in memory) */
+  gboolean finish;   /* the shards answered; a worker finishes it (page not in memory, long merge) */
   gboolean on_worker; /* prepared for a worker (ixia_fanout_op_run), not for launch */
   ixia_fanout_done_fn done;
   gpointer ud;

@@ -51,14 +51,16 @@ char *ixia_fanout_run(ixia_fanout_t *s, const char *request_json, size_t len,
  * I/O thread of the API's Thrift server (server.h: watches). prepare
  * parses the request; NULL when no shard is configured (ixia_fanout_run
  * says so). When ixia_fanout_op_on_worker(op), the query is not for this
- * path (it waits for replication, aggregates, is large, or a shard has no
- * idle pooled connection): hand op to a worker, which runs it with
+ * path (it waits for replication, has a top_hits aggregation, is large, or a
+ * shard has no idle pooled connection): hand op to a worker, which runs it with
  * ixia_fanout_op_run (the request is not parsed again), or free it with
  * ixia_fanout_op_free. Otherwise launch sends the shard calls and returns;
  * done(ud, json, err) then runs exactly once with the response (g_malloc'd)
  * or an error, both the callee's to free: later on this I/O thread, on a
  * worker when a pooled connection turned out dead and the query ran again
- * there, or before launch returns for a request that does not parse. Call
+ * there or when a worker finished it (a page not in memory, a long
+ * aggregation merge), or before launch returns for a request that does not
+ * parse. Call
  * prepare and launch on the I/O thread. */
 typedef struct ixia_fanout_op ixia_fanout_op_t;
 typedef void (*ixia_fanout_done_fn)(gpointer ud, char *json, ixia_error_t *err);
