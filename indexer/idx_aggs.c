@@ -688,13 +688,13 @@ static gboolean fused_shape(const anode_t *t) {
   return lanes <= FUSED_LANES;
 }
 
-/* Every lane's arrays hold bucket b; their pointers (re)read. */
 /* A lane's node and its fused MIN and MAX hold bucket b. */
 static gboolean lane_reserve(ixia_idx_agg_t *A, anode_t *m, guint32 b) {
   return metric_reserve(A, m, b) && (!m->fmin || metric_reserve(A, m->fmin, b)) &&
          (!m->fmax || metric_reserve(A, m->fmax, b));
 }
 
+/* Every lane's arrays hold bucket b; their pointers (re)read. */
 static gboolean lanes_reserve(ixia_idx_agg_t *A, lane_t *lanes, guint nl, guint32 b) {
   for (guint i = 0; i < nl; i++) {
     lane_t *l = &lanes[i];
@@ -901,13 +901,12 @@ static void cell_fold(anode_t *m, fcell_t *c, guint32 b) {
 /* Folds the keyed cells of t's lane m into buckets, each found or created
  * now, their staged values added first; FALSE at a limit (error set). */
 static gboolean kcells_fold(ixia_idx_agg_t *A, anode_t *t, anode_t *m) {
-  for (guint32 k = 0; k < m->n_stage; k++) {
-    if (!m->stage_n[k]) continue;
-    stage_add(&m->kcells[k], &m->stage[(gsize)k * STAGE_CAP], m->stage_n[k], m->wbase);
-    m->stage_n[k] = 0;
-  }
   for (guint32 k = 0; k < m->n_kcells; k++) {
     fcell_t *c = &m->kcells[k];
+    if (k < m->n_stage && m->stage_n[k]) {
+      stage_add(c, &m->stage[(gsize)k * STAGE_CAP], m->stage_n[k], m->wbase);
+      m->stage_n[k] = 0;
+    }
     if (!c->docs) continue; /* (a value counts its document too) */
     gint64 b = bucket_of(A, t, 0, k);
     if (b < 0 || !lane_reserve(A, m, (guint32)b)) return FALSE;

@@ -136,20 +136,17 @@ static _Atomic(blk_t *) *dir_slot(blkdir_t *d, guint32 block, gboolean create) {
 
 /* The directory slot of the block with b's key (b may be a key-only
  * probe): record blocks (K_ID, then the number) and column blocks (K_COL,
- * the field, the number) of fields below COLDIR_FIELDS. *listed is set
- * when the key belongs in a directory; NULL when it does not, or when its
- * directory or page was never made and create is FALSE. */
+ * the field, the number) of fields below COLDIR_FIELDS. *listed (unless
+ * NULL) is set when the key belongs in a directory; NULL when it does not,
+ * or when its directory or page was never made and create is FALSE. */
 static _Atomic(blk_t *) *dir_slot_of(ixia_idx_cache_t *c, const blk_t *b, gboolean create,
                                      gboolean *listed) {
-  *listed = FALSE;
-  if (b->klen == 5 && b->key[0] == K_ID) {
-    *listed = TRUE;
-    return dir_slot(&c->recs_dir, ixia_bytes_get32(b->key + 1), create);
-  }
-  if (b->klen != 9 || b->key[0] != K_COL) return NULL;
+  gboolean col = b->klen == 9 && b->key[0] == K_COL && ixia_bytes_get32(b->key + 1) < COLDIR_FIELDS;
+  gboolean recs = b->klen == 5 && b->key[0] == K_ID;
+  if (listed) *listed = col || recs;
+  if (recs) return dir_slot(&c->recs_dir, ixia_bytes_get32(b->key + 1), create);
+  if (!col) return NULL;
   guint32 field = ixia_bytes_get32(b->key + 1);
-  if (field >= COLDIR_FIELDS) return NULL;
-  *listed = TRUE;
   blkdir_t *d = atomic_load(&c->col_dirs[field]);
   if (!d && create) {
     blkdir_t *fresh = g_new0(blkdir_t, 1);
@@ -272,8 +269,7 @@ static gsize blk_bytes(const blk_t *b) {
 
 /* Caller holds the stripe's lock. */
 static void cache_remove(ixia_idx_cache_t *c, stripe_t *s, blk_t *b) {
-  gboolean listed;
-  _Atomic(blk_t *) *slot = dir_slot_of(c, b, FALSE, &listed);
+  _Atomic(blk_t *) *slot = dir_slot_of(c, b, FALSE, NULL);
   if (slot && atomic_load(slot) == b) atomic_store(slot, NULL);
   g_queue_unlink(&s->lru, &b->link);
   g_hash_table_remove(s->map, b);
@@ -292,8 +288,7 @@ static void cache_insert(ixia_idx_cache_t *c, stripe_t *s, blk_t *b) {
   b->bytes = blk_bytes(b);
   b->used = FALSE;
   g_hash_table_add(s->map, b);
-  gboolean listed;
-  _Atomic(blk_t *) *slot = dir_slot_of(c, b, TRUE, &listed);
+  _Atomic(blk_t *) *slot = dir_slot_of(c, b, TRUE, NULL);
   if (slot) atomic_store(slot, b);
   g_queue_push_head_link(&s->lru, &b->link);
   atomic_fetch_add(&c->bytes, b->bytes);
