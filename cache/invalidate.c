@@ -298,7 +298,7 @@ gboolean ixia_cache_invalidator_start(ixia_cache_t *c, ixia_error_t **err) {
   c->inval_mc = memcached_clone(NULL, c->master);
   if (!c->inval_mc) return ixia_error_set(err, IXIA_EINTERNAL, "memcached_clone failed");
   c->inval_queue = g_async_queue_new();
-  c->inval_thread = g_thread_new("ixia-cache-inval", inval_main, c);
+  c->inval_thread = g_thread_new("ixia-mc-inval", inval_main, c);
   return TRUE;
 }
 

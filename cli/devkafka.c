@@ -191,7 +191,7 @@ ixia_devkafka_t *ixia_devkafka_new(const ixia_config_t *cfg, ixia_error_t **err)
     dk->batches = IXIA_DEVKAFKA_MOCK_MAX_BATCHES;
   }
   dk->bootstraps = g_strdup(rd_kafka_mock_cluster_bootstraps(dk->mcluster));
-  dk->nodelay_thread = g_thread_new("devkafka-nodelay", devkafka_nodelay_loop, dk);
+  dk->nodelay_thread = g_thread_new("dk-nodelay", devkafka_nodelay_loop, dk);
   return dk;
 }
 
@@ -561,7 +561,7 @@ gboolean ixia_devkafka_control_start(ixia_devkafka_t *dk, ixia_error_t **err) {
   if (pipe2(dk->wake, O_CLOEXEC | O_NONBLOCK) != 0)
     return ixia_error_set(err, IXIA_EINTERNAL, "pipe: %s", g_strerror(errno));
   GError *gerr = NULL;
-  dk->thread = g_thread_try_new("devkafka-control", devkafka_control_loop, dk, &gerr);
+  dk->thread = g_thread_try_new("dk-control", devkafka_control_loop, dk, &gerr);
   return dk->thread != NULL || ixia_error_from_gerror(err, gerr, IXIA_EINTERNAL, "control thread");
 }
 

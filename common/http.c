@@ -667,7 +667,7 @@ ixia_http_t *ixia_http_new(const ixia_config_t *cfg, const ixia_http_opts_t *o, 
   }
   if (ok && o->collect) ixia_metrics_add_collector(ixia_metrics_default(), o->collect, o->user);
   if (ok) {
-    h->acceptor = g_thread_new("ixia-http-accept", acceptor_main, h);
+    h->acceptor = g_thread_new("ixia-http-acc", acceptor_main, h);
     if (o->port_file && *o->port_file) {
       char port[16];
       snprintf(port, sizeof port, "%d\n", h->port);

@@ -487,7 +487,7 @@ ixia_replication_t *ixia_replication_new(const ixia_config_t *cfg, ixia_store_t 
     ixia_store_set_commit_cb(store, on_commit, r);
     IXIA_INFO("replication: shipping from version %" G_GINT64_FORMAT " to %u sink(s)",
               r->checkpoint + 1, r->n_sinks);
-    r->thread = g_thread_new("ixia-replication", replication_main, r);
+    r->thread = g_thread_new("ixia-replicate", replication_main, r);
   } else {
     IXIA_INFO("replication: off (replication.sinks is empty)");
   }

@@ -1111,7 +1111,7 @@ ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
   rocksdb_readoptions_set_read_tier(s->ropts_memory, 1 /* kBlockCacheTier */);
   s->announced = ixia_store_latest_version(s); /* what the WAL holds from earlier runs */
   s->queue = g_async_queue_new();
-  s->writer = g_thread_new("ixia-store-writer", writer_main, s);
+  s->writer = g_thread_new("ixia-writer", writer_main, s);
   ixia_doccache_stats_t d;
   ixia_doccache_get_stats(s->docs, &d);
   IXIA_INFO("store open at %s, latest version %" G_GINT64_FORMAT ", block cache %zu MiB, document cache %" G_GUINT64_FORMAT " MiB",

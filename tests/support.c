@@ -183,6 +183,21 @@ gboolean ixt_signal(GPid pid, int sig) {
   return TRUE;
 }
 
+guint ixt_threads_named(GPid pid, const char *name) {
+  char *dir = g_strdup_printf("/proc/%d/task", (int)pid);
+  GDir *d = g_dir_open(dir, 0, NULL);
+  guint n = 0;
+  for (const char *tid; d && (tid = g_dir_read_name(d));) {
+    char *path = g_strdup_printf("%s/%s/comm", dir, tid), *comm = NULL;
+    if (g_file_get_contents(path, &comm, NULL, NULL) && !strcmp(g_strchomp(comm), name)) n++;
+    g_free(comm);
+    g_free(path);
+  }
+  if (d) g_dir_close(d);
+  g_free(dir);
+  return n;
+}
+
 gboolean ixt_exited(GPid pid) {
   if (pid <= 0 || waitpid(pid, NULL, WNOHANG) != pid) return FALSE;
   untrack(pid);

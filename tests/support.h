@@ -18,6 +18,10 @@ gboolean ixt_wait_tcp(int port, int timeout_ms);
 GPid ixt_spawn(char **argv, const char *log_path);
 /* The same with an environment (NULL: this process's). */
 GPid ixt_spawn_env(char **argv, char **envp, const char *log_path);
+/* How many of pid's threads carry `name` (/proc/PID/task/TID/comm). Linux
+ * keeps 15 bytes of a thread's name and GLib leaves a longer one unset, so
+ * a thread whose name did not fit carries the process's. */
+guint ixt_threads_named(GPid pid, const char *name);
 /* TRUE once pid has exited (it is then reaped and no longer tracked). */
 gboolean ixt_exited(GPid pid);
 /* SIGTERM, then SIGKILL after grace_ms; reaped and no longer tracked. */

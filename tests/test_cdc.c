@@ -268,6 +268,11 @@ static void test_steady_state(void) {
   double failures = stat_num(o, "replication_failures") - stat_num(before, "replication_failures");
   CU_ASSERT_TRUE(wal_reads <= failures);
   if (wal_reads > failures) printf("\n  %.0f WAL reads, %.0f failed shipments\n", wal_reads, failures);
+  /* The API's own threads carry their names in top -H and perf (a name
+   * over 15 bytes would leave the process's). */
+  CU_ASSERT_EQUAL(ixt_threads_named(s.api.pid, "ixia-writer"), 1);
+  CU_ASSERT_EQUAL(ixt_threads_named(s.api.pid, "ixia-replicate"), 1);
+  CU_ASSERT_EQUAL(ixt_threads_named(s.api.pid, "ixia-http-acc"), 1);
   cJSON_Delete(before);
   cJSON_Delete(o);
   g_array_free(acked, TRUE);
