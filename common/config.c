@@ -189,6 +189,11 @@ static const ixia_option_t options[] = {
      "RocksDB row cache: whole documents by key (a hit skips the index and data block search, "
      "not RocksDB's read path). 0 = off: store.doc_cache_mb holds the same documents."},
     {"store.write_buffer_mb", IXIA_OPT_INT, "64", 1, 65536, "RocksDB memtable size."},
+    {"store.compaction_low_priority", IXIA_OPT_BOOL, "true", 0, 0,
+     "Run the truth store's compactions at the lowest CPU priority (nice 19, process-wide): "
+     "on a machine whose cores are all busy they take what the writes and reads leave, and "
+     "flushes keep the normal priority. Compactions only fall behind when the cores stay "
+     "saturated; RocksDB then slows writes down as it always does."},
     {"store.disk_reserve_mb", IXIA_OPT_INT, "256", 0, 1048576,
      "Free space kept on the file system of store.path (flood-stage watermark). Below it, "
      "ixia-query-api refuses every write, schema apply and snapshot with RESOURCE_EXHAUSTED before "
@@ -276,6 +281,10 @@ static const ixia_option_t options[] = {
     {"index.row_cache_mb", IXIA_OPT_INT, "64", 0, 1048576,
      "Index RocksDB row cache: the id records a search reads to name its hits. 0 = off."},
     {"index.write_buffer_mb", IXIA_OPT_INT, "64", 1, 65536, "Index RocksDB memtable size."},
+    {"index.compaction_low_priority", IXIA_OPT_BOOL, "true", 0, 0,
+     "Run the index's compactions at the lowest CPU priority (nice 19, process-wide), so the "
+     "thread that applies change events and the searches go first; flushes keep the normal "
+     "priority. See store.compaction_low_priority."},
     {"index.disk_reserve_mb", IXIA_OPT_INT, "256", 0, 1048576,
      "Free space kept on the file systems of index.path and of the failed-updates log. Below it, "
      "ixia-indexer pauses: it applies and consumes nothing (its positions stay), keeps serving "

@@ -325,6 +325,7 @@ ixia_idx_t *ixia_idx_open(const char *path, const ixia_config_t *cfg, ixia_error
   idx->opts = rocksdb_options_create();
   rocksdb_options_set_create_if_missing(idx->opts, 1);
   rocksdb_options_increase_parallelism(idx->opts, 2);
+  if (ixia_config_bool(cfg, "index.compaction_low_priority")) ixia_rocksdb_lower_compaction_priority();
   rocksdb_options_set_compression(idx->opts, rocksdb_lz4_compression);
   /* The bottommost level (most of the index once compacted) in zstd:
    * 0.59x of lz4's size there (docs/INDEX-FORMAT.md), and searches read

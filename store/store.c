@@ -20,6 +20,7 @@
 #include "disk.h"
 #include "doc_cache.h"
 #include "json.h"
+#include "rocksdb_cache.h"
 #include "log.h"
 #include "record.h"
 #include "timeutil.h"
@@ -1044,6 +1045,7 @@ ixia_store_t *ixia_store_open(const ixia_config_t *cfg, ixia_error_t **err) {
   rocksdb_options_set_create_if_missing(s->opts, 1);
   rocksdb_options_set_create_missing_column_families(s->opts, 1);
   rocksdb_options_increase_parallelism(s->opts, 2);
+  if (ixia_config_bool(cfg, "store.compaction_low_priority")) ixia_rocksdb_lower_compaction_priority();
   /* Flushes and the first compaction write what was just written, under
    * load: LZ4 there was a tenth of the API's CPU during a bulk load. The
    * levels that hold most of the data stay compressed. */

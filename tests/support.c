@@ -198,6 +198,30 @@ guint ixt_threads_named(GPid pid, const char *name) {
   return n;
 }
 
+int ixt_thread_nice(GPid pid, const char *name) {
+  char *dir = g_strdup_printf("/proc/%d/task", (int)pid);
+  GDir *d = g_dir_open(dir, 0, NULL);
+  int nice = G_MININT;
+  for (const char *tid; d && (tid = g_dir_read_name(d));) {
+    char *cpath = g_strdup_printf("%s/%s/comm", dir, tid), *spath = g_strdup_printf("%s/%s/stat", dir, tid);
+    char *comm = NULL, *stat = NULL;
+    if (g_file_get_contents(cpath, &comm, NULL, NULL) && !strcmp(g_strchomp(comm), name) &&
+        g_file_get_contents(spath, &stat, NULL, NULL) && strrchr(stat, ')')) {
+      /* After "pid (comm) ": state is field 3, nice field 19. */
+      char **f = g_strsplit(strrchr(stat, ')') + 2, " ", 0);
+      if (g_strv_length(f) > 16) nice = MAX(nice, atoi(f[16]));
+      g_strfreev(f);
+    }
+    g_free(comm);
+    g_free(stat);
+    g_free(cpath);
+    g_free(spath);
+  }
+  if (d) g_dir_close(d);
+  g_free(dir);
+  return nice;
+}
+
 gboolean ixt_exited(GPid pid) {
   if (pid <= 0 || waitpid(pid, NULL, WNOHANG) != pid) return FALSE;
   untrack(pid);

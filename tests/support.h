@@ -22,6 +22,9 @@ GPid ixt_spawn_env(char **argv, char **envp, const char *log_path);
  * keeps 15 bytes of a thread's name and GLib leaves a longer one unset, so
  * a thread whose name did not fit carries the process's. */
 guint ixt_threads_named(GPid pid, const char *name);
+/* The highest nice value among pid's threads named `name`, G_MININT when
+ * none is. */
+int ixt_thread_nice(GPid pid, const char *name);
 /* TRUE once pid has exited (it is then reaped and no longer tracked). */
 gboolean ixt_exited(GPid pid);
 /* SIGTERM, then SIGKILL after grace_ms; reaped and no longer tracked. */
