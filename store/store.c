@@ -20,9 +20,9 @@
 #include "disk.h"
 #include "doc_cache.h"
 #include "json.h"
-#include "rocksdb_cache.h"
 #include "log.h"
 #include "record.h"
+#include "rocksdb_cache.h"
 #include "timeutil.h"
 
 typedef struct {
