@@ -28,6 +28,8 @@ static const ixia_prom_stat_t SHARD_METRICS[] = {
     {"failed_log_entries", "ixia_indexer_failed_log_entries", "gauge", "Lines in the failed-updates log now (replay them with ixia-recovery replay-failed).", 0},
     {"apply_rate", "ixia_indexer_apply_rate", "gauge", "Change events applied per second, over the last 9 seconds.", 0},
     {"batches", "ixia_indexer_batches_total", "counter", "Batches applied.", 0},
+    {"apply_cpu_ms", "ixia_indexer_apply_cpu_seconds_total", "counter", "CPU time of the thread that applies every batch.", 0.001},
+    {"apply_wait_ms", "ixia_indexer_apply_wait_seconds_total", "counter", "Time the apply thread was runnable but waited for a CPU (the kernel's schedstat). Growing faster than its CPU time: the machine has no core to spare for it.", 0.001},
     {"kafka_errors", "ixia_indexer_kafka_errors_total", "counter", "Kafka consumer errors.", 0},
     {"offsets_lost", "ixia_indexer_offsets_lost_total", "counter", "Events Kafka deleted before this shard read them (rebuild needed).", 0},
     {"disk_paused", "ixia_indexer_disk_paused", "gauge", "1 while indexing waits for disk space (index.disk_reserve_mb).", 0},

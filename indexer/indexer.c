@@ -14,7 +14,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <librdkafka/rdkafka.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "disk.h"
@@ -150,6 +152,7 @@ struct ixia_indexer {
   _Atomic guint64 expired_removed; /* documents dropped at their expiry */
   _Atomic guint64 schemas_fetched; /* SCHEMA events fetched for tables the index lacked */
   _Atomic gint64 apply_us; /* time inside ixia_idx_apply */
+  _Atomic gint apply_tid;   /* the apply thread's id, for its schedstat; 0 before it runs */
 };
 
 static char wake_marker;
@@ -865,6 +868,7 @@ static gboolean any_rewound(const ixia_indexer_t *ix, const batch_t *b) {
 
 static gpointer apply_main(gpointer data) {
   ixia_indexer_t *ix = data;
+  atomic_store(&ix->apply_tid, (gint)syscall(SYS_gettid));
   batch_t b;
   batch_init(&b, ix->n_partitions);
   gint64 backoff_ms = 0;
@@ -1426,6 +1430,19 @@ char *ixia_indexer_status(ixia_indexer_t *ix) {
   cJSON_AddNumberToObject(o, "expiry_scheduled", (double)ixia_expiry_size(ix->expiry));
   ixia_heal_status(ix->heal, o);
   cJSON_AddNumberToObject(o, "apply_ms", (double)atomic_load_explicit(&ix->apply_us, memory_order_relaxed) / 1000.0);
+  /* The apply thread's time on a CPU and runnable but waiting for one, from
+   * the kernel's schedstat: a wait that grows faster than the CPU time means
+   * the shard's machine has no core for it (docs/OPERATIONS.md). */
+  gint tid = atomic_load(&ix->apply_tid);
+  char *path = g_strdup_printf("/proc/self/task/%d/schedstat", tid), *sched = NULL;
+  unsigned long long on_cpu_ns, waited_ns;
+  if (tid > 0 && g_file_get_contents(path, &sched, NULL, NULL) &&
+      sscanf(sched, "%llu %llu", &on_cpu_ns, &waited_ns) == 2) {
+    cJSON_AddNumberToObject(o, "apply_cpu_ms", (double)on_cpu_ns / 1e6);
+    cJSON_AddNumberToObject(o, "apply_wait_ms", (double)waited_ns / 1e6);
+  }
+  g_free(sched);
+  g_free(path);
   char *out = ixia_json_print(o);
   cJSON_Delete(o);
   return out;

@@ -809,6 +809,7 @@ static void test_metrics(void) {
   const char *shard_want[] = {"ixia_indexer_partition_lag{topic=\"ixia.changes\",partition=\"0\"}",
                               "ixia_indexer_partition_lag_seconds{topic=\"ixia.changes\",partition=\"3\"}",
                               "ixia_indexer_apply_rate ", "ixia_indexer_events_failed_total ",
+                              "ixia_indexer_apply_cpu_seconds_total ", "ixia_indexer_apply_wait_seconds_total ",
                               "ixia_indexer_failed_log_entries ",
                               "ixia_indexer_commit_to_searchable_seconds_bucket{le=\"0.1\"}"};
   for (guint i = 0; i < G_N_ELEMENTS(shard_want); i++) {
@@ -818,6 +819,8 @@ static void test_metrics(void) {
   /* events were produced and became searchable: the counts are not zero */
   CU_ASSERT_PTR_NULL(strstr(sink, "ixia_sink_events_produced_total 0\n"));
   CU_ASSERT_PTR_NULL(strstr(shard, "ixia_indexer_commit_to_searchable_seconds_count 0\n"));
+  /* the apply thread has worked: its CPU time is not zero */
+  CU_ASSERT_PTR_NULL(strstr(shard, "ixia_indexer_apply_cpu_seconds_total 0\n"));
   /* no key in any metric */
   CU_ASSERT_PTR_NULL(strstr(api, "ixk_"));
   g_free(api);
