@@ -183,42 +183,45 @@ gboolean ixt_signal(GPid pid, int sig) {
   return TRUE;
 }
 
-guint ixt_threads_named(GPid pid, const char *name) {
+/* The /proc/PID/task/TID directories of pid's threads named `name`. */
+static GPtrArray *threads_named(GPid pid, const char *name) {
+  GPtrArray *dirs = g_ptr_array_new_with_free_func(g_free);
   char *dir = g_strdup_printf("/proc/%d/task", (int)pid);
   GDir *d = g_dir_open(dir, 0, NULL);
-  guint n = 0;
   for (const char *tid; d && (tid = g_dir_read_name(d));) {
     char *path = g_strdup_printf("%s/%s/comm", dir, tid), *comm = NULL;
-    if (g_file_get_contents(path, &comm, NULL, NULL) && !strcmp(g_strchomp(comm), name)) n++;
+    if (g_file_get_contents(path, &comm, NULL, NULL) && !strcmp(g_strchomp(comm), name))
+      g_ptr_array_add(dirs, g_strdup_printf("%s/%s", dir, tid));
     g_free(comm);
     g_free(path);
   }
   if (d) g_dir_close(d);
   g_free(dir);
+  return dirs;
+}
+
+guint ixt_threads_named(GPid pid, const char *name) {
+  GPtrArray *dirs = threads_named(pid, name);
+  guint n = dirs->len;
+  g_ptr_array_unref(dirs);
   return n;
 }
 
 int ixt_thread_nice(GPid pid, const char *name) {
-  char *dir = g_strdup_printf("/proc/%d/task", (int)pid);
-  GDir *d = g_dir_open(dir, 0, NULL);
+  GPtrArray *dirs = threads_named(pid, name);
   int nice = G_MININT;
-  for (const char *tid; d && (tid = g_dir_read_name(d));) {
-    char *cpath = g_strdup_printf("%s/%s/comm", dir, tid), *spath = g_strdup_printf("%s/%s/stat", dir, tid);
-    char *comm = NULL, *stat = NULL;
-    if (g_file_get_contents(cpath, &comm, NULL, NULL) && !strcmp(g_strchomp(comm), name) &&
-        g_file_get_contents(spath, &stat, NULL, NULL) && strrchr(stat, ')')) {
+  for (guint i = 0; i < dirs->len; i++) {
+    char *path = g_strdup_printf("%s/stat", (const char *)dirs->pdata[i]), *stat = NULL;
+    if (g_file_get_contents(path, &stat, NULL, NULL) && strrchr(stat, ')')) {
       /* After "pid (comm) ": state is field 3, nice field 19. */
       char **f = g_strsplit(strrchr(stat, ')') + 2, " ", 0);
       if (g_strv_length(f) > 16) nice = MAX(nice, atoi(f[16]));
       g_strfreev(f);
     }
-    g_free(comm);
     g_free(stat);
-    g_free(cpath);
-    g_free(spath);
+    g_free(path);
   }
-  if (d) g_dir_close(d);
-  g_free(dir);
+  g_ptr_array_unref(dirs);
   return nice;
 }
 
