@@ -111,6 +111,7 @@ typedef struct {
   GList link;          /* in io->conns */
   GList ready_link;    /* in io->ready while `queued` */
   gboolean queued;     /* waits in io->ready for its next turn */
+  gboolean out_armed;  /* registered for EPOLLOUT (while an answer waits for room) */
   /* What the deferring handler left for the worker that runs the frame
    * again (ixia_server_defer_with), and how to free it if none takes it. */
   gpointer defer_data;
@@ -508,6 +509,25 @@ static void warn_limited(ixia_server_t *srv, const char *why) {
 
 static gboolean flush_out(conn_t *c, gint64 now);
 
+/* A connection is registered for EPOLLOUT only while an answer waits for
+ * room in its socket. Registered always, every answer its peer read
+ * reported room again: on a Unix socket each read of an answer called
+ * the connection's epoll callback and queued an event (woke the I/O
+ * thread when asleep) that found nothing to do, one a query between the
+ * API and a shard. Adding EPOLLOUT re-checks the socket (epoll_ctl polls
+ * it), so room made before the call is still reported. */
+static gboolean watch_out(conn_t *c, gboolean on) {
+  if (c->out_armed == on) return TRUE;
+  guint32 evs = EPOLLIN | EPOLLRDHUP | EPOLLET | (on ? EPOLLOUT : 0);
+  struct epoll_event ev = {.events = evs, .data.ptr = c};
+  if (epoll_ctl(c->io->epfd, EPOLL_CTL_MOD, c->fd, &ev) != 0) {
+    IXIA_WARN("epoll_ctl: %s", g_strerror(errno));
+    return FALSE;
+  }
+  c->out_armed = on;
+  return TRUE;
+}
+
 /* What dispatch did with a frame. */
 enum { DISPATCH_CLOSE = 0, DISPATCH_KEEP = 1, DISPATCH_ANSWERED = 2 };
 
@@ -572,7 +592,7 @@ static int dispatch(conn_t *c, guint32 size, gint64 now) {
         c->out_pos = 0;
         c->state = CONN_WRITING;
         c->since = now;
-        return DISPATCH_KEEP;
+        return watch_out(c, TRUE) ? DISPATCH_KEEP : DISPATCH_CLOSE;
       }
       return DISPATCH_ANSWERED;
     }
@@ -688,10 +708,10 @@ static gboolean flush_out(conn_t *c, gint64 now) {
   if (!send_some(c->fd, c->out->data, c->out->len, &c->out_pos)) return FALSE;
   if (c->out_pos < c->out->len) {
     c->state = CONN_WRITING;
-    return TRUE;
+    return watch_out(c, TRUE);
   }
   g_clear_pointer(&c->out, g_byte_array_unref);
-  if (c->close_after) return FALSE;
+  if (c->close_after || !watch_out(c, FALSE)) return FALSE;
   c->state = CONN_READING;
   c->since = now;
   return advance(c, now);
@@ -739,7 +759,7 @@ static void add_conn(io_t *io, int fd, gboolean refused, gint64 now) {
   c->link.data = c;
   c->ready_link.data = c;
   g_queue_push_tail_link(&io->conns, &c->link);
-  struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = c};
+  struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = c};
   if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
     IXIA_WARN("epoll_ctl: %s", g_strerror(errno));
     conn_close(c);
