@@ -49,13 +49,18 @@ static gpointer consume_main(gpointer data) {
   return NULL;
 }
 
-/* Assigns every partition of topic at its end, so only new events count. */
+/* Assigns every partition of topic at its end, so only new events count.
+ * Its fetches wait at most 1 ms on an empty partition: a Kafka broker
+ * answers a waiting fetch as soon as data comes, but the mock cluster
+ * (ixia-devkafka) only at the wait's end, so the wait is added to the lag
+ * measured (5 ms measured p50 7.4-7.7 / p99 14.7-16.8 ms where 1 ms measured
+ * 5.4-6.0 / 11.1-13.4 ms, at 3,711 puts/s). */
 static rd_kafka_t *consumer_new(const char *brokers, const char *topic, char *errstr, size_t n) {
   rd_kafka_conf_t *conf = rd_kafka_conf_new();
   if (rd_kafka_conf_set(conf, "bootstrap.servers", brokers, errstr, n) != RD_KAFKA_CONF_OK ||
       rd_kafka_conf_set(conf, "group.id", "ixia-bench-lag", errstr, n) != RD_KAFKA_CONF_OK ||
       rd_kafka_conf_set(conf, "enable.auto.commit", "false", errstr, n) != RD_KAFKA_CONF_OK ||
-      rd_kafka_conf_set(conf, "fetch.wait.max.ms", "5", errstr, n) != RD_KAFKA_CONF_OK ||
+      rd_kafka_conf_set(conf, "fetch.wait.max.ms", "1", errstr, n) != RD_KAFKA_CONF_OK ||
       rd_kafka_conf_set(conf, "socket.nagle.disable", "true", errstr, n) != RD_KAFKA_CONF_OK) {
     rd_kafka_conf_destroy(conf);
     return NULL;
