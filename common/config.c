@@ -395,7 +395,7 @@ static const ixia_option_t options[] = {
      "min_version or a top_hits aggregation is sent to its shards from the I/O thread, which "
      "serves its other connections meanwhile and finishes the query when the answers come (no "
      "thread hand-off; `requests_answered_later` in stats); the rest run here: queries with "
-     "min_version or top_hits, over 16 KiB, or that find no idle connection to a shard "
+     "min_version or top_hits, over 16 KiB, or that find neither a lane (query.pipeline_shard_calls) nor an idle connection to a shard "
      "(they open one). (A query whose pooled connection is dead, a page whose documents "
      "are not all in memory, and aggregations whose shards answered over 256 KiB are finished "
      "on four threads of their own: the I/O thread never reads the disk nor merges long; "
@@ -406,6 +406,12 @@ static const ixia_option_t options[] = {
      "API CPU per query and p99 9-15 ms, 4 threads 175 us and p99 5 ms). Keep it above the "
      "number of concurrent queries that wait: for min_version (up to query.max_wait_ms) or "
      "for slow shards. Queries over HTTP run on http.workers."},
+    {"query.pipeline_shard_calls", IXIA_OPT_BOOL, "true", 0, 0,
+     "Each I/O thread of ixia-query-api keeps one connection to each shard on which the queries "
+     "it sends are pipelined: the requests of one pass over its connections leave in one send, "
+     "and answers that come together are read with one receive (query_shard_calls_pipelined and "
+     "query_shard_sends_pipelined in stats). false: one call at a time on each pooled "
+     "connection, a send and a receive per query on each side."},
     {"query.max_request_bytes", IXIA_OPT_INT, "1048576", 1024, 1024LL * MIB,
      "Largest query request, in bytes of JSON."},
     {"query.max_clauses", IXIA_OPT_INT, "128", 1, 100000,

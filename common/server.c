@@ -112,11 +112,17 @@ typedef struct {
   GList ready_link;    /* in io->ready while `queued` */
   gboolean queued;     /* waits in io->ready for its next turn */
   gboolean out_armed;  /* registered for EPOLLOUT (while an answer waits for room) */
+  GByteArray *cork;    /* answers of pipelined frames, held to leave with the next one's */
   /* What the deferring handler left for the worker that runs the frame
    * again (ixia_server_defer_with), and how to free it if none takes it. */
   gpointer defer_data;
   GDestroyNotify defer_free;
 } conn_t;
+
+typedef struct {
+  void (*fn)(gpointer);
+  gpointer data;
+} pass_end_t;
 
 struct io_thread {
   ixia_server_t *srv;
@@ -133,6 +139,7 @@ struct io_thread {
                          the same batch may still name them */
   GQueue watches;     /* ixia_server_watch_t * of this thread */
   GPtrArray *ended;   /* watches ended during this pass, freed after it */
+  GArray *pass_end;   /* pass_end_t to run once this pass's events are handled */
   GHashTable *parked; /* fd + 1 of sockets a watch of this thread left
                          registered in epfd, disarmed (ixia_server_watch) */
   guint8 rbuf[RECV_CHUNK]; /* receives of up to RECV_CHUNK bytes land here first */
@@ -447,6 +454,26 @@ static const GByteArray *serve(ixia_server_t *srv, conn_t *c, const guint8 *fram
 }
 
 /* Runs the frame at c->in[in_pos] and answers (worker thread). */
+/* Sends an answer from the thread that owns the connection (a worker, or
+ * whoever answers a call later): after the bytes its I/O thread left
+ * unsent (c->out: answers of pipelined frames that the socket did not
+ * take), else straight to the socket, what it does not take kept in
+ * c->out for the I/O thread. FALSE when the send failed. */
+static gboolean conn_send(conn_t *c, const guint8 *data, guint len) {
+  if (c->out) {
+    g_byte_array_append(c->out, data, len);
+    return TRUE;
+  }
+  guint sent = 0;
+  if (!send_some(c->fd, data, len, &sent)) return FALSE;
+  if (sent < len) {
+    c->out = g_byte_array_sized_new(len - sent);
+    g_byte_array_append(c->out, data + sent, len - sent);
+    c->out_pos = 0;
+  }
+  return TRUE;
+}
+
 static void run_request(gpointer data, gpointer user_data) {
   conn_t *c = data;
   ixia_server_t *srv = user_data;
@@ -462,14 +489,7 @@ static void run_request(gpointer data, gpointer user_data) {
     call_release(later); /* the answer gives the connection back */
     return;
   }
-  guint sent = 0;
-  if (!out || !send_some(c->fd, out->data, out->len, &sent)) {
-    c->send_failed = TRUE;
-  } else if (sent < out->len) {
-    c->out = g_byte_array_sized_new(out->len - sent);
-    g_byte_array_append(c->out, out->data + sent, out->len - sent);
-    c->out_pos = 0;
-  }
+  if (!out || !conn_send(c, out->data, out->len)) c->send_failed = TRUE;
   hand_back(c);
 }
 
@@ -481,6 +501,7 @@ static void conn_free(gpointer data) {
   defer_data_drop(&c->defer_data, &c->defer_free);
   if (c->in) g_byte_array_unref(c->in);
   if (c->out) g_byte_array_unref(c->out);
+  if (c->cork) g_byte_array_unref(c->cork);
   g_free(c);
 }
 
@@ -528,6 +549,29 @@ static gboolean watch_out(conn_t *c, gboolean on) {
   return TRUE;
 }
 
+/* A whole frame is held at in_pos. */
+static gboolean frame_held(const conn_t *c) {
+  guint have = c->in ? c->in->len - c->in_pos : 0;
+  return have >= 4 && have - 4 >= frame_size(c->in->data + c->in_pos);
+}
+
+/* Sends the held answers (c->cork) before a call that is not answered
+ * here: what the socket does not take waits in c->out, which the call's
+ * answer joins (conn_send) and the I/O thread sends once the call gives
+ * the connection back. FALSE when the send failed. */
+static gboolean cork_flush(conn_t *c) {
+  if (!c->cork || !c->cork->len) return TRUE;
+  guint sent = 0;
+  gboolean ok = send_some(c->fd, c->cork->data, c->cork->len, &sent);
+  if (ok && sent < c->cork->len) {
+    c->out = g_byte_array_sized_new(c->cork->len - sent);
+    g_byte_array_append(c->out, c->cork->data + sent, c->cork->len - sent);
+    c->out_pos = 0;
+  }
+  g_byte_array_set_size(c->cork, 0);
+  return ok;
+}
+
 /* What dispatch did with a frame. */
 enum { DISPATCH_CLOSE = 0, DISPATCH_KEEP = 1, DISPATCH_ANSWERED = 2 };
 
@@ -535,7 +579,7 @@ enum { DISPATCH_CLOSE = 0, DISPATCH_KEEP = 1, DISPATCH_ANSWERED = 2 };
  * answer why and close): on a worker, or here when it is a cheap call
  * (DISPATCH_ANSWERED: the connection reads on). DISPATCH_CLOSE when the
  * connection must be closed. */
-static int dispatch(conn_t *c, guint32 size, gint64 now) {
+static int dispatch(conn_t *c, guint32 size, gint64 now, gboolean may_cork) {
   ixia_server_t *srv = c->io->srv;
   c->frame_start = c->in->len > c->in_pos + 4 + size ? now : 0;
   if (c->refused) {
@@ -573,6 +617,7 @@ static int dispatch(conn_t *c, guint32 size, gint64 now) {
     if (later) {
       /* Taken over (a write waiting for its group commit): the connection
        * reads on once the answer is out. */
+      if (!cork_flush(c)) c->send_failed = TRUE; /* closed when the call gives it back */
       c->in_pos += 4 + size;
       atomic_fetch_add_explicit(&srv->requests, 1, memory_order_relaxed);
       atomic_fetch_add_explicit(&srv->inline_requests, 1, memory_order_relaxed);
@@ -584,12 +629,30 @@ static int dispatch(conn_t *c, guint32 size, gint64 now) {
       c->in_pos += 4 + size;
       atomic_fetch_add_explicit(&srv->requests, 1, memory_order_relaxed);
       atomic_fetch_add_explicit(&srv->inline_requests, 1, memory_order_relaxed);
+      if (!out) return DISPATCH_CLOSE;
+      /* The next frame is here already (pipelined) and has its turn: this
+       * answer leaves with the next one's, one send for the frames that
+       * came together. */
+      if (may_cork && frame_held(c)) {
+        if (!c->cork) c->cork = g_byte_array_new();
+        g_byte_array_append(c->cork, out->data, out->len);
+        return DISPATCH_ANSWERED;
+      }
+      const GByteArray *all = out;
+      if (c->cork && c->cork->len) {
+        g_byte_array_append(c->cork, out->data, out->len);
+        all = c->cork;
+      }
       guint sent = 0;
-      if (!out || !send_some(c->fd, out->data, out->len, &sent)) return DISPATCH_CLOSE;
-      if (sent < out->len) {
-        c->out = g_byte_array_sized_new(out->len - sent);
-        g_byte_array_append(c->out, out->data + sent, out->len - sent);
+      gboolean ok = send_some(c->fd, all->data, all->len, &sent);
+      if (ok && sent < all->len) {
+        c->out = g_byte_array_sized_new(all->len - sent);
+        g_byte_array_append(c->out, all->data + sent, all->len - sent);
         c->out_pos = 0;
+      }
+      if (c->cork) g_byte_array_set_size(c->cork, 0);
+      if (!ok) return DISPATCH_CLOSE;
+      if (c->out) {
         c->state = CONN_WRITING;
         c->since = now;
         return watch_out(c, TRUE) ? DISPATCH_KEEP : DISPATCH_CLOSE;
@@ -598,6 +661,8 @@ static int dispatch(conn_t *c, guint32 size, gint64 now) {
     }
     atomic_fetch_add_explicit(&srv->deferred, 1, memory_order_relaxed);
   }
+  /* To a worker, which sends its answer after the held ones. */
+  if (!cork_flush(c)) return DISPATCH_CLOSE;
   c->state = CONN_RUNNING;
   gboolean own = named && srv->method_pool && name_len == strlen(srv->method) &&
                  memcmp(name, srv->method, name_len) == 0;
@@ -643,7 +708,7 @@ static gboolean advance(conn_t *c, gint64 now) {
           atomic_fetch_add_explicit(&srv->rejected_frames, 1, memory_order_relaxed);
           return FALSE;
         }
-        int d = dispatch(c, size, now);
+        int d = dispatch(c, size, now, answered + 1 < INLINE_TURN);
         if (d != DISPATCH_ANSWERED) return d == DISPATCH_KEEP;
         c->since = now;
         if (++answered >= INLINE_TURN) {
@@ -898,6 +963,30 @@ void ixia_server_watch_end(ixia_server_watch_t *w) {
   g_ptr_array_add(w->io->ended, w);
 }
 
+void ixia_server_watch_set_deadline(ixia_server_watch_t *w, gint64 deadline_us) {
+  w->deadline = deadline_us;
+}
+
+gboolean ixia_server_at_pass_end(void (*fn)(gpointer data), gpointer data) {
+  if (!tl_io) return FALSE;
+  pass_end_t pe = {fn, data};
+  g_array_append_val(tl_io->pass_end, pe);
+  return TRUE;
+}
+
+/* Runs what the pass asked for at its end (ixia_server_at_pass_end), those
+ * asked for meanwhile included. */
+static void run_pass_end(io_t *io) {
+  gboolean was = tl_on_io;
+  tl_on_io = TRUE;
+  for (guint i = 0; i < io->pass_end->len; i++) {
+    pass_end_t pe = g_array_index(io->pass_end, pass_end_t, i);
+    pe.fn(pe.data);
+  }
+  g_array_set_size(io->pass_end, 0);
+  tl_on_io = was;
+}
+
 /* Fires ev on w; a watch that timed out or sees the server stop is over. */
 static void watch_fire(ixia_server_watch_t *w, ixia_server_watch_event_t ev) {
   w->fn(w, ev, w->ud);
@@ -1001,6 +1090,7 @@ static gpointer io_main(gpointer data) {
       c->queued = FALSE;
       if (c->state == CONN_READING && !advance(c, now)) conn_close(c);
     }
+    run_pass_end(io);
     if (now >= next_tick) {
       expire(io, now);
       next_tick = now + TICK_MS * 1000;
@@ -1104,14 +1194,7 @@ static void call_send(ixia_server_call_t *call, GByteArray *out) {
     srv->hooks.observe(srv->hooks.user, call->frame, call->size, out->data + 4, out->len - 4,
                        g_get_monotonic_time() - call->t0);
   /* The connection is this call's until released: send from here. */
-  guint sent = 0;
-  if (!send_some(c->fd, out->data, out->len, &sent)) {
-    c->send_failed = TRUE;
-  } else if (sent < out->len) {
-    c->out = g_byte_array_sized_new(out->len - sent);
-    g_byte_array_append(c->out, out->data + sent, out->len - sent);
-    c->out_pos = 0;
-  }
+  if (!conn_send(c, out->data, out->len)) c->send_failed = TRUE;
   atomic_fetch_add_explicit(&srv->answered_later, 1, memory_order_relaxed);
   call_release(call);
 }
@@ -1322,6 +1405,7 @@ gboolean ixia_server_start(ixia_server_t *srv, ixia_error_t **err) {
     io->closed = g_ptr_array_new_with_free_func(conn_free);
     io->ended = g_ptr_array_new_with_free_func(g_free);
     io->parked = g_hash_table_new(NULL, NULL);
+    io->pass_end = g_array_new(FALSE, FALSE, sizeof(pass_end_t));
     g_queue_init(&io->conns);
     g_queue_init(&io->watches);
     io->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -1387,6 +1471,7 @@ void ixia_server_destroy(ixia_server_t *srv) {
     if (io->closed) g_ptr_array_unref(io->closed);
     if (io->ended) g_ptr_array_unref(io->ended);
     if (io->parked) g_hash_table_unref(io->parked);
+    if (io->pass_end) g_array_unref(io->pass_end);
   }
   g_free(srv->io);
   g_mutex_clear(&srv->calls_lock);

@@ -70,7 +70,8 @@ void ixia_server_set_method_threads(ixia_server_t *srv, const char *method, int 
 /* Cheap calls answered on the I/O threads. Before handing a frame to a
  * worker, an I/O thread asks fn about the call's method name; when fn says
  * yes it runs the call itself (no thread hand-off, no wake-up), and frames
- * pipelined on the connection are answered in a row. A handler running on
+ * pipelined on the connection are answered in a row (their answers leave in one
+ * send when they came in one read). A handler running on
  * an I/O thread (ixia_server_on_io_thread) must not block: when it finds it
  * would (a disk read, a call to another server), it calls ixia_server_defer
  * and returns; its answer is dropped and the call runs again on a worker.
@@ -159,6 +160,14 @@ gboolean ixia_server_can_watch(void);
 ixia_server_watch_t *ixia_server_watch(int fd, gint64 deadline_us, ixia_server_watch_fn fn,
                                        gpointer ud);
 void ixia_server_watch_end(ixia_server_watch_t *w);
+/* Moves a watch's deadline (on its thread; no system call). */
+void ixia_server_watch_set_deadline(ixia_server_watch_t *w, gint64 deadline_us);
+/* On an I/O thread (in a call it runs, or a watch's fn): runs fn(data) once, on this
+ * thread, after the events of the current pass are handled and before it
+ * waits again, so that what several of them produced (requests to the
+ * same peer) leaves in one system call. FALSE off an I/O thread. fn may
+ * ask for another run of the same pass. */
+gboolean ixia_server_at_pass_end(void (*fn)(gpointer data), gpointer data);
 
 gboolean ixia_server_start(ixia_server_t *srv, ixia_error_t **err);
 /* Stops accepting, closes open connections and waits for workers. */

@@ -808,6 +808,8 @@ char *ixia_api_stats(ixia_api_t *api) {
   cJSON_AddNumberToObject(o, "query_hits_rechecked", (double)qs.hits_rechecked);
   cJSON_AddNumberToObject(o, "query_pages_read_on_worker", (double)qs.pages_on_worker);
   cJSON_AddNumberToObject(o, "query_merges_on_worker", (double)qs.merges_on_worker);
+  cJSON_AddNumberToObject(o, "query_shard_calls_pipelined", (double)qs.lane_calls);
+  cJSON_AddNumberToObject(o, "query_shard_sends_pipelined", (double)qs.lane_sends);
   g_rw_lock_reader_lock(&api->schemas_lock);
   cJSON_AddNumberToObject(o, "tables", g_hash_table_size(api->schemas));
   g_rw_lock_reader_unlock(&api->schemas_lock);

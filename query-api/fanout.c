@@ -67,7 +67,19 @@ struct ixia_search {
   _Atomic guint64 rechecked; /* hits evaluated again on the stored document */
   _Atomic guint64 pages_on_worker; /* pages an I/O thread left to a worker (not in memory) */
   _Atomic guint64 merges_on_worker; /* aggregation merges an I/O thread left to a worker */
+  _Atomic guint64 lane_calls, lane_sends; /* calls sent on lanes, and the sends that carried them */
+  gboolean lanes_on;  /* query.pipeline_shard_calls */
+  guint gen;          /* tells this fanout's lane tables from an earlier one's */
+  GMutex lanes_lock;
+  GPtrArray *lane_tables; /* lane_t*[n_shards] of each I/O thread that opened one */
 };
+
+/* Numbers the fanouts made, so a thread's lane table of one is not taken
+ * for another's (lanes, below). */
+static guint lane_generation;
+struct lane;
+static struct lane *lane_find(ixia_fanout_t *s, guint shard, gboolean *more);
+static void lanes_free(ixia_fanout_t *s);
 
 /* What the shard calls of one query share; freed by the last holder. A
  * query with allow_partial stops waiting at its deadline: it abandons the
@@ -316,6 +328,10 @@ ixia_fanout_t *ixia_fanout_new(const ixia_config_t *cfg, ixia_store_t *store,
     s->pool = g_thread_pool_new(pool_main, NULL, (gint)(8 * s->n_shards), FALSE, NULL);
   s->retry_pool = g_thread_pool_new(retry_main, NULL, 4, FALSE, NULL);
   s->watchdog = ixia_watchdog_new();
+  s->lanes_on = ixia_config_bool(cfg, "query.pipeline_shard_calls");
+  s->gen = (guint)g_atomic_int_add(&lane_generation, 1) + 1;
+  g_mutex_init(&s->lanes_lock);
+  s->lane_tables = g_ptr_array_new();
   return s;
 }
 
@@ -324,6 +340,7 @@ void ixia_fanout_destroy(ixia_fanout_t *s) {
   if (s->retry_pool) g_thread_pool_free(s->retry_pool, FALSE, TRUE);
   if (s->pool) g_thread_pool_free(s->pool, FALSE, TRUE);
   ixia_watchdog_destroy(s->watchdog);
+  lanes_free(s);
   for (guint i = 0; i < s->n_shards; i++) {
     g_free(s->shards[i].address);
     g_async_queue_unref(s->shards[i].idle);
@@ -337,6 +354,8 @@ void ixia_fanout_get_stats(ixia_fanout_t *s, ixia_fanout_stats_t *out) {
   out->queries = atomic_load_explicit(&s->queries, memory_order_relaxed);
   out->query_errors = atomic_load_explicit(&s->query_errors, memory_order_relaxed);
   out->shard_calls = atomic_load_explicit(&s->shard_calls, memory_order_relaxed);
+  out->lane_calls = atomic_load_explicit(&s->lane_calls, memory_order_relaxed);
+  out->lane_sends = atomic_load_explicit(&s->lane_sends, memory_order_relaxed);
   out->shard_errors = atomic_load_explicit(&s->shard_errors, memory_order_relaxed);
   out->hits_returned = atomic_load_explicit(&s->hits_returned, memory_order_relaxed);
   out->stale_hits_dropped = atomic_load_explicit(&s->stale_dropped, memory_order_relaxed);
@@ -1320,8 +1339,9 @@ char *ixia_fanout_run(ixia_fanout_t *s, const char *request_json, size_t len,
  * thread hands it the call (a wake-up), the shard's answer wakes it, and
  * it hands the connection back (a third). A quarter of the API's CPU at
  * pages of 10 was those switches. Here the I/O thread that read the call
- * sends each shard its request on a pooled connection, watches the
- * sockets (server.h) and serves its other connections; the last answer
+ * sends each shard its request on one of its lanes (below; or, lanes off,
+ * on a pooled connection), watches the sockets (server.h) and serves its
+ * other connections; the last answer
  * finishes the query on the same thread (the merge, the re-check against
  * the truth store, the answer) as run() does, so a query costs no thread
  * hand-off at all.
@@ -1329,8 +1349,8 @@ char *ixia_fanout_run(ixia_fanout_t *s, const char *request_json, size_t len,
  * Only what never waits is taken: a query with min_version (it waits for
  * replication), with a top_hits aggregation (its documents are read from
  * the store, perhaps from the disk), over ASYNC_MAX_REQUEST bytes (its
- * send could wait) or without an idle pooled connection to every shard
- * (opening one blocks) goes to a worker (the connections it opens are
+ * send could wait) or with neither a lane nor an idle pooled connection to
+ * every shard (opening one blocks) goes to a worker (the connections it opens are
  * pooled for the next ones). Other aggregations are taken, and their
  * partials merged here when the shards' pages hold at most
  * ASYNC_MAX_AGG_ANSWER bytes; a longer merge is left to a worker (the
@@ -1361,6 +1381,7 @@ typedef struct {
   gint32 seqid; /* the call's: an answer with another is a stale one */
   ixia_server_watch_t *watch;
   GByteArray *in; /* the answer frame so far, header included */
+  struct lane *lane; /* sent (or to be sent) on this thread's lane to the shard, until answered */
 } op_shard_t;
 
 struct ixia_fanout_op {
@@ -1381,10 +1402,13 @@ struct ixia_fanout_op {
   gpointer ud;
 };
 
+static void lane_abandon(struct lane *ln, op_shard_t *x);
+
 static void op_free(ixia_fanout_op_t *op) {
   ixia_fanout_t *s = op->s;
   for (guint i = 0; op->sh && i < s->n_shards; i++) {
     op_shard_t *x = &op->sh[i];
+    if (x->lane) lane_abandon(x->lane, x);
     /* Unsent: the connection is as good as before. Sent and unanswered:
      * its answer may still come, so it cannot serve another call. */
     if (x->client && !x->sent) g_async_queue_push(s->shards[i].idle, x->client);
@@ -1428,13 +1452,24 @@ ixia_fanout_op_t *ixia_fanout_prepare(ixia_fanout_t *s, const char *request_json
                   len <= ASYNC_MAX_REQUEST;
   op->sh = g_new0(op_shard_t, s->n_shards);
   for (guint i = 0; take && i < s->n_shards; i++) {
-    op->sh[i] = (op_shard_t){op, i, g_async_queue_try_pop(s->shards[i].idle), FALSE, 0, NULL, NULL};
-    take = op->sh[i].client != NULL;
+    /* This thread's least busy lane to the shard, or an idle pooled
+     * connection, which becomes a lane at launch when the thread has room
+     * for one more and the lanes it has are all waiting (or are full).
+     * The lane found here is still the thread's at launch: nothing runs on
+     * the thread in between. */
+    gboolean more = FALSE;
+    struct lane *ln = lane_find(s, i, &more);
+    op->sh[i] = (op_shard_t){op, i, NULL, FALSE, 0, NULL, NULL, NULL};
+    if (!ln || more) op->sh[i].client = g_async_queue_try_pop(s->shards[i].idle);
+    if (!op->sh[i].client) op->sh[i].lane = ln;
+    take = op->sh[i].lane || op->sh[i].client;
   }
   if (!take) {
     /* For a worker, parsed: the connections taken go back (unsent). */
-    for (guint i = 0; i < s->n_shards; i++)
+    for (guint i = 0; i < s->n_shards; i++) {
       if (op->sh[i].client) g_async_queue_push(s->shards[i].idle, g_steal_pointer(&op->sh[i].client));
+      op->sh[i].lane = NULL;
+    }
     g_clear_pointer(&op->sh, g_free);
     op->on_worker = TRUE;
   }
@@ -1528,6 +1563,7 @@ static void op_retry(ixia_fanout_op_t *op, guint failed) {
     op_shard_t *x = &op->sh[i];
     ixia_server_watch_end(x->watch);
     x->watch = NULL;
+    if (x->lane) lane_abandon(x->lane, x);
     if (x->sent) g_clear_pointer(&x->client, ixia_shard_client_destroy);
   }
   run_clear(s, &op->r);
@@ -1563,12 +1599,58 @@ static int shard_read(op_shard_t *x) {
   }
 }
 
-static void on_shard(ixia_server_watch_t *w, ixia_server_watch_event_t ev, gpointer ud) {
-  op_shard_t *x = ud;
+/* A whole answer frame (header included; taken) into x's call: its page,
+ * or the error it carries. FALSE when it is no search_page answer: the
+ * connection it came on is out of step. */
+static gboolean answer_settle(op_shard_t *x, GByteArray *frame) {
   ixia_fanout_op_t *op = x->op;
   ixia_fanout_t *s = op->s;
   call_t *c = &op->r.calls[x->i];
   const char *address = s->shards[x->i].address;
+  const char *v = NULL, *msg = NULL;
+  gsize vlen = 0, mlen = 0;
+  gint32 code = 0;
+  gboolean ok = TRUE;
+  switch (ixia_wire_read_string_reply(frame->data + 4, frame->len - 4, "search_page", &v, &vlen,
+                                      &code, &msg, &mlen)) {
+    case IXIA_WIRE_REPLY_OK:
+      break;
+    /* The errors a worker's call gives for the same answers (client.c's
+     * check_call; a frame that cannot be read is a transport failure). */
+    case IXIA_WIRE_REPLY_ERROR:
+      if (msg) ixia_error_set(&c->err, (ixia_code_t)code, "%.*s", (int)mlen, msg);
+      else ixia_error_set(&c->err, (ixia_code_t)code, "(no message)");
+      break;
+    case IXIA_WIRE_REPLY_EXCEPTION:
+      ixia_error_set(&c->err, IXIA_EINVAL, "index shard at %s: application error: %.*s", address,
+                     (int)mlen, msg ? msg : "");
+      break;
+    default:
+      ixia_error_set(&c->err, IXIA_EUNAVAILABLE, "index shard at %s: malformed answer frame",
+                     address);
+      ok = FALSE;
+      break;
+  }
+  /* (Settled with the frame, which holds the page.) */
+  if (c->err) {
+    shard_settle(s, c, NULL, NULL, 0);
+    g_byte_array_unref(frame);
+  } else {
+    shard_settle(s, c, frame, (const guint8 *)v, vlen);
+  }
+  op->answered += vlen;
+  return ok;
+}
+
+/* One more of the query's shards is settled; the last finishes it. */
+static void op_shard_done(ixia_fanout_op_t *op) {
+  if (--op->pending == 0) op_complete(op);
+}
+
+static void on_shard(ixia_server_watch_t *w, ixia_server_watch_event_t ev, gpointer ud) {
+  op_shard_t *x = ud;
+  ixia_fanout_op_t *op = x->op;
+  call_t *c = &op->r.calls[x->i];
   if (ev == IXIA_SERVER_WATCH_READABLE) {
     int got = shard_read(x);
     if (got == 0) return;
@@ -1588,35 +1670,10 @@ static void on_shard(ixia_server_watch_t *w, ixia_server_watch_event_t ev, gpoin
       op_retry(op, x->i);
       return;
     }
-    const char *v = NULL, *msg = NULL;
-    gsize vlen = 0, mlen = 0;
-    gint32 code = 0;
-    switch (ixia_wire_read_string_reply(x->in->data + 4, x->in->len - 4, "search_page", &v, &vlen,
-                                        &code, &msg, &mlen)) {
-      case IXIA_WIRE_REPLY_OK:
-        break;
-      /* The errors a worker's call gives for the same answers (client.c's
-       * check_call; a frame that cannot be read is a transport failure). */
-      case IXIA_WIRE_REPLY_ERROR:
-        if (msg) ixia_error_set(&c->err, (ixia_code_t)code, "%.*s", (int)mlen, msg);
-        else ixia_error_set(&c->err, (ixia_code_t)code, "(no message)");
-        break;
-      case IXIA_WIRE_REPLY_EXCEPTION:
-        ixia_error_set(&c->err, IXIA_EINVAL, "index shard at %s: application error: %.*s", address,
-                       (int)mlen, msg ? msg : "");
-        break;
-      default:
-        ixia_error_set(&c->err, IXIA_EUNAVAILABLE, "index shard at %s: malformed answer frame",
-                       address);
-        g_clear_pointer(&x->client, ixia_shard_client_destroy);
-        break;
-    }
-    /* (Settled with the frame, which holds the page.) */
-    if (c->err) shard_settle(s, c, NULL, NULL, 0);
-    else shard_settle(s, c, g_steal_pointer(&x->in), (const guint8 *)v, vlen);
-    op->answered += vlen;
+    if (!answer_settle(x, g_steal_pointer(&x->in)))
+      g_clear_pointer(&x->client, ixia_shard_client_destroy);
     /* An answer, even an error, leaves the connection ready for the next. */
-    if (x->client) g_async_queue_push(s->shards[x->i].idle, g_steal_pointer(&x->client));
+    if (x->client) g_async_queue_push(op->s->shards[x->i].idle, g_steal_pointer(&x->client));
   } else {
     ixia_server_watch_end(w); /* over (the server would end it): before its socket closes */
     x->watch = NULL;
@@ -1624,13 +1681,13 @@ static void on_shard(ixia_server_watch_t *w, ixia_server_watch_event_t ev, gpoin
       op->stopping = TRUE;
     } else {
       ixia_error_set(&c->err, IXIA_EDEADLINE, "no answer within the query's deadline");
-      shard_settle(s, c, NULL, NULL, 0);
+      shard_settle(op->s, c, NULL, NULL, 0);
     }
     /* Its answer may still come: the connection cannot be reused. */
     g_clear_pointer(&x->client, ixia_shard_client_destroy);
   }
   g_clear_pointer(&x->in, g_byte_array_unref);
-  if (--op->pending == 0) op_complete(op);
+  op_shard_done(op);
 }
 
 /* Sends a whole frame on a shard connection: without waiting when the
@@ -1655,6 +1712,329 @@ static gboolean send_frame(int fd, const GByteArray *f) {
   return TRUE;
 }
 
+/* ---- lanes: one connection per I/O thread and shard, calls pipelined ----
+ *
+ * A pooled connection carries one call at a time: each query's request is
+ * a send of its own, which the shard reads with a recv of its own and
+ * answers with a send of its own, each a system call and most a wake-up
+ * on the other side. Under pages of 10 at 16 connections the unix-socket
+ * sends and receives of the API alone were a fifth of its CPU. A lane is a
+ * connection that one I/O thread keeps to one shard, with every call it
+ * sent and not yet had answered in a queue: the requests launched during
+ * one pass of the thread leave together at the pass's end (one send), the
+ * shard reads them with one recv and answers them in order (it runs a
+ * connection's frames one after another), and the answers that came
+ * together are read with one recv. Answers are matched to calls by order
+ * and checked by seqid.
+ *
+ * A lane is made from an idle pooled connection (opening one would block
+ * the thread) when a query is launched and the thread has none to the
+ * shard. A call whose query stops waiting for it (another shard's
+ * connection failed) stays in the queue with no owner, and its answer is
+ * dropped when it comes. A lane that fails (the shard closed it, answered
+ * out of order or malformed) retries every call it held on a worker, as a
+ * failed pooled connection does; a call that outlives its deadline fails
+ * with the deadline error and takes the lane down with it, since every
+ * call behind it waits for its answer. */
+
+/* Most calls in flight on one lane, and most request bytes waiting for the
+ * pass's end: beyond either, a query takes a pooled connection. */
+#define LANE_MAX_CALLS 64
+/* Lanes one I/O thread keeps to one shard. A shard runs a connection's
+ * calls one after another, on the I/O thread that owns the connection, so
+ * one lane per API thread could leave a shard's other threads idle (two
+ * lanes, as likely as not on the same shard thread, halved the throughput
+ * of a shard-bound filter); each query takes the lane with the fewest
+ * calls in flight, and a lane waiting on a busy shard thread is passed
+ * over. */
+#define LANES_PER_SHARD 4
+#define LANE_MAX_OUT (256 * 1024)
+/* A lane's watch deadline while it waits for nothing. */
+#define LANE_IDLE_DEADLINE (G_MAXINT64 / 2)
+
+typedef struct {
+  op_shard_t *x; /* NULL once its query stopped waiting for it */
+  gint32 seqid;
+  gint64 until;  /* the call's answer_by */
+} lane_call_t;
+
+typedef struct lane {
+  ixia_fanout_t *s;
+  guint shard;
+  struct lane **slot;   /* where its thread finds it; cleared when it closes */
+  ixia_shard_client_t *client;
+  ixia_server_watch_t *watch;
+  GByteArray *out;      /* requests to send at the pass's end */
+  gboolean flush_asked;
+  guint queued;         /* calls in `out` (the tail of `calls`) */
+  GQueue calls;         /* lane_call_t*, in the order sent */
+  GByteArray *in;       /* bytes received and not yet taken as answers */
+  gint64 deadline;      /* the watch's */
+} lane_t;
+
+static __thread lane_t **tl_lanes;   /* this thread's lanes of the fanout of generation tl_lanes_gen */
+static __thread guint tl_lanes_gen;
+
+/* This thread's lane table of s (made on first use), or NULL: lanes off,
+ * not an I/O thread. */
+static lane_t **lane_table(ixia_fanout_t *s) {
+  if (!s->lanes_on || !ixia_server_can_watch()) return NULL;
+  if (tl_lanes && tl_lanes_gen == s->gen) return tl_lanes;
+  lane_t **t = g_new0(lane_t *, (gsize)s->n_shards * LANES_PER_SHARD);
+  g_mutex_lock(&s->lanes_lock);
+  g_ptr_array_add(s->lane_tables, t);
+  g_mutex_unlock(&s->lanes_lock);
+  tl_lanes = t;
+  tl_lanes_gen = s->gen;
+  return t;
+}
+
+/* This thread's lane to the shard with the fewest calls in flight, when it
+ * can take one more (else NULL); *more: the thread could open another
+ * lane to the shard, and that one would wait for nothing (none yet, or
+ * the best has calls in flight). */
+static lane_t *lane_find(ixia_fanout_t *s, guint shard, gboolean *more) {
+  lane_t **t = lane_table(s), *best = NULL;
+  gboolean room = FALSE;
+  guint best_out = 0;
+  for (guint k = 0; t && k < LANES_PER_SHARD; k++) {
+    lane_t *ln = t[shard * LANES_PER_SHARD + k];
+    if (!ln) {
+      room = TRUE;
+      continue;
+    }
+    /* Fewest calls at the shard; on a tie, one with requests waiting for
+     * the pass's end, so that they leave together. */
+    guint out = ln->calls.length - ln->queued;
+    if (!best || out < best_out || (out == best_out && ln->queued > best->queued)) {
+      best = ln;
+      best_out = out;
+    }
+  }
+  *more = room && (!best || best_out > 0);
+  if (best && (best->calls.length >= LANE_MAX_CALLS || best->out->len >= LANE_MAX_OUT)) best = NULL;
+  return best;
+}
+
+static void lane_free(lane_t *ln) {
+  for (lane_call_t *lc; (lc = g_queue_pop_head(&ln->calls));) g_free(lc);
+  ixia_shard_client_destroy(ln->client);
+  g_byte_array_unref(ln->out);
+  if (ln->in) g_byte_array_unref(ln->in);
+  g_free(ln);
+}
+
+/* Stops the lane: no call is sent or read on it any more. Its queue is
+ * left to the caller, who settles the calls. */
+static void lane_close(lane_t *ln) {
+  if (ln->slot && *ln->slot == ln) *ln->slot = NULL;
+  ln->slot = NULL;
+  ixia_server_watch_end(ln->watch);
+  ln->watch = NULL;
+  if (ln->flush_asked) return; /* freed by the pending flush */
+  lane_free(ln);
+}
+
+/* The lane failed at `now`: its calls past their deadlines fail with the
+ * deadline error, the others are retried on a worker (with the rest of
+ * their queries), and the connection is closed. */
+static void lane_fail(lane_t *ln, gint64 now) {
+  GQueue calls = ln->calls;
+  g_queue_init(&ln->calls);
+  g_byte_array_set_size(ln->out, 0);
+  ln->queued = 0;
+  ixia_fanout_t *s = ln->s;
+  lane_close(ln);
+  for (lane_call_t *lc; (lc = g_queue_pop_head(&calls)); g_free(lc)) {
+    op_shard_t *x = lc->x;
+    if (!x) continue;
+    x->lane = NULL;
+    if (lc->until <= now) {
+      call_t *c = &x->op->r.calls[x->i];
+      ixia_error_set(&c->err, IXIA_EDEADLINE, "no answer within the query's deadline");
+      shard_settle(s, c, NULL, NULL, 0);
+      op_shard_done(x->op);
+    } else {
+      /* (op_retry drops the shard's idle connections too: they are as
+       * likely dead as this one.) */
+      op_retry(x->op, x->i);
+    }
+  }
+}
+
+/* x's query stops waiting for its call: the answer will be dropped. */
+static void lane_abandon(struct lane *ln, op_shard_t *x) {
+  for (GList *l = ln->calls.head; l; l = l->next) {
+    lane_call_t *lc = l->data;
+    if (lc->x == x) lc->x = NULL;
+  }
+  x->lane = NULL;
+}
+
+/* The watch's deadline: the oldest call's (the shard answers in order). */
+static void lane_set_deadline(lane_t *ln) {
+  gint64 until = LANE_IDLE_DEADLINE;
+  for (GList *l = ln->calls.head; l; l = l->next) until = MIN(until, ((lane_call_t *)l->data)->until);
+  ln->deadline = until;
+  ixia_server_watch_set_deadline(ln->watch, until);
+}
+
+/* The pass is over: its requests leave in one send. */
+static void lane_flush(gpointer data) {
+  lane_t *ln = data;
+  ln->flush_asked = FALSE;
+  if (!ln->slot) { /* closed meanwhile */
+    lane_free(ln);
+    return;
+  }
+  ln->queued = 0;
+  if (ln->out->len == 0) return;
+  counter_add(&ln->s->lane_sends, 1);
+  gboolean ok = send_frame(ixia_shard_client_fd(ln->client), ln->out);
+  g_byte_array_set_size(ln->out, 0);
+  if (!ok) lane_fail(ln, g_get_monotonic_time());
+}
+
+/* Reads what the socket holds; FALSE when the connection failed or closed. */
+static gboolean lane_read(lane_t *ln) {
+  int fd = ixia_shard_client_fd(ln->client);
+  if (!ln->in) ln->in = g_byte_array_new();
+  for (;;) {
+    guint have = ln->in->len, want = 65536;
+    g_byte_array_set_size(ln->in, have + want);
+    ssize_t r = recv(fd, ln->in->data + have, want, MSG_DONTWAIT);
+    g_byte_array_set_size(ln->in, have + (guint)MAX(r, 0));
+    if (r > 0 && (guint)r < want) return TRUE; /* drained (the watch fires again if not) */
+    if (r > 0) continue;
+    if (r < 0 && errno == EINTR) continue;
+    return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+}
+
+/* Takes the whole answers read, in order; FALSE when the lane is out of
+ * step (an answer without a call, another seqid, a frame over the limit or
+ * no search_page answer). */
+static gboolean lane_take(lane_t *ln) {
+  guint32 max = ixia_wire_limits().max_frame;
+  guint pos = 0;
+  gboolean ok = TRUE;
+  while (ok && ln->in && ln->in->len - pos >= 4) {
+    guint32 size = ixia_bytes_get32(ln->in->data + pos);
+    if (size > max) {
+      ok = FALSE;
+      break;
+    }
+    if (ln->in->len - pos - 4 < size) break;
+    lane_call_t *lc = g_queue_pop_head(&ln->calls);
+    const char *name;
+    guint32 name_len;
+    gint32 seqid;
+    if (!lc || !ixia_wire_peek_call(ln->in->data + pos + 4, size, &name, &name_len, &seqid) ||
+        seqid != lc->seqid) {
+      if (lc) g_queue_push_head(&ln->calls, lc);
+      ok = FALSE;
+      break;
+    }
+    op_shard_t *x = lc->x;
+    g_free(lc);
+    if (x) {
+      GByteArray *frame;
+      if (pos == 0 && ln->in->len == 4 + size) {
+        frame = g_steal_pointer(&ln->in); /* the only one: no copy */
+      } else {
+        frame = g_byte_array_sized_new(4 + size);
+        g_byte_array_append(frame, ln->in->data + pos, 4 + size);
+      }
+      x->lane = NULL;
+      ok = answer_settle(x, frame);
+      op_shard_done(x->op);
+    }
+    pos += 4 + size;
+    if (!ln->in) pos = 0;
+  }
+  if (ln->in && pos) g_byte_array_remove_range(ln->in, 0, pos);
+  return ok;
+}
+
+static void lane_event(ixia_server_watch_t *w, ixia_server_watch_event_t ev, gpointer ud) {
+  lane_t *ln = ud;
+  (void)w;
+  gint64 now = g_get_monotonic_time();
+  if (ev == IXIA_SERVER_WATCH_READABLE) {
+    if (lane_read(ln) && lane_take(ln)) {
+      lane_set_deadline(ln);
+      return;
+    }
+  } else if (ev == IXIA_SERVER_WATCH_STOPPING) {
+    GQueue calls = ln->calls;
+    g_queue_init(&ln->calls);
+    lane_close(ln);
+    for (lane_call_t *lc; (lc = g_queue_pop_head(&calls)); g_free(lc)) {
+      if (!lc->x) continue;
+      lc->x->lane = NULL;
+      lc->x->op->stopping = TRUE;
+      op_shard_done(lc->x->op);
+    }
+    return;
+  }
+  lane_fail(ln, now);
+}
+
+/* A lane made of a pooled connection (taken on success), or NULL. */
+static lane_t *lane_open(ixia_fanout_t *s, guint shard, ixia_shard_client_t *client) {
+  lane_t **t = lane_table(s), **slot = NULL;
+  for (guint k = 0; t && !slot && k < LANES_PER_SHARD; k++)
+    if (!t[shard * LANES_PER_SHARD + k]) slot = &t[shard * LANES_PER_SHARD + k];
+  if (!slot) return NULL;
+  lane_t *ln = g_new0(lane_t, 1);
+  ln->s = s;
+  ln->shard = shard;
+  ln->client = client;
+  ln->out = g_byte_array_new();
+  ln->deadline = LANE_IDLE_DEADLINE;
+  g_queue_init(&ln->calls);
+  ln->watch = ixia_server_watch(ixia_shard_client_fd(client), LANE_IDLE_DEADLINE, lane_event, ln);
+  if (!ln->watch) {
+    ln->client = NULL;
+    lane_free(ln);
+    return NULL;
+  }
+  ln->slot = slot;
+  *slot = ln;
+  return ln;
+}
+
+/* Queues x's request frame f on the lane, to leave at the pass's end. */
+static void lane_send(lane_t *ln, op_shard_t *x, const GByteArray *f, gint32 seqid, gint64 until) {
+  g_byte_array_append(ln->out, f->data, f->len);
+  lane_call_t *lc = g_new(lane_call_t, 1);
+  *lc = (lane_call_t){x, seqid, until};
+  g_queue_push_tail(&ln->calls, lc);
+  ln->queued++;
+  x->lane = ln;
+  x->sent = TRUE;
+  counter_add(&ln->s->lane_calls, 1);
+  if (until < ln->deadline) {
+    ln->deadline = until;
+    ixia_server_watch_set_deadline(ln->watch, until);
+  }
+  if (ln->flush_asked) return;
+  ln->flush_asked = ixia_server_at_pass_end(lane_flush, ln);
+  if (!ln->flush_asked) lane_flush(ln); /* (not on an I/O thread: cannot happen) */
+}
+
+/* Frees the lanes left (every I/O thread has stopped). */
+static void lanes_free(ixia_fanout_t *s) {
+  for (guint i = 0; s->lane_tables && i < s->lane_tables->len; i++) {
+    lane_t **t = s->lane_tables->pdata[i];
+    for (guint k = 0; k < s->n_shards * LANES_PER_SHARD; k++)
+      if (t[k] && !t[k]->flush_asked) lane_free(t[k]);
+    g_free(t);
+  }
+  if (s->lane_tables) g_ptr_array_unref(s->lane_tables);
+  g_mutex_clear(&s->lanes_lock);
+}
+
 void ixia_fanout_launch(ixia_fanout_op_t *op, ixia_fanout_done_fn done, gpointer ud) {
   ixia_fanout_t *s = op->s;
   op->done = done;
@@ -1675,6 +2055,11 @@ void ixia_fanout_launch(ixia_fanout_op_t *op, ixia_fanout_done_fn done, gpointer
     x->seqid = atomic_fetch_add_explicit(&next_seqid, 1, memory_order_relaxed) & G_MAXINT32;
     ixia_wire_append_string_call(f, "search_page", x->seqid, req, strlen(req));
     ixia_bytes_put32(f->data, f->len - 4);
+    if (!x->lane && x->client && (x->lane = lane_open(s, i, x->client))) x->client = NULL;
+    if (x->lane) {
+      lane_send(x->lane, x, f, x->seqid, until);
+      continue;
+    }
     int fd = ixia_shard_client_fd(x->client);
     x->sent = TRUE;
     if (!send_frame(fd, f) || !(x->watch = ixia_server_watch(fd, until, on_shard, x))) {
