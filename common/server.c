@@ -453,7 +453,6 @@ static const GByteArray *serve(ixia_server_t *srv, conn_t *c, const guint8 *fram
   return out;
 }
 
-/* Runs the frame at c->in[in_pos] and answers (worker thread). */
 /* Sends an answer from the thread that owns the connection (a worker, or
  * whoever answers a call later): after the bytes its I/O thread left
  * unsent (c->out: answers of pipelined frames that the socket did not
@@ -474,6 +473,7 @@ static gboolean conn_send(conn_t *c, const guint8 *data, guint len) {
   return TRUE;
 }
 
+/* Runs the frame at c->in[in_pos] and answers (worker thread). */
 static void run_request(gpointer data, gpointer user_data) {
   conn_t *c = data;
   ixia_server_t *srv = user_data;

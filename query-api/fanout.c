@@ -71,7 +71,7 @@ struct ixia_search {
   gboolean lanes_on;  /* query.pipeline_shard_calls */
   guint gen;          /* tells this fanout's lane tables from an earlier one's */
   GMutex lanes_lock;
-  GPtrArray *lane_tables; /* lane_t*[n_shards] of each I/O thread that opened one */
+  GPtrArray *lane_tables; /* lane_t*[n_shards * LANES_PER_SHARD] of each I/O thread that opened one */
 };
 
 /* Numbers the fanouts made, so a thread's lane table of one is not taken
@@ -1728,8 +1728,8 @@ static gboolean send_frame(int fd, const GByteArray *f) {
  * and checked by seqid.
  *
  * A lane is made from an idle pooled connection (opening one would block
- * the thread) when a query is launched and the thread has none to the
- * shard. A call whose query stops waiting for it (another shard's
+ * the thread) when a query is launched and the thread has no lane to the
+ * shard, or fewer than LANES_PER_SHARD that all have calls at the shard. A call whose query stops waiting for it (another shard's
  * connection failed) stays in the queue with no owner, and its answer is
  * dropped when it comes. A lane that fails (the shard closed it, answered
  * out of order or malformed) retries every call it held on a worker, as a
