@@ -1729,9 +1729,10 @@ static gboolean send_frame(int fd, const GByteArray *f) {
  *
  * A lane is made from an idle pooled connection (opening one would block
  * the thread) when a query is launched and the thread has no lane to the
- * shard, or fewer than LANES_PER_SHARD that all have calls at the shard. A call whose query stops waiting for it (another shard's
- * connection failed) stays in the queue with no owner, and its answer is
- * dropped when it comes. A lane that fails (the shard closed it, answered
+ * shard, or fewer than LANES_PER_SHARD that all have calls at the shard.
+ * A call whose query stops waiting for it (another shard's connection
+ * failed) stays in the queue with no owner, and its answer is dropped
+ * when it comes. A lane that fails (the shard closed it, answered
  * out of order or malformed) retries every call it held on a worker, as a
  * failed pooled connection does; a call that outlives its deadline fails
  * with the deadline error and takes the lane down with it, since every
@@ -1740,15 +1741,15 @@ static gboolean send_frame(int fd, const GByteArray *f) {
 /* Most calls in flight on one lane, and most request bytes waiting for the
  * pass's end: beyond either, a query takes a pooled connection. */
 #define LANE_MAX_CALLS 64
+#define LANE_MAX_OUT (256 * 1024)
 /* Lanes one I/O thread keeps to one shard. A shard runs a connection's
  * calls one after another, on the I/O thread that owns the connection, so
- * one lane per API thread could leave a shard's other threads idle (two
- * lanes, as likely as not on the same shard thread, halved the throughput
- * of a shard-bound filter); each query takes the lane with the fewest
- * calls in flight, and a lane waiting on a busy shard thread is passed
- * over. */
+ * one lane per API thread could leave a shard's other threads idle (the
+ * two lanes of a 2-thread API, both on one shard thread, took a
+ * shard-bound filter from ~30k to ~23k queries/s); each query takes the
+ * lane with the fewest calls at the shard, so a lane waiting on a busy
+ * shard thread is passed over. */
 #define LANES_PER_SHARD 4
-#define LANE_MAX_OUT (256 * 1024)
 /* A lane's watch deadline while it waits for nothing. */
 #define LANE_IDLE_DEADLINE (G_MAXINT64 / 2)
 
