@@ -1429,21 +1429,38 @@ static gpointer echo_client_main(gpointer data) {
   return NULL;
 }
 
-static void echo_round(canned_stack_t *k, gboolean lanes, gboolean warm) {
-  double calls0 = stat_of(k->c, "query_shard_calls"), piped0 = stat_of(k->c, "query_shard_calls_pipelined"),
-         sends0 = stat_of(k->c, "query_shard_sends_pipelined");
+/* The documents e00..e15 (category eNN, price NN), their versions kept
+ * for the shards' answers. */
+static void echo_docs_put(ixia_client_t *c) {
+  for (int n = 0; n < ECHO_KEYS; n++) {
+    char key[8], *doc = g_strdup_printf("{\"category\": \"e%02d\", \"price\": %d}", n, n);
+    g_snprintf(key, sizeof key, "e%02d", n);
+    canned_echo[n] = put_doc(c, key, doc);
+    g_free(doc);
+  }
+}
+
+/* Sixteen clients of addr, 25 queries each; the answers right and wrong. */
+static void echo_clients_run(const char *addr, int *right, int *wrong) {
   echo_client_t e[16];
   GThread *t[16];
   for (int i = 0; i < 16; i++) {
-    e[i] = (echo_client_t){k->q.addr, i, 0, 0};
+    e[i] = (echo_client_t){addr, i, 0, 0};
     t[i] = g_thread_new("echo-client", echo_client_main, &e[i]);
   }
-  int right = 0, wrong = 0;
+  *right = *wrong = 0;
   for (int i = 0; i < 16; i++) {
     g_thread_join(t[i]);
-    right += e[i].right;
-    wrong += e[i].wrong;
+    *right += e[i].right;
+    *wrong += e[i].wrong;
   }
+}
+
+static void echo_round(canned_stack_t *k, gboolean lanes, gboolean warm) {
+  double calls0 = stat_of(k->c, "query_shard_calls"), piped0 = stat_of(k->c, "query_shard_calls_pipelined"),
+         sends0 = stat_of(k->c, "query_shard_sends_pipelined");
+  int right, wrong;
+  echo_clients_run(k->q.addr, &right, &wrong);
   CU_ASSERT_EQUAL(right, 16 * 25);
   CU_ASSERT_EQUAL(wrong, 0);
   double calls = stat_of(k->c, "query_shard_calls") - calls0,
@@ -1468,12 +1485,7 @@ static void test_pipelined_shard_calls(void) {
     canned_stack_t k;
     canned_start(&k, lanes ? "lanes-on" : "lanes-off",
                  lanes ? "server.io_threads=1" : "query.pipeline_shard_calls=false", NULL);
-    for (int n = 0; n < ECHO_KEYS; n++) {
-      char key[8], *doc = g_strdup_printf("{\"category\": \"e%02d\", \"price\": %d}", n, n);
-      g_snprintf(key, sizeof key, "e%02d", n);
-      canned_echo[n] = put_doc(k.c, key, doc);
-      g_free(doc);
-    }
+    echo_docs_put(k.c);
     canned_echo_on = TRUE;
     canned_delay_ms = 2;
     echo_round(&k, lanes, FALSE);
@@ -1482,6 +1494,69 @@ static void test_pipelined_shard_calls(void) {
     canned_delay_ms = 0;
     canned_stop(&k);
   }
+}
+
+/* A shard that answers each request on a connection with its own hit (as
+ * the canned shard's echo does) and closes the connection after three
+ * answers, leaving whatever else was sent on it unanswered. */
+static _Atomic gint closing_conns;
+
+static gpointer closing_call(gpointer data) {
+  int fd = GPOINTER_TO_INT(data);
+  atomic_fetch_add(&closing_conns, 1);
+  guint32 len;
+  guint8 *req;
+  for (int answered = 0; answered < 3 && (req = recv_frame(fd, &len)); answered++) {
+    const char *name;
+    guint32 name_len;
+    gint32 seqid;
+    gboolean call = ixia_wire_peek_call(req, len, &name, &name_len, &seqid);
+    const guint8 *cat = call ? memmem(req, len, "\"category\":\"e", 13) : NULL;
+    int n = cat && cat + 15 <= req + len ? ((cat[13] - '0') * 10 + (cat[14] - '0')) % ECHO_KEYS : -1;
+    g_free(req);
+    if (n < 0) break;
+    char *text = g_strdup_printf("{\"hits\": [{\"id\": %d, \"key\": \"e%02d\", \"version\": %" G_GINT64_FORMAT
+                                 "}], \"total\": 1, \"total_relation\": \"eq\", \"aggs\": null}",
+                                 n + 1, n, canned_echo[n]);
+    GByteArray *page = page_of(text);
+    GByteArray *f = g_byte_array_new();
+    g_byte_array_set_size(f, 4);
+    ixia_wire_append_string_reply(f, "search_page", seqid, page->data, page->len);
+    ixia_bytes_put32(f->data, f->len - 4);
+    gboolean sent = send(fd, f->data, f->len, MSG_NOSIGNAL) == (ssize_t)f->len;
+    g_byte_array_unref(f);
+    g_byte_array_unref(page);
+    g_free(text);
+    if (!sent) break;
+  }
+  close(fd);
+  return NULL;
+}
+
+/* Lanes to a shard that keeps closing them with calls in flight: every
+ * call a closed lane held is run again on a worker, and sixteen clients
+ * still get every answer right (their own hit), none twice or mixed up. */
+static void test_lanes_closed_under_load(void) {
+  stand_in_t t;
+  stand_in_start(&t, closing_call);
+  const char *sets[] = {t.indexers, "server.io_threads=1", NULL};
+  ixt_api_t q;
+  CU_ASSERT_TRUE_FATAL(start_api_from_memory(&q, "lanes-closed", sets));
+  ixia_client_t *c = connect_to(q.addr);
+  echo_docs_put(c);
+  double piped0 = stat_of(c, "query_shard_calls_pipelined");
+  int right, wrong;
+  echo_clients_run(q.addr, &right, &wrong);
+  double piped = stat_of(c, "query_shard_calls_pipelined") - piped0;
+  printf("\n  lanes closed every 3 answers: %d right, %d wrong, %.0f calls pipelined, %d connections\n",
+         right, wrong, piped, atomic_load(&closing_conns));
+  CU_ASSERT_EQUAL(right, 16 * 25);
+  CU_ASSERT_EQUAL(wrong, 0);
+  CU_ASSERT_TRUE(piped > 0);
+  CU_ASSERT_TRUE(atomic_load(&closing_conns) > 16);
+  ixia_client_destroy(c);
+  CU_ASSERT_TRUE(ixt_api_stop(&q));
+  stand_in_stop(&t);
 }
 
 /* Queries are answered by the I/O thread that read them, from their
@@ -2124,6 +2199,7 @@ int main(void) {
   IXT_ADD(s, test_queries_on_io_thread);
   IXT_ADD(s, test_shard_answer_in_pieces);
   IXT_ADD(s, test_pipelined_shard_calls);
+  IXT_ADD(s, test_lanes_closed_under_load);
   IXT_ADD(s, test_trickling_shard);
   IXT_ADD(s, test_bad_input);
   IXT_ADD(s, test_concurrent_reads_never_stale);
