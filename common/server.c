@@ -453,11 +453,11 @@ static const GByteArray *serve(ixia_server_t *srv, conn_t *c, const guint8 *fram
   return out;
 }
 
-/* Sends an answer from the thread that owns the connection (a worker, or
- * whoever answers a call later): after the bytes its I/O thread left
- * unsent (c->out: answers of pipelined frames that the socket did not
- * take), else straight to the socket, what it does not take kept in
- * c->out for the I/O thread. FALSE when the send failed. */
+/* Sends answer bytes on c, from whichever thread owns the connection (its
+ * I/O thread, a worker, or whoever answers a call later): after the bytes
+ * left unsent before (c->out: answers of pipelined frames that the socket
+ * did not take), else straight to the socket, what it does not take kept
+ * in c->out for the I/O thread. FALSE when the send failed. */
 static gboolean conn_send(conn_t *c, const guint8 *data, guint len) {
   if (c->out) {
     g_byte_array_append(c->out, data, len);
@@ -561,13 +561,7 @@ static gboolean frame_held(const conn_t *c) {
  * the connection back. FALSE when the send failed. */
 static gboolean cork_flush(conn_t *c) {
   if (!c->cork || !c->cork->len) return TRUE;
-  guint sent = 0;
-  gboolean ok = send_some(c->fd, c->cork->data, c->cork->len, &sent);
-  if (ok && sent < c->cork->len) {
-    c->out = g_byte_array_sized_new(c->cork->len - sent);
-    g_byte_array_append(c->out, c->cork->data + sent, c->cork->len - sent);
-    c->out_pos = 0;
-  }
+  gboolean ok = conn_send(c, c->cork->data, c->cork->len);
   g_byte_array_set_size(c->cork, 0);
   return ok;
 }
@@ -643,13 +637,7 @@ static int dispatch(conn_t *c, guint32 size, gint64 now, gboolean may_cork) {
         g_byte_array_append(c->cork, out->data, out->len);
         all = c->cork;
       }
-      guint sent = 0;
-      gboolean ok = send_some(c->fd, all->data, all->len, &sent);
-      if (ok && sent < all->len) {
-        c->out = g_byte_array_sized_new(all->len - sent);
-        g_byte_array_append(c->out, all->data + sent, all->len - sent);
-        c->out_pos = 0;
-      }
+      gboolean ok = conn_send(c, all->data, all->len);
       if (c->cork) g_byte_array_set_size(c->cork, 0);
       if (!ok) return DISPATCH_CLOSE;
       if (c->out) {

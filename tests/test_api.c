@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -1413,13 +1414,14 @@ static gpointer echo_client_main(gpointer data) {
     char *out = NULL, key[8];
     ixia_error_t *err = NULL;
     g_snprintf(key, sizeof key, "e%02d", n);
-    gboolean ok = ixia_client_query(c, query, &out, &err);
+    gboolean answered = ixia_client_query(c, query, &out, &err);
     cJSON *r = out ? cJSON_Parse(out) : NULL;
     cJSON *hit = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "hits"), 0);
-    ok = ok && g_strcmp0(cJSON_GetStringValue(cJSON_GetObjectItem(hit, "key")), key) == 0 &&
-         cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(hit, "doc"), "price")) == n;
+    gboolean ok = answered && g_strcmp0(cJSON_GetStringValue(cJSON_GetObjectItem(hit, "key")), key) == 0 &&
+                  cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(hit, "doc"), "price")) == n;
+    /* (A failed call is neither: right counts only good answers.) */
     if (ok) e->right++;
-    else e->wrong++;
+    else if (answered) e->wrong++;
     cJSON_Delete(r);
     g_free(out);
     g_free(query);
@@ -1440,7 +1442,8 @@ static void echo_docs_put(ixia_client_t *c) {
   }
 }
 
-/* Sixteen clients of addr, 25 queries each; the answers right and wrong. */
+/* Sixteen clients of addr, 25 queries each; the answers right, and those
+ * that came with another query's hits (or none). */
 static void echo_clients_run(const char *addr, int *right, int *wrong) {
   echo_client_t e[16];
   GThread *t[16];
@@ -1501,62 +1504,124 @@ static void test_pipelined_shard_calls(void) {
  * answers, leaving whatever else was sent on it unanswered. */
 static _Atomic gint closing_conns;
 
+/* The echo answer frame to a search_page request frame (the hit its
+ * category eNN names), or NULL when it is no such request. */
+static GByteArray *echo_reply(const guint8 *req, guint32 len) {
+  const char *name;
+  guint32 name_len;
+  gint32 seqid;
+  gboolean call = ixia_wire_peek_call(req, len, &name, &name_len, &seqid);
+  const guint8 *cat = call ? memmem(req, len, "\"category\":\"e", 13) : NULL;
+  if (!cat || cat + 15 > req + len) return NULL;
+  int n = ((cat[13] - '0') * 10 + (cat[14] - '0')) % ECHO_KEYS;
+  char *text = g_strdup_printf("{\"hits\": [{\"id\": %d, \"key\": \"e%02d\", \"version\": %" G_GINT64_FORMAT
+                               "}], \"total\": 1, \"total_relation\": \"eq\", \"aggs\": null}",
+                               n + 1, n, canned_echo[n]);
+  GByteArray *page = page_of(text);
+  GByteArray *f = g_byte_array_new();
+  g_byte_array_set_size(f, 4);
+  ixia_wire_append_string_reply(f, "search_page", seqid, page->data, page->len);
+  ixia_bytes_put32(f->data, f->len - 4);
+  g_byte_array_unref(page);
+  g_free(text);
+  return f;
+}
+
+static gboolean send_frame_all(int fd, GByteArray *f) {
+  gboolean sent = f && send(fd, f->data, f->len, MSG_NOSIGNAL) == (ssize_t)f->len;
+  if (f) g_byte_array_unref(f);
+  return sent;
+}
+
 static gpointer closing_call(gpointer data) {
   int fd = GPOINTER_TO_INT(data);
   atomic_fetch_add(&closing_conns, 1);
   guint32 len;
   guint8 *req;
   for (int answered = 0; answered < 3 && (req = recv_frame(fd, &len)); answered++) {
-    const char *name;
-    guint32 name_len;
-    gint32 seqid;
-    gboolean call = ixia_wire_peek_call(req, len, &name, &name_len, &seqid);
-    const guint8 *cat = call ? memmem(req, len, "\"category\":\"e", 13) : NULL;
-    int n = cat && cat + 15 <= req + len ? ((cat[13] - '0') * 10 + (cat[14] - '0')) % ECHO_KEYS : -1;
+    GByteArray *f = echo_reply(req, len);
     g_free(req);
-    if (n < 0) break;
-    char *text = g_strdup_printf("{\"hits\": [{\"id\": %d, \"key\": \"e%02d\", \"version\": %" G_GINT64_FORMAT
-                                 "}], \"total\": 1, \"total_relation\": \"eq\", \"aggs\": null}",
-                                 n + 1, n, canned_echo[n]);
-    GByteArray *page = page_of(text);
-    GByteArray *f = g_byte_array_new();
-    g_byte_array_set_size(f, 4);
-    ixia_wire_append_string_reply(f, "search_page", seqid, page->data, page->len);
-    ixia_bytes_put32(f->data, f->len - 4);
-    gboolean sent = send(fd, f->data, f->len, MSG_NOSIGNAL) == (ssize_t)f->len;
-    g_byte_array_unref(f);
-    g_byte_array_unref(page);
-    g_free(text);
-    if (!sent) break;
+    if (!send_frame_all(fd, f)) break;
   }
   close(fd);
   return NULL;
+}
+
+/* A shard that answers each request with its own hit, but when a second
+ * request is already there (pipelined) answers it first. */
+static _Atomic gint swapped_pairs;
+
+static gpointer swapping_call(gpointer data) {
+  int fd = GPOINTER_TO_INT(data);
+  guint32 len, len2;
+  gboolean open = TRUE;
+  for (guint8 *req; open && (req = recv_frame(fd, &len));) {
+    GByteArray *first = echo_reply(req, len), *second = NULL;
+    g_free(req);
+    struct pollfd p = {fd, POLLIN, 0};
+    guint8 *req2 = poll(&p, 1, 0) == 1 ? recv_frame(fd, &len2) : NULL;
+    if (req2) {
+      second = echo_reply(req2, len2);
+      g_free(req2);
+      open = second != NULL;
+      if (open) atomic_fetch_add(&swapped_pairs, 1);
+      open = open && send_frame_all(fd, g_steal_pointer(&second));
+    }
+    open = open && send_frame_all(fd, g_steal_pointer(&first));
+    if (first) g_byte_array_unref(first);
+    if (second) g_byte_array_unref(second);
+  }
+  close(fd);
+  return NULL;
+}
+
+/* Sixteen echo clients against an API (one I/O thread) whose only shard
+ * is a stand-in running `call` on each connection: their answers right and
+ * wrong, and how many shard calls went on lanes. */
+static void echo_against_stand_in(GThreadFunc call, const char *name, int *right, int *wrong,
+                                  double *piped) {
+  stand_in_t t;
+  stand_in_start(&t, call);
+  const char *sets[] = {t.indexers, "server.io_threads=1", NULL};
+  ixt_api_t q;
+  CU_ASSERT_TRUE_FATAL(start_api_from_memory(&q, name, sets));
+  ixia_client_t *c = connect_to(q.addr);
+  echo_docs_put(c);
+  double piped0 = stat_of(c, "query_shard_calls_pipelined");
+  echo_clients_run(q.addr, right, wrong);
+  *piped = stat_of(c, "query_shard_calls_pipelined") - piped0;
+  ixia_client_destroy(c);
+  CU_ASSERT_TRUE(ixt_api_stop(&q));
+  stand_in_stop(&t);
 }
 
 /* Lanes to a shard that keeps closing them with calls in flight: every
  * call a closed lane held is run again on a worker, and sixteen clients
  * still get every answer right (their own hit), none twice or mixed up. */
 static void test_lanes_closed_under_load(void) {
-  stand_in_t t;
-  stand_in_start(&t, closing_call);
-  const char *sets[] = {t.indexers, "server.io_threads=1", NULL};
-  ixt_api_t q;
-  CU_ASSERT_TRUE_FATAL(start_api_from_memory(&q, "lanes-closed", sets));
-  ixia_client_t *c = connect_to(q.addr);
-  echo_docs_put(c);
-  double piped0 = stat_of(c, "query_shard_calls_pipelined");
   int right, wrong;
-  echo_clients_run(q.addr, &right, &wrong);
-  double piped = stat_of(c, "query_shard_calls_pipelined") - piped0;
+  double piped;
+  echo_against_stand_in(closing_call, "lanes-closed", &right, &wrong, &piped);
   printf("\n  lanes closed every 3 answers: %d right, %d wrong, %.0f calls pipelined, %d connections\n",
          right, wrong, piped, atomic_load(&closing_conns));
   CU_ASSERT_EQUAL(right, 16 * 25);
   CU_ASSERT_EQUAL(wrong, 0);
   CU_ASSERT_TRUE(piped > 0);
   CU_ASSERT_TRUE(atomic_load(&closing_conns) > 16);
-  ixia_client_destroy(c);
-  CU_ASSERT_TRUE(ixt_api_stop(&q));
-  stand_in_stop(&t);
+}
+
+/* A shard that answers pipelined calls out of order: a lane checks each
+ * answer's seqid, drops the lane at the first that is not the next call's
+ * and runs its calls again on workers, so no query gets another's hits. */
+static void test_shard_answers_out_of_order(void) {
+  int right, wrong;
+  double piped;
+  echo_against_stand_in(swapping_call, "lanes-swapped", &right, &wrong, &piped);
+  printf("\n  answers out of order: %d right, %d with another's hits, %d pairs swapped\n", right,
+         wrong, atomic_load(&swapped_pairs));
+  CU_ASSERT_EQUAL(wrong, 0);
+  CU_ASSERT_EQUAL(right, 16 * 25);
+  CU_ASSERT_TRUE(atomic_load(&swapped_pairs) > 0);
 }
 
 /* Queries are answered by the I/O thread that read them, from their
@@ -2200,6 +2265,7 @@ int main(void) {
   IXT_ADD(s, test_shard_answer_in_pieces);
   IXT_ADD(s, test_pipelined_shard_calls);
   IXT_ADD(s, test_lanes_closed_under_load);
+  IXT_ADD(s, test_shard_answers_out_of_order);
   IXT_ADD(s, test_trickling_shard);
   IXT_ADD(s, test_bad_input);
   IXT_ADD(s, test_concurrent_reads_never_stale);
