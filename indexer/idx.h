@@ -560,9 +560,13 @@ typedef struct {
   GPtrArray *checks;      /* pnode_t* checked per candidate block */
 } ixia_idx_exec_t;
 /* page_only: the search wants a page, with no sort and no aggregation, so
- * a union of postings need not be materialized (ex.postings). */
+ * a union of postings need not be materialized (ex.postings). page_need,
+ * when not 0: the total is known already (ixia_idx_plan_lower reached the
+ * total to track), so the walk has only that many matches to find, and a
+ * leaf dense enough is checked on the live documents from the first
+ * instead of read from the index when that costs less. */
 gboolean ixia_idx_plan_lead(ixia_idx_search_t *s, pnode_t *root, gboolean page_only,
-                            ixia_idx_exec_t *out);
+                            guint page_need, ixia_idx_exec_t *out);
 /* Narrows mask (BLOCK_WORDS words of block `block`) to the documents that
  * pass node p. */
 gboolean ixia_idx_check_block(ixia_idx_search_t *s, pnode_t *p, guint32 block, guint64 *mask);

@@ -723,7 +723,22 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   pnode_t *plan = ixia_idx_deadline(&s) ? ixia_idx_plan(&s, q->filter) : NULL;
   ixia_idx_exec_t ex = {0};
   gboolean page_only = hits && o->limit > 0 && !aggs && !q->n_sort;
-  gboolean ok = plan && ixia_idx_plan_lead(&s, plan, page_only, &ex);
+  /* Matches the index's own counts already show to reach the total to
+   * track need not be counted: the walk stops once the page is full, the
+   * total then the tracked number as a lower bound. The counts are read
+   * from one state of the index: the live set taken at the start, postings
+   * and points later; a batch published in between (the publish counter
+   * moved, or is odd) could make them disagree, and they are then not
+   * used. A page's are read before its lead is chosen: with the total
+   * known, the lead need only fill the page. */
+  guint64 track = q->track_total_hits;
+  double known = 0;
+  gboolean ok = plan != NULL, lower_read = FALSE;
+  if (ok && page_only && track > 0) {
+    ok = ixia_idx_plan_lower(&s, plan, (double)track, &known);
+    lower_read = TRUE;
+  }
+  ok = ok && ixia_idx_plan_lead(&s, plan, page_only, page_only && known >= (double)track ? o->limit : 0, &ex);
   ixia_idx_agg_t *agg = NULL;
   if (ok && aggs) ok = (agg = ixia_idx_agg_new(&s, aggs)) != NULL;
   const roaring_bitmap_t *set = ex.lead ? ex.lead : s.live->bm;
@@ -737,16 +752,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   /* A bounded search that cannot read its page from the points stops here. */
   gboolean gave_up = ixia_idx_sort_gave_up(sorter) || (o->bounded && agg);
   guint limit = hits && !sorter ? o->limit : 0;
-  /* Matches the index's own counts already show to reach the total to
-   * track need not be counted: the walk stops once the page is full, the
-   * total then the tracked number as a lower bound. The counts are read
-   * from one state of the index: the live set taken at the start, postings
-   * and points later; a batch published in between (the publish counter
-   * moved, or is odd) could make them disagree, and they are then not
-   * used. */
-  guint64 track = q->track_total_hits;
-  double known = 0;
-  if (ok && !gave_up && !agg && !walk_sorter && track > 0 &&
+  if (ok && !lower_read && !gave_up && !agg && !walk_sorter && track > 0 &&
       !ixia_idx_plan_lower(&s, plan, (double)track, &known))
     ok = FALSE;
   gboolean reached = known >= (double)track && unpublished_since(idx, gen0);
