@@ -1359,6 +1359,17 @@ static gboolean check_leaf(ixia_idx_search_t *s, pnode_t *p, guint32 block, guin
   return ixia_idx_charge(s, n);
 }
 
+/* How many ids ahead of its read a doc values slot is prefetched: enough
+ * misses in flight to cover memory's latency, fewer than the core can keep
+ * outstanding. */
+#define DV_PREFETCH_AHEAD 16
+
+static inline void dv_prefetch(const ixia_docvals_t *dv, const guint32 *ids, const gboolean *pass,
+                               guint i) {
+  const void *a = pass[i] ? ixia_docvals_prefetch_addr(dv, ids[i]) : NULL;
+  if (a) __builtin_prefetch(a);
+}
+
 /* A check answered from one column slot per id (ixia_idx_check_ids). */
 static gboolean slot_checkable(const pnode_t *p) {
   return p->kind == N_LEAF && !p->bm && p->checkable && !p->by_bytes;
@@ -1388,16 +1399,19 @@ gboolean ixia_idx_check_ids(ixia_idx_search_t *s, GPtrArray *checks, const guint
     if (!exists && !fld->numeric && p->vids->len && !p->vbits) build_vbits(p);
     if (!p->how) p->how = "column check";
     guint64 checked = 0, passed = 0;
-    /* Doc values first (their slots prefetched), then the columns of the
-     * ids they do not hold. */
+    /* Doc values first, then the columns of the ids they do not hold.
+     * Each slot is prefetched DV_PREFETCH_AHEAD ids before it is read:
+     * with all of a chunk's slots (up to 512) prefetched first, far more
+     * than the core keeps in flight, the reads that followed still waited
+     * on their misses (91% of the doc values read's samples on its load;
+     * brand = X AND a 50% price range: shard CPU 36-39 -> 30-32 us a
+     * query). */
     gboolean *col_todo = g_new(gboolean, n);
     for (guint i = 0; i < n; i++) col_todo[i] = pass[i];
     if (fld->dv) {
+      for (guint i = 0; i < MIN(n, DV_PREFETCH_AHEAD); i++) dv_prefetch(fld->dv, ids, pass, i);
       for (guint i = 0; i < n; i++) {
-        const void *a = pass[i] ? ixia_docvals_prefetch_addr(fld->dv, ids[i]) : NULL;
-        if (a) __builtin_prefetch(a);
-      }
-      for (guint i = 0; i < n; i++) {
+        if (i + DV_PREFETCH_AHEAD < n) dv_prefetch(fld->dv, ids, pass, i + DV_PREFETCH_AHEAD);
         guint64 raw;
         if (!pass[i] || !ixia_docvals_get(fld->dv, ids[i], &raw)) continue;
         pass[i] = dv_ok(p, fld->numeric, raw);
