@@ -558,13 +558,19 @@ typedef struct {
    * time by the walk, which can stop once the page is full. */
   GPtrArray *postings;
   GPtrArray *checks;      /* pnode_t* checked per candidate block */
+  /* A page walked on the live documents because its total was known
+   * (page_need): the blocks the walk may visit without filling the page
+   * before the search gives the walk up and reads the index instead (the
+   * matches were not spread as the estimate assumed); 0: no such walk. */
+  guint64 walk_blocks;
 } ixia_idx_exec_t;
 /* page_only: the search wants a page, with no sort and no aggregation, so
  * a union of postings need not be materialized (ex.postings). page_need,
  * when not 0: the total is known already (ixia_idx_plan_lower reached the
  * total to track), so the walk has only that many matches to find, and a
  * leaf dense enough is checked on the live documents from the first
- * instead of read from the index when that costs less. */
+ * instead of read from the index when that costs less (out->walk_blocks
+ * bounds that walk). */
 gboolean ixia_idx_plan_lead(ixia_idx_search_t *s, pnode_t *root, gboolean page_only,
                             guint page_need, ixia_idx_exec_t *out);
 /* Narrows mask (BLOCK_WORDS words of block `block`) to the documents that

@@ -687,9 +687,15 @@ static gboolean unpublished_since(ixia_idx_t *idx, guint64 gen0) {
   return gen0 % 2 == 0 && atomic_load(&idx->publish_gen) == gen0;
 }
 
-gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_search_opts_t *o,
-                         const ixia_query_limits_t *lim, GArray *hits, ixia_aggs_t *aggs,
-                         ixia_idx_result_t *res, ixia_error_t **err) {
+/* One search (ixia_idx_search). page_walk: a page whose total is known may
+ * walk the live documents (ixia_idx_plan_lead's page_need); when that walk
+ * passes its budget without filling the page, *given_up is set to the
+ * blocks it visited and nothing is answered: the caller searches again
+ * without the walk, passing them as prior_walk (for explain). */
+static gboolean search_run(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_search_opts_t *o,
+                           const ixia_query_limits_t *lim, GArray *hits, ixia_aggs_t *aggs,
+                           ixia_idx_result_t *res, gboolean page_walk, guint64 prior_walk,
+                           guint64 *given_up, ixia_error_t **err) {
   memset(res, 0, sizeof *res);
   g_rw_lock_reader_lock(&idx->dict_lock);
   table_t *t = ixia_idx_table_find(idx, q->ns, q->table);
@@ -738,7 +744,8 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
     ok = ixia_idx_plan_lower(&s, plan, (double)track, &known);
     lower_read = TRUE;
   }
-  ok = ok && ixia_idx_plan_lead(&s, plan, page_only, page_only && known >= (double)track ? o->limit : 0, &ex);
+  ok = ok && ixia_idx_plan_lead(&s, plan, page_only,
+                                page_walk && page_only && known >= (double)track ? o->limit : 0, &ex);
   ixia_idx_agg_t *agg = NULL;
   if (ok && aggs) ok = (agg = ixia_idx_agg_new(&s, aggs)) != NULL;
   const roaring_bitmap_t *set = ex.lead ? ex.lead : s.live->bm;
@@ -811,6 +818,12 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
       }
     if (agg) ok = ixia_idx_agg_block(agg, block, mask);
     if (walk_sorter && ok) ok = ixia_idx_sort_block(walk_sorter, block, mask);
+    if (ex.walk_blocks && blocks >= ex.walk_blocks && ids->len < limit) {
+      /* The page walk found its matches sparser than estimated: read the
+       * index instead (search_run's caller runs it again). */
+      *given_up = blocks;
+      break;
+    }
     if (!agg && !walk_sorter && walk_done(ids->len, limit, counted, total, track)) {
       /* Stop, unless that was the end. */
       guint32 b2;
@@ -826,6 +839,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
       exact = FALSE;
     }
   }
+  if (*given_up) goto done;
   if (uit) {
     candidates = counted ? total : uit->seen;
     ixia_idx_pnode_note(plan, candidates);
@@ -866,6 +880,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
       cJSON_AddNumberToObject(e, "ids_read", (double)s.postings);
       cJSON_AddBoolToObject(e, "early_stop", !exact);
       if (reached) cJSON_AddNumberToObject(e, "matches_at_least", known);
+      if (prior_walk) cJSON_AddNumberToObject(e, "page_walk_given_up_after_blocks", (double)prior_walk);
       if (sorter)
         cJSON_AddStringToObject(e, "sort", points_used ? "points of the first key, in order"
                                                        : "every match, top-k from the columns");
@@ -874,6 +889,7 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
       res->explain = e;
     }
   }
+done:
   ixia_idx_agg_free(agg);
   ixia_idx_sort_free(sorter);
   g_array_free(ids, TRUE);
@@ -889,5 +905,15 @@ gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_
   ixia_idx_plan_free(plan);
   ixia_idx_search_release(&s);
   ixia_idx_blk_unref(s.live);
+  return ok;
+}
+
+gboolean ixia_idx_search(ixia_idx_t *idx, const ixia_query_t *q, const ixia_idx_search_opts_t *o,
+                         const ixia_query_limits_t *lim, GArray *hits, ixia_aggs_t *aggs,
+                         ixia_idx_result_t *res, ixia_error_t **err) {
+  guint64 given_up = 0, never = 0;
+  gboolean ok = search_run(idx, q, o, lim, hits, aggs, res, TRUE, 0, &given_up, err);
+  /* (A walk given up answered nothing: hits untouched, res cleared.) */
+  if (ok && given_up) ok = search_run(idx, q, o, lim, hits, aggs, res, FALSE, given_up, &never, err);
   return ok;
 }

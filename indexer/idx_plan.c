@@ -950,12 +950,22 @@ static gboolean union_postings(ixia_idx_search_t *s, pnode_t *p, GPtrArray *out)
 /* What finding `need` matches of leaf p by walking the live documents from
  * the start costs, its matches spread evenly over them: every id of each
  * block walked checked on doc values, their lines read in order. */
-static double walk_cost(const ixia_idx_search_t *s, const pnode_t *p, guint need) {
+static double walk_blocks(const ixia_idx_search_t *s, const pnode_t *p, guint need) {
   double live = (double)s->n_live;
   double docs = p->est > 0 ? MIN(live, ((double)need + 1) * live / p->est) : live;
-  double ids = ceil(docs / BLOCK_SLOTS) * BLOCK_SLOTS;
+  return ceil(docs / BLOCK_SLOTS);
+}
+
+static double walk_cost(const ixia_idx_search_t *s, const pnode_t *p, guint need) {
+  double ids = walk_blocks(s, p, need) * BLOCK_SLOTS;
   return ids * COST_DV_CHECK + ids * (p->field->numeric ? 8 : 4) / 64 * COST_DV_LINE;
 }
+
+/* How many times the blocks it expects a page walk may visit before it is
+ * given up: matches clustered away from the first documents (a range of
+ * recent timestamps, values only the newest documents hold) would
+ * otherwise turn a page into a walk of the whole table. */
+#define WALK_GIVE_UP 4
 
 /* A leaf a walk can check on doc values alone (not exists, which reads the
  * column's presence mask; not a keyword range or prefix compared as
@@ -969,6 +979,7 @@ gboolean ixia_idx_plan_lead(ixia_idx_search_t *s, pnode_t *root, gboolean page_o
                             guint page_need, ixia_idx_exec_t *out) {
   out->lead = NULL;
   out->postings = NULL;
+  out->walk_blocks = 0;
   out->checks = g_ptr_array_new();
   double live = (double)s->n_live;
   gboolean ok = TRUE;
@@ -996,8 +1007,11 @@ gboolean ixia_idx_plan_lead(ixia_idx_search_t *s, pnode_t *root, gboolean page_o
      * the first live documents hold the page: a 100-value "in" over 5% of
      * the documents finds 10 matches in the first block of 1,024, where
      * its union looked up 100 postings (a third of the shard's CPU at
-     * limit 10), and a range over 5% would gather and sort its points. */
+     * limit 10), and a range over 5% would gather and sort its points.
+     * If the page is not full after WALK_GIVE_UP times the blocks
+     * expected (and a few), the search plans again without the walk. */
     g_ptr_array_add(out->checks, root);
+    out->walk_blocks = (guint64)(WALK_GIVE_UP * walk_blocks(s, root, page_need)) + WALK_GIVE_UP;
   } else if (page_only && union_leaf(root)) {
     /* A page of a union: each chunk of 65,536 ids is ORed from the
      * postings when the walk reaches it (idx_eval.c), so a page that fills

@@ -869,6 +869,76 @@ static void test_without_doc_values(void) {
   open_idx("1024");
 }
 
+/* A page walk given up: an index of its own (60,000 documents), where the
+ * brands z000-z099 are held only by the last 6,000. An `in` of those 100
+ * brands has 10% of the documents and a total past track_total_hits, so
+ * a page of 10 first walks the live documents; its matches are not spread
+ * as the estimate assumes, and after a few blocks without a match the
+ * search reads the union instead: the page is the first ten of the
+ * cluster, and explain says after how many blocks the walk was given up.
+ * The same `in` over brands spread evenly walks and fills its page. */
+static void test_page_walk_given_up(void) {
+  ixia_config_t *cfg = ixia_config_new();
+  ixia_config_set(cfg, "index.write_buffer_mb", "16", NULL);
+  char *path = g_build_filename(dir, "clustered", NULL);
+  ixia_error_t *e = NULL;
+  ixia_idx_t *cx = ixia_idx_open(path, cfg, &e);
+  g_free(path);
+  ixia_config_destroy(cfg);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cx);
+  const char *sj = "{\"namespace\": \"shop\", \"table\": \"c\", \"indexes\": [{\"field\": \"brand\", \"type\": \"keyword\"}]}";
+  ixia_idx_event_t schema = {IXIA_IDX_SCHEMA, NS, "c", "", 0, 1, sj, strlen(sj), 0};
+  CU_ASSERT_TRUE_FATAL(ixia_idx_apply(cx, &schema, 1, NULL, 0, NULL, NULL, NULL, &e));
+  const guint n = 60000, cluster = 54000, batch = 2000;
+  ixia_idx_event_t *evs = g_new0(ixia_idx_event_t, batch);
+  char **texts = g_new0(char *, 2 * batch);
+  for (guint done = 0; done < n; done += batch) {
+    for (guint i = 0; i < batch; i++) {
+      guint id = done + i;
+      texts[2 * i] = g_strdup_printf("d%06u", id);
+      texts[2 * i + 1] = g_strdup_printf("{\"brand\":\"%c%03u\"}", id < cluster ? 'a' : 'z', id % 100);
+      evs[i] = (ixia_idx_event_t){IXIA_IDX_PUT, NS, "c", texts[2 * i], strlen(texts[2 * i]), id + 2,
+                                  texts[2 * i + 1], strlen(texts[2 * i + 1]), 0};
+    }
+    CU_ASSERT_TRUE_FATAL(ixia_idx_apply(cx, evs, batch, NULL, 0, NULL, NULL, NULL, &e));
+    for (guint i = 0; i < 2 * batch; i++) g_free(texts[i]);
+  }
+  g_free(texts);
+  g_free(evs);
+  for (int z = 0; z < 2; z++) {
+    GString *json = g_string_new("{\"namespace\": \"shop\", \"table\": \"c\", \"filter\": {\"in\": {\"brand\": [");
+    for (int i = 0; i < 100; i++) g_string_append_printf(json, "%s\"%c%03d\"", i ? "," : "", z ? 'z' : 'a', i);
+    g_string_append(json, "]}}, \"track_total_hits\": 1000}");
+    ixia_query_t *q = ixia_query_parse(json->str, json->len, ixia_idx_schema, cx, &lim, &e);
+    g_string_free(json, TRUE);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    GArray *hits = g_array_new(FALSE, FALSE, sizeof(ixia_idx_hit_t));
+    ixia_idx_search_opts_t o = {.after_id = -1, .limit = 10, .explain = TRUE};
+    ixia_idx_result_t res;
+    CU_ASSERT_TRUE_FATAL(ixia_idx_search(cx, q, &o, &lim, hits, NULL, &res, &e));
+    CU_ASSERT_EQUAL_FATAL(hits->len, 10);
+    CU_ASSERT_TRUE(res.total >= 1000 && res.total < 6000);
+    CU_ASSERT_FALSE(res.total_exact);
+    const cJSON *given = cJSON_GetObjectItemCaseSensitive(res.explain, "page_walk_given_up_after_blocks");
+    for (guint i = 0; i < hits->len; i++) {
+      guint32 doc = (guint32)atoi(g_array_index(hits, ixia_idx_hit_t, i).key + 1);
+      CU_ASSERT_EQUAL(doc, (z ? cluster : 0) + i);
+    }
+    if (z) {
+      CU_ASSERT_STRING_EQUAL(driver(res.explain), "union of postings, a chunk at a time");
+      CU_ASSERT_TRUE(cJSON_IsNumber(given) && given->valuedouble >= 4 && given->valuedouble < 50);
+    } else {
+      CU_ASSERT_STRING_EQUAL(driver(res.explain), "live documents");
+      CU_ASSERT_PTR_NULL(given);
+    }
+    cJSON_Delete(res.explain);
+    ixia_idx_hits_clear(hits);
+    g_array_free(hits, TRUE);
+    ixia_query_destroy(q);
+  }
+  ixia_idx_destroy(cx);
+}
+
 int main(void) {
   dir = ixt_tmpdir();
   build();
@@ -876,6 +946,7 @@ int main(void) {
   CU_pSuite s = CU_add_suite("planner", NULL, NULL);
   IXT_ADD(s, test_shapes);
   IXT_ADD(s, test_early_stop);
+  IXT_ADD(s, test_page_walk_given_up);
   IXT_ADD(s, test_known_counts);
   IXT_ADD(s, test_sparse_walk_is_the_block_walk);
   IXT_ADD(s, test_numeric_edges);
