@@ -407,9 +407,10 @@ static const ixia_option_t options[] = {
      "number of concurrent queries that wait: for min_version (up to query.max_wait_ms) or "
      "for slow shards. Queries over HTTP run on http.workers."},
     {"query.pipeline_shard_calls", IXIA_OPT_BOOL, "true", 0, 0,
-     "Each I/O thread of ixia-query-api keeps one connection to each shard on which the queries "
-     "it sends are pipelined: the requests of one pass over its connections leave in one send, "
-     "and answers that come together are read with one receive (query_shard_calls_pipelined and "
+     "Each I/O thread of ixia-query-api keeps up to four connections (lanes) to each shard, on "
+     "which the queries it sends are pipelined, each on the lane with the fewest calls at the "
+     "shard: the requests of one pass over its connections leave in one send per lane, and "
+     "answers that come together are read with one receive (query_shard_calls_pipelined and "
      "query_shard_sends_pipelined in stats). false: one call at a time on each pooled "
      "connection, a send and a receive per query on each side."},
     {"query.max_request_bytes", IXIA_OPT_INT, "1048576", 1024, 1024LL * MIB,

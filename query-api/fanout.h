@@ -82,7 +82,7 @@ typedef struct {
                                     vouch for them, or the store holds a newer version */
   _Atomic guint64 pages_on_worker; /* queries whose page an I/O thread left to a worker */
   _Atomic guint64 merges_on_worker; /* queries whose aggregation merge an I/O thread left to a worker */
-  _Atomic guint64 lane_calls; /* shard calls pipelined on an I/O thread's connection to the shard */
+  _Atomic guint64 lane_calls; /* shard calls pipelined on an I/O thread's lanes to the shards */
   _Atomic guint64 lane_sends; /* the sends that carried them (several calls of one pass each) */
 } ixia_fanout_stats_t;
 
