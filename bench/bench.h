@@ -15,10 +15,13 @@
  * (default: one per connection); a thread with several connections uses
  * them in turn.
  *
- * Open loop (--rate R, blocking clients): thread t of T sends on a fixed timeline, one request
+ * Open loop (--rate R): thread t of T sends on a fixed timeline, one request
  * every T/R seconds (phases staggered across threads), whatever the answers
  * do; latency is measured from the *scheduled* send time, so a stall delays
  * and counts every request scheduled behind it (no coordinated omission).
+ * An event-driven workload sends each request due on an idle connection of
+ * its thread (or the first to come free); a blocking thread sends it on its
+ * next connection once its previous request answered.
  *
  * Every workload prints one JSON line: {"workload": NAME, ...} or
  * {"workload": NAME, "skipped": REASON} when the feature it measures is not
@@ -137,16 +140,23 @@ struct ixia_bench_run {
   gpointer state;
 };
 
-/* The event-driven driver (events.c): a connection of the workload's wire
- * (NULL with err), closed by ixia_bench_events_close; the closed loop of
- * one thread over its n connections until end_us (then it waits for the
- * answers in flight, at most 10 s). */
 /* "host:port" or "http://host:port[/...]" -> a connected, blocking TCP
  * socket (-1 with err naming `what`, the option it came from). */
 int ixia_bench_tcp_connect(const char *addr, const char *what, ixia_error_t **err);
+/* The event-driven driver (events.c): a connection of the workload's wire
+ * (NULL with err), closed by ixia_bench_events_close; the loop of one
+ * thread (worker w, one of nthreads) over its n connections from start_us
+ * to end_us, closed (rate <= 0) or open at the run's rate, then it waits
+ * for the answers in flight, at most 10 s. */
 gpointer ixia_bench_events_open(ixia_bench_run_t *r, ixia_error_t **err);
 void ixia_bench_events_close(gpointer conn);
-void ixia_bench_events_run(ixia_bench_worker_t *w, gpointer const *conns, guint n, gint64 end_us);
+void ixia_bench_events_run(ixia_bench_worker_t *w, gpointer const *conns, guint n, gint64 start_us,
+                           gint64 end_us, double rate, int nthreads);
+/* The put call's message for call->key and doc (its seqid set in call),
+ * and the check of its answer (workloads.c). */
+void ixia_bench_put_message(ixia_bench_call_t *call, const char *doc, GByteArray *out);
+gboolean ixia_bench_put_answer(const ixia_bench_call_t *call, const guint8 *a, gsize len,
+                               ixia_error_t **err);
 /* Threads of an event-driven run when --threads is not given. */
 #define IXIA_BENCH_EVENT_THREADS 2
 

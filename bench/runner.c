@@ -292,7 +292,8 @@ static gpointer thread_main(gpointer data) {
   thread_t *t = data;
   gint64 w0 = ixia_bench_thread_wait_ns();
   if (t->events)
-    ixia_bench_events_run(&t->w, t->conns->pdata, t->conns->len, t->end_us);
+    ixia_bench_events_run(&t->w, t->conns->pdata, t->conns->len, t->start_us, t->end_us,
+                          t->w.run->o->rate, t->nthreads);
   else
     run_ops(t);
   gint64 w1 = ixia_bench_thread_wait_ns();
@@ -316,8 +317,8 @@ gboolean ixia_bench_run(ixia_bench_opts_t *o, const ixia_bench_workload_t *wl) {
     if (wl->cleanup) wl->cleanup(r.state);
     return TRUE;
   }
-  /* Closed loops of workloads with an event-driven form run it. */
-  gboolean events = wl->request && o->rate <= 0;
+  /* Workloads with an event-driven form run it, closed or open loop. */
+  gboolean events = wl->request != NULL;
   gpointer (*open)(ixia_bench_run_t *, ixia_error_t **) =
       events ? ixia_bench_events_open : wl->open ? wl->open : open_default;
   void (*close)(gpointer) = events ? ixia_bench_events_close : wl->close ? wl->close : close_default;

@@ -125,12 +125,10 @@ static void put_string(GByteArray *out, guint16 id, const char *s) {
   g_byte_array_append(out, (const guint8 *)s, (guint)strlen(s));
 }
 
-/* put(ns, table, key, json, expected_version -1), as the generated client
- * writes it. */
-static void put_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, gint64 i, GByteArray *out) {
-  key_of(i, call->key, sizeof call->key);
+/* put(ns, table, call->key, doc, expected_version -1), as the generated
+ * client writes it. */
+void ixia_bench_put_message(ixia_bench_call_t *call, const char *doc, GByteArray *out) {
   call->seqid = next_seqid();
-  char *doc = ixia_bench_doc((guint64)i, w->run->o->seed, 1 + g_rand_int_range(w->rnd, 0, 1000), NULL);
   ixia_bytes_append32(out, 0x80010001u); /* version 1, T_CALL */
   ixia_bytes_append32(out, 3);
   g_byte_array_append(out, (const guint8 *)"put", 3);
@@ -143,16 +141,27 @@ static void put_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, gint64 
   g_byte_array_append(out, h, 3);
   ixia_bytes_append64(out, (guint64)(gint64)-1);
   g_byte_array_append(out, &stop, 1);
+}
+
+static void put_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, gint64 i, GByteArray *out) {
+  key_of(i, call->key, sizeof call->key);
+  char *doc = ixia_bench_doc((guint64)i, w->run->o->seed, 1 + g_rand_int_range(w->rnd, 0, 1000), NULL);
+  ixia_bench_put_message(call, doc, out);
   g_free(doc);
 }
 
 /* A success: the result struct's field 0, an i64 (the new version). */
-static gboolean put_answer(ixia_bench_worker_t *w, const ixia_bench_call_t *call, const guint8 *a,
-                           gsize len, ixia_error_t **err) {
-  (void)w;
+gboolean ixia_bench_put_answer(const ixia_bench_call_t *call, const guint8 *a, gsize len,
+                               ixia_error_t **err) {
   gsize p = reply_body(a, len, "put", call->seqid);
   if (p && len >= p + 3 + 8 && a[p] == 10 && a[p + 1] == 0 && a[p + 2] == 0) return TRUE;
   return answer_error(a, len, "put", call->key, err);
+}
+
+static gboolean put_answer(ixia_bench_worker_t *w, const ixia_bench_call_t *call, const guint8 *a,
+                           gsize len, ixia_error_t **err) {
+  (void)w;
+  return ixia_bench_put_answer(call, a, len, err);
 }
 
 /* ---- get-hot: cached gets of a few hot keys -------------------------------- */
