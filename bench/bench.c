@@ -35,8 +35,8 @@ static const char *const SUMMARY =
     "  gen            print --docs generated documents as JSON lines\n"
     "\n"
     "Closed loops keep one request in flight on each of --conns connections. The\n"
-    "gets, puts, mixed, memcached, filter, agg and freshness workloads drive them from\n"
-    "--threads event-driven threads (default 2, as pgbench -j 2 beside them in\n"
+    "gets, puts, mixed, memcached, filter, agg, freshness and cdc-lag workloads drive\n"
+    "them from --threads event-driven threads (default 2, as pgbench -j 2 beside them in\n"
     "bench/run.sh); the others use blocking clients, one thread per connection by\n"
     "default. With --rate the threads send on a fixed timeline (an event-driven\n"
     "thread on whichever of its connections is idle, or the first to come free) and\n"
@@ -99,8 +99,7 @@ static int run_one(ixia_bench_opts_t *o, const char *wl) {
       return 1;
     }
     char *doc = ixia_bench_doc(1, o->seed, 0, NULL);
-    int rc = ixia_bench_cdc_lag(o->api, o->kafka, o->topic,
-                                o->rate > 0 ? o->rate : 1000, o->seconds, o->conns, doc);
+    int rc = ixia_bench_cdc_lag(o, o->rate > 0 ? o->rate : 1000, doc);
     g_free(doc);
     return rc ? 1 : 0;
   }

@@ -153,10 +153,10 @@ void ixia_bench_events_close(gpointer conn);
 void ixia_bench_events_run(ixia_bench_worker_t *w, gpointer const *conns, guint n, gint64 start_us,
                            gint64 end_us, double rate, int nthreads);
 /* The put call's message for call->key and doc (its seqid set in call),
- * and the check of its answer (workloads.c). */
+ * and the check of its answer, which gives the new version (workloads.c). */
 void ixia_bench_put_message(ixia_bench_call_t *call, const char *doc, GByteArray *out);
 gboolean ixia_bench_put_answer(const ixia_bench_call_t *call, const guint8 *a, gsize len,
-                               ixia_error_t **err);
+                               gint64 *version, ixia_error_t **err);
 /* Threads of an event-driven run when --threads is not given. */
 #define IXIA_BENCH_EVENT_THREADS 2
 

@@ -177,7 +177,7 @@ static gboolean fresh_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, G
 
 static gboolean fresh_answer(ixia_bench_worker_t *w, const ixia_bench_call_t *call, const guint8 *a,
                              gsize len, ixia_error_t **err) {
-  if (!ixia_bench_put_answer(call, a, len, err)) return FALSE;
+  if (!ixia_bench_put_answer(call, a, len, NULL, err)) return FALSE;
   fresh_acked(w, call->key);
   return TRUE;
 }

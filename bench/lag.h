@@ -2,9 +2,11 @@
 #ifndef IXIA_BENCH_LAG_H
 #define IXIA_BENCH_LAG_H
 
-/* Prints one JSON line; returns non-zero when puts failed or events went
- * missing. */
-int ixia_bench_cdc_lag(const char *api, const char *brokers, const char *topic, double rate,
-                       double seconds, int conns, const char *doc_json);
+#include "bench.h"
+
+/* Puts at rate for o->seconds over o->conns connections (o->api) and
+ * reads their events from o->topic at o->kafka. Prints one JSON line;
+ * returns non-zero when puts failed or events went missing. */
+int ixia_bench_cdc_lag(ixia_bench_opts_t *o, double rate, const char *doc_json);
 
 #endif

@@ -152,16 +152,19 @@ static void put_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, gint64 
 
 /* A success: the result struct's field 0, an i64 (the new version). */
 gboolean ixia_bench_put_answer(const ixia_bench_call_t *call, const guint8 *a, gsize len,
-                               ixia_error_t **err) {
+                               gint64 *version, ixia_error_t **err) {
   gsize p = reply_body(a, len, "put", call->seqid);
-  if (p && len >= p + 3 + 8 && a[p] == 10 && a[p + 1] == 0 && a[p + 2] == 0) return TRUE;
+  if (p && len >= p + 3 + 8 && a[p] == 10 && a[p + 1] == 0 && a[p + 2] == 0) {
+    if (version) *version = (gint64)ixia_bytes_get64(a + p + 3);
+    return TRUE;
+  }
   return answer_error(a, len, "put", call->key, err);
 }
 
 static gboolean put_answer(ixia_bench_worker_t *w, const ixia_bench_call_t *call, const guint8 *a,
                            gsize len, ixia_error_t **err) {
   (void)w;
-  return ixia_bench_put_answer(call, a, len, err);
+  return ixia_bench_put_answer(call, a, len, NULL, err);
 }
 
 /* ---- get-hot: cached gets of a few hot keys -------------------------------- */
