@@ -1,27 +1,22 @@
 /* ixia-bench internals: options, the closed/open-loop drivers shared by the
  * request/response workloads, and result printing.
  *
- * Concurrency model, closed loop (no --rate): --conns connections, each
- * with one request in flight: it sends its next request as soon as the
- * previous one answered; latency is measured per request. A workload with
- * an event-driven form (`request`/`answer` below; bench/events.c) spreads
- * its connections over --threads threads (default 2), each of which drives
- * its connections from one epoll set, as pgbench -c N -j 2 drives
- * PostgreSQL's in bench/run.sh: the load generator shares the machine with
- * what it measures, and a blocked thread per connection spent a third of
- * the machine's CPU on its own context switches (perf of ixia-bench under
- * mixed: 64% of its samples in schedule() after a blocking recv). The
- * other workloads use blocking clients: requests in flight = threads
- * (default: one per connection); a thread with several connections uses
- * them in turn.
+ * Concurrency model: --conns connections spread over --threads threads
+ * (default 2), each of which drives its connections from one epoll set
+ * (bench/events.c), as pgbench -c N -j 2 drives PostgreSQL's in
+ * bench/run.sh: the load generator shares the machine with what it
+ * measures, and a blocked thread per connection spent a third of the
+ * machine's CPU on its own context switches (perf of ixia-bench under
+ * mixed: 64% of its samples in schedule() after a blocking recv).
  *
- * Open loop (--rate R): thread t of T sends on a fixed timeline, one request
- * every T/R seconds (phases staggered across threads), whatever the answers
- * do; latency is measured from the *scheduled* send time, so a stall delays
- * and counts every request scheduled behind it (no coordinated omission).
- * An event-driven workload sends each request due on an idle connection of
- * its thread (or the first to come free); a blocking thread sends it on its
- * next connection once its previous request answered.
+ * Closed loop (no --rate): each connection has one request in flight and
+ * sends its next as soon as the previous one answered; latency is measured
+ * per request. Open loop (--rate R): thread t of T sends on a fixed
+ * timeline, one request every T/R seconds (phases staggered across
+ * threads), each on an idle connection of its thread (or the first to come
+ * free), whatever the answers do; latency is measured from the *scheduled*
+ * send time, so a stall delays and counts every request scheduled behind
+ * it (no coordinated omission).
  *
  * Every workload prints one JSON line: {"workload": NAME, ...} or
  * {"workload": NAME, "skipped": REASON} when the feature it measures is not
@@ -99,8 +94,9 @@ struct ixia_bench_worker {
   ixia_bench_run_t *run;
   int id;
   GRand *rnd;
-  gint64 sched_us; /* scheduled (open loop) or actual send time of this op */
-  int op_class;    /* the op sets it when the workload has two classes */
+  /* The latency's start of the request being written or answered: when it
+   * fell due (open loop) or was sent (closed loop). */
+  gint64 sched_us;
   ixia_hdr_t *lat[2];
   guint64 ops[2], errors;
   guint64 extra[IXIA_BENCH_EXTRA];
@@ -114,16 +110,12 @@ typedef struct {
   /* Run-wide set-up; *state is handed to every later hook. Sets *skip
    * (g_malloc'd) to skip the workload. */
   gboolean (*prepare)(ixia_bench_run_t *r, gpointer *state, char **skip, ixia_error_t **err);
-  /* A connection (default: an ixia_client_t to the API). */
-  gpointer (*open)(ixia_bench_run_t *r, ixia_error_t **err);
-  void (*close)(gpointer conn);
-  /* One operation on conn. */
-  gboolean (*op)(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err);
-  /* The event-driven form (optional; closed-loop runs use it when set):
+  /* The calls, driven by events.c over connections of the wire:
    * request() appends the next request's bytes to out (for Thrift the
    * message, which the driver frames) and notes in *call what answer()
-   * needs; answer() checks the whole answer (for Thrift the frame's body)
-   * and adds the workload's counters; FALSE with err for an error answer. */
+   * needs (call->op_class: the request's class); answer() checks the whole
+   * answer (for Thrift the frame's body) and adds the workload's counters;
+   * FALSE with err for an error answer. */
   ixia_bench_wire_t wire;
   gboolean (*request)(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
                       ixia_error_t **err);
@@ -183,9 +175,6 @@ char *ixia_bench_stat_str(ixia_client_t *c, const char *field, ixia_error_t **er
 
 /* Runs a query; *resp is the parsed response (cJSON_Delete it). */
 gboolean ixia_bench_query(ixia_client_t *c, const char *request, cJSON **resp, ixia_error_t **err);
-/* Runs a timed query and reads its answer as ixia_bench_answer_read does. */
-gboolean ixia_bench_query_summary(ixia_client_t *c, const char *request, ixia_bench_answer_t *a,
-                                  ixia_error_t **err);
 /* Number of documents of the bench table matched by filter_json (NULL: all),
  * or -1 with err set. Used to check that query works before timing it. */
 gint64 ixia_bench_count(ixia_client_t *c, const char *filter_json, ixia_error_t **err);

@@ -134,51 +134,32 @@ static gboolean fresh_prepare(ixia_bench_run_t *r, gpointer *state, char **skip,
   return TRUE;
 }
 
-/* A put of the next new key of worker w (into key, of size ksz); its
- * document in *doc. */
-static void fresh_next(ixia_bench_worker_t *w, char *key, gsize ksz, char **doc) {
-  fresh_t *f = w->run->state;
-  guint64 seq = w->extra[0]++;
-  snprintf(key, ksz, "f%" G_GUINT64_FORMAT "-%d-%" G_GUINT64_FORMAT, f->nonce, w->id, seq);
-  *doc = ixia_bench_doc(seq, w->run->o->seed, 0, key);
-}
-
-/* A sample of the acknowledged puts become probes, timed from the put's
- * scheduled send (w->sched_us). */
-static void fresh_acked(ixia_bench_worker_t *w, const char *key) {
-  fresh_t *f = w->run->state;
-  if (g_rand_double(w->rnd) >= f->probe_fraction) return;
-  probe_t *p = g_new0(probe_t, 1);
-  p->key = g_strdup(key);
-  p->sched_us = w->sched_us;
-  g_async_queue_push(f->probes, p);
-  w->extra[1]++;
-}
-
-static gboolean fresh_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err) {
-  char key[64], *doc;
-  fresh_next(w, key, sizeof key, &doc);
-  gboolean ok = ixia_client_put(conn, IXIA_BENCH_NS, IXIA_BENCH_TABLE, key, doc, -1, NULL, err);
-  g_free(doc);
-  if (ok) fresh_acked(w, key);
-  return ok;
-}
-
-/* The event-driven form (events.c), which the runs with --rate use. */
+/* A put of the worker's next new key. */
 static gboolean fresh_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
                               ixia_error_t **err) {
   (void)err;
-  char *doc;
-  fresh_next(w, call->key, sizeof call->key, &doc);
+  fresh_t *f = w->run->state;
+  guint64 seq = w->extra[0]++;
+  snprintf(call->key, sizeof call->key, "f%" G_GUINT64_FORMAT "-%d-%" G_GUINT64_FORMAT, f->nonce, w->id, seq);
+  char *doc = ixia_bench_doc(seq, w->run->o->seed, 0, call->key);
   ixia_bench_put_message(call, doc, out);
   g_free(doc);
   return TRUE;
 }
 
+/* A sample of the acknowledged puts become probes, timed from the put's
+ * scheduled send (w->sched_us). */
 static gboolean fresh_answer(ixia_bench_worker_t *w, const ixia_bench_call_t *call, const guint8 *a,
                              gsize len, ixia_error_t **err) {
   if (!ixia_bench_put_answer(call, a, len, NULL, err)) return FALSE;
-  fresh_acked(w, call->key);
+  fresh_t *f = w->run->state;
+  if (g_rand_double(w->rnd) < f->probe_fraction) {
+    probe_t *p = g_new0(probe_t, 1);
+    p->key = g_strdup(call->key);
+    p->sched_us = w->sched_us;
+    g_async_queue_push(f->probes, p);
+    w->extra[1]++;
+  }
   return TRUE;
 }
 
@@ -216,6 +197,6 @@ static void fresh_cleanup(gpointer state) {
 }
 
 const ixia_bench_workload_t ixia_bench_freshness = {
-    .name = "freshness", .class_names = {NULL, NULL}, .prepare = fresh_prepare, .op = fresh_op,
+    .name = "freshness", .class_names = {NULL, NULL}, .prepare = fresh_prepare,
     .wire = IXIA_BENCH_WIRE_THRIFT, .request = fresh_request, .answer = fresh_answer,
     .report = fresh_report, .cleanup = fresh_cleanup};

@@ -113,18 +113,6 @@ gboolean ixia_bench_query(ixia_client_t *c, const char *request, cJSON **resp, i
   return TRUE;
 }
 
-gboolean ixia_bench_query_summary(ixia_client_t *c, const char *request, ixia_bench_answer_t *a,
-                                  ixia_error_t **err) {
-  char *json = NULL;
-  if (!ixia_client_query(c, request, &json, err)) return FALSE;
-  gboolean ok = ixia_bench_answer_read(json, a);
-  if (!ok)
-    ixia_error_set(err, IXIA_EINTERNAL, "query response without hits or total, or not JSON: %.200s",
-                   json);
-  g_free(json);
-  return ok;
-}
-
 gint64 ixia_bench_count(ixia_client_t *c, const char *filter_json, ixia_error_t **err) {
   char *req = g_strdup_printf("{\"namespace\":\"" IXIA_BENCH_NS "\",\"table\":\"" IXIA_BENCH_TABLE
                               "\"%s%s,\"limit\":0}",
@@ -238,64 +226,14 @@ typedef struct {
   GPtrArray *conns;
   gint64 start_us, end_us;
   int nthreads;
-  gboolean events; /* the event-driven driver (events.c) */
   gint64 wait_ns; /* this thread's run-queue wait over the run; -1 unknown */
 } thread_t;
-
-static gpointer open_default(ixia_bench_run_t *r, ixia_error_t **err) {
-  return ixia_client_new(r->o->api, err);
-}
-
-static void close_default(gpointer conn) { ixia_client_destroy(conn); }
-
-static void worker_op(thread_t *t, gpointer conn, gint64 sched_us) {
-  ixia_bench_worker_t *w = &t->w;
-  const ixia_bench_workload_t *wl = w->run->wl;
-  w->sched_us = sched_us;
-  w->op_class = 0;
-  ixia_error_t *e = NULL;
-  gboolean ok = wl->op(w, conn, &e);
-  gint64 done = g_get_monotonic_time();
-  if (ok) {
-    ixia_hdr_record(w->lat[w->op_class], done - sched_us);
-    w->ops[w->op_class]++;
-  } else {
-    w->errors++;
-    if (!w->first_error)
-      w->first_error = e;
-    else
-      ixia_error_destroy(e);
-  }
-}
-
-static void run_ops(thread_t *t) {
-  ixia_bench_opts_t *o = t->w.run->o;
-  guint n = t->conns->len, i = 0;
-  if (o->rate <= 0) {
-    while (g_get_monotonic_time() < t->end_us)
-      worker_op(t, g_ptr_array_index(t->conns, i++ % n), g_get_monotonic_time());
-    return;
-  }
-  /* Open loop: this thread's share of the rate, its phase offset by its id
-   * so the threads' sends interleave. */
-  double interval = (double)t->nthreads * 1e6 / o->rate;
-  for (guint64 k = 0;; k++) {
-    gint64 sched = t->start_us + (gint64)(((double)k + (double)t->w.id / t->nthreads) * interval);
-    if (sched >= t->end_us) break;
-    gint64 now = g_get_monotonic_time();
-    if (now < sched) g_usleep((gulong)(sched - now));
-    worker_op(t, g_ptr_array_index(t->conns, i++ % n), sched);
-  }
-}
 
 static gpointer thread_main(gpointer data) {
   thread_t *t = data;
   gint64 w0 = ixia_bench_thread_wait_ns();
-  if (t->events)
-    ixia_bench_events_run(&t->w, t->conns->pdata, t->conns->len, t->start_us, t->end_us,
-                          t->w.run->o->rate, t->nthreads);
-  else
-    run_ops(t);
+  ixia_bench_events_run(&t->w, t->conns->pdata, t->conns->len, t->start_us, t->end_us,
+                        t->w.run->o->rate, t->nthreads);
   gint64 w1 = ixia_bench_thread_wait_ns();
   t->wait_ns = w0 >= 0 && w1 >= w0 ? w1 - w0 : -1;
   return NULL;
@@ -317,25 +255,19 @@ gboolean ixia_bench_run(ixia_bench_opts_t *o, const ixia_bench_workload_t *wl) {
     if (wl->cleanup) wl->cleanup(r.state);
     return TRUE;
   }
-  /* Workloads with an event-driven form run it, closed or open loop. */
-  gboolean events = wl->request != NULL;
-  gpointer (*open)(ixia_bench_run_t *, ixia_error_t **) =
-      events ? ixia_bench_events_open : wl->open ? wl->open : open_default;
-  void (*close)(gpointer) = events ? ixia_bench_events_close : wl->close ? wl->close : close_default;
   int nconns = MAX(1, o->conns);
-  int nthreads = CLAMP(o->threads > 0 ? o->threads : events ? IXIA_BENCH_EVENT_THREADS : nconns, 1, nconns);
+  int nthreads = CLAMP(o->threads > 0 ? o->threads : IXIA_BENCH_EVENT_THREADS, 1, nconns);
   thread_t *th = g_new0(thread_t, nthreads);
   gboolean ok = TRUE;
   for (int i = 0; i < nthreads; i++) {
     th[i].w = (ixia_bench_worker_t){.run = &r, .id = i,
                                     .rnd = g_rand_new_with_seed(o->seed * 7919u + (guint32)i),
                                     .lat = {ixia_hdr_new(), ixia_hdr_new()}};
-    th[i].conns = g_ptr_array_new_with_free_func(close);
+    th[i].conns = g_ptr_array_new_with_free_func(ixia_bench_events_close);
     th[i].nthreads = nthreads;
-    th[i].events = events;
   }
   for (int c = 0; ok && c < nconns; c++) {
-    gpointer conn = open(&r, &err);
+    gpointer conn = ixia_bench_events_open(&r, &err);
     if (conn)
       g_ptr_array_add(th[c % nthreads].conns, conn);
     else
@@ -380,7 +312,7 @@ gboolean ixia_bench_run(ixia_bench_opts_t *o, const ixia_bench_workload_t *wl) {
     cJSON *out = ixia_bench_result_new(wl->name);
     cJSON_AddNumberToObject(out, "threads", nthreads);
     cJSON_AddNumberToObject(out, "conns", nconns);
-    cJSON_AddStringToObject(out, "client", events ? "event-driven" : "blocking");
+    cJSON_AddStringToObject(out, "client", "event-driven");
     cJSON_AddNumberToObject(out, "seconds", (double)(gint64)(secs * 10 + 0.5) / 10);
     if (o->rate > 0) cJSON_AddNumberToObject(out, "target_rate", o->rate);
     guint64 ops = tot.ops[0] + tot.ops[1];

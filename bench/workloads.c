@@ -53,15 +53,6 @@ static gboolean get_one(ixia_client_t *c, const char *key, ixia_error_t **err) {
   return ok;
 }
 
-static gboolean put_one(ixia_bench_worker_t *w, ixia_client_t *c, gint64 i, ixia_error_t **err) {
-  char key[32];
-  key_of(i, key, sizeof key);
-  char *doc = ixia_bench_doc((guint64)i, w->run->o->seed, 1 + g_rand_int_range(w->rnd, 0, 1000), NULL);
-  gboolean ok = ixia_client_put(c, IXIA_BENCH_NS, IXIA_BENCH_TABLE, key, doc, -1, NULL, err);
-  g_free(doc);
-  return ok;
-}
-
 /* ---- event-driven forms (events.c): calls written and answers read by hand --- */
 
 /* Sequence ids of this thread's calls (the API echoes them). */
@@ -188,12 +179,6 @@ static gboolean get_hot_prepare(ixia_bench_run_t *r, gpointer *state, char **ski
   return ok && cache_counts(o, cc, err);
 }
 
-static gboolean get_hot_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err) {
-  char key[32];
-  key_of(g_rand_int_range(w->rnd, 0, (gint32)w->run->o->hot_keys), key, sizeof key);
-  return get_one(conn, key, err);
-}
-
 static void hit_ratio_report(ixia_bench_run_t *r, const ixia_bench_worker_t *tot, cJSON *out) {
   (void)tot;
   gboolean hot = r->wl == &ixia_bench_get_hot || r->wl == &ixia_bench_http_get_hot;
@@ -215,7 +200,7 @@ static gboolean get_hot_request(ixia_bench_worker_t *w, ixia_bench_call_t *call,
 }
 
 const ixia_bench_workload_t ixia_bench_get_hot = {
-    .name = "get-hot", .prepare = get_hot_prepare, .op = get_hot_op,
+    .name = "get-hot", .prepare = get_hot_prepare,
     .wire = IXIA_BENCH_WIRE_THRIFT, .request = get_hot_request, .answer = get_answer,
     .report = hit_ratio_report, .cleanup = g_free};
 
@@ -231,12 +216,6 @@ static gboolean get_random_prepare(ixia_bench_run_t *r, gpointer *state, char **
   return cache_counts(o, cc, err);
 }
 
-static gboolean get_random_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err) {
-  char key[32];
-  key_of(g_rand_int_range(w->rnd, 0, (gint32)w->run->o->keys), key, sizeof key);
-  return get_one(conn, key, err);
-}
-
 static gboolean get_random_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
                                    ixia_error_t **err) {
   (void)err;
@@ -245,7 +224,7 @@ static gboolean get_random_request(ixia_bench_worker_t *w, ixia_bench_call_t *ca
 }
 
 const ixia_bench_workload_t ixia_bench_get_random = {
-    .name = "get-random", .prepare = get_random_prepare, .op = get_random_op,
+    .name = "get-random", .prepare = get_random_prepare,
     .wire = IXIA_BENCH_WIRE_THRIFT, .request = get_random_request, .answer = get_answer,
     .report = hit_ratio_report, .cleanup = g_free};
 
@@ -264,19 +243,6 @@ static gboolean mixed_prepare(ixia_bench_run_t *r, gpointer *state, char **skip,
   *state = m;
   m->zipf = ixia_zipf_new((guint64)o->keys, o->theta);
   return cache_counts(o, &m->cc, err);
-}
-
-static gboolean mixed_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err) {
-  const ixia_bench_opts_t *o = w->run->o;
-  mixed_t *m = w->run->state;
-  gint64 i = (gint64)ixia_zipf_key(m->zipf, ixia_zipf_rank(m->zipf, w->rnd));
-  if (g_rand_int_range(w->rnd, 0, o->read_ratio + 1) == o->read_ratio) {
-    w->op_class = 1;
-    return put_one(w, conn, i, err);
-  }
-  char key[32];
-  key_of(i, key, sizeof key);
-  return get_one(conn, key, err);
 }
 
 static gboolean mixed_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
@@ -315,7 +281,7 @@ static void mixed_cleanup(gpointer state) {
 }
 
 const ixia_bench_workload_t ixia_bench_mixed = {
-    .name = "mixed", .class_names = {"get", "put"}, .prepare = mixed_prepare, .op = mixed_op,
+    .name = "mixed", .class_names = {"get", "put"}, .prepare = mixed_prepare,
     .wire = IXIA_BENCH_WIRE_THRIFT, .request = mixed_request, .answer = mixed_answer,
     .report = mixed_report, .cleanup = mixed_cleanup};
 
@@ -326,10 +292,6 @@ static gboolean put_prepare(ixia_bench_run_t *r, gpointer *state, char **skip, i
   return ixia_bench_apply_schema(r->o, err);
 }
 
-static gboolean put_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err) {
-  return put_one(w, conn, g_rand_int_range(w->rnd, 0, (gint32)w->run->o->keys), err);
-}
-
 static gboolean put_only_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
                                  ixia_error_t **err) {
   (void)err;
@@ -338,7 +300,7 @@ static gboolean put_only_request(ixia_bench_worker_t *w, ixia_bench_call_t *call
 }
 
 const ixia_bench_workload_t ixia_bench_put = {
-    .name = "put", .prepare = put_prepare, .op = put_op,
+    .name = "put", .prepare = put_prepare,
     .wire = IXIA_BENCH_WIRE_THRIFT, .request = put_only_request, .answer = put_answer};
 
 /* ---- memcached: raw libmemcached gets, the limit beside get-hot --------------- */
@@ -379,24 +341,7 @@ static gboolean mc_prepare(ixia_bench_run_t *r, gpointer *state, char **skip, ix
   return ok;
 }
 
-static gpointer mc_open(ixia_bench_run_t *r, ixia_error_t **err) { return mc_new(r->o->memcached, err); }
-static void mc_close(gpointer conn) { memcached_free(conn); }
-
-static gboolean mc_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err) {
-  char key[32];
-  snprintf(key, sizeof key, "raw:%d", g_rand_int_range(w->rnd, 0, (gint32)w->run->o->hot_keys));
-  size_t len;
-  uint32_t flags;
-  memcached_return_t rc;
-  char *v = memcached_get(conn, key, strlen(key), &len, &flags, &rc);
-  gboolean ok = v != NULL;
-  if (!ok) ixia_error_set(err, IXIA_EUNAVAILABLE, "memcached get %s: %s", key, memcached_strerror(conn, rc));
-  free(v);
-  return ok;
-}
-
-/* The same get in memcached's text protocol, as the event-driven driver
- * sends it (libmemcached's client is blocking). */
+/* A get in memcached's text protocol. */
 static gboolean mc_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
                            ixia_error_t **err) {
   (void)err;
@@ -416,7 +361,7 @@ static gboolean mc_answer(ixia_bench_worker_t *w, const ixia_bench_call_t *call,
 }
 
 const ixia_bench_workload_t ixia_bench_memcached = {
-    .name = "memcached", .prepare = mc_prepare, .open = mc_open, .close = mc_close, .op = mc_op,
+    .name = "memcached", .prepare = mc_prepare,
     .wire = IXIA_BENCH_WIRE_MEMCACHED, .request = mc_request, .answer = mc_answer};
 
 /* ---- filter and agg: queries over the loaded table ---------------------------- */
@@ -448,18 +393,6 @@ static gboolean query_prepare(ixia_bench_run_t *r, gpointer *state, char **skip,
   query_state_t *q = g_new0(query_state_t, 1);
   q->docs = n;
   *state = q;
-  return TRUE;
-}
-
-/* Runs request; adds hits, total and the server's took_ms (in us) to the
- * worker's extra counters 0, 1 and 2. */
-static gboolean query_op(ixia_bench_worker_t *w, ixia_client_t *c, const char *request,
-                         ixia_error_t **err) {
-  ixia_bench_answer_t a;
-  if (!ixia_bench_query_summary(c, request, &a, err)) return FALSE;
-  w->extra[0] += a.hits;
-  w->extra[1] += (guint64)a.total;
-  w->extra[2] += (guint64)(a.took_ms * 1000);
   return TRUE;
 }
 
@@ -603,7 +536,7 @@ static void shape_filter(int shape, GRand *r, GString *f) {
       g_string_append(f, "{\"exists\":\"discount\"}");
       break;
     default:
-      /* 15 of 50 categories; the sort is added by filter_op. */
+      /* 15 of 50 categories; the sort is added by filter_text. */
       g_string_append(f, "{\"range\":{\"category\":{\"lt\":\"cat15\"}}}");
   }
 }
@@ -619,13 +552,6 @@ static char *filter_text(ixia_bench_worker_t *w) {
   return g_string_free(req, FALSE);
 }
 
-static gboolean filter_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err) {
-  char *req = filter_text(w);
-  gboolean ok = query_op(w, conn, req, err);
-  g_free(req);
-  return ok;
-}
-
 static gboolean filter_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
                                ixia_error_t **err) {
   (void)err;
@@ -636,7 +562,7 @@ static gboolean filter_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, 
 }
 
 const ixia_bench_workload_t ixia_bench_filter = {
-    .name = "filter", .prepare = query_prepare, .op = filter_op,
+    .name = "filter", .prepare = query_prepare,
     .wire = IXIA_BENCH_WIRE_THRIFT, .request = filter_request, .answer = query_answer,
     .report = query_report, .cleanup = g_free};
 
@@ -649,12 +575,6 @@ const ixia_bench_workload_t ixia_bench_filter = {
   "\"sum\":{\"sum\":\"price\"},\"avg\":{\"avg\":\"price\"},"                                \
   "\"min\":{\"min\":\"price\"},\"max\":{\"max\":\"price\"}}}}}}"
 
-static gboolean agg_op(ixia_bench_worker_t *w, gpointer conn, ixia_error_t **err) {
-  char req[768];
-  snprintf(req, sizeof req, AGG_TEXT_FMT, AGG_PRICE_LT);
-  return query_op(w, conn, req, err);
-}
-
 static gboolean agg_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GByteArray *out,
                             ixia_error_t **err) {
   (void)w, (void)err;
@@ -665,6 +585,6 @@ static gboolean agg_request(ixia_bench_worker_t *w, ixia_bench_call_t *call, GBy
 }
 
 const ixia_bench_workload_t ixia_bench_agg = {
-    .name = "agg", .prepare = query_prepare, .op = agg_op,
+    .name = "agg", .prepare = query_prepare,
     .wire = IXIA_BENCH_WIRE_THRIFT, .request = agg_request, .answer = query_answer,
     .report = query_report, .cleanup = g_free};
